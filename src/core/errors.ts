@@ -1,0 +1,85 @@
+/**
+ * The one error type idmint throws, and the registry of every error code it can carry.
+ *
+ * Codes are stable API: clients branch on them, so a code is never renamed or reused for a
+ * different condition. Every code here must be documented in docs/errors.md (a test checks).
+ */
+
+/** What a code means for a caller: the HTTP status it maps to, and whether retrying can help. */
+export interface ErrorCodeInfo {
+  /** HTTP status the server answers with. */
+  readonly status: number;
+  /** True when the same request may succeed later (the server adds `Retry-After`). */
+  readonly retryable: boolean;
+  /** One line for docs and `--help`: when this code is raised. */
+  readonly summary: string;
+}
+
+/** Every error code idmint raises. Add new codes here, and document them in docs/errors.md. */
+export const ERROR_CODES = {
+  INVALID_ARGUMENT: {
+    status: 400,
+    retryable: false,
+    summary: 'An argument (count, tag, option, flag) is missing, malformed or out of range.',
+  },
+  INVALID_ID: {
+    status: 400,
+    retryable: false,
+    summary: 'An ID to decode is not a canonical non-negative decimal integer that fits the layout.',
+  },
+  LAYOUT_INVALID: {
+    status: 500,
+    retryable: false,
+    summary: 'A bit layout is inconsistent: bit counts, epoch or time unit out of range.',
+  },
+  CONFIG_INVALID: {
+    status: 500,
+    retryable: false,
+    summary: 'A configuration value is invalid; the message names the key, the value and what is allowed.',
+  },
+  CLOCK_MOVED_BACKWARDS: {
+    status: 503,
+    retryable: true,
+    summary: 'The clock is behind the last timestamp used, by more than the rollback policy tolerates.',
+  },
+  LEASE_LOST: {
+    status: 503,
+    retryable: true,
+    summary: "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs until it is renewed.",
+  },
+  TIME_OVERFLOW: {
+    status: 503,
+    retryable: false,
+    summary: "The layout's time field is used up: the next ID would wrap or turn negative, so none is issued.",
+  },
+} as const satisfies Record<string, ErrorCodeInfo>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Structured details attached to an error, for logs and JSON error bodies. */
+export type ErrorDetails = Readonly<Record<string, string | number | boolean | null>>;
+
+/**
+ * The error idmint throws for every known failure. `code` is stable; `message` is for humans and
+ * says what is wrong and, where it helps, what is allowed.
+ */
+export class IdMintError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryable: boolean;
+  readonly details: ErrorDetails | undefined;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; details?: ErrorDetails }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'IdMintError';
+    this.code = code;
+    this.status = ERROR_CODES[code].status;
+    this.retryable = ERROR_CODES[code].retryable;
+    this.details = options?.details;
+  }
+}
+
+/** True when `error` is an IdMintError, optionally with the given code. */
+export function isIdMintError(error: unknown, code?: ErrorCode): error is IdMintError {
+  return error instanceof IdMintError && (code === undefined || error.code === code);
+}

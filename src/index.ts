@@ -1,0 +1,24 @@
+// Public API of the idmint package: named exports only. Adapters for databases and coordinators
+// are published as subpath exports so importing the core never loads a driver.
+export { ERROR_CODES, IdMintError, isIdMintError } from './core/errors.ts';
+export type { ErrorCode, ErrorCodeInfo, ErrorDetails } from './core/errors.ts';
+export {
+  DEFAULT_LAYOUT,
+  LAYOUT_PRESETS,
+  composeId,
+  decomposeId,
+  defineLayout,
+  getLayout,
+  parseId,
+  resolveLayout,
+} from './core/layout.ts';
+export type { IdParts, Layout, LayoutPresetName, LayoutSpec } from './core/layout.ts';
+export { DEFAULT_ROLLBACK_POLICY, ROLLBACK_POLICIES, resolveRollbackPolicy } from './core/clock-policy.ts';
+export type { RollbackPolicy, RollbackPolicyName, RollbackPolicyOptions } from './core/clock-policy.ts';
+export { SnowflakeGenerator } from './core/snowflake.ts';
+export type { SnowflakeOptions } from './core/snowflake.ts';
+export type { Clock } from './ports/clock.ts';
+export { ManualClock } from './clocks/manual-clock.ts';
+export { MonotonicClock } from './clocks/monotonic-clock.ts';
+export type { MonotonicClockOptions } from './clocks/monotonic-clock.ts';
+export { SystemClock } from './clocks/system-clock.ts';
