@@ -37,6 +37,51 @@ export const ERROR_CODES = {
     retryable: false,
     summary: 'A configuration value is invalid; the message names the key, the value and what is allowed.',
   },
+  UNAUTHORIZED: {
+    status: 401,
+    retryable: false,
+    summary: 'The request carries no bearer token, or one that is not configured.',
+  },
+  FORBIDDEN: {
+    status: 403,
+    retryable: false,
+    summary: 'The token is valid but not allowed this tag or route (admin routes need the admin token).',
+  },
+  TAG_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary: 'No business tag of that name exists in the segment store.',
+  },
+  TAG_EXISTS: {
+    status: 409,
+    retryable: false,
+    summary: 'A business tag of that name already exists.',
+  },
+  SEGMENTS_NOT_READY: {
+    status: 503,
+    retryable: true,
+    summary: "The tag's buffered ranges are used up and loading the next one did not finish in time.",
+  },
+  STORE_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary: 'The segment store (database) failed or timed out, and no buffered range is left to serve from.',
+  },
+  ID_SPACE_EXHAUSTED: {
+    status: 503,
+    retryable: false,
+    summary: "A tag's next range would pass 2^63-1; nothing is allocated rather than a wrapped range.",
+  },
+  REGISTRY_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary: 'The worker registry (coordinator) cannot be reached.',
+  },
+  WORKER_IDS_EXHAUSTED: {
+    status: 503,
+    retryable: true,
+    summary: "Every worker ID the layout allows is held by a live node; the message names the limit.",
+  },
   CLOCK_MOVED_BACKWARDS: {
     status: 503,
     retryable: true,
