@@ -1,12 +1,16 @@
 import { isIdMintError } from '../core/errors.ts';
+import { configCommand } from './commands/config.ts';
 import { decodeCommand } from './commands/decode.ts';
 import { nextCommand } from './commands/next.ts';
+import { serveCommand } from './commands/serve.ts';
 import type { CliCommand, CliIo } from './io.ts';
 
-const COMMANDS: readonly CliCommand[] = [nextCommand, decodeCommand];
+const COMMANDS: readonly CliCommand[] = [serveCommand, nextCommand, decodeCommand, configCommand];
 
 /** Exit code for bad usage (unknown command or flag, malformed value), as most CLIs use. */
 export const EXIT_USAGE = 2;
+/** Errors that mean the command was invoked wrongly (arguments, flags, configuration). */
+const USAGE_CODES: ReadonlySet<string> = new Set(['INVALID_ARGUMENT', 'INVALID_ID', 'LAYOUT_INVALID', 'CONFIG_INVALID']);
 /** Exit code for a failure while doing the work (clock refused, store down, ...). */
 export const EXIT_FAILURE = 1;
 
@@ -42,7 +46,7 @@ export async function runCli(argv: readonly string[], io: CliIo, version: string
   } catch (error) {
     if (isIdMintError(error)) {
       io.err(`idmint ${name}: ${error.message}\n`);
-      return error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_ID' || error.code === 'LAYOUT_INVALID' ? EXIT_USAGE : EXIT_FAILURE;
+      return USAGE_CODES.has(error.code) ? EXIT_USAGE : EXIT_FAILURE;
     }
     throw error;
   }

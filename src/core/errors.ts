@@ -47,6 +47,31 @@ export const ERROR_CODES = {
     retryable: false,
     summary: 'The token is valid but not allowed this tag or route (admin routes need the admin token).',
   },
+  ROUTE_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary: 'No route answers this method and path (the message points to /openapi.json).',
+  },
+  MODE_DISABLED: {
+    status: 404,
+    retryable: false,
+    summary: 'The route belongs to a mode (segment or snowflake) that this server runs with turned off.',
+  },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    summary: 'The request body is larger than the configured limit (api.bodyLimit).',
+  },
+  UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    retryable: false,
+    summary: 'The request body is not JSON (send Content-Type: application/json).',
+  },
+  INTERNAL_ERROR: {
+    status: 500,
+    retryable: false,
+    summary: 'An unexpected failure (a bug); the server logs it with its stack.',
+  },
   TAG_NOT_FOUND: {
     status: 404,
     retryable: false,
