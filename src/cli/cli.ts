@@ -3,9 +3,10 @@ import { configCommand } from './commands/config.ts';
 import { decodeCommand } from './commands/decode.ts';
 import { nextCommand } from './commands/next.ts';
 import { serveCommand } from './commands/serve.ts';
+import { tagsCommand } from './commands/tags.ts';
 import type { CliCommand, CliIo } from './io.ts';
 
-const COMMANDS: readonly CliCommand[] = [serveCommand, nextCommand, decodeCommand, configCommand];
+const COMMANDS: readonly CliCommand[] = [serveCommand, tagsCommand, nextCommand, decodeCommand, configCommand];
 
 /** Exit code for bad usage (unknown command or flag, malformed value), as most CLIs use. */
 export const EXIT_USAGE = 2;

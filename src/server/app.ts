@@ -10,6 +10,7 @@ import { IssuedCounts, installMetrics } from './plugins/metrics.ts';
 import { installOpenApi } from './plugins/openapi.ts';
 import { READINESS_SCHEMA, healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
+import { tagRoutes } from './routes/tags.ts';
 
 /** Options beside the configuration, for embedding and tests. */
 export interface ServerOptions extends BackendOptions {
@@ -144,5 +145,6 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     maxBatch: config.api.maxBatch,
     issued,
   });
+  if (backends.store !== undefined) tagRoutes(app, { store: backends.store });
   return app;
 }

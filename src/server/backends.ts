@@ -3,6 +3,8 @@ import { IdMintError } from '../core/errors.ts';
 import type { Layout } from '../core/layout.ts';
 import { SnowflakeGenerator } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
+import type { SegmentStore } from '../ports/segment-store.ts';
+import { openSegmentStore } from '../stores/open-segment-store.ts';
 import type { ServerConfig } from './config.ts';
 
 /** What the server needs from snowflake mode. */
@@ -20,6 +22,7 @@ export interface SnowflakeWorker {
 
 /** The ID sources behind the routes; a mode turned off is absent. */
 export interface Backends {
+  readonly store?: SegmentStore;
   readonly snowflake?: SnowflakeWorker;
   /** Closes everything opened, in order. Idempotent. */
   close(): Promise<void>;
@@ -33,13 +36,35 @@ export interface BackendOptions {
 
 /** Opens the store and the registry the configuration names, and leases a worker ID. */
 export async function openBackends(config: ServerConfig, options: BackendOptions = {}): Promise<Backends> {
-  const snowflake = config.snowflake.enabled ? openSnowflake(config, options.clock ?? new MonotonicClock()) : undefined;
+  const store = config.segment.enabled ? await openStore(config) : undefined;
+  let snowflake: SnowflakeWorker | undefined;
+  try {
+    snowflake = config.snowflake.enabled ? openSnowflake(config, options.clock ?? new MonotonicClock()) : undefined;
+  } catch (error) {
+    await store?.close();
+    throw error;
+  }
   return {
+    store,
     snowflake,
     async close() {
       await snowflake?.close();
+      await store?.close();
     },
   };
+}
+
+/** Opens the segment store and checks it answers, so a server that starts can serve. */
+async function openStore(config: ServerConfig): Promise<SegmentStore> {
+  const { store: url, table, timeoutMs, poolSize } = config.segment;
+  const store = await openSegmentStore(url, { table, timeoutMs, poolSize, source: 'segment.store' });
+  try {
+    await store.listTags();
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return store;
 }
 
 function openSnowflake(config: ServerConfig, clock: Clock): SnowflakeWorker {

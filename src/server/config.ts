@@ -4,6 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { ROLLBACK_POLICIES, resolveRollbackPolicy } from '../core/clock-policy.ts';
 import { IdMintError } from '../core/errors.ts';
 import { DEFAULT_LAYOUT, LAYOUT_PRESETS, getLayout } from '../core/layout.ts';
+import { TAG_PATTERN } from '../core/segment-limits.ts';
 
 /**
  * The server's configuration: one schema, defaults beside it, validated once and frozen.
@@ -53,7 +54,6 @@ type Schema = { readonly [key: string]: ConfigField<unknown> | Schema };
 /** The validated configuration type, derived from the schema. */
 export type ConfigOf<S> = { readonly [K in keyof S]: S[K] extends ConfigField<infer T> ? T : ConfigOf<S[K]> };
 
-const TAG_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 // RFC 6750's b64token, so a token can be sent in an Authorization header as is.
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/;
 /** Long enough that guessing is hopeless; short tokens are a configuration mistake. */
@@ -232,7 +232,12 @@ export const CONFIG_SCHEMA = {
   segment: {
     enabled: flag('IDMINT_SEGMENT_ENABLED', true, 'Serve segment mode (`/api/segment`, `/v1/segment`, `/v1/tags`).'),
     store: backendUrl('IDMINT_SEGMENT_STORE', 'sqlite:./data/idmint.db', SEGMENT_SCHEMES, 'Where tags and their ranges live: sqlite:FILE, sqlite::memory:, postgres://, mysql:// (MySQL and MariaDB), redis://.'),
-    init: flag('IDMINT_SEGMENT_INIT', true, 'Create the store\'s table at start-up if it is missing (what `idmint db init` does).'),
+    table: text('IDMINT_SEGMENT_TABLE', 'leaf_alloc', 'Table (SQL) or key prefix (Redis) of the tags; Leaf\'s own `leaf_alloc` by default, so a Leaf database works as is.', {
+      pattern: /^[A-Za-z_][A-Za-z0-9_]{0,62}$/,
+      allowed: 'an identifier: a letter or _, then letters, digits or _, at most 63 characters',
+    }),
+    timeoutMs: integer('IDMINT_SEGMENT_TIMEOUT_MS', 3000, 1, 600_000, 'Each store call is abandoned after this long (STORE_UNAVAILABLE).'),
+    poolSize: integer('IDMINT_SEGMENT_POOL_SIZE', 10, 1, 1000, 'Database connections in the pool (PostgreSQL, MySQL).'),
   },
   snowflake: {
     enabled: flag('IDMINT_SNOWFLAKE_ENABLED', true, 'Serve snowflake mode (`/api/snowflake`, `/v1/snowflake`).'),

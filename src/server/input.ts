@@ -1,4 +1,5 @@
 import { IdMintError } from '../core/errors.ts';
+import { TAG_PATTERN } from '../core/segment-limits.ts';
 
 /**
  * Input checks for path and query values, done by hand rather than by the JSON-schema validator:
@@ -7,8 +8,6 @@ import { IdMintError } from '../core/errors.ts';
  * The matching JSON schemas (below) document them in the OpenAPI document.
  */
 
-/** Business tag names, as everywhere in idmint. */
-export const TAG_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** JSON schema of a tag name, for OpenAPI and request bodies. */
 export const TAG_SCHEMA = {
@@ -17,12 +16,6 @@ export const TAG_SCHEMA = {
   description: 'Business tag: 1 to 128 letters, digits, `_`, `.`, `:` or `-`.',
   examples: ['order'],
 } as const;
-
-/** Returns `tag` if it is a valid tag name; INVALID_ARGUMENT naming it otherwise. */
-export function checkTag(tag: string): string {
-  if (TAG_PATTERN.test(tag)) return tag;
-  throw new IdMintError('INVALID_ARGUMENT', `tag "${clip(tag)}" is not a valid tag name: use 1 to 128 letters, digits, _ . : or -`);
-}
 
 const DIGITS = /^[0-9]{1,16}$/;
 

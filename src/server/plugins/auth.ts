@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
 import type { ServerConfig } from '../config.ts';
-import { TAG_PATTERN } from '../input.ts';
+import { TAG_PATTERN } from '../../core/segment-limits.ts';
 
 /**
  * What a route needs, set as `config.access` on the route:

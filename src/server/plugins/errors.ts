@@ -28,6 +28,8 @@ export function installErrorHandling(app: FastifyInstance, log: Logger): void {
 /** Writes an IdMintError as the JSON error body with its status (and Retry-After when retryable). */
 export function sendError(reply: FastifyReply, error: IdMintError): FastifyReply {
   if (error.retryable) reply.header('retry-after', String(retryAfterSeconds(error)));
+  // RFC 7235: a 401 says which scheme would work.
+  if (error.code === 'UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="idmint"');
   return reply
     .code(error.status)
     .type(JSON_TYPE)
@@ -50,6 +52,8 @@ export function toIdMintError(error: unknown): IdMintError {
       return new IdMintError('PAYLOAD_TOO_LARGE', 'request body is larger than api.bodyLimit allows', { cause: error });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new IdMintError('UNSUPPORTED_MEDIA_TYPE', 'request body must be JSON (Content-Type: application/json)', { cause: error });
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new IdMintError('INVALID_ARGUMENT', 'request body is not valid JSON', { cause: error });
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new IdMintError('INVALID_ARGUMENT', 'request body is empty; send a JSON object', { cause: error });
     case 'FST_ERR_VALIDATION':
@@ -82,6 +86,7 @@ function validationMessage(error: { validation?: unknown; validationContext?: st
   if (issue.keyword === 'additionalProperties') {
     return `${where} has an unknown field "${String(issue.params?.['additionalProperty'])}"`;
   }
+  if (issue.keyword === 'minProperties') return `${where} must set at least one field`;
   if (issue.keyword === 'required') return `${where} is missing the field "${String(issue.params?.['missingProperty'])}"`;
   const subject = path === '' ? where : `${where}.${path}`;
   return `${subject} ${issue.message ?? 'is invalid'}`;
