@@ -6,9 +6,10 @@ import { openBackends, type BackendOptions, type Backends } from './backends.ts'
 import type { ServerConfig } from './config.ts';
 import { Authorizer, installAuth } from './plugins/auth.ts';
 import { installErrorHandling, sendError, toIdMintError } from './plugins/errors.ts';
-import { IssuedCounts, installMetrics } from './plugins/metrics.ts';
+import { IssuedCounts, ServerMetrics } from './plugins/metrics.ts';
 import { installOpenApi } from './plugins/openapi.ts';
 import { READINESS_SCHEMA, healthRoutes, type ReadinessCheck } from './routes/health.ts';
+import { segmentRoutes } from './routes/segment.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
 import { tagRoutes } from './routes/tags.ts';
 
@@ -45,11 +46,21 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     { level: config.log.level, base: { service: 'idmint', pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
     options.logStream ?? pino.destination({ dest: 1, sync: true }),
   );
-  const backends = await openBackends(config, options);
+  const metrics = config.metrics.enabled ? new ServerMetrics() : undefined;
+  const backends = await openBackends(config, {
+    ...options,
+    onSegmentEvent: (event) => {
+      metrics?.segmentEvent(event);
+      // Failed loads are bounded by retryAfterMs per tag, refreshes by tagRefreshMs: few lines.
+      if (event.error !== undefined) {
+        log.warn({ tag: event.type === 'load' ? event.tag : undefined, code: event.error.code, err: event.error.message }, event.type === 'load' ? 'segment range load failed' : 'tag list refresh failed');
+      }
+    },
+  });
   const state: ServerState = { draining: false };
   let app: FastifyInstance;
   try {
-    app = await createApp(config, backends, log, state);
+    app = await createApp(config, backends, log, state, metrics);
     await app.ready();
   } catch (error) {
     await backends.close();
@@ -103,7 +114,7 @@ async function shutdown(app: FastifyInstance, backends: Backends, config: Server
   log.info('idmint stopped');
 }
 
-async function createApp(config: ServerConfig, backends: Backends, log: Logger, state: ServerState): Promise<FastifyInstance> {
+async function createApp(config: ServerConfig, backends: Backends, log: Logger, state: ServerState, metrics: ServerMetrics | undefined): Promise<FastifyInstance> {
   const app = Fastify({
     // Fastify's own logger makes a child logger per request; without request logging it gets
     // none, and start, stop and error lines go to `log` directly.
@@ -128,9 +139,12 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   installErrorHandling(app, log);
   const authorizer = new Authorizer(config.auth);
   installAuth(app, authorizer);
-  const issued = new IssuedCounts();
-  const snowflake = backends.snowflake;
-  const metrics = config.metrics.enabled ? installMetrics(app, { issued, ...(snowflake === undefined ? {} : { snowflake }) }) : undefined;
+  const { segments, snowflake } = backends;
+  const issued = metrics?.issued ?? new IssuedCounts();
+  if (metrics !== undefined) {
+    metrics.watch({ ...(snowflake === undefined ? {} : { snowflake }), ...(segments === undefined ? {} : { segments: segments.service }) });
+    metrics.instrument(app);
+  }
   app.addSchema(READINESS_SCHEMA);
   await installOpenApi(app, VERSION, authorizer.enabled);
 
@@ -138,13 +152,20 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   if (snowflake !== undefined) {
     checks.push({ name: 'snowflake', check: () => (snowflake.leaseHeld() ? { ok: true } : { ok: false, detail: 'worker-ID lease not held' }) });
   }
-  healthRoutes(app, checks, metrics);
+  healthRoutes(app, checks, metrics?.registry);
+  segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
   snowflakeRoutes(app, {
     worker: snowflake,
     layout: snowflake?.layout ?? getLayout(config.snowflake.layout),
     maxBatch: config.api.maxBatch,
     issued,
   });
-  if (backends.store !== undefined) tagRoutes(app, { store: backends.store });
+  if (segments !== undefined) {
+    tagRoutes(app, {
+      store: segments.store,
+      // A tag created or re-stepped here is served at once, not after the next periodic refresh.
+      onTagChanged: () => segments.service.refreshTags().catch(() => undefined),
+    });
+  }
   return app;
 }

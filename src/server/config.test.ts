@@ -104,7 +104,7 @@ describe('server configuration', () => {
 
   it('refuses unknown keys in a file, naming the known ones', () => {
     rejects(() => loadConfig({ file: file('typo.json', JSON.stringify({ segmnt: {} })) }), /unknown key "segmnt"; known keys: host, port, api, auth, segment/);
-    rejects(() => loadConfig({ values: { segment: { stor: 'x' } } }), /unknown key "segment\.stor"; known keys under "segment": enabled, store, table, timeoutMs, poolSize/);
+    rejects(() => loadConfig({ values: { segment: { stor: 'x' } } }), /unknown key "segment\.stor"; known keys under "segment": enabled, store, table, timeoutMs, poolSize, prefetchThreshold/);
     rejects(() => loadConfig({ values: { segment: 'sqlite::memory:' } }), /"segment" must be an object of keys/);
     rejects(() => loadConfig({ values: [] }), /the top level must be an object/);
   });

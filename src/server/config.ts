@@ -94,6 +94,21 @@ function integer(env: string, fallback: number, min: number, max: number, doc: s
   });
 }
 
+function fraction(env: string, fallback: number, doc: string): ConfigField<number> {
+  const allowed = 'a number from 0 to 1';
+  return field({
+    env,
+    default: fallback,
+    doc,
+    allowed,
+    parse(raw) {
+      const value = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*(0|1|0?\.[0-9]+|1\.0*)\s*$/.test(raw) ? Number(raw) : Number.NaN;
+      if (!(value >= 0 && value <= 1)) throw new Problem(`must be ${allowed}`);
+      return value;
+    },
+  });
+}
+
 function flag(env: string, fallback: boolean, doc: string): ConfigField<boolean> {
   const allowed = 'true or false (also 1/0, yes/no, on/off)';
   return field({
@@ -236,8 +251,14 @@ export const CONFIG_SCHEMA = {
       pattern: /^[A-Za-z_][A-Za-z0-9_]{0,62}$/,
       allowed: 'an identifier: a letter or _, then letters, digits or _, at most 63 characters',
     }),
-    timeoutMs: integer('IDMINT_SEGMENT_TIMEOUT_MS', 3000, 1, 600_000, 'Each store call is abandoned after this long (STORE_UNAVAILABLE).'),
+    timeoutMs: integer('IDMINT_SEGMENT_TIMEOUT_MS', 3000, 1, 600_000, 'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose allocation timed out is skipped, never guessed.'),
     poolSize: integer('IDMINT_SEGMENT_POOL_SIZE', 10, 1, 1000, 'Database connections in the pool (PostgreSQL, MySQL).'),
+    prefetchThreshold: fraction('IDMINT_SEGMENT_PREFETCH_THRESHOLD', 0.1, 'Share of a range issued before the next one is loaded in the background (Leaf: 10%).'),
+    waitTimeoutMs: integer('IDMINT_SEGMENT_WAIT_TIMEOUT_MS', 2000, 1, 600_000, 'How long a request waits for a range being loaded before SEGMENTS_NOT_READY.'),
+    retryAfterMs: integer('IDMINT_SEGMENT_RETRY_AFTER_MS', 1000, 0, 600_000, 'After a failed load, how long requests that find nothing buffered fail fast before the store is tried again.'),
+    tagRefreshMs: integer('IDMINT_SEGMENT_TAG_REFRESH_MS', 60_000, 0, 86_400_000, 'How often the tag list is re-read (tags created elsewhere appear, deleted ones go); 0: never.'),
+    maxStep: integer('IDMINT_SEGMENT_MAX_STEP', 1_000_000, 1, 2 ** 31 - 1, 'The dynamic step never grows past this, unless a tag\'s own step is larger (Leaf: 1,000,000).'),
+    rangeDurationMs: integer('IDMINT_SEGMENT_RANGE_DURATION_MS', 900_000, 1, 86_400_000, 'Target lifetime of a range: one used up faster doubles the step, one lasting over twice as long halves it (Leaf: 15 min).'),
   },
   snowflake: {
     enabled: flag('IDMINT_SNOWFLAKE_ENABLED', true, 'Serve snowflake mode (`/api/snowflake`, `/v1/snowflake`).'),

@@ -1,10 +1,11 @@
 import type { FastifyInstance, onResponseHookHandler } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import type { SegmentEvent, SegmentServiceStats } from '../../core/segment-service.ts';
 
 /**
  * IDs handed out, counted on the hot path as plain numbers: a Map lookup and an addition per
- * request, where a labelled prom-client counter would hash its labels every time. The metrics
- * registry reads these totals when scraped.
+ * request, where a labelled prom-client counter would hash its labels every time. The registry
+ * reads the totals when scraped.
  */
 export class IssuedCounts {
   snowflake = 0;
@@ -21,81 +22,158 @@ export class IssuedCounts {
 
 /** What the metrics read at scrape time; each part is absent when its mode is off. */
 export interface MetricsSources {
-  readonly issued: IssuedCounts;
   readonly snowflake?: {
     readonly workerId: number;
     leaseHeld(): boolean;
     rollbackCount(): number;
   };
+  readonly segments?: { stats(): SegmentServiceStats };
 }
+
+/** Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the information is. */
+const REQUEST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5];
+/** Range load buckets (s): one database round trip, usually a few ms; the store times out at seconds. */
+const LOAD_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /**
  * The server's Prometheus metrics, in a registry of its own (never prom-client's global one), so
- * two servers in one process each report their own. Returns the registry; `/metrics` serves it.
+ * two servers in one process each report their own.
  */
-export function installMetrics(app: FastifyInstance, sources: MetricsSources, prefix = 'idmint_'): Registry {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix });
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly issued = new IssuedCounts();
+  readonly #requests: LatencyHistogram;
+  readonly #loads: LatencyHistogram;
+  readonly #loadSeries = new Map<string, LatencySeries>();
+  readonly #prefix: string;
 
-  new Counter({
-    name: `${prefix}ids_issued_total`,
-    help: 'IDs handed out, by mode and (segment mode) tag.',
-    labelNames: ['mode', 'tag'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      if (sources.snowflake !== undefined) this.inc({ mode: 'snowflake', tag: '' }, sources.issued.snowflake);
-      for (const [tag, total] of sources.issued.segmentTotals()) this.inc({ mode: 'segment', tag }, total);
-    },
-  });
+  #sources: MetricsSources = {};
 
-  const snowflake = sources.snowflake;
-  if (snowflake !== undefined) {
-    new Gauge({
-      name: `${prefix}snowflake_lease_held`,
-      help: '1 while this node holds its worker-ID lease and may issue snowflake IDs, else 0.',
-      labelNames: ['worker_id'],
-      registers: [registry],
+  constructor(prefix = 'idmint_') {
+    this.#prefix = prefix;
+    collectDefaultMetrics({ register: this.registry, prefix });
+    const issued = this.issued;
+    const hasSnowflake = () => this.#sources.snowflake !== undefined;
+    new Counter({
+      name: `${prefix}ids_issued_total`,
+      help: 'IDs handed out, by mode and (segment mode) tag.',
+      labelNames: ['mode', 'tag'],
+      registers: [this.registry],
       collect() {
         this.reset();
-        this.set({ worker_id: String(snowflake.workerId) }, snowflake.leaseHeld() ? 1 : 0);
+        if (hasSnowflake()) this.inc({ mode: 'snowflake', tag: '' }, issued.snowflake);
+        for (const [tag, total] of issued.segmentTotals()) this.inc({ mode: 'segment', tag }, total);
       },
     });
+    this.#requests = new LatencyHistogram(`${prefix}http_request_duration_seconds`, 'Time from request to response, by route and status code.', REQUEST_BUCKETS);
+    this.#loads = new LatencyHistogram(`${prefix}segment_range_load_seconds`, 'Time to allocate a range from the store, by tag (successful loads).', LOAD_BUCKETS);
+    this.registry.registerMetric(this.#requests as unknown as Metric);
+    this.registry.registerMetric(this.#loads as unknown as Metric);
+  }
+
+  /** Records a segment service event (pass as its `onEvent`): range load latency by tag. */
+  segmentEvent(event: SegmentEvent): void {
+    if (event.type !== 'load' || event.range === undefined) return;
+    let series = this.#loadSeries.get(event.tag);
+    if (series === undefined) {
+      series = this.#loads.series({ tag: event.tag });
+      this.#loadSeries.set(event.tag, series);
+    }
+    series.observe(event.ms / 1000);
+  }
+
+  /** Adds the gauges and counters that read the ID sources when scraped. Call once. */
+  watch(sources: MetricsSources): void {
+    this.#sources = sources;
+    const prefix = this.#prefix;
+    const registers = [this.registry];
+    const snowflake = sources.snowflake;
+    if (snowflake !== undefined) {
+      new Gauge({
+        name: `${prefix}snowflake_lease_held`,
+        help: '1 while this node holds its worker-ID lease and may issue snowflake IDs, else 0.',
+        labelNames: ['worker_id'],
+        registers,
+        collect() {
+          this.reset();
+          this.set({ worker_id: String(snowflake.workerId) }, snowflake.leaseHeld() ? 1 : 0);
+        },
+      });
+      new Counter({
+        name: `${prefix}snowflake_clock_rollbacks_total`,
+        help: 'Times the generator found the clock behind a time it had already used.',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(snowflake.rollbackCount());
+        },
+      });
+    }
+    const segments = sources.segments;
+    if (segments === undefined) return;
+    type TagStats = SegmentServiceStats['tags'][number];
+    // The first per-tag metric collected in a scrape takes the snapshot the others read.
+    let snapshot: SegmentServiceStats = segments.stats();
+    const gauge = (name: string, help: string, read: (tag: TagStats) => number, fresh = false) =>
+      new Gauge({
+        name: `${prefix}${name}`,
+        help,
+        labelNames: ['tag'],
+        registers,
+        collect() {
+          if (fresh) snapshot = segments.stats();
+          this.reset();
+          for (const tag of snapshot.tags) this.set({ tag: tag.tag }, read(tag));
+        },
+      });
+    const counter = (name: string, help: string, read: (tag: TagStats) => number) =>
+      new Counter({
+        name: `${prefix}${name}`,
+        help,
+        labelNames: ['tag'],
+        registers,
+        collect() {
+          this.reset();
+          for (const tag of snapshot.tags) this.inc({ tag: tag.tag }, read(tag));
+        },
+      });
+    gauge('segment_step', 'Step of the latest range loaded (the dynamic step).', (t) => t.step, true);
+    gauge('segment_tag_step', "The tag's configured step: the dynamic step's floor.", (t) => t.tagStep);
+    gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
+    counter('segment_range_loads_total', 'Ranges loaded from the store.', (t) => t.loads);
+    counter('segment_range_load_failures_total', 'Range loads that failed or were abandoned after the timeout.', (t) => t.loadFailures);
     new Counter({
-      name: `${prefix}snowflake_clock_rollbacks_total`,
-      help: 'Times the generator found the clock behind a time it had already used.',
-      registers: [registry],
+      name: `${prefix}segment_tag_refresh_failures_total`,
+      help: 'Times re-reading the tag list from the store failed.',
+      registers,
       collect() {
         this.reset();
-        this.inc(snowflake.rollbackCount());
+        this.inc(snapshot.tagRefreshFailures);
       },
     });
   }
 
-  const latency = new LatencyHistogram(
-    `${prefix}http_request_duration_seconds`,
-    'Time from request to response, by route and status code.',
-    // ID requests take tens of microseconds; the low buckets are where the information is.
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5],
-  );
-  registry.registerMetric(latency as unknown as Metric);
-  // Each route gets its own hook with its path and per-status series bound once, so a response
-  // costs a Map lookup and a short bucket search.
-  app.addHook('onRoute', (route) => {
-    const series = new Map<number, LatencySeries>();
-    const hook: onResponseHookHandler = (_request, reply, done) => {
-      let target = series.get(reply.statusCode);
-      if (target === undefined) {
-        target = latency.series({ route: route.url, status: String(reply.statusCode) });
-        series.set(reply.statusCode, target);
-      }
-      target.observe(reply.elapsedTime / 1000);
-      done();
-    };
-    route.onResponse = route.onResponse === undefined ? [hook] : [...[route.onResponse].flat(), hook];
-  });
-
-  return registry;
+  /**
+   * Times every route's requests. Each route gets its own hook with its path and per-status
+   * series bound once, so a response costs a Map lookup and a short bucket search. Must run
+   * before the routes are registered.
+   */
+  instrument(app: FastifyInstance): void {
+    const requests = this.#requests;
+    app.addHook('onRoute', (route) => {
+      const series = new Map<number, LatencySeries>();
+      const hook: onResponseHookHandler = (_request, reply, done) => {
+        let target = series.get(reply.statusCode);
+        if (target === undefined) {
+          target = requests.series({ route: route.url, status: String(reply.statusCode) });
+          series.set(reply.statusCode, target);
+        }
+        target.observe(reply.elapsedTime / 1000);
+        done();
+      };
+      route.onResponse = route.onResponse === undefined ? [hook] : [...[route.onResponse].flat(), hook];
+    });
+  }
 }
 
 /** One label set's counts in a {@link LatencyHistogram}. */
@@ -126,9 +204,8 @@ class LatencySeries {
 /**
  * A Prometheus histogram for the per-request path. prom-client's Histogram hashes its label
  * object on every observation, which cost about a tenth of the single-ID routes' throughput;
- * here the series is looked up once per route and status, and an observation is a few
- * comparisons and additions. The registry reads it through the same `get()` shape as its own
- * metrics.
+ * here the series is looked up once per label set, and an observation is a few comparisons and
+ * additions. The registry reads it through the same `get()` shape as its own metrics.
  */
 class LatencyHistogram {
   readonly name: string;

@@ -7,8 +7,8 @@ import { ERRORS } from './shared.ts';
 /** What the tag routes need. */
 export interface TagRouteDeps {
   readonly store: SegmentStore;
-  /** Called after a tag is created or changed, so the ID routes see it at once. */
-  readonly onTagChanged?: (tag: string) => void;
+  /** Called (and awaited) after a tag is created or changed, so the ID routes see it at once. */
+  readonly onTagChanged?: (tag: string) => Promise<void>;
 }
 
 /** A tag on the wire: `maxId` as a decimal string (it may exceed 2^53), dates as ISO strings. */
@@ -123,7 +123,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
         ...(startId === undefined ? {} : { startId: BigInt(startId) }),
         ...(description === undefined ? {} : { description }),
       });
-      deps.onTagChanged?.(tag);
+      await deps.onTagChanged?.(tag);
       return reply.code(201).send(tagJson(record));
     },
   );
@@ -147,7 +147,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     async (request) => {
       const tag = checkTag(request.params.tag);
       const record = await store.updateTag(tag, request.body);
-      deps.onTagChanged?.(tag);
+      await deps.onTagChanged?.(tag);
       return tagJson(record);
     },
   );
