@@ -2,16 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../src/clocks/manual-clock.ts';
 import { composeId, decomposeId, getLayout } from '../src/core/layout.ts';
+import { assertError } from './support/http.ts';
 import { testServer } from './support/server.ts';
-
-/** Parses an error answer and checks its shape. */
-function errorOf(response: { statusCode: number; headers: Record<string, unknown>; body: string }): { code: string; message: string } {
-  assert.match(String(response.headers['content-type']), /^application\/json/);
-  const body = JSON.parse(response.body) as { error: { code: string; message: string } };
-  assert.deepEqual(Object.keys(body), ['error']);
-  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message']);
-  return body.error;
-}
 
 describe('snowflake routes (in-process)', () => {
   it('GET /api/snowflake/get/{tag} answers one decimal ID as text/plain, like Leaf, strictly increasing', async () => {
@@ -42,11 +34,8 @@ describe('snowflake routes (in-process)', () => {
       assert.equal((await server.app.inject(`/api/snowflake/get/${'a'.repeat(128)}`)).statusCode, 200);
       assert.equal((await server.app.inject('/api/snowflake/get/a.b:c_d-E9')).statusCode, 200);
       for (const tag of ['a'.repeat(129), 'bad%20tag', 'caf%C3%A9', 'a%2Fb', 'semi%3Bcolon']) {
-        const response = await server.app.inject(`/api/snowflake/get/${tag}`);
-        assert.equal(response.statusCode, 400, tag);
-        const error = errorOf(response);
-        assert.equal(error.code, 'INVALID_ARGUMENT');
-        assert.match(error.message, /^tag must be 1 to 128 characters of A-Z a-z 0-9 _ \. : -, got "/);
+        const message = assertError(await server.app.inject(`/api/snowflake/get/${tag}`), 400, 'INVALID_ARGUMENT');
+        assert.match(message, /^tag must be 1 to 128 characters of A-Z a-z 0-9 _ \. : -, got "/, tag);
       }
     } finally {
       await server.close();
@@ -86,14 +75,10 @@ describe('snowflake routes (in-process)', () => {
     try {
       assert.equal((await server.app.inject('/v1/snowflake?count=500')).statusCode, 200);
       for (const count of ['501', '0', '-1', 'abc', '1e3', '0x10', '2.0', '%205', '', '99999999999999999999']) {
-        const response = await server.app.inject(`/v1/snowflake?count=${count}`);
-        assert.equal(response.statusCode, 400, `count=${count}`);
-        const error = errorOf(response);
-        assert.equal(error.code, 'INVALID_ARGUMENT');
-        assert.match(error.message, /^count must be an integer from 1 to 500, got "/);
+        const message = assertError(await server.app.inject(`/v1/snowflake?count=${count}`), 400, 'INVALID_ARGUMENT');
+        assert.match(message, /^count must be an integer from 1 to 500, got "/, `count=${count}`);
       }
-      const twice = errorOf(await server.app.inject('/v1/snowflake?count=1&count=2'));
-      assert.match(twice.message, /got more than one value/);
+      assert.match(assertError(await server.app.inject('/v1/snowflake?count=1&count=2'), 400, 'INVALID_ARGUMENT'), /got more than one value/);
     } finally {
       await server.close();
     }
@@ -113,14 +98,10 @@ describe('snowflake routes (in-process)', () => {
       assert.deepEqual(v1.json(), { id, layout: 'leaf', timestamp: 1567733700834, date: '2019-09-06T01:35:00.834Z', workerId: 39, sequence: 3448 });
 
       for (const bad of ['-1', '01', '12x', '9223372036854775808']) {
-        const a = errorOf(await server.app.inject(`/v1/snowflake/decode/${bad}`));
-        const b = errorOf(await server.app.inject(`/decodeSnowflakeId?snowflakeId=${bad}`));
-        assert.equal(a.code, 'INVALID_ID', bad);
-        assert.equal(b.code, 'INVALID_ID', bad);
+        assertError(await server.app.inject(`/v1/snowflake/decode/${bad}`), 400, 'INVALID_ID');
+        assertError(await server.app.inject(`/decodeSnowflakeId?snowflakeId=${bad}`), 400, 'INVALID_ID');
       }
-      const missing = await server.app.inject('/decodeSnowflakeId');
-      assert.equal(missing.statusCode, 400);
-      assert.match(errorOf(missing).message, /snowflakeId is required/);
+      assert.match(assertError(await server.app.inject('/decodeSnowflakeId'), 400, 'INVALID_ID'), /snowflakeId is required/);
     } finally {
       await server.close();
     }
@@ -149,11 +130,8 @@ describe('snowflake routes (in-process)', () => {
       clock.advance(-3000);
       for (const url of ['/api/snowflake/get/a', '/v1/snowflake?count=5']) {
         const response = await server.app.inject(url);
-        assert.equal(response.statusCode, 503, url);
+        assert.match(assertError(response, 503, 'CLOCK_MOVED_BACKWARDS'), /3000 ms behind/, url);
         assert.equal(response.headers['retry-after'], '3');
-        const error = errorOf(response);
-        assert.equal(error.code, 'CLOCK_MOVED_BACKWARDS');
-        assert.match(error.message, /3000 ms behind/);
       }
       clock.advance(3001);
       assert.equal((await server.app.inject('/api/snowflake/get/a')).statusCode, 200);
@@ -168,9 +146,7 @@ describe('snowflake routes (in-process)', () => {
     const server = await testServer({ snowflake: { enabled: false } });
     try {
       for (const url of ['/api/snowflake/get/a', '/v1/snowflake?count=2']) {
-        const response = await server.app.inject(url);
-        assert.equal(response.statusCode, 404, url);
-        assert.equal(errorOf(response).code, 'MODE_DISABLED');
+        assert.match(assertError(await server.app.inject(url), 404, 'MODE_DISABLED'), /snowflake mode/, url);
       }
       assert.equal((await server.app.inject('/v1/snowflake/decode/117600667735949312')).statusCode, 200);
       const ready = await server.app.inject('/readyz');

@@ -160,12 +160,10 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     maxBatch: config.api.maxBatch,
     issued,
   });
-  if (segments !== undefined) {
-    tagRoutes(app, {
-      store: segments.store,
-      // A tag created or re-stepped here is served at once, not after the next periodic refresh.
-      onTagChanged: () => segments.service.refreshTags().catch(() => undefined),
-    });
-  }
+  tagRoutes(app, {
+    store: segments?.store,
+    // A tag created or re-stepped here is served at once, not after the next periodic refresh.
+    onTagChanged: () => segments?.service.refreshTags().catch(() => undefined) ?? Promise.resolve(),
+  });
   return app;
 }

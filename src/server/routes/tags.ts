@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { IdMintError } from '../../core/errors.ts';
 import { MAX_DESCRIPTION_LENGTH, MAX_TAG_STEP, checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { TAG_SCHEMA } from '../input.ts';
@@ -6,7 +7,8 @@ import { ERRORS } from './shared.ts';
 
 /** What the tag routes need. */
 export interface TagRouteDeps {
-  readonly store: SegmentStore;
+  /** Absent when segment mode is off: the routes then answer MODE_DISABLED. */
+  readonly store: SegmentStore | undefined;
   /** Called (and awaited) after a tag is created or changed, so the ID routes see it at once. */
   readonly onTagChanged?: (tag: string) => Promise<void>;
 }
@@ -53,7 +55,12 @@ const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_S
  * step or description. Writes need the admin token when auth is on.
  */
 export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
-  const { store } = deps;
+  const store = (): SegmentStore => {
+    if (deps.store === undefined) {
+      throw new IdMintError('MODE_DISABLED', 'segment mode, and with it tag administration, is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)');
+    }
+    return deps.store;
+  };
   app.addSchema(TAG_JSON_SCHEMA);
 
   app.get(
@@ -67,7 +74,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
       },
     },
     async (request) => {
-      const records = await store.listTags();
+      const records = await store().listTags();
       const principal = request.principal;
       const visible = principal === undefined ? records : records.filter((record) => principal.allows(record.tag));
       return { tags: visible.map(tagJson) };
@@ -82,7 +89,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
     async (request) => {
       const tag = checkTag(request.params.tag);
-      const record = await store.getTag(tag);
+      const record = await store().getTag(tag);
       if (record === undefined) throw tagNotFound(tag);
       return tagJson(record);
     },
@@ -117,7 +124,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
     async (request, reply) => {
       const { tag, step, startId, description } = request.body;
-      const record = await store.createTag({
+      const record = await store().createTag({
         tag,
         step,
         ...(startId === undefined ? {} : { startId: BigInt(startId) }),
@@ -146,7 +153,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
     async (request) => {
       const tag = checkTag(request.params.tag);
-      const record = await store.updateTag(tag, request.body);
+      const record = await store().updateTag(tag, request.body);
       await deps.onTagChanged?.(tag);
       return tagJson(record);
     },
