@@ -1,12 +1,13 @@
 import { isIdMintError } from '../core/errors.ts';
 import { configCommand } from './commands/config.ts';
+import { dbCommand } from './commands/db.ts';
 import { decodeCommand } from './commands/decode.ts';
 import { nextCommand } from './commands/next.ts';
 import { serveCommand } from './commands/serve.ts';
 import { tagsCommand } from './commands/tags.ts';
 import type { CliCommand, CliIo } from './io.ts';
 
-const COMMANDS: readonly CliCommand[] = [serveCommand, tagsCommand, nextCommand, decodeCommand, configCommand];
+const COMMANDS: readonly CliCommand[] = [serveCommand, tagsCommand, dbCommand, nextCommand, decodeCommand, configCommand];
 
 /** Exit code for bad usage (unknown command or flag, malformed value), as most CLIs use. */
 export const EXIT_USAGE = 2;

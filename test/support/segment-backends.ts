@@ -36,7 +36,7 @@ const sqlite: SegmentBackend = {
     const dir = mkdtempSync(join(tmpdir(), 'idmint-segments-'));
     const url = options.url ?? `sqlite:${join(dir, 'idmint.db')}`;
     const table = options.table ?? uniqueName('seg');
-    const store = await openSegmentStore(url, { ...options, table, init: true });
+    const store = await openSegmentStore(url, { ...options, table, init: options.init ?? true });
     return {
       store,
       url,

@@ -6,6 +6,8 @@ export interface PgClientLike {
   query(config: { text: string; values: SqlValue[]; types: PgTypesLike }): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
   /** `release(true)` destroys the connection instead of returning it to the pool. */
   release(destroy?: boolean): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /** The part of a `pg` Pool idmint uses. */
@@ -82,12 +84,20 @@ class PgDriver implements SqlDriver {
   withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: { readonly transaction: boolean; readonly signal: AbortSignal }): Promise<T> {
     const acquire = async (): Promise<PooledConnection> => {
       const client = await this.#pool.connect();
+      // A connection lost while checked out is reported twice: the query rejects (handled) and
+      // the client emits 'error', which would crash the process without a listener. The pool
+      // listens only while the client is idle, so listen while it is ours.
+      const ignore = () => undefined;
+      client.on('error', ignore);
       return {
         query: async (sql, params) => {
           const result = await client.query({ text: this.#toPositional(sql), values: [...params], types: TEXT_TYPES });
           return { rows: result.rows, affectedRows: result.rowCount ?? 0 };
         },
-        release: (destroy) => client.release(destroy),
+        release: (destroy) => {
+          client.removeListener('error', ignore);
+          client.release(destroy);
+        },
       };
     };
     return withPooledConnection(acquire, run, { ...options, begin: 'BEGIN' });

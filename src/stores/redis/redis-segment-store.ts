@@ -6,6 +6,8 @@ import { byTag, checkNewTag, checkRelease, resolveStoreOptions, storeCall, tagRe
 /** The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua script. */
 export interface RedisClientLike {
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  /** Drops the connection, failing every queued command; with `reconnect` opens a new one. */
+  disconnect(reconnect?: boolean): void;
   quit(): Promise<unknown>;
 }
 
@@ -113,11 +115,14 @@ export class RedisSegmentStore implements SegmentStore {
     const { Redis } = await import('ioredis');
     const client = new Redis(url, {
       connectTimeout: timeoutMs,
-      commandTimeout: timeoutMs,
       // Fail a command after one reconnection attempt instead of queueing it for many: the
       // segment service backs off and retries on its own, so a queue would only pile up.
       maxRetriesPerRequest: 1,
-      lazyConnect: false,
+      // A command cut off by a dropped connection is not sent again: the store call already
+      // failed, and a silent second allocation would only waste a range.
+      autoResendUnfulfilledCommands: false,
+      // No commandTimeout: the store's own timer bounds each call and, unlike ioredis's, drops
+      // the connection when it fires (see #run).
     });
     // Connection errors surface as failed commands; without a listener ioredis would log each one.
     client.on('error', () => undefined);
@@ -131,7 +136,7 @@ export class RedisSegmentStore implements SegmentStore {
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag)], [step === undefined ? '' : String(step)]);
+    const reply = await this.#list('allocate', ALLOCATE, [this.#key(tag)], [step === undefined ? '' : String(step)]);
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     if (reply[0] === 'exhausted') {
       if (!String(reply[3]).includes('overflow')) throw new IdMintError('STORE_UNAVAILABLE', `redis store: tag "${tag}" has a malformed max_id: ${String(reply[3])}`);
@@ -146,12 +151,12 @@ export class RedisSegmentStore implements SegmentStore {
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     checkTag(tag);
     checkRelease(from, to);
-    const reply = await storeCall(this.backend, 'release', this.#timeoutMs, () => this.#client.eval(RELEASE, 1, this.#key(tag), from.toString(), to.toString()));
+    const reply = await this.#run('release', RELEASE, [this.#key(tag)], [from.toString(), to.toString()]);
     return Number(reply) === 1;
   }
 
   async listTags(): Promise<TagRecord[]> {
-    const flat = await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')]);
+    const flat = await this.#list('listTags', LIST, [`${this.table}:tags`], [this.#key('')]);
     const records: TagRecord[] = [];
     for (let i = 0; i + 4 < flat.length; i += 5) records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + 5)));
     return records.sort(byTag);
@@ -159,13 +164,13 @@ export class RedisSegmentStore implements SegmentStore {
 
   async getTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
-    const reply = await this.#run('getTag', GET, [this.#key(tag)], []);
+    const reply = await this.#list('getTag', GET, [this.#key(tag)], []);
     return reply[0] === 'ok' ? this.#record(tag, reply.slice(1)) : undefined;
   }
 
   async createTag(tag: NewTag): Promise<TagRecord> {
     const v = checkNewTag(tag);
-    const reply = await this.#run('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`], [
+    const reply = await this.#list('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`], [
       v.tag,
       v.startId.toString(),
       String(v.step),
@@ -181,7 +186,7 @@ export class RedisSegmentStore implements SegmentStore {
     const step = update.step === undefined ? '' : String(checkStep(update.step));
     const description = update.description === undefined ? undefined : checkDescription(update.description);
     const mode = description === undefined ? 'keep' : description === null ? 'clear' : 'set';
-    const reply = await this.#run('updateTag', UPDATE, [this.#key(tag)], [step, mode, description ?? '']);
+    const reply = await this.#list('updateTag', UPDATE, [this.#key(tag)], [step, mode, description ?? '']);
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     return this.#record(tag, reply.slice(1));
   }
@@ -194,8 +199,18 @@ export class RedisSegmentStore implements SegmentStore {
     return `${this.table}:tag:${tag}`;
   }
 
-  async #run(operation: string, script: string, keys: string[], args: string[]): Promise<unknown[]> {
-    const reply = await storeCall(this.backend, operation, this.#timeoutMs, () => this.#client.eval(script, keys.length, ...keys, ...args));
+  async #run(operation: string, script: string, keys: string[], args: string[]): Promise<unknown> {
+    return storeCall(this.backend, operation, this.#timeoutMs, (signal) => {
+      // Replies are matched to commands by order on the connection: if a request was lost, the
+      // next reply would answer the wrong command (another tag's range). On timeout the
+      // connection is dropped, failing everything queued on it, and a fresh one is opened.
+      signal.addEventListener('abort', () => this.#client.disconnect(true), { once: true });
+      return this.#client.eval(script, keys.length, ...keys, ...args);
+    });
+  }
+
+  async #list(operation: string, script: string, keys: string[], args: string[]): Promise<unknown[]> {
+    const reply = await this.#run(operation, script, keys, args);
     if (!Array.isArray(reply)) throw new IdMintError('STORE_UNAVAILABLE', `redis store: ${operation} returned ${String(reply)}`);
     return reply as unknown[];
   }
