@@ -20,6 +20,8 @@ default sqlite:./data/idmint.db), the same one "idmint serve" uses; no server ne
 A new step applies from the next range a server loads.
 
 Options:
+  -s, --store URL                       the segment store (same as --segment-store)
+  -t, --table NAME                      its table (same as --segment-table)
       --step N                          IDs per range for a new tag (Leaf's step), 1 to 2147483647
       --start-id ID                     first ID a new tag issues (default 1)
       --description TEXT                free text, up to 256 characters
@@ -30,7 +32,15 @@ ${configFlagHelp()}
   async run(argv, io) {
     const { values, positionals } = parseCommandArgs(
       normalizeBooleanFlags(argv),
-      { ...configFlagOptions(), step: { type: 'string' }, 'start-id': { type: 'string' }, description: { type: 'string' }, json: { type: 'boolean' } },
+      {
+        ...configFlagOptions(),
+        store: { type: 'string', short: 's' },
+        table: { type: 'string', short: 't' },
+        step: { type: 'string' },
+        'start-id': { type: 'string' },
+        description: { type: 'string' },
+        json: { type: 'boolean' },
+      },
       { min: 1, max: 3, name: 'list|create|set-step' },
     );
     if (values.help === true) {
@@ -48,7 +58,9 @@ ${configFlagHelp()}
     if (sub !== 'create' && (values.step !== undefined || values['start-id'] !== undefined || values.description !== undefined)) {
       throw new IdMintError('INVALID_ARGUMENT', `--step, --start-id and --description belong to "idmint tags create"`);
     }
-    const { config } = configFromFlags(values);
+    // --store and --table, as for `idmint db init`, are short for --segment-store and --segment-table.
+    const flags: Record<string, string | boolean | undefined> = values;
+    const { config } = configFromFlags({ ...flags, 'segment-store': flags['segment-store'] ?? values.store, 'segment-table': flags['segment-table'] ?? values.table });
     const { store: url, table, timeoutMs, poolSize } = config.segment;
     const store = await openSegmentStore(url, { table, timeoutMs, poolSize, source: 'segment.store' });
     try {
