@@ -33,3 +33,5 @@ export { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore } 
 export type { OpenSegmentStoreOptions } from './stores/open-segment-store.ts';
 export { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS } from './stores/store-support.ts';
 export type { SegmentStoreOptions } from './stores/store-support.ts';
+export { IdMintClient } from './client/client.ts';
+export type { DecodedId, IdMintClientOptions, Readiness, Tag } from './client/client.ts';

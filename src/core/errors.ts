@@ -67,6 +67,11 @@ export const ERROR_CODES = {
     retryable: false,
     summary: 'The request body is not JSON (send Content-Type: application/json).',
   },
+  SERVER_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary: 'Client side: the idmint server could not be reached, or did not answer within the timeout.',
+  },
   INTERNAL_ERROR: {
     status: 500,
     retryable: false,
