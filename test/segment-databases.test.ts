@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { it, type TestContext } from 'node:test';
 import { ManualClock } from '../src/clocks/manual-clock.ts';
 import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
 import { SegmentService } from '../src/core/segment-service.ts';
@@ -25,6 +25,30 @@ async function until(condition: () => boolean, what: string, ms = 20_000): Promi
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/** Runs `attempt` until it succeeds, at most `times` times, calling `between` after each failure. */
+async function eventually<T>(attempt: () => Promise<T>, between: () => void = () => undefined, times = 6): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (i >= times) throw error;
+      between();
+    }
+  }
+}
+
+/** A fixture with `tag`, plus a second store on the same table through a TcpProxy to cut, hang or restore. */
+async function behindProxy(t: TestContext, backend: SegmentBackend, service: 'postgres' | 'mysql' | 'redis', tag: string, step: number, timeoutMs: number) {
+  const proxy = await TcpProxy.start(hostPort(SERVICES[service].url));
+  t.after(() => proxy.close());
+  const fixture = await backend.open();
+  t.after(() => fixture.dispose());
+  await fixture.store.createTag({ tag, step });
+  const proxied = await openSegmentStore(withPort(fixture.url, proxy.port), { table: fixture.table, timeoutMs });
+  t.after(() => proxied.close());
+  return { proxy, proxied };
 }
 
 function assertIncreasing(ids: readonly bigint[]): void {
@@ -92,13 +116,7 @@ const SERVERS: [SegmentBackend, 'postgres' | 'mysql' | 'redis'][] = [
 for (const [backend, service] of SERVERS) {
   await describeWithServices(`segment outage against a real database (${backend.name})`, backend.services, () => {
     it('serves buffered IDs while the database is cut off, then fails fast, then recovers by itself', async (t) => {
-      const proxy = await TcpProxy.start(hostPort(SERVICES[service].url));
-      t.after(() => proxy.close());
-      const fixture = await backend.open();
-      t.after(() => fixture.dispose());
-      await fixture.store.createTag({ tag: 'outage', step: 50 });
-      const proxied = await openSegmentStore(withPort(fixture.url, proxy.port), { table: fixture.table, timeoutMs: 1000 });
-      t.after(() => proxied.close());
+      const { proxy, proxied } = await behindProxy(t, backend, service, 'outage', 50, 1000);
       const store = new FaultySegmentStore(proxied); // passes everything through; counts calls
       const clock = new ManualClock(T0);
       const segments = new SegmentService({ store, clock, step: { maxStep: 50 }, retryAfterMs: 1000, tagRefreshMs: 0 });
@@ -124,39 +142,19 @@ for (const [backend, service] of SERVERS) {
       clock.advance(1000);
       // The first attempt after the cut may still meet a connection the cut broke; each attempt
       // is bounded and the service retries on the next request after retryAfterMs.
-      for (let attempt = 0; ; attempt++) {
-        try {
-          ids.push(await segments.next('outage'));
-          break;
-        } catch (error) {
-          if (attempt >= 5) throw error;
-          clock.advance(1000);
-        }
-      }
+      ids.push(await eventually(() => segments.next('outage'), () => clock.advance(1000)));
       assert.equal(new Set(ids).size, ids.length);
       assertIncreasing(ids);
       await segments.close();
     });
 
     it('a call the database never answers times out as STORE_UNAVAILABLE, and the store recovers after', async (t) => {
-      const proxy = await TcpProxy.start(hostPort(SERVICES[service].url));
-      t.after(() => proxy.close());
-      const fixture = await backend.open();
-      t.after(() => fixture.dispose());
-      await fixture.store.createTag({ tag: 'hang', step: 10 });
-      const proxied = await openSegmentStore(withPort(fixture.url, proxy.port), { table: fixture.table, timeoutMs: 300 });
-      t.after(() => proxied.close());
+      const { proxy, proxied } = await behindProxy(t, backend, service, 'hang', 10, 300);
       const first = await proxied.allocate('hang');
       proxy.hang();
       await rejectsWith(proxied.allocate('hang'), 'STORE_UNAVAILABLE', /allocate timed out after 300 ms/);
       proxy.restore();
-      let next;
-      for (let attempt = 0; next === undefined; attempt++) {
-        next = await proxied.allocate('hang').catch((error: unknown) => {
-          if (attempt >= 5) throw error;
-          return undefined;
-        });
-      }
+      const next = await eventually(() => proxied.allocate('hang'));
       // The reply of the lost call must not answer this one (a desynchronised connection would).
       assert.ok(next.start >= first.end, `range [${next.start}, ${next.end}) overlaps [${first.start}, ${first.end})`);
       assert.equal((await proxied.getTag('hang'))?.maxId, next.end);

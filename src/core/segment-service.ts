@@ -1,9 +1,9 @@
 import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
-import { IdMintError } from './errors.ts';
+import { IdMintError, isIdMintError } from './errors.ts';
 import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentTagStats } from './segment-buffer.ts';
 import { checkTag, tagNotFound } from './segment-limits.ts';
-import { definedOnly, resolveStepPolicy, type StepPolicyOptions } from './step-policy.ts';
+import { resolveStepPolicy, type StepPolicyOptions } from './step-policy.ts';
 import { withTimeout } from './timeout.ts';
 
 /** Options for {@link SegmentService}; every duration is in ms. */
@@ -100,14 +100,14 @@ export class SegmentService {
     if (options === null || typeof options !== 'object' || options.store === undefined || options.clock === undefined) {
       throw new IdMintError('INVALID_ARGUMENT', 'SegmentService needs options with a store and a clock');
     }
-    const o = { prefetchThreshold: 0.1, waitTimeoutMs: 2000, loadTimeoutMs: 5000, retryAfterMs: 1000, tagRefreshMs: 60_000, negativeCacheMs: 2000, ...definedOnly(options) };
-    if (typeof o.prefetchThreshold !== 'number' || !(o.prefetchThreshold >= 0 && o.prefetchThreshold <= 1)) {
-      throw new IdMintError('INVALID_ARGUMENT', `prefetchThreshold must be a number from 0 to 1, got ${String(o.prefetchThreshold)}`);
+    const prefetchThreshold = options.prefetchThreshold ?? 0.1;
+    if (typeof prefetchThreshold !== 'number' || !(prefetchThreshold >= 0 && prefetchThreshold <= 1)) {
+      throw new IdMintError('INVALID_ARGUMENT', `prefetchThreshold must be a number from 0 to 1, got ${String(prefetchThreshold)}`);
     }
-    this.#waitTimeoutMs = checkMs('waitTimeoutMs', o.waitTimeoutMs, 1);
-    this.#loadTimeoutMs = checkMs('loadTimeoutMs', o.loadTimeoutMs, 1);
-    this.#tagRefreshMs = checkMs('tagRefreshMs', o.tagRefreshMs, 0);
-    this.#negativeCacheMs = checkMs('negativeCacheMs', o.negativeCacheMs, 0);
+    this.#waitTimeoutMs = checkMs('waitTimeoutMs', options.waitTimeoutMs ?? 2000, 1);
+    this.#loadTimeoutMs = checkMs('loadTimeoutMs', options.loadTimeoutMs ?? 5000, 1);
+    this.#tagRefreshMs = checkMs('tagRefreshMs', options.tagRefreshMs ?? 60_000, 0);
+    this.#negativeCacheMs = checkMs('negativeCacheMs', options.negativeCacheMs ?? 2000, 0);
     this.#store = options.store;
     this.#clock = options.clock;
     this.#onEvent = options.onEvent;
@@ -115,9 +115,9 @@ export class SegmentService {
       store: this.#store,
       clock: this.#clock,
       stepPolicy: resolveStepPolicy(options.step),
-      prefetchThreshold: o.prefetchThreshold,
+      prefetchThreshold,
       loadTimeoutMs: this.#loadTimeoutMs,
-      retryAfterMs: checkMs('retryAfterMs', o.retryAfterMs, 0),
+      retryAfterMs: checkMs('retryAfterMs', options.retryAfterMs ?? 1000, 0),
       onEvent: options.onEvent,
     };
   }
@@ -269,7 +269,7 @@ export class SegmentService {
     }
     let pending = this.#lookups.get(tag);
     if (pending === undefined) {
-      pending = withTimeout(this.#store.getTag(tag), this.#loadTimeoutMs, () => storeTimeout('looking up tag', this.#loadTimeoutMs))
+      pending = withTimeout(this.#store.getTag(tag), this.#loadTimeoutMs, () => storeTimeout(`looking up tag "${tag}"`, this.#loadTimeoutMs))
         .then((record) => {
           if (record !== undefined) return this.#adopt(record);
           if (this.#negative.size >= NEGATIVE_CACHE_MAX) this.#negative.delete(this.#negative.keys().next().value as string);
@@ -302,7 +302,7 @@ export class SegmentService {
       records = await withTimeout(this.#store.listTags(), this.#loadTimeoutMs, () => storeTimeout('listing tags', this.#loadTimeoutMs));
     } catch (error) {
       this.#tagRefreshFailures++;
-      const failure = error instanceof IdMintError ? error : new IdMintError('STORE_UNAVAILABLE', `listing tags failed: ${String(error)}`, { cause: error });
+      const failure = isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `listing tags failed: ${String(error)}`, { cause: error });
       this.#onEvent?.({ type: 'refresh', error: failure });
       throw failure;
     }

@@ -77,6 +77,6 @@ function checkInteger(name: string, value: unknown, min: number, max: number): v
 }
 
 /** Drops keys whose value is undefined, so spreading options cannot erase a default. */
-export function definedOnly<T extends object>(options: T): Partial<T> {
+function definedOnly<T extends object>(options: T): Partial<T> {
   return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
 }

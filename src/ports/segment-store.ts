@@ -32,7 +32,7 @@ export interface SegmentRange {
   /**
    * The tag's configured step as stored when the range was allocated, read in the same atomic
    * step. The service never shrinks its dynamic step below it (Leaf's `minStep`), so a step an
-   * operator changes takes effect at the next load.
+   * operator raises is the floor of the loads that follow.
    */
   readonly tagStep: number;
 }

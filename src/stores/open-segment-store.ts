@@ -1,6 +1,7 @@
 import { IdMintError } from '../core/errors.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
-import { redactUrl, type SegmentStoreOptions } from './store-support.ts';
+import type { ConnectSegmentStoreOptions } from './sql/sql-segment-store.ts';
+import { redactUrl } from './store-support.ts';
 
 /** The embedded default: a SQLite file under ./data, created on first use. */
 export const DEFAULT_SEGMENT_STORE_URL = 'sqlite:./data/idmint.db';
@@ -14,16 +15,14 @@ export const SEGMENT_STORE_URL_FORMS = [
   'redis://host:6379/0',
 ] as const;
 
-/** Options for {@link openSegmentStore}. */
-export interface OpenSegmentStoreOptions extends SegmentStoreOptions {
+/** Options for {@link openSegmentStore}: `table`, `timeoutMs`, `poolSize` (PostgreSQL, MySQL), and: */
+export interface OpenSegmentStoreOptions extends ConnectSegmentStoreOptions {
   /**
    * Create the table if missing (`init()`) before returning. Default: true for SQLite (the
    * embedded store owns its file), false for server databases, whose schema is created
    * deliberately with `idmint db init`.
    */
   readonly init?: boolean;
-  /** Connections in the pool (PostgreSQL, MySQL). Default 10. */
-  readonly poolSize?: number;
   /** Where the URL came from, for error messages: `IDMINT_SEGMENT_STORE`, `--store`. */
   readonly source?: string;
 }

@@ -91,19 +91,19 @@ export function toDate(value: unknown): Date | null {
   if (value === null || value === undefined || value === '') return null;
   if (value instanceof Date) return value;
   if (typeof value === 'string') {
-    const date = /^[0-9]+$/.test(value) ? new Date(Number(value)) : new Date(/[zZ]|[+-][0-9]{2}(:?[0-9]{2})?$/.test(value) ? value : `${value.replace(' ', 'T')}Z`);
+    const date = /^[0-9]+$/.test(value) ? new Date(Number(value)) : new Date(/(?:[zZ]|[+-][0-9]{2}(?::?[0-9]{2})?)$/.test(value) ? value : `${value.replace(' ', 'T')}Z`);
     return Number.isNaN(date.getTime()) ? null : date;
   }
   return null;
 }
 
-/** A row of Leaf's table (any casing of driver output normalised by the adapter) as a TagRecord. */
+/** A row of Leaf's table, as the adapter read it, as a TagRecord. */
 export function tagRecord(row: { biz_tag: unknown; max_id: unknown; step: unknown; description: unknown; update_time: unknown }): TagRecord {
   return {
     tag: String(row.biz_tag),
     maxId: toBigInt(row.max_id, 'max_id'),
     step: toStep(row.step),
-    description: row.description === null || row.description === undefined || row.description === false ? null : String(row.description),
+    description: row.description === null || row.description === undefined ? null : String(row.description),
     updatedAt: toDate(row.update_time),
   };
 }

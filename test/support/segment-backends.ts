@@ -32,20 +32,9 @@ export function withPort(url: string, port: number): string {
 const sqlite: SegmentBackend = {
   name: 'sqlite',
   services: [],
-  async open(options = {}) {
+  open(options = {}) {
     const dir = mkdtempSync(join(tmpdir(), 'idmint-segments-'));
-    const url = options.url ?? `sqlite:${join(dir, 'idmint.db')}`;
-    const table = options.table ?? uniqueName('seg');
-    const store = await openSegmentStore(url, { ...options, table, init: options.init ?? true });
-    return {
-      store,
-      url,
-      table,
-      async dispose() {
-        await store.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
+    return openFixture(`sqlite:${join(dir, 'idmint.db')}`, async () => rmSync(dir, { recursive: true, force: true }), options);
   },
   async sql(url, statement) {
     const db = new DatabaseSync(url.slice('sqlite:'.length));
@@ -60,7 +49,7 @@ const sqlite: SegmentBackend = {
 const postgres: SegmentBackend = {
   name: 'postgres',
   services: ['postgres'],
-  open: (options) => openSqlFixture(postgres, SERVICES.postgres.url, options),
+  open: (options) => openFixture(SERVICES.postgres.url, (table) => dropTable(postgres, SERVICES.postgres.url, table), options),
   async sql(url, statement) {
     const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: url });
@@ -76,7 +65,7 @@ const postgres: SegmentBackend = {
 const mariadb: SegmentBackend = {
   name: 'mariadb',
   services: ['mysql'],
-  open: (options) => openSqlFixture(mariadb, SERVICES.mysql.url, options),
+  open: (options) => openFixture(SERVICES.mysql.url, (table) => dropTable(mariadb, SERVICES.mysql.url, table), options),
   async sql(url, statement) {
     const mysql = await import('mysql2/promise');
     const connection = await mysql.createConnection({ uri: url, supportBigNumbers: true, bigNumberStrings: true, multipleStatements: true });
@@ -92,35 +81,27 @@ const mariadb: SegmentBackend = {
 const redis: SegmentBackend = {
   name: 'redis',
   services: ['redis'],
-  async open(options = {}) {
-    const url = options.url ?? SERVICES.redis.url;
-    const table = options.table ?? uniqueName('seg');
-    const store = await openSegmentStore(url, { ...options, table });
-    return {
-      store,
-      url,
-      table,
-      async dispose() {
-        await store.close();
-        await deleteRedisPrefix(SERVICES.redis.url, table);
-      },
-    };
-  },
+  open: (options) => openFixture(SERVICES.redis.url, (prefix) => deleteRedisPrefix(SERVICES.redis.url, prefix), options),
 };
 
-async function openSqlFixture(backend: SegmentBackend, serviceUrl: string, options: OpenSegmentStoreOptions & { url?: string } = {}) {
-  const url = options.url ?? serviceUrl;
+/** A store on a fresh table (created unless `init: false`) at `options.url ?? url`; dispose drops it with `drop`. */
+async function openFixture(url: string, drop: (table: string) => Promise<unknown>, options: OpenSegmentStoreOptions & { url?: string } = {}) {
   const table = options.table ?? uniqueName('seg');
-  const store = await openSegmentStore(url, { ...options, table, init: options.init ?? true });
+  const storeUrl = options.url ?? url;
+  const store = await openSegmentStore(storeUrl, { ...options, table, init: options.init ?? true });
   return {
     store,
-    url,
+    url: storeUrl,
     table,
     async dispose() {
       await store.close();
-      await backend.sql?.(serviceUrl, `DROP TABLE IF EXISTS ${table}`);
+      await drop(table);
     },
   };
+}
+
+function dropTable(backend: SegmentBackend, url: string, table: string): Promise<unknown> {
+  return backend.sql?.(url, `DROP TABLE IF EXISTS ${table}`) ?? Promise.resolve();
 }
 
 /** Deletes every key under `prefix:` (only keys this run created: the prefix is unique). */

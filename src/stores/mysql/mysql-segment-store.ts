@@ -1,5 +1,14 @@
-import { SqlSegmentStore, withPooledConnection, type PooledConnection, type SqlConnection, type SqlDriver, type SqlValue } from '../sql/sql-segment-store.ts';
-import { resolveStoreOptions, type SegmentStoreOptions } from '../store-support.ts';
+import {
+  SqlSegmentStore,
+  withPooledConnection,
+  type ConnectSegmentStoreOptions,
+  type PooledConnection,
+  type PooledSegmentStoreOptions,
+  type SqlConnection,
+  type SqlDriver,
+  type SqlValue,
+} from '../sql/sql-segment-store.ts';
+import { resolveStoreOptions } from '../store-support.ts';
 
 /** Per-query options idmint sets, so BIGINT and TIMESTAMP come back as exact strings whatever the pool's defaults. */
 export interface MysqlQueryOptions {
@@ -23,19 +32,8 @@ export interface MysqlPoolLike {
   end(): Promise<void>;
 }
 
-/** Options for {@link MysqlSegmentStore}. */
-export interface MysqlSegmentStoreOptions extends SegmentStoreOptions {
-  /** A `mysql2/promise` Pool (or anything shaped like one). */
-  readonly pool: MysqlPoolLike;
-  /** End the pool on close(). Default false: a pool you pass in is yours to end. */
-  readonly closePool?: boolean;
-}
-
-/** Options for {@link MysqlSegmentStore.connect}. */
-export interface MysqlConnectOptions extends SegmentStoreOptions {
-  /** Connections in the pool. Default 10. */
-  readonly poolSize?: number;
-}
+/** Options for {@link MysqlSegmentStore}: `pool`, `closePool`, `table`, `timeoutMs`. */
+export type MysqlSegmentStoreOptions = PooledSegmentStoreOptions<MysqlPoolLike>;
 
 /**
  * Leaf's table on MySQL or MariaDB through `mysql2`. Neither has `UPDATE ... RETURNING`, so an
@@ -48,7 +46,7 @@ export class MysqlSegmentStore extends SqlSegmentStore {
   }
 
   /** Opens a pool of its own on `url` (`mysql://user@host:3306/db`), ended by close(). Loads `mysql2` on first use. */
-  static async connect(url: string, options: MysqlConnectOptions = {}): Promise<MysqlSegmentStore> {
+  static async connect(url: string, options: ConnectSegmentStoreOptions = {}): Promise<MysqlSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
     const mysql = await import('mysql2/promise');
     const pool = mysql.createPool({

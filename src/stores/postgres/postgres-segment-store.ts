@@ -1,5 +1,14 @@
-import { SqlSegmentStore, withPooledConnection, type PooledConnection, type SqlConnection, type SqlDriver, type SqlValue } from '../sql/sql-segment-store.ts';
-import { resolveStoreOptions, type SegmentStoreOptions } from '../store-support.ts';
+import {
+  SqlSegmentStore,
+  withPooledConnection,
+  type ConnectSegmentStoreOptions,
+  type PooledConnection,
+  type PooledSegmentStoreOptions,
+  type SqlConnection,
+  type SqlDriver,
+  type SqlValue,
+} from '../sql/sql-segment-store.ts';
+import { resolveStoreOptions } from '../store-support.ts';
 
 /** The part of a `pg` PoolClient idmint uses (a structural subset: idmint never imports pg's types). */
 export interface PgClientLike {
@@ -21,19 +30,8 @@ export interface PgTypesLike {
   getTypeParser(oid: number, format?: string): (value: string) => unknown;
 }
 
-/** Options for {@link PostgresSegmentStore}. */
-export interface PostgresSegmentStoreOptions extends SegmentStoreOptions {
-  /** A `pg` Pool (or anything shaped like one). */
-  readonly pool: PgPoolLike;
-  /** End the pool on close(). Default false: a pool you pass in is yours to end. */
-  readonly closePool?: boolean;
-}
-
-/** Options for {@link PostgresSegmentStore.connect}. */
-export interface PostgresConnectOptions extends SegmentStoreOptions {
-  /** Connections in the pool. Default 10. */
-  readonly poolSize?: number;
-}
+/** Options for {@link PostgresSegmentStore}: `pool`, `closePool`, `table`, `timeoutMs`. */
+export type PostgresSegmentStoreOptions = PooledSegmentStoreOptions<PgPoolLike>;
 
 /**
  * Leaf's table on PostgreSQL through `pg`. Allocation is one `UPDATE ... RETURNING` statement,
@@ -45,7 +43,7 @@ export class PostgresSegmentStore extends SqlSegmentStore {
   }
 
   /** Opens a pool of its own on `url` (`postgres://user@host:5432/db`), ended by close(). Loads `pg` on first use. */
-  static async connect(url: string, options: PostgresConnectOptions = {}): Promise<PostgresSegmentStore> {
+  static async connect(url: string, options: ConnectSegmentStoreOptions = {}): Promise<PostgresSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
     const { default: pg } = await import('pg');
     const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 10, connectionTimeoutMillis: timeoutMs, keepAlive: true });

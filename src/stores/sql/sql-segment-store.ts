@@ -198,6 +198,20 @@ function failRead(tag: string): never {
   throw new IdMintError('STORE_UNAVAILABLE', `tag "${tag}" was created but could not be read back`);
 }
 
+/** Options of a store on a connection pool (PostgreSQL, MySQL). */
+export interface PooledSegmentStoreOptions<Pool> extends SegmentStoreOptions {
+  /** The driver's pool (or anything shaped like the part idmint uses). */
+  readonly pool: Pool;
+  /** End the pool on close(). Default false: a pool you pass in is yours to end. */
+  readonly closePool?: boolean;
+}
+
+/** Options of a store that opens its own pool from a URL. */
+export interface ConnectSegmentStoreOptions extends SegmentStoreOptions {
+  /** Connections in the pool. Default 10. */
+  readonly poolSize?: number;
+}
+
 /** A connection checked out of a network driver's pool. */
 export interface PooledConnection extends SqlConnection {
   /** Returns the connection to the pool, or closes it when `destroy`. Called exactly once. */
