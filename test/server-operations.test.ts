@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import { register as globalRegistry } from 'prom-client';
 import { assertError } from './support/http.ts';
@@ -173,6 +174,31 @@ describe('operations routes and behaviour (in-process)', () => {
     } finally {
       await chatty.close();
     }
+  });
+
+  it('while shutting down, a request already on a connection is still served, and /readyz says not ready', async () => {
+    const server = await testServer({ port: 0 });
+    const url = new URL(await server.listen());
+    // A request whose headers are not complete yet keeps its connection busy, so close() must
+    // wait for it: the server is then draining, with the request still to be answered.
+    const socket = connect({ host: url.hostname, port: Number(url.port) });
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    const answers: string[] = [];
+    socket.on('data', (chunk: Buffer) => answers.push(chunk.toString('utf8')));
+    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write('GET /readyz HTTP/1.1\r\nHost: idmint\r\n');
+    // Generous pauses so the server has read the partial request before close() looks for idle
+    // connections (one with nothing read yet would count as idle and be closed).
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closing = server.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.write('\r\n');
+    await ended;
+    await closing;
+    const answer = answers.join('');
+    assert.match(answer, /^HTTP\/1\.1 503 /);
+    assert.match(answer, /\r\nconnection: close\r\n/i);
+    assert.match(answer, /"checks":\{"accepting":"shutting down","snowflake":"ok"\}/);
   });
 
   it('close() is idempotent and stops serving IDs', async () => {
