@@ -149,10 +149,10 @@ for (const [backend, service] of SERVERS) {
     });
 
     it('a call the database never answers times out as STORE_UNAVAILABLE, and the store recovers after', async (t) => {
-      const { proxy, proxied } = await behindProxy(t, backend, service, 'hang', 10, 300);
+      const { proxy, proxied } = await behindProxy(t, backend, service, 'hang', 10, 1000);
       const first = await proxied.allocate('hang');
       proxy.hang();
-      await rejectsWith(proxied.allocate('hang'), 'STORE_UNAVAILABLE', /allocate timed out after 300 ms/);
+      await rejectsWith(proxied.allocate('hang'), 'STORE_UNAVAILABLE', /allocate timed out after 1000 ms/);
       proxy.restore();
       const next = await eventually(() => proxied.allocate('hang'));
       // The reply of the lost call must not answer this one (a desynchronised connection would).
@@ -166,7 +166,7 @@ for (const [backend, service] of SERVERS) {
       await fixture.store.createTag({ tag: 'lost', step: 20 });
       const store = new FaultySegmentStore(fixture.store);
       const clock = new ManualClock(T0);
-      const segments = new SegmentService({ store, clock, step: { maxStep: 20 }, prefetchThreshold: 1, loadTimeoutMs: 300, retryAfterMs: 100, tagRefreshMs: 0 });
+      const segments = new SegmentService({ store, clock, step: { maxStep: 20 }, prefetchThreshold: 1, loadTimeoutMs: 1000, retryAfterMs: 100, tagRefreshMs: 0 });
       await segments.start();
       const ids = await drawMany(segments, 'lost', 20);
       store.mode = 'lose-reply';
