@@ -1,5 +1,5 @@
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { configKeys, loadConfig, type LoadedConfig } from '../server/config.ts';
+import { configKeys, loadConfig, parseOnOff, type LoadedConfig } from '../server/config.ts';
 
 /**
  * Every configuration key as a CLI flag (`IDMINT_SEGMENT_STORE` is `--segment-store`), plus
@@ -20,10 +20,8 @@ export function normalizeBooleanFlags(argv: readonly string[]): string[] {
   return argv.map((arg) => {
     const match = /^--([a-z-]+)=(.*)$/.exec(arg);
     if (match === null || !booleans.has(match[1] ?? '')) return arg;
-    const value = (match[2] ?? '').toLowerCase();
-    if (['true', '1', 'yes', 'on'].includes(value)) return `--${match[1]}`;
-    if (['false', '0', 'no', 'off'].includes(value)) return `--no-${match[1]}`;
-    return arg;
+    const value = parseOnOff(match[2]);
+    return value === undefined ? arg : value ? `--${match[1]}` : `--no-${match[1]}`;
   });
 }
 

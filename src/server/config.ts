@@ -63,99 +63,71 @@ function field<T>(spec: Omit<ConfigField<T>, 'field'>): ConfigField<T> {
   return Object.freeze({ field: true, ...spec });
 }
 
-function text(env: string, fallback: string, doc: string, check?: { pattern: RegExp; allowed: string }): ConfigField<string> {
-  const allowed = check?.allowed ?? 'a non-empty string';
+/** A field whose raw value converts or does not: `convert` returns undefined for a bad one. */
+function checked<T>(env: string, fallback: T, doc: string, allowed: string, convert: (raw: unknown) => T | undefined, extra: { boolean?: true } = {}): ConfigField<T> {
   return field({
     env,
     default: fallback,
     doc,
     allowed,
+    ...extra,
     parse(raw) {
-      if (typeof raw !== 'string' || raw.trim() === '') throw new Problem(`must be ${allowed}`);
-      const value = raw.trim();
-      if (check !== undefined && !check.pattern.test(value)) throw new Problem(`must be ${allowed}`);
+      const value = convert(raw);
+      if (value === undefined) throw new Problem(`must be ${allowed}`);
       return value;
     },
   });
 }
 
+const trimmed = (raw: unknown): string | undefined => (typeof raw === 'string' && raw.trim() !== '' ? raw.trim() : undefined);
+
+function text(env: string, fallback: string, doc: string, check: { pattern: RegExp; allowed: string }): ConfigField<string> {
+  return checked(env, fallback, doc, check.allowed, (raw) => {
+    const value = trimmed(raw);
+    return value !== undefined && check.pattern.test(value) ? value : undefined;
+  });
+}
+
+/** Numbers from files as they are; from strings only in plain decimal (no `1e3`, `0x10`). */
+function numeric(raw: unknown, pattern: RegExp): number {
+  return typeof raw === 'number' ? raw : typeof raw === 'string' && pattern.test(raw.trim()) ? Number(raw) : Number.NaN;
+}
+
 function integer(env: string, fallback: number, min: number, max: number, doc: string): ConfigField<number> {
-  const allowed = `an integer from ${min} to ${max}`;
-  return field({
-    env,
-    default: fallback,
-    doc,
-    allowed,
-    parse(raw) {
-      const value = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*[0-9]{1,16}\s*$/.test(raw) ? Number(raw) : Number.NaN;
-      if (!Number.isSafeInteger(value) || value < min || value > max) throw new Problem(`must be ${allowed}`);
-      return value;
-    },
+  return checked(env, fallback, doc, `an integer from ${min} to ${max}`, (raw) => {
+    const value = numeric(raw, /^[0-9]{1,16}$/);
+    return Number.isSafeInteger(value) && value >= min && value <= max ? value : undefined;
   });
 }
 
 function fraction(env: string, fallback: number, doc: string): ConfigField<number> {
-  const allowed = 'a number from 0 to 1';
-  return field({
-    env,
-    default: fallback,
-    doc,
-    allowed,
-    parse(raw) {
-      const value = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*(0|1|0?\.[0-9]+|1\.0*)\s*$/.test(raw) ? Number(raw) : Number.NaN;
-      if (!(value >= 0 && value <= 1)) throw new Problem(`must be ${allowed}`);
-      return value;
-    },
+  return checked(env, fallback, doc, 'a number from 0 to 1', (raw) => {
+    const value = numeric(raw, /^(0|1|0?\.[0-9]+|1\.0*)$/);
+    return value >= 0 && value <= 1 ? value : undefined;
   });
+}
+
+/** `true`/`1`/`yes`/`on` and their opposites, any case; undefined for anything else. */
+export function parseOnOff(raw: unknown): boolean | undefined {
+  if (typeof raw === 'boolean') return raw;
+  const value = trimmed(raw)?.toLowerCase() ?? '';
+  return ['true', '1', 'yes', 'on'].includes(value) ? true : ['false', '0', 'no', 'off'].includes(value) ? false : undefined;
 }
 
 function flag(env: string, fallback: boolean, doc: string): ConfigField<boolean> {
-  const allowed = 'true or false (also 1/0, yes/no, on/off)';
-  return field({
-    env,
-    default: fallback,
-    doc,
-    allowed,
-    boolean: true,
-    parse(raw) {
-      if (typeof raw === 'boolean') return raw;
-      const value = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
-      if (['true', '1', 'yes', 'on'].includes(value)) return true;
-      if (['false', '0', 'no', 'off'].includes(value)) return false;
-      throw new Problem(`must be ${allowed}`);
-    },
-  });
+  return checked(env, fallback, doc, 'true or false (also 1/0, yes/no, on/off)', parseOnOff, { boolean: true });
 }
 
 function oneOf<T extends string>(env: string, fallback: T, values: readonly T[], doc: string): ConfigField<T> {
-  const allowed = `one of ${values.join(', ')}`;
-  return field({
-    env,
-    default: fallback,
-    doc,
-    allowed,
-    parse(raw) {
-      const value = typeof raw === 'string' ? raw.trim() : raw;
-      if (!(values as readonly unknown[]).includes(value)) throw new Problem(`must be ${allowed}`);
-      return value as T;
-    },
-  });
+  return checked(env, fallback, doc, `one of ${values.join(', ')}`, (raw) => values.find((v) => v === trimmed(raw)));
 }
 
 /** A backend URL: only the scheme is checked here; the store or registry checks the rest when it opens. */
 function backendUrl(env: string, fallback: string, schemes: readonly string[], doc: string): ConfigField<string> {
-  const allowed = `a URL starting with ${schemes.map((s) => `${s}:`).join(', ')}`;
-  return field({
-    env,
-    default: fallback,
-    doc,
-    allowed,
-    parse(raw) {
-      const value = typeof raw === 'string' ? raw.trim() : '';
-      const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
-      if (scheme === undefined || !schemes.includes(scheme) || value.length === scheme.length + 1) throw new Problem(`must be ${allowed}`);
-      return value;
-    },
+  return checked(env, fallback, doc, `a URL starting with ${schemes.map((s) => `${s}:`).join(', ')}`, (raw) => {
+    const value = trimmed(raw) ?? '';
+    const scheme = /^([a-z][a-z0-9+.-]*):./i.exec(value)?.[1]?.toLowerCase();
+    return scheme !== undefined && schemes.includes(scheme) ? value : undefined;
   });
 }
 

@@ -31,9 +31,15 @@ export function parseCount(raw: unknown, max: number): number {
   throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${max}, got ${shown}`);
 }
 
-/** JSON schema of the `count` query parameter, for OpenAPI. */
-export function countSchema(max: number) {
-  return { type: 'integer', minimum: 1, maximum: max, default: 1, description: `How many IDs, 1 to ${max} (api.maxBatch).` } as const;
+/** The `{tag}` path parameter, for OpenAPI. */
+export const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_SCHEMA } } as const;
+
+/** The `count` query parameter, for OpenAPI. */
+export function countQuery(max: number) {
+  return {
+    type: 'object',
+    properties: { count: { type: 'integer', minimum: 1, maximum: max, default: 1, description: `How many IDs, 1 to ${max} (api.maxBatch).` } },
+  } as const;
 }
 
 /** Shortens user input quoted back in a message, so a 10 kB tag does not become a 10 kB error. */

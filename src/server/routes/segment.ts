@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
 import type { SegmentService } from '../../core/segment-service.ts';
 import { checkTag } from '../../core/segment-limits.ts';
-import { TAG_SCHEMA, countSchema, parseCount } from '../input.ts';
+import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { ERRORS, TEXT_TYPE, idsJson } from './shared.ts';
@@ -14,8 +14,6 @@ export interface SegmentRouteDeps {
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
 }
-
-const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_SCHEMA } } as const;
 
 /**
  * Segment mode: Leaf's `/api/segment/get/{tag}` and the JSON `/v1/segment/{tag}` batch route.
@@ -63,7 +61,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   app.get<{ Params: { tag: string }; Querystring: { count?: string } }>(
     '/v1/segment/:tag',
     {
-      config: { access: 'tag', docs: { params: TAG_PARAMS, querystring: { type: 'object', properties: { count: countSchema(maxBatch) } } } },
+      config: { access: 'tag', docs: { params: TAG_PARAMS, querystring: countQuery(maxBatch) } },
       schema: {
         summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside)",
         tags: ['segment'],

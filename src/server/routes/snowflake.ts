@@ -3,7 +3,7 @@ import { IdMintError } from '../../core/errors.ts';
 import { decomposeId, type Layout } from '../../core/layout.ts';
 import type { SnowflakeWorker } from '../backends.ts';
 import { checkTag } from '../../core/segment-limits.ts';
-import { TAG_SCHEMA, countSchema, parseCount } from '../input.ts';
+import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import { ERRORS, TEXT_TYPE, idsJson } from './shared.ts';
@@ -41,7 +41,7 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
   app.get<{ Params: { tag: string } }>(
     '/api/snowflake/get/:tag',
     {
-      config: { access: 'any', docs: { params: { type: 'object', required: ['tag'], properties: { tag: TAG_SCHEMA } } } },
+      config: { access: 'any', docs: { params: TAG_PARAMS } },
       schema: {
         summary: 'One snowflake ID as plain text (Leaf-compatible; Leaf ignores the tag, and so does idmint)',
         tags: ['leaf'],
@@ -59,7 +59,7 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
   app.get<{ Querystring: { count?: string } }>(
     '/v1/snowflake',
     {
-      config: { access: 'any', docs: { querystring: { type: 'object', properties: { count: countSchema(maxBatch) } } } },
+      config: { access: 'any', docs: { querystring: countQuery(maxBatch) } },
       schema: {
         summary: 'A batch of snowflake IDs, strictly increasing',
         tags: ['snowflake'],

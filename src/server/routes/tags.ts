@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
 import { MAX_DESCRIPTION_LENGTH, MAX_TAG_STEP, checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
-import { TAG_SCHEMA } from '../input.ts';
+import { TAG_PARAMS, TAG_SCHEMA } from '../input.ts';
 import { ERRORS } from './shared.ts';
 
 /** What the tag routes need. */
@@ -48,8 +48,6 @@ const TAG_JSON_SCHEMA = {
 
 const STEP_SCHEMA = { type: 'integer', minimum: 1, maximum: MAX_TAG_STEP, description: 'IDs per range (Leaf\'s step).' } as const;
 const DESCRIPTION_SCHEMA = { type: ['string', 'null'], maxLength: MAX_DESCRIPTION_LENGTH } as const;
-const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_SCHEMA } } as const;
-
 /**
  * Tag administration over the segment store: list, read, create (409 if it exists), change the
  * step or description. Writes need the admin token when auth is on.
