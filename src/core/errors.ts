@@ -117,6 +117,11 @@ export const ERROR_CODES = {
     retryable: true,
     summary: 'The clock is behind the last timestamp used, by more than the rollback policy tolerates.',
   },
+  CLOCK_SKEW: {
+    status: 503,
+    retryable: true,
+    summary: "The local clock is further from the mean of the live peers' clocks than the configured threshold, so the worker refuses to start.",
+  },
   LEASE_LOST: {
     status: 503,
     retryable: true,
