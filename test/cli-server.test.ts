@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { runIdmint } from './support/cli.ts';
 import { startServe } from './support/serve-process.ts';
@@ -40,7 +41,14 @@ describe('idmint serve, config check, tags (CLI)', () => {
     } finally {
       assert.equal(await server.stop('SIGTERM'), 0, server.stderr());
     }
-    assert.deepEqual(server.logs.map((line) => line['msg']), ['idmint listening', 'signal received', 'idmint shutting down', 'idmint stopped']);
+    assert.deepEqual(server.logs.map((line) => line['msg']), [
+      'acquired worker 0 from the static registry',
+      'idmint listening',
+      'signal received',
+      'idmint shutting down',
+      'released worker 0',
+      'idmint stopped',
+    ]);
     assert.equal(server.stderr(), '');
     // The tag survives the restart, and the next ID follows the last one (the tail was given back).
     const again = await startServe([], { cwd, env: clean() });
@@ -49,6 +57,21 @@ describe('idmint serve, config check, tags (CLI)', () => {
     } finally {
       assert.equal(await again.stop('SIGINT'), 0);
     }
+  });
+
+  it('npm start runs the server, and Ctrl-C (SIGINT to the process group) stops it cleanly', async () => {
+    const dir = workdir('npm-start');
+    const repo = fileURLToPath(new URL('..', import.meta.url));
+    // From the checkout, as the README says; only the data paths are moved out of it.
+    const env = clean({ IDMINT_SEGMENT_STORE: `sqlite:${join(dir, 'idmint.db')}`, IDMINT_WORKER_STATE_DIR: dir });
+    const server = await startServe([], { cwd: repo, env, command: ['npm', 'start', '--'] });
+    try {
+      assert.match(await (await fetch(`${server.url}/api/snowflake/get/x`)).text(), /^[1-9][0-9]*$/);
+    } finally {
+      await server.stop('SIGINT');
+    }
+    assert.ok(server.logs.some((line) => line['msg'] === 'idmint stopped'), JSON.stringify(server.logs));
+    assert.ok(existsSync(join(dir, 'idmint.db')));
   });
 
   it('serve stops before listening, exit 2 and one line naming the key, on a bad configuration', async () => {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
+import { removeRegistryData } from './support/coordinators.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import { assertError } from './support/http.ts';
 import { testServer, type TestServer } from './support/server.ts';
-import { SERVICES, describeWithServices, hostPort } from './support/services.ts';
+import { SERVICES, describeWithServices, hostPort, uniqueName } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
 
 // Database trouble as the HTTP client sees it, on real PostgreSQL behind a TCP proxy: the proxy
@@ -85,5 +86,49 @@ await describeWithServices('server over a failing PostgreSQL (in-process, TcpPro
     } finally {
       proxy.restore();
     }
+  });
+});
+
+// A coordinator that stops answering, as the HTTP client sees it: real etcd behind a TCP proxy.
+await describeWithServices('server over a failing etcd (in-process, TcpProxy)', ['etcd'], () => {
+  let proxy: TcpProxy;
+  let server: TestServer;
+  const name = uniqueName('faults');
+
+  before(async () => {
+    proxy = await TcpProxy.start(hostPort(SERVICES.etcd.url));
+    // A short lease, so losing the coordinator fences the worker within a second or two.
+    server = await testServer({ segment: { enabled: false }, snowflake: { registry: `etcd://${proxy.address}/${name}`, leaseTtlMs: 2000, registryTimeoutMs: 500 } });
+  });
+
+  after(async () => {
+    await server?.close().catch(() => undefined);
+    await proxy?.close();
+    await removeRegistryData(`etcd://${hostPort(SERVICES.etcd.url).host}/${name}`);
+  });
+
+  it('a lease that cannot be renewed fences the worker: LEASE_LOST (503, Retry-After), /readyz 503, then IDs again', async () => {
+    assert.equal((await server.app.inject('/api/snowflake/get/x')).statusCode, 200);
+    proxy.cut();
+    let fenced: Awaited<ReturnType<typeof server.app.inject>> | undefined;
+    for (let i = 0; i < 200 && fenced === undefined; i++) {
+      const response = await server.app.inject('/api/snowflake/get/x');
+      if (response.statusCode !== 200) fenced = response;
+      else await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.ok(fenced !== undefined, 'the worker kept issuing without its lease');
+    assert.match(assertError(fenced, 503, 'LEASE_LOST'), /fenced|lease/);
+    const ready = await server.app.inject('/readyz');
+    assert.equal(ready.statusCode, 503);
+    assert.match((ready.json() as { checks: { snowflake: string } }).checks.snowflake, /^worker \d+ (fenced|recovering)/);
+    assert.match((await server.app.inject('/metrics')).body, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 0$/m);
+    proxy.restore();
+    let resumed = false;
+    for (let i = 0; i < 300 && !resumed; i++) {
+      resumed = (await server.app.inject('/api/snowflake/get/x')).statusCode === 200;
+      if (!resumed) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.ok(resumed, 'no snowflake ID after the coordinator came back');
+    assert.equal((await server.app.inject('/readyz')).statusCode, 200);
   });
 });

@@ -160,8 +160,8 @@ describe('operations routes and behaviour (in-process)', () => {
     for (let i = 0; i < 5; i++) await fetch(`${url}/api/snowflake/get/x`);
     await quiet.close();
     const messages = quiet.logs.map((line) => line['msg']);
-    assert.deepEqual(messages, ['idmint listening', 'idmint shutting down', 'idmint stopped']);
-    const listening = quiet.logs[0] ?? {};
+    assert.deepEqual(messages, ['acquired worker 0 from the static registry', 'idmint listening', 'idmint shutting down', 'released worker 0', 'idmint stopped']);
+    const listening = quiet.logs.find((line) => line['msg'] === 'idmint listening') ?? {};
     assert.equal(listening['url'], url);
     assert.equal(listening['level'], 30);
     assert.equal(listening['service'], 'idmint');

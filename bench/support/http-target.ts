@@ -27,7 +27,7 @@ if (kind === 'bare') {
     defineConfig({
       port: 0,
       segment: { store: `sqlite:${join(dir, 'idmint.db')}` },
-      snowflake: { registry: 'static:1' },
+      snowflake: { registry: 'static:1', stateDir: dir },
       log: { level: 'warn' },
     }),
   );

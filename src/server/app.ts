@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { getLayout } from '../core/layout.ts';
 import { openBackends, type BackendOptions, type Backends } from './backends.ts';
+import type { SnowflakeWorkerEvent } from '../service/snowflake-worker.ts';
 import type { ServerConfig } from './config.ts';
 import { Authorizer, installAuth } from './plugins/auth.ts';
 import { installErrorHandling, sendError, toIdMintError } from './plugins/errors.ts';
@@ -35,6 +36,20 @@ export interface IdMintServer {
   close(): Promise<void>;
 }
 
+/** How loud each lease event is: losing the lease stops snowflake IDs, so it is an error. */
+const WORKER_EVENT_LEVELS: Readonly<Record<SnowflakeWorkerEvent['type'], 'info' | 'warn' | 'error'>> = {
+  acquired: 'info',
+  released: 'info',
+  recovered: 'info',
+  'waiting-for-clock': 'warn',
+  'peer-clock-skew': 'warn',
+  'renew-failed': 'warn',
+  'switched-worker': 'warn',
+  'lease-lost': 'error',
+  'recovery-failed': 'error',
+  'switch-failed': 'error',
+};
+
 const { version: VERSION } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 /**
@@ -49,6 +64,12 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
   const metrics = config.metrics.enabled ? new ServerMetrics() : undefined;
   const backends = await openBackends(config, {
     ...options,
+    onWorkerEvent: (event) => {
+      const fields = { workerId: event.workerId, ...(event.error === undefined ? {} : { code: event.error.code }) };
+      if (WORKER_EVENT_LEVELS[event.type] === 'info') log.info(fields, event.message);
+      else if (WORKER_EVENT_LEVELS[event.type] === 'warn') log.warn(fields, event.message);
+      else log.error(fields, event.message);
+    },
     onSegmentEvent: (event) => {
       metrics?.segmentEvent(event);
       // Failed loads are bounded by retryAfterMs per tag, refreshes by tagRefreshMs: few lines.
@@ -74,8 +95,13 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     log,
     async listen() {
       const url = await app.listen({ host: config.host, port: config.port });
+      const { segments, snowflake } = backends;
       log.info(
-        { url, segment: config.segment.enabled ? config.segment.store.split('://')[0] : 'off', snowflake: backends.snowflake === undefined ? 'off' : { workerId: backends.snowflake.workerId, layout: backends.snowflake.layout.name } },
+        {
+          url,
+          segment: segments === undefined ? 'off' : { store: segments.store.backend },
+          snowflake: snowflake === undefined ? 'off' : { registry: snowflake.state().backend, workerId: snowflake.workerId, layout: snowflake.layout.name },
+        },
         'idmint listening',
       );
       return url;
@@ -150,7 +176,13 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
 
   const checks: ReadinessCheck[] = [{ name: 'accepting', check: () => (state.draining ? { ok: false, detail: 'shutting down' } : { ok: true }) }];
   if (snowflake !== undefined) {
-    checks.push({ name: 'snowflake', check: () => (snowflake.leaseHeld() ? { ok: true } : { ok: false, detail: 'worker-ID lease not held' }) });
+    checks.push({
+      name: 'snowflake',
+      check: () => {
+        const state = snowflake.state();
+        return state.ready ? { ok: true } : { ok: false, detail: `worker ${state.workerId} ${state.status}${state.lastError === null ? '' : `: ${state.lastError}`}` };
+      },
+    });
   }
   healthRoutes(app, checks, metrics?.registry);
   segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });

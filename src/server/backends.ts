@@ -1,25 +1,12 @@
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
-import { IdMintError } from '../core/errors.ts';
-import type { Layout } from '../core/layout.ts';
 import { SegmentService, type SegmentEvent } from '../core/segment-service.ts';
-import { SnowflakeGenerator } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
+import { openWorkerRegistry } from '../registries/open-worker-registry.ts';
+import { localNodeIdentity } from '../service/node-identity.ts';
+import { SnowflakeWorker, type SnowflakeWorkerEvent } from '../service/snowflake-worker.ts';
 import { openSegmentStore } from '../stores/open-segment-store.ts';
 import type { ServerConfig } from './config.ts';
-
-/** What the server needs from snowflake mode. */
-export interface SnowflakeWorker {
-  readonly layout: Layout;
-  readonly workerId: number;
-  nextString(): string;
-  nextBatch(count: number): bigint[];
-  /** True while the worker-ID lease is held and IDs may be issued. */
-  leaseHeld(): boolean;
-  rollbackCount(): number;
-  /** Releases the lease; no ID is issued afterwards. */
-  close(): Promise<void>;
-}
 
 /** Segment mode: the store (for tag administration) and the service over it (for IDs). */
 export interface Segments {
@@ -30,10 +17,12 @@ export interface Segments {
 /** The ID sources behind the routes; a mode turned off is absent. */
 export interface Backends {
   readonly segments?: Segments;
+  /** Snowflake mode: a generator on a worker ID leased from the configured registry. */
   readonly snowflake?: SnowflakeWorker;
   /**
-   * Gives everything back, in order: segment ranges' unissued tails to the store, the worker
-   * lease to the registry, then the connections. Call once no request can draw an ID any more.
+   * Gives everything back, in reverse order of opening: the worker lease to the registry, each
+   * tag's unissued tail to the store, then the connections. Call once no request can draw an ID
+   * any more.
    */
   close(): Promise<void>;
 }
@@ -44,12 +33,14 @@ export interface BackendOptions {
   readonly clock?: Clock;
   /** Told about every range load and tag refresh (metrics, logs). */
   readonly onSegmentEvent?: (event: SegmentEvent) => void;
+  /** Told about lease events: acquired, renewals failing, lost, recovered, released (logs). */
+  readonly onWorkerEvent?: (event: SnowflakeWorkerEvent) => void;
 }
 
 /**
  * Opens what the configuration names: the segment store (checked to answer: its tag list is
- * loaded) and the worker registry (a worker ID leased). Either failing stops start-up, with
- * whatever was opened closed again.
+ * loaded) and the worker registry (a worker ID leased, the clock checked against it). Either
+ * failing stops start-up, with whatever was opened closed again.
  */
 export async function openBackends(config: ServerConfig, options: BackendOptions = {}): Promise<Backends> {
   const clock = options.clock ?? new MonotonicClock();
@@ -59,8 +50,7 @@ export async function openBackends(config: ServerConfig, options: BackendOptions
   };
   try {
     const segments = config.segment.enabled ? await openSegments(config, clock, options.onSegmentEvent, opened) : undefined;
-    const snowflake = config.snowflake.enabled ? openSnowflake(config, clock) : undefined;
-    if (snowflake !== undefined) opened.push(() => snowflake.close());
+    const snowflake = config.snowflake.enabled ? await openSnowflake(config, clock, options.onWorkerEvent, opened) : undefined;
     return { ...(segments === undefined ? {} : { segments }), ...(snowflake === undefined ? {} : { snowflake }), close: closeAll };
   } catch (error) {
     await closeAll();
@@ -95,30 +85,38 @@ async function openSegments(
   return { store, service };
 }
 
-function openSnowflake(config: ServerConfig, clock: Clock): SnowflakeWorker {
-  const match = /^static:([0-9]{1,10})$/.exec(config.snowflake.registry);
-  if (match === null) {
-    throw new IdMintError('CONFIG_INVALID', `snowflake.registry = "${config.snowflake.registry}": only static:N is supported so far`);
-  }
-  const generator = new SnowflakeGenerator({
-    clock,
-    layout: config.snowflake.layout,
-    workerId: Number(match[1]),
-    datacenterId: config.snowflake.datacenterId,
-    sequenceSpread: config.snowflake.sequenceSpread,
-    rollback: config.snowflake.rollback,
+async function openSnowflake(
+  config: ServerConfig,
+  clock: Clock,
+  onEvent: ((event: SnowflakeWorkerEvent) => void) | undefined,
+  opened: (() => Promise<unknown>)[],
+): Promise<SnowflakeWorker> {
+  const s = config.snowflake;
+  const registry = await openWorkerRegistry(s.registry, {
+    name: s.cluster,
+    table: s.table,
+    stateDir: s.stateDir,
+    operationTimeoutMs: s.registryTimeoutMs,
+    ...(s.leaseTtlMs === 0 ? {} : { ttlMs: s.leaseTtlMs }),
+    ...(s.cacheFile === '' ? {} : { cacheFile: s.cacheFile }),
+    key: 'snowflake.registry',
   });
-  let open = true;
-  return {
-    layout: generator.layout,
-    workerId: generator.workerId,
-    nextString: () => generator.nextString(),
-    nextBatch: (count) => generator.nextBatch(count),
-    leaseHeld: () => open,
-    rollbackCount: () => generator.rollbackCount(),
-    async close() {
-      open = false;
-      generator.setValidUntil(Number.NEGATIVE_INFINITY);
-    },
-  };
+  opened.push(() => registry.close());
+  const worker = await SnowflakeWorker.start({
+    registry,
+    // Leaf's identity: this host's address and the configured port. The registry never hands one
+    // worker ID to two live holders, whatever their identity; the identity only lets a restarted
+    // node have its old worker ID back.
+    identity: localNodeIdentity(config.port),
+    clock,
+    layout: s.layout,
+    datacenterId: s.datacenterId,
+    sequenceSpread: s.sequenceSpread,
+    rollback: s.rollback,
+    peerClockCheck: s.peerClockCheck,
+    maxPeerSkewMs: s.maxPeerSkewMs,
+    ...(onEvent === undefined ? {} : { onEvent }),
+  });
+  opened.push(() => worker.close());
+  return worker;
 }

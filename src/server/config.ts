@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { ROLLBACK_POLICIES, resolveRollbackPolicy } from '../core/clock-policy.ts';
+import { ROLLBACK_POLICIES, resolveRollbackPolicy, type RollbackPolicyName } from '../core/clock-policy.ts';
 import { IdMintError } from '../core/errors.ts';
 import { DEFAULT_LAYOUT, LAYOUT_PRESETS, getLayout } from '../core/layout.ts';
 import { TAG_PATTERN } from '../core/segment-limits.ts';
+import type { PeerClockCheck } from '../service/snowflake-worker.ts';
 
 /**
  * The server's configuration: one schema, defaults beside it, validated once and frozen.
@@ -197,8 +198,11 @@ const adminToken = field<string>({
   },
 });
 
-const SEGMENT_SCHEMES = ['sqlite', 'postgres', 'postgresql', 'mysql', 'mariadb', 'redis', 'rediss'] as const;
-const REGISTRY_SCHEMES = ['static', 'zookeeper', 'etcd', 'redis', 'rediss', 'sqlite', 'postgres', 'postgresql', 'mysql', 'mariadb'] as const;
+// The schemes the store and registry openers accept; they check the rest of the URL at start-up.
+const SEGMENT_SCHEMES = ['sqlite', 'postgres', 'postgresql', 'mysql', 'redis'] as const;
+const REGISTRY_SCHEMES = ['static', 'zookeeper', 'etcd', 'redis', 'rediss', 'sqlite', 'postgres', 'postgresql', 'mysql'] as const;
+/** The generator's rollback policies, plus the worker's own `switch-worker`. */
+type WorkerRollbackPolicy = RollbackPolicyName | 'switch-worker';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /** The configuration schema. Nesting is the nesting of config files. */
@@ -234,12 +238,35 @@ export const CONFIG_SCHEMA = {
   },
   snowflake: {
     enabled: flag('IDMINT_SNOWFLAKE_ENABLED', true, 'Serve snowflake mode (`/api/snowflake`, `/v1/snowflake`).'),
-    registry: backendUrl('IDMINT_WORKER_REGISTRY', 'static:0', REGISTRY_SCHEMES, 'Where the worker ID is leased: static:N, zookeeper://host:2181/name, etcd://host:2379/name, redis://, or a postgres/mysql/sqlite URL.'),
+    registry: backendUrl('IDMINT_WORKER_REGISTRY', 'static:0', REGISTRY_SCHEMES, 'Where the worker ID is leased: static:N, zookeeper://host:2181/name, etcd://host:2379/name, redis://host:6379/0, or a postgres://, mysql:// or sqlite: URL.'),
+    cluster: text('IDMINT_WORKER_CLUSTER', 'idmint', 'Cluster name for the redis:// and SQL registries: worker IDs are unique within it. ZooKeeper and etcd take it from the URL path.', {
+      pattern: /^[A-Za-z0-9_.-]{1,128}$/,
+      allowed: '1 to 128 of A-Z a-z 0-9 _ . -',
+    }),
+    table: text('IDMINT_WORKER_TABLE', 'worker_node', 'Table of the SQL registry.', {
+      pattern: /^[a-z_][a-z0-9_]{0,62}$/,
+      allowed: 'a lower-case SQL identifier (a-z, 0-9, _; up to 63)',
+    }),
+    stateDir: text('IDMINT_WORKER_STATE_DIR', './data', 'static: directory of the state file that keeps the worker\'s last timestamp across restarts.', {
+      pattern: /^[^\0]+$/,
+      allowed: 'a directory path',
+    }),
+    leaseTtlMs: integer('IDMINT_LEASE_TTL_MS', 0, 0, 3_600_000, 'Lease lifetime: a node that cannot renew stops issuing before it ends, and its worker ID is free after it. 0: the registry\'s default (10 s; 3 s for static).'),
+    registryTimeoutMs: integer('IDMINT_REGISTRY_TIMEOUT_MS', 5000, 1, 600_000, 'Bound on connecting to the registry and on each round trip (REGISTRY_UNAVAILABLE).'),
+    cacheFile: field<string>({
+      env: 'IDMINT_WORKER_CACHE_FILE',
+      default: '',
+      doc: 'Leaf\'s weak dependency: keep the worker ID in this local file so the node can restart while the coordinator is down (read docs/workers.md first). Empty: off.',
+      allowed: 'empty, or a file path',
+      parse: (raw) => (typeof raw === 'string' ? raw.trim() : String(raw)),
+    }),
+    peerClockCheck: oneOf<PeerClockCheck>('IDMINT_PEER_CLOCK_CHECK', 'refuse', ['refuse', 'warn', 'off'], 'At start-up, compare the clock with the live peers\' (Leaf\'s check): refuse to start, warn, or skip when it is off by more than maxPeerSkewMs.'),
+    maxPeerSkewMs: integer('IDMINT_MAX_PEER_SKEW_MS', 5000, 0, 86_400_000, 'Largest distance allowed from the mean of the live peers\' clocks (Leaf: 5 s).'),
     layout: oneOf('IDMINT_LAYOUT', DEFAULT_LAYOUT, LAYOUT_PRESETS, 'Bit layout preset (docs/layouts.md); every node of a cluster must use the same.'),
     datacenterId: integer('IDMINT_DATACENTER_ID', 0, 0, 2 ** 31 - 1, 'Datacenter ID, for layouts with a datacenter field (`twitter`).'),
     sequenceSpread: integer('IDMINT_SEQUENCE_SPREAD', 0, 0, 2 ** 29, 'Start each millisecond\'s sequence at a random value below this (Leaf uses 100), so low-traffic IDs are not all even.'),
     rollback: {
-      policy: oneOf('IDMINT_ROLLBACK_POLICY', 'wait', ROLLBACK_POLICIES, 'What to do when the clock goes back (docs/layouts.md#clock-rollback).'),
+      policy: oneOf<WorkerRollbackPolicy>('IDMINT_ROLLBACK_POLICY', 'wait', [...ROLLBACK_POLICIES, 'switch-worker'], 'What to do when the clock goes back (docs/layouts.md#clock-rollback); `switch-worker` waits out small rollbacks and moves to another worker ID on a larger one.'),
       maxBackwardMs: integer('IDMINT_ROLLBACK_MAX_BACKWARD_MS', 5, 0, 1000, '`wait`: the largest rollback that is waited out.'),
       maxLeadMs: integer('IDMINT_ROLLBACK_MAX_LEAD_MS', 1000, 0, 86_400_000, '`borrow`: how far issued time may run ahead of the clock.'),
       maxWaitMs: integer('IDMINT_ROLLBACK_MAX_WAIT_MS', 10, 0, 1000, '`borrow`: how long to wait for the clock once the lead is used up.'),
@@ -460,7 +487,8 @@ function checkCombination(config: ServerConfig, origins: ReadonlyMap<string, Con
   }
   // The core validates the policy's bounds once more; a failure there is still a config error.
   try {
-    resolveRollbackPolicy(config.snowflake.rollback);
+    const { policy, ...bounds } = config.snowflake.rollback;
+    resolveRollbackPolicy({ ...bounds, policy: policy === 'switch-worker' ? 'wait' : policy });
   } catch (error) {
     fail('snowflake.rollback.policy', config.snowflake.rollback.policy, firstLine(error));
   }

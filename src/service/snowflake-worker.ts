@@ -90,6 +90,8 @@ export interface SnowflakeWorkerState {
   readonly leaseLosses: number;
   readonly workerSwitches: number;
   readonly lastError: string | null;
+  /** Times a generator of this worker found the clock behind a time it had used (all leases). */
+  readonly clockRollbacks: number;
 }
 
 /** A lease and the generator issuing under it. */
@@ -159,6 +161,8 @@ export class SnowflakeWorker {
   #switching: Promise<void> | undefined;
   #lastSwitchAttempt = Number.NEGATIVE_INFINITY;
   #closed = false;
+  /** Clock rollbacks seen by the generators of earlier leases. */
+  #rollbacksBefore = 0;
   #stats = { lastRenewedAt: -1, renewFailures: 0, renewFailuresTotal: 0, leaseLosses: 0, workerSwitches: 0, lastError: null as string | null };
 
   private constructor(options: SnowflakeWorkerOptions) {
@@ -236,6 +240,7 @@ export class SnowflakeWorker {
       ready: status === 'active',
       validUntil,
       ...this.#stats,
+      clockRollbacks: this.#rollbacksBefore + this.#generator.rollbackCount(),
     };
   }
 
@@ -443,6 +448,8 @@ export class SnowflakeWorker {
   // ---- losing and recovering ----------------------------------------------------------------
 
   #adopt(holding: Holding): void {
+    // The generator is undefined only before the first lease.
+    if ((this.#generator as SnowflakeGenerator | undefined) !== undefined) this.#rollbacksBefore += this.#generator.rollbackCount();
     this.#holding = holding;
     this.#generator = holding.generator;
     const { lost } = holding.lease;

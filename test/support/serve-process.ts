@@ -10,24 +10,43 @@ export interface ServeProcess {
   readonly logs: Record<string, unknown>[];
   /** Everything it wrote to stderr so far. */
   stderr(): string;
-  /** Sends `signal` and resolves with the exit code (null when killed by a signal). */
+  /**
+   * Sends `signal` (to the whole process group when started with `group`, as a terminal's
+   * Ctrl-C does) and resolves with the exit code (null when killed by a signal).
+   */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** How {@link startServe} runs the server. */
+export interface ServeOptions {
+  readonly env?: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+  readonly timeoutMs?: number;
+  /**
+   * Another command line that ends up running `idmint serve` (such as `npm start --`); it gets
+   * the `--port 0 --host 127.0.0.1` and `args` appended, and its own process group.
+   */
+  readonly command?: readonly string[];
 }
 
 /**
  * Runs `idmint serve --port 0 --host 127.0.0.1 <args>` and resolves once it logs that it listens.
  * Rejects with the process's stderr if it exits first or does not listen within `timeoutMs`.
  */
-export function startServe(args: readonly string[] = [], options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [IDMINT_BIN, 'serve', '--port', '0', '--host', '127.0.0.1', ...args], {
+export function startServe(args: readonly string[] = [], options: ServeOptions = {}): Promise<ServeProcess> {
+  const [file, ...prefix] = options.command ?? [process.execPath, IDMINT_BIN, 'serve'];
+  const group = options.command !== undefined;
+  const child = spawn(file ?? process.execPath, [...prefix, '--port', '0', '--host', '127.0.0.1', ...args], {
     cwd: options.cwd,
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: group,
   });
   const logs: Record<string, unknown>[] = [];
   let stderr = '';
   let pending = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': it waits for every process writing to the pipes (npm's child too).
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -41,7 +60,8 @@ export function startServe(args: readonly string[] = [], options: { env?: NodeJS
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
       for (const line of lines) {
-        if (line.trim() === '') continue;
+        // The server's lines are JSON; a wrapper such as npm may print lines of its own.
+        if (!line.startsWith('{')) continue;
         const entry = JSON.parse(line) as Record<string, unknown>;
         logs.push(entry);
         if (entry['msg'] === 'idmint listening') {
@@ -52,7 +72,10 @@ export function startServe(args: readonly string[] = [], options: { env?: NodeJS
             logs,
             stderr: () => stderr,
             stop(signal = 'SIGTERM') {
-              if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+              if (child.exitCode === null && child.signalCode === null) {
+                if (group && child.pid !== undefined) process.kill(-child.pid, signal);
+                else child.kill(signal);
+              }
               return exited;
             },
           });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { buildServer, type IdMintServer, type ServerOptions } from '../../src/server/app.ts';
 import { defineConfig } from '../../src/server/config.ts';
@@ -10,7 +13,8 @@ export interface TestServer extends IdMintServer {
 
 /**
  * Builds a server for in-process tests: segment tags in an in-memory SQLite database (real SQL,
- * nothing mocked, gone when the server closes), snowflake with the static registry, logs captured.
+ * nothing mocked, gone when the server closes), snowflake with the static registry and its state
+ * file in a temporary directory, logs captured.
  * `values` is shaped like a config file and overrides those defaults.
  */
 export async function testServer(values: Record<string, unknown> = {}, options: ServerOptions = {}): Promise<TestServer> {
@@ -21,9 +25,24 @@ export async function testServer(values: Record<string, unknown> = {}, options: 
       done();
     },
   });
-  const config = defineConfig(merge({ segment: { store: 'sqlite::memory:' }, log: { level: 'info' } }, values));
-  const server = await buildServer(config, { logStream, ...options });
-  return Object.assign(server, { logs });
+  // The static registry's state file goes to a directory of this server's own, never ./data.
+  const stateDir = mkdtempSync(join(tmpdir(), 'idmint-test-server-'));
+  const config = defineConfig(merge({ segment: { store: 'sqlite::memory:' }, snowflake: { stateDir }, log: { level: 'info' } }, values));
+  let server: IdMintServer;
+  try {
+    server = await buildServer(config, { logStream, ...options });
+  } catch (error) {
+    rmSync(stateDir, { recursive: true, force: true });
+    throw error;
+  }
+  const close = server.close.bind(server);
+  return Object.assign(server, {
+    logs,
+    close: async () => {
+      await close();
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  });
 }
 
 function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, onResponseHookHandler } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { SegmentEvent, SegmentServiceStats } from '../../core/segment-service.ts';
+import type { SnowflakeWorkerState } from '../../service/snowflake-worker.ts';
 
 /**
  * IDs handed out, counted on the hot path as plain numbers: a Map lookup and an addition per
@@ -22,11 +23,7 @@ export class IssuedCounts {
 
 /** What the metrics read at scrape time; each part is absent when its mode is off. */
 export interface MetricsSources {
-  readonly snowflake?: {
-    readonly workerId: number;
-    leaseHeld(): boolean;
-    rollbackCount(): number;
-  };
+  readonly snowflake?: { state(): SnowflakeWorkerState };
   readonly segments?: { stats(): SegmentServiceStats };
 }
 
@@ -95,19 +92,24 @@ export class ServerMetrics {
         labelNames: ['worker_id'],
         registers,
         collect() {
+          const state = snowflake.state();
           this.reset();
-          this.set({ worker_id: String(snowflake.workerId) }, snowflake.leaseHeld() ? 1 : 0);
+          this.set({ worker_id: String(state.workerId) }, state.ready ? 1 : 0);
         },
       });
-      new Counter({
-        name: `${prefix}snowflake_clock_rollbacks_total`,
-        help: 'Times the generator found the clock behind a time it had already used.',
-        registers,
-        collect() {
-          this.reset();
-          this.inc(snowflake.rollbackCount());
-        },
-      });
+      const total = (name: string, help: string, read: (state: SnowflakeWorkerState) => number) =>
+        new Counter({
+          name: `${prefix}${name}`,
+          help,
+          registers,
+          collect() {
+            this.reset();
+            this.inc(read(snowflake.state()));
+          },
+        });
+      total('snowflake_clock_rollbacks_total', 'Times the generator found the clock behind a time it had already used.', (s) => s.clockRollbacks);
+      total('snowflake_lease_renew_failures_total', 'Lease renewals that failed (the node is fenced if they go on past the lease).', (s) => s.renewFailuresTotal);
+      total('snowflake_lease_losses_total', 'Leases lost (expired or taken over); a new worker ID is acquired each time.', (s) => s.leaseLosses);
     }
     const segments = sources.segments;
     if (segments === undefined) return;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
 import { decomposeId, type Layout } from '../../core/layout.ts';
-import type { SnowflakeWorker } from '../backends.ts';
+import type { SnowflakeWorker } from '../../service/snowflake-worker.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
