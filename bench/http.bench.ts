@@ -92,6 +92,10 @@ async function measure(url: string, seconds: number, keepLatencies: boolean): Pr
 }
 
 const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+// Other work on a 2-core machine takes CPU from the servers and from autocannon alike.
+const busy = (loadavg()[0] ?? 0) > 1
+  ? ' **The machine was busy during this run (other test suites were running): the absolute figures are lower than a quiet run would give; the ratios are the comparable part.**'
+  : '';
 const targets = { bare: await startTarget('bare'), idmint: await startTarget('idmint') };
 const results = new Map<Scenario, Measurement[]>(SCENARIOS.map((s) => [s, []]));
 try {
@@ -137,7 +141,7 @@ const checks = [
   `batch route at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s: ${verdict(batch !== undefined && batch.rps * batch.scenario.idsPerRequest >= TARGETS.batchIdsPerSecond)}`,
   `no failed or non-2xx response: ${verdict(summary.every((s) => s.failures === 0))}`,
 ];
-const markdown = `${machineLine()} Load average before the run: ${load}. autocannon, ${CONNECTIONS} connections,
+const markdown = `${machineLine()} Load average before the run: ${load}.${busy} autocannon, ${CONNECTIONS} connections,
 ${DURATION} s per route after ${WARMUP} s of warm-up, ${ROUNDS} round(s) (median shown); each server in its own
 process, autocannon in a third. Latencies in ms, from every response's own timing.
 
