@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { getLayout } from '../core/layout.ts';
-import { openBackends, type BackendOptions, type Backends } from './backends.ts';
 import type { SnowflakeWorkerEvent } from '../service/snowflake-worker.ts';
+import { openBackends, type BackendOptions, type Backends } from './backends.ts';
 import type { ServerConfig } from './config.ts';
 import { Authorizer, installAuth } from './plugins/auth.ts';
 import { installErrorHandling, sendError, toIdMintError } from './plugins/errors.ts';
@@ -179,8 +179,8 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     checks.push({
       name: 'snowflake',
       check: () => {
-        const state = snowflake.state();
-        return state.ready ? { ok: true } : { ok: false, detail: `worker ${state.workerId} ${state.status}${state.lastError === null ? '' : `: ${state.lastError}`}` };
+        const worker = snowflake.state();
+        return worker.ready ? { ok: true } : { ok: false, detail: `worker ${worker.workerId} ${worker.status}${worker.lastError === null ? '' : `: ${worker.lastError}`}` };
       },
     });
   }

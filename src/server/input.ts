@@ -5,9 +5,9 @@ import { TAG_PATTERN } from '../core/segment-limits.ts';
  * Input checks for path and query values, done by hand rather than by the JSON-schema validator:
  * they run on every ID request, where a regex test is all the budget allows, and they say exactly
  * what is wrong ("count must be an integer from 1 to 10000, got "1e3"") instead of a schema path.
- * The matching JSON schemas (below) document them in the OpenAPI document.
+ * The matching JSON schemas (below) document them in the OpenAPI document. Tags are checked by
+ * core's checkTag, the one check every part of idmint shares.
  */
-
 
 /** JSON schema of a tag name, for OpenAPI and request bodies. */
 export const TAG_SCHEMA = {

@@ -9,7 +9,8 @@ export interface ReadinessCheck {
 
 /**
  * `/healthz` (the process answers), `/readyz` (send traffic here: every check passes) and
- * `/metrics`. None needs a token: probes and scrapers have none, and no ID or tag leaves here.
+ * `/metrics`. None needs a token: probes and scrapers have none, and no ID leaves here (metrics
+ * carry tag names: keep the port to your network).
  */
 export function healthRoutes(app: FastifyInstance, checks: readonly ReadinessCheck[], metrics: Registry | undefined): void {
   app.get('/healthz', { schema: { summary: 'Liveness: the process is up and answering', tags: ['operations'] } }, (_request, reply) => {
