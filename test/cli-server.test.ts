@@ -89,6 +89,21 @@ describe('idmint serve, config check, tags (CLI)', () => {
     }
   });
 
+  it('serve stops with exit 1 and one line when the store, registry or layout cannot work', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--segment-store', 'postgres://postgres@127.0.0.1:1/none', '--segment-timeout-ms', '2000'], /^idmint serve: .*postgres/],
+      [['--no-segment-enabled', '--worker-registry', 'etcd://127.0.0.1:1/none', '--registry-timeout-ms', '1000'], /^idmint serve: .*(etcd|registry)/i],
+      [['--no-segment-enabled', '--layout', 'baidu'], /^idmint serve: layout "baidu" ran out of time at 2024-11-20/],
+    ];
+    for (const [args, message] of cases) {
+      const cwd = workdir('broken');
+      const result = await runIdmint(['serve', '--port', '0', ...args], { env: clean(), cwd });
+      assert.equal(result.code, 1, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message);
+      assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
+    }
+  });
+
   it('config check prints every key, its value and origin, hiding tokens; --json too', async () => {
     const cwd = workdir('check');
     const file = join(cwd, 'idmint.yaml');

@@ -110,6 +110,18 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
+  it('answers 503 ID_SPACE_EXHAUSTED, without Retry-After, when a tag\'s next range would pass 2^63-1', async () => {
+    const server = await testServer();
+    try {
+      await createTag(server, 'full', 10, (2n ** 63n - 5n).toString());
+      const message = assertError(await server.app.inject('/api/segment/get/full'), 503, 'ID_SPACE_EXHAUSTED');
+      assert.match(message, /would pass 9223372036854775807/);
+      assertError(await server.app.inject('/v1/segment/full?count=2'), 503, 'ID_SPACE_EXHAUSTED');
+    } finally {
+      await server.close();
+    }
+  });
+
   it('a tag created through the API is served at once, even right after it was asked for and not found', async () => {
     const server = await testServer();
     try {
