@@ -22,3 +22,15 @@ export { ManualClock } from './clocks/manual-clock.ts';
 export { MonotonicClock } from './clocks/monotonic-clock.ts';
 export type { MonotonicClockOptions } from './clocks/monotonic-clock.ts';
 export { SystemClock } from './clocks/system-clock.ts';
+export type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from './ports/worker-registry.ts';
+export { SnowflakeWorker } from './service/snowflake-worker.ts';
+export type {
+  PeerClockCheck,
+  SnowflakeWorkerEvent,
+  SnowflakeWorkerOptions,
+  SnowflakeWorkerState,
+  WorkerRollbackOptions,
+} from './service/snowflake-worker.ts';
+export { localNodeIdentity } from './service/node-identity.ts';
+export { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './registries/open-worker-registry.ts';
+export type { OpenWorkerRegistryOptions } from './registries/open-worker-registry.ts';
