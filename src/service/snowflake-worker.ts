@@ -5,7 +5,8 @@ import { resolveLayout, type Layout, type LayoutSpec } from '../core/layout.ts';
 import { SnowflakeGenerator } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { NodeIdentity, WorkerLease, WorkerRegistry, WorkerReport } from '../ports/worker-registry.ts';
-import { iso, withTimeout } from '../registries/common.ts';
+import { withTimeout } from '../core/timeout.ts';
+import { iso } from '../registries/common.ts';
 import { localNodeIdentity } from './node-identity.ts';
 
 /**

@@ -1,4 +1,5 @@
 import { IdMintError } from '../../core/errors.ts';
+import { withTimeout } from '../../core/timeout.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -10,7 +11,6 @@ import {
   leaseLost,
   planAcquire,
   registryUnavailable,
-  withTimeout,
   workerIdsExhausted,
   type AcquirePlan,
 } from '../common.ts';
