@@ -1,5 +1,4 @@
 import { join } from 'node:path';
-import { after } from 'node:test';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
 import { runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
 import { tempDir } from '../support/workers.ts';
@@ -7,7 +6,6 @@ import { tempDir } from '../support/workers.ts';
 // Embedded: no server to cut off, so the suite injects coordinator faults at the port instead.
 const dir = await tempDir('sqlite-registry');
 const file = join(dir.path, 'workers.db');
-after(() => dir.dispose());
 const harness: RegistryHarness = {
   backend: 'sqlite',
   services: [],
@@ -19,3 +17,4 @@ const harness: RegistryHarness = {
 
 await runWorkerRegistrySuite(harness);
 await runWorkerProcessScenarios(harness);
+await dir.dispose();

@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { StaticWorkerRegistry } from '../../src/registries/static/static-worker-registry.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
 import { tempDir } from '../support/workers.ts';
 
 const dir = await tempDir('static-registry');
-after(() => dir.dispose());
 const identity = { host: '10.0.0.1', port: 8080 };
 
 describe('static worker registry', () => {
@@ -62,3 +61,4 @@ await runWorkerProcessScenarios(
   },
   { configured: true },
 );
+await dir.dispose();
