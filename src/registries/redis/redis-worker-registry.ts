@@ -11,7 +11,10 @@ import {
   workerIdsExhausted,
 } from '../common.ts';
 
-/** The part of an ioredis client the registry uses (any client with `eval` of this shape works). */
+/**
+ * The part of an ioredis client the registry uses. Give the registry a client of its own: after a
+ * command times out, the registry makes it reconnect.
+ */
 export interface RedisLike {
   eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   quit(): Promise<unknown>;
