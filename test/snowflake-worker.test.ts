@@ -269,6 +269,17 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
+  it('takes another lease when one expires before its first renewal (a slow start), but not forever', async () => {
+    const { registry, start } = await setup();
+    registry.expireNext = 2;
+    const worker = await start();
+    assert.equal(registry.leases.length, 3, 'two leases lost before the first renewal, the third kept');
+    await worker.close();
+    registry.expireNext = 3;
+    await assert.rejects(start(), (error) => isIdMintError(error, 'LEASE_LOST'));
+    await registry.close();
+  });
+
   it('rejects a TTL that does not hold two renewals after the safety margin', async () => {
     const { registry, start } = await setup(1000);
     await assert.rejects(start({ renewIntervalMs: 500, safetyMarginMs: 200 }), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /two renewals/.test(error.message));

@@ -126,19 +126,6 @@ export function leaseLost(backend: string, workerId: number, why: string): IdMin
   });
 }
 
-/** Rejects with `onTimeout()` if `promise` has not settled within `ms`. */
-export async function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(onTimeout()), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Validates a report before it is recorded: both values integers (ms) or -1. */
 export function checkReport(report: WorkerReport): WorkerReport {
   for (const key of ['lastTimestamp', 'reportedAt'] as const) {

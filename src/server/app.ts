@@ -43,6 +43,7 @@ const WORKER_EVENT_LEVELS: Readonly<Record<SnowflakeWorkerEvent['type'], 'info' 
   recovered: 'info',
   'waiting-for-clock': 'warn',
   'peer-clock-skew': 'warn',
+  'peer-check-skipped': 'warn',
   'renew-failed': 'warn',
   'switched-worker': 'warn',
   'lease-lost': 'error',

@@ -5,7 +5,8 @@ import { resolveLayout, type Layout, type LayoutSpec } from '../core/layout.ts';
 import { SnowflakeGenerator } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { NodeIdentity, WorkerLease, WorkerRegistry, WorkerReport } from '../ports/worker-registry.ts';
-import { iso, withTimeout } from '../registries/common.ts';
+import { withTimeout } from '../core/timeout.ts';
+import { iso } from '../registries/common.ts';
 import { localNodeIdentity } from './node-identity.ts';
 
 /**
@@ -55,6 +56,7 @@ export interface SnowflakeWorkerEvent {
     | 'acquired'
     | 'waiting-for-clock'
     | 'peer-clock-skew'
+    | 'peer-check-skipped'
     | 'renew-failed'
     | 'lease-lost'
     | 'recovered'
@@ -104,12 +106,10 @@ interface Holding {
   retired: boolean;
 }
 
-/** What to acquire: extra conditions for `switch-worker`, and whether this is start-up. */
+/** Extra conditions when acquiring, for `switch-worker`. */
 interface Wanted {
   readonly exclude?: readonly number[];
   readonly lastTimestampBelow?: number;
-  /** Only start-up checks the clock against the peers: a running node was admitted already. */
-  readonly startUp?: boolean;
 }
 
 const DEFAULT_RENEW_INTERVAL_MS = 3000; // Leaf's report interval
@@ -122,10 +122,10 @@ const MAX_START_WAIT_MS = 600_000;
  * A snowflake generator whose worker ID is leased from a {@link WorkerRegistry}: the piece the
  * server runs. See docs/workers.md for the design; in short:
  *
- * - Start-up: acquire an ID, then the clock checks (refuse if the clock is behind the time its
- *   previous holder last reported; wait if only behind the horizon it reserved; refuse if more
- *   than `maxPeerSkewMs` from the mean of the live peers' clocks), then record a horizon, then
- *   issue.
+ * - Start-up: check the clock against the live peers' (refuse if more than `maxPeerSkewMs` from
+ *   their mean), acquire an ID, check the clock against its record (refuse if behind the time its
+ *   previous holder last reported; wait if only behind the horizon it reserved), record a horizon,
+ *   then issue.
  * - Every renewal reports a horizon: the fence (lease expiry as seen locally, minus the safety
  *   margin) plus the most a `borrow` generator can lead its clock. The generator is fenced at the
  *   fence, so nothing it issues is ever above what the registry recorded, even if the process is
@@ -195,7 +195,19 @@ export class SnowflakeWorker {
    */
   static async start(options: SnowflakeWorkerOptions): Promise<SnowflakeWorker> {
     const worker = new SnowflakeWorker(options);
-    const holding = await worker.#establish({ startUp: true });
+    // Before acquiring: this node is no peer of itself yet, and the lease's TTL is not running.
+    await worker.#checkPeers();
+    let holding: Holding;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        holding = await worker.#establish({});
+        break;
+      } catch (error) {
+        // A lease lost before anything was issued under it (a slow start on a loaded machine
+        // outlasted its TTL) costs nothing: take another. Anything else is the caller's.
+        if (!isIdMintError(error, 'LEASE_LOST') || attempt === 3) throw error;
+      }
+    }
     worker.#adopt(holding);
     worker.#emit('acquired', `acquired worker ${holding.lease.workerId} from the ${worker.#registry.backend} registry`);
     worker.#schedule(worker.#renewIntervalMs(holding.lease));
@@ -278,9 +290,7 @@ export class SnowflakeWorker {
         if (!this.#switchWorker) throw behind;
         return await this.#switchAtStart(lease, behind);
       }
-      const interval = this.#renewIntervalMs(lease);
-      if (wanted.startUp === true) await this.#checkPeers(lease, exclude ?? []);
-      await this.#waitForClock(lease, interval);
+      await this.#waitForClock(lease, this.#renewIntervalMs(lease));
       const lastTimestamp = Math.max(lease.lastTimestamp, this.#highWater.get(lease.workerId) ?? -1);
       const generator = new SnowflakeGenerator({
         clock: this.#clock,
@@ -308,7 +318,7 @@ export class SnowflakeWorker {
   async #switchAtStart(lease: WorkerLease, behind: IdMintError): Promise<Holding> {
     let other: Holding;
     try {
-      other = await this.#establish({ exclude: [lease.workerId], lastTimestampBelow: this.#clock.now(), startUp: true });
+      other = await this.#establish({ exclude: [lease.workerId], lastTimestampBelow: this.#clock.now() });
     } catch (error) {
       throw new IdMintError('CLOCK_MOVED_BACKWARDS', `${behind.message}; switch-worker found no other worker ID to use (${(error as Error).message})`, {
         cause: error,
@@ -345,10 +355,22 @@ export class SnowflakeWorker {
     }
   }
 
-  /** The start-up check against the live peers' clocks (ours, `own`, are no peers). */
-  async #checkPeers(lease: WorkerLease, own: readonly number[]): Promise<void> {
+  /**
+   * The start-up check against the live peers' clocks. It runs once, before this node holds a
+   * lease: a running node was admitted already, and lease recoveries do not repeat it.
+   */
+  async #checkPeers(): Promise<void> {
     if (this.#peerCheck === 'off') return;
-    const peers = (await this.#registry.peers()).filter((peer) => peer.workerId !== lease.workerId && !own.includes(peer.workerId));
+    let peers;
+    try {
+      peers = await this.#registry.peers();
+    } catch (error) {
+      // Only a coordinator can tell the peers' clocks. When it cannot (a start from the
+      // weak-dependency cache), the check against the worker ID's own record still runs.
+      if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE')) throw error;
+      this.#emit('peer-check-skipped', `could not compare the clock with the live peers' (${error.message}); starting on the check against the worker ID's record alone`, error);
+      return;
+    }
     if (peers.length === 0) return;
     const now = this.#clock.now();
     // Each peer's clock now: its last report plus how long ago the coordinator received it.
@@ -358,7 +380,7 @@ export class SnowflakeWorker {
     const error = new IdMintError(
       'CLOCK_SKEW',
       `the local clock reads ${iso(now)}, ${Math.abs(offset)} ms ${offset < 0 ? 'behind' : 'ahead of'} the mean of ${peers.length} live peers' clocks (${iso(Math.round(mean))}); the limit is ${this.#maxPeerSkewMs} ms (maxPeerSkewMs): fix the clock (NTP) on this node or on the peers`,
-      { details: { clockMs: now, peersMeanMs: Math.round(mean), offsetMs: offset, peers: peers.length, limitMs: this.#maxPeerSkewMs, workerId: lease.workerId } },
+      { details: { clockMs: now, peersMeanMs: Math.round(mean), offsetMs: offset, peers: peers.length, limitMs: this.#maxPeerSkewMs } },
     );
     if (this.#peerCheck === 'refuse') throw error;
     this.#emit('peer-clock-skew', error.message, error);

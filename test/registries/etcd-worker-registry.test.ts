@@ -1,15 +1,19 @@
-import { connectEtcdWorkerRegistry } from '../../src/registries/etcd/etcd-worker-registry.ts';
-import { deleteEtcdNamespace, viaProxy } from '../support/registry-admin.ts';
+import { deleteEtcdNamespace } from '../support/registry-admin.ts';
 import { SERVICES, hostPort } from '../support/services.ts';
-import { runWorkerRegistrySuite } from '../support/worker-registry-suite.ts';
+import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
+import { runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
 
 const url = SERVICES.etcd.url;
-
-await runWorkerRegistrySuite({
+const { host, port } = hostPort(url);
+const harness: RegistryHarness = {
   backend: 'etcd',
   services: ['etcd'],
   ttlMs: 3000,
-  target: hostPort(url),
-  open: (name, proxy) => connectEtcdWorkerRegistry(viaProxy(url, proxy).replace(/\/$/, ''), { name, ttlMs: 3000, operationTimeoutMs: 1500 }),
+  target: { host, port },
+  url: (name, proxy) => `etcd://${proxy?.address ?? `${host}:${port}`}/${name}`,
+  options: () => ({ ttlMs: 3000, operationTimeoutMs: 1500 }),
   cleanup: (name) => deleteEtcdNamespace(url, name),
-});
+};
+
+await runWorkerRegistrySuite(harness);
+await runWorkerProcessScenarios(harness);

@@ -1,17 +1,20 @@
 import { join } from 'node:path';
-import { connectSqlWorkerRegistry } from '../../src/registries/sql/sql-worker-registry.ts';
+import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
+import { runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
 import { tempDir } from '../support/workers.ts';
-import { runWorkerRegistrySuite } from '../support/worker-registry-suite.ts';
 
-// Embedded: no service to cut off, so the suite injects coordinator faults at the port instead.
+// Embedded: no server to cut off, so the suite injects coordinator faults at the port instead.
 const dir = await tempDir('sqlite-registry');
 const file = join(dir.path, 'workers.db');
-
-await runWorkerRegistrySuite({
+const harness: RegistryHarness = {
   backend: 'sqlite',
   services: [],
   ttlMs: 3000,
-  open: (name) => connectSqlWorkerRegistry(`sqlite:${file}`, { name, ttlMs: 3000 }),
+  url: () => `sqlite:${file}`,
+  options: (name) => ({ name, ttlMs: 3000 }),
   cleanup: async () => {},
-  teardown: () => dir.dispose(),
-});
+};
+
+await runWorkerRegistrySuite(harness);
+await runWorkerProcessScenarios(harness);
+await dir.dispose();

@@ -10,6 +10,8 @@ export class FaultyRegistry implements WorkerRegistry {
   readonly inner: WorkerRegistry;
   /** While true, renew() fails with REGISTRY_UNAVAILABLE without reaching the coordinator. */
   unreachable = false;
+  /** The next this many renewals fail with LEASE_LOST (a lease that expired before its first renewal). */
+  expireNext = 0;
   /** When set, peers() answers this instead of asking the coordinator. */
   peerTimes: PeerTime[] | undefined;
   /** Every report the worker sent, in order. */
@@ -36,6 +38,10 @@ export class FaultyRegistry implements WorkerRegistry {
       lost: controller.signal,
       renew: async (report: WorkerReport) => {
         if (this.unreachable) throw new IdMintError('REGISTRY_UNAVAILABLE', 'injected: coordinator unreachable');
+        if (this.expireNext > 0) {
+          this.expireNext--;
+          throw new IdMintError('LEASE_LOST', 'injected: lease expired');
+        }
         this.reports.push({ workerId: lease.workerId, kind: 'renew', report });
         return lease.renew(report);
       },

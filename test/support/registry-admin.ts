@@ -1,4 +1,6 @@
+import { SERVICES, hostPort, uniqueName } from './services.ts';
 import type { TcpProxy } from './tcp-proxy.ts';
+import type { RegistryHarness } from './worker-registry-suite.ts';
 
 /**
  * Clean-up for the registry suites: each removes only the namespace or table a test created,
@@ -77,4 +79,26 @@ export async function dropSqlTable(url: string, table: string): Promise<void> {
     await client.query(`DROP TABLE IF EXISTS ${table}`);
     await client.end();
   }
+}
+
+/**
+ * The harness for a SQL server (PostgreSQL or MariaDB/MySQL): one table for the test file, every
+ * test with its own cluster name in it; `dropTable()` at the end of the file.
+ */
+export function sqlServerHarness(service: 'postgres' | 'mysql'): { harness: RegistryHarness; dropTable(): Promise<void> } {
+  const url = SERVICES[service].url;
+  const table = uniqueName('worker_node');
+  return {
+    harness: {
+      backend: service,
+      services: [service],
+      ttlMs: 3000,
+      target: hostPort(url),
+      url: (_name, proxy) => viaProxy(url, proxy),
+      options: (name) => ({ name, table, ttlMs: 3000, operationTimeoutMs: 1500 }),
+      cleanup: async () => {},
+    },
+    // Nothing to drop when the suite was skipped because the server is unreachable.
+    dropTable: () => dropSqlTable(url, table).catch(() => {}),
+  };
 }

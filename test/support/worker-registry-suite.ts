@@ -5,13 +5,14 @@ import { MonotonicClock } from '../../src/clocks/monotonic-clock.ts';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { decomposeId, defineLayout } from '../../src/core/layout.ts';
 import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
+import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../../src/registries/open-worker-registry.ts';
 import { SnowflakeWorker, type SnowflakeWorkerOptions } from '../../src/service/snowflake-worker.ts';
 import { FaultyRegistry } from './faulty-registry.ts';
 import { describeWithServices, uniqueName, type ServiceName } from './services.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { delay, waitFor } from './workers.ts';
 
-/** How the suite reaches one backend. */
+/** How the suites reach one backend: the URL and options a server would be given. */
 export interface RegistryHarness {
   /** Backend name, in test titles. */
   readonly backend: string;
@@ -21,12 +22,12 @@ export interface RegistryHarness {
   readonly ttlMs: number;
   /** The coordinator's address, so a TcpProxy can cut it off; undefined for an embedded backend. */
   readonly target?: { readonly host: string; readonly port: number };
-  /** Opens a registry on namespace `name`, through `proxy` when given. */
-  open(name: string, proxy?: TcpProxy): Promise<WorkerRegistry>;
-  /** Removes everything the suite created under namespace `name`. */
+  /** The registry URL for namespace `name`, through `proxy` when given. */
+  url(name: string, proxy?: TcpProxy): string;
+  /** openWorkerRegistry options for namespace `name`. */
+  options(name: string): OpenWorkerRegistryOptions;
+  /** Removes everything created under namespace `name`. */
   cleanup(name: string): Promise<void>;
-  /** Runs once after the suite (drop a table, close an admin client). */
-  teardown?(): Promise<void>;
 }
 
 const A = { host: '10.0.0.1', port: 8080 };
@@ -56,7 +57,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       return name;
     };
     const open = async (name: string, proxy?: TcpProxy) => {
-      const registry = await harness.open(name, proxy);
+      const registry = await openWorkerRegistry(harness.url(name, proxy), harness.options(name));
       opened.push(registry);
       return registry;
     };
@@ -75,7 +76,6 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await Promise.all(opened.map((registry) => registry.close().catch(() => {})));
       await Promise.all(proxies.map((p) => p.close()));
       for (const name of names) await harness.cleanup(name);
-      await harness.teardown?.();
     });
 
     it('hands out an ID in range, and a released ID goes to the next node at once with the last timestamp (invariant 6)', async () => {
@@ -230,7 +230,15 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       // Without a network (SQLite) the cut is injected at the port instead.
       const faulty = new FaultyRegistry(await open(name, link));
       const cut = () => (link === undefined ? (faulty.unreachable = true) : link.hang());
-      const restore = () => (link === undefined ? (faulty.unreachable = false) : link.restore());
+      // When the network returns, connections that hung through the outage are reset (the
+      // proxy dropped what they sent), as a real one resets them after a long outage.
+      const restore = () => {
+        if (link === undefined) faulty.unreachable = false;
+        else {
+          link.cut();
+          link.restore();
+        }
+      };
       const lost: number[] = [];
       const a = await startWorker(faulty, { layout: oneWorker, clock: new MonotonicClock(), onEvent: (e) => e.type === 'lease-lost' && lost.push(Date.now()) });
       const issued: { at: number; id: bigint }[] = [];

@@ -1,3 +1,4 @@
+import { withTimeout } from '../../core/timeout.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -9,7 +10,6 @@ import {
   leaseLost,
   planAcquire,
   registryUnavailable,
-  withTimeout,
   workerIdsExhausted,
   type KnownWorker,
 } from '../common.ts';

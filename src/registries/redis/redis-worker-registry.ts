@@ -11,7 +11,10 @@ import {
   workerIdsExhausted,
 } from '../common.ts';
 
-/** The part of an ioredis client the registry uses (any client with `eval` of this shape works). */
+/**
+ * The part of an ioredis client the registry uses. Give the registry a client of its own: after a
+ * command times out, the registry makes it reconnect.
+ */
 export interface RedisLike {
   eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   quit(): Promise<unknown>;
@@ -164,7 +167,10 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   }
 
   async close(): Promise<void> {
-    if (this.#ownsClient) await this.#client.quit().catch(() => {});
+    if (!this.#ownsClient) return;
+    await this.#client.quit().catch(() => {});
+    // QUIT cannot reach a Redis that is down; without this the client would keep reconnecting.
+    this.#client.disconnect();
   }
 
   async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
@@ -199,13 +205,17 @@ export async function connectRedisWorkerRegistry(url: string, options: ConnectRe
     lazyConnect: true,
     connectTimeout: timeout,
     commandTimeout: timeout,
-    // Fail a command after one reconnection attempt instead of queueing it for minutes: the
-    // worker's fencing needs to hear "unreachable" promptly and retry by itself.
+    // No offline queue: a command sent during an outage fails at once (the worker's fencing and
+    // retries handle it) instead of running whenever the connection returns, long after the
+    // caller gave up on it (a late acquire would hold an ID nobody uses).
+    enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     retryStrategy: (attempt: number) => Math.min(attempt * 200, 2000),
   });
   client.on('error', () => {}); // reported through the failing commands, not as an unhandled event
-  // lazyConnect: the first command connects, so the registry opens even while Redis is down.
   const where = new URL(url).host;
+  // Open even while Redis is down (the weak-dependency cache needs the registry then); the
+  // client keeps reconnecting in the background.
+  await client.connect().catch(() => {});
   return new RedisWorkerRegistry({ ...options, client, ownsClient: true, where });
 }

@@ -231,11 +231,6 @@ const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: s
   'sqlite:': { dialect: sqliteDialect, open: async (url, timeoutMs) => openSqlite(await sqlitePath(url), timeoutMs) },
 };
 
-/** True when `url` names a SQL registry this module can open. */
-export function isSqlUrl(url: string): boolean {
-  return Object.hasOwn(SQL_BACKENDS, url.slice(0, url.indexOf(':') + 1));
-}
-
 /**
  * Opens the SQL registry at `url`: `postgres://user@host:5432/db`, `mysql://user@host:3306/db`
  * (MySQL or MariaDB), or `sqlite:path/to/file.db` (`sqlite:///absolute/path.db`). The driver is

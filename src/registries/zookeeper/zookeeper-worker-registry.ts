@@ -1,4 +1,5 @@
 import { IdMintError } from '../../core/errors.ts';
+import { withTimeout } from '../../core/timeout.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -10,8 +11,8 @@ import {
   leaseLost,
   planAcquire,
   registryUnavailable,
-  withTimeout,
   workerIdsExhausted,
+  type AcquirePlan,
 } from '../common.ts';
 
 /** A znode's metadata, as node-zookeeper-client reports it (times are 8-byte big-endian ms). */
@@ -135,75 +136,89 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     const plan = planAcquire(request);
     const session = await this.#connected();
-    const zk = session.zk;
     try {
-      for (const dir of ['forever', 'workers', 'live']) await zk.mkdirp(`${this.#base}/${dir}`);
-      const zkNow = await this.#zkNow(zk);
-      const [names, foreverStat] = await zk.getChildren(`${this.#base}/forever`);
-      const live = new Set((await zk.getChildren(`${this.#base}/live`))[0].map(Number));
-      const entries = names.map(parseEntry).filter((e) => e !== undefined && e.workerId < plan.maxWorkers && !live.has(e.workerId)) as ForeverEntry[];
-      const address = `${plan.identity.host}:${plan.identity.port}`;
-      entries.sort((a, b) => Number(b.address === address) - Number(a.address === address) || a.workerId - b.workerId);
-
-      for (const entry of entries) {
-        const found = await zk.getData(this.#path('forever', entry.node)).catch(ifCode(NO_NODE, undefined));
-        if (found === undefined) continue; // recycled by another node meanwhile
-        const [data, stat] = found;
-        const ours = await this.#record(zk, entry.workerId);
-        const record = ours ?? leafRecord(data);
-        if (!allows(plan, entry.workerId, record.lastTimestamp)) continue;
-        const mine = entry.address === address;
-        // An idmint holder always has a liveness node, so without one the entry is free. An entry
-        // only Leaf wrote has none even while its Leaf node runs: free only once it went stale.
-        if (ours === undefined && !mine && zkNow - readMs(stat.mtime) < this.#recycleAfterMs) continue;
-        await this.#ensureRecord(zk, entry.workerId, record);
-        const claim = zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL);
-        if (!mine) {
-          // Recycle: the entry moves to this node's ip:port, keeping its seq (the worker ID).
-          claim
-            .remove(this.#path('forever', entry.node))
-            .create(this.#path('forever', entryName(address, entry.workerId)), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
-        }
-        if (await commitClaim(claim)) return this.#lease(session, entry.workerId, mine ? entry.node : entryName(address, entry.workerId), record, plan.identity);
+      for (const dir of ['forever', 'workers', 'live']) await session.zk.mkdirp(`${this.#base}/${dir}`);
+      // Losing a race for an ID means another node took that one, not that none is left: look
+      // again (each round, some node wins, so this ends).
+      for (let round = 0; ; round++) {
+        const outcome = await this.#claimOnce(session, plan);
+        if ('workerId' in outcome) return outcome;
+        if (outcome.raced === 0 || round === 20) throw workerIdsExhausted(this.backend, plan, outcome.live);
       }
-
-      // IDs without an entry. Below the parent's child version (the next sequence number
-      // ZooKeeper would give) a name can be created explicitly without ever colliding with a
-      // sequential node, Leaf's or ours: that fills the gaps recycling and deletions leave.
-      const named = new Set(names.map(parseEntry).map((e) => e?.workerId));
-      for (let id = 0; id < Math.min(foreverStat.cversion, plan.maxWorkers); id++) {
-        if (named.has(id) || live.has(id) || (plan.only !== undefined && id !== plan.only)) continue;
-        const record = (await this.#record(zk, id)) ?? { lastTimestamp: -1, reportedAt: -1 };
-        if (!allows(plan, id, record.lastTimestamp)) continue;
-        await this.#ensureRecord(zk, id, record);
-        const name = entryName(address, id);
-        const claim = zk
-          .transaction()
-          .create(this.#path('live', id), holderData(plan.identity), EPHEMERAL)
-          .create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
-        if (await commitClaim(claim)) return this.#lease(session, id, name, record, plan.identity);
-      }
-
-      if (plan.only === undefined && foreverStat.cversion < plan.maxWorkers) {
-        // A new entry the Leaf way: ZooKeeper numbers it with the parent's child version.
-        const path = await zk.create(`${this.#base}/forever/${address}-`, leafData(plan.identity, 0), PERSISTENT_SEQUENTIAL);
-        const entry = parseEntry(path.slice(path.lastIndexOf('/') + 1));
-        if (entry !== undefined && entry.workerId < plan.maxWorkers) {
-          const record = (await this.#record(zk, entry.workerId)) ?? { lastTimestamp: -1, reportedAt: -1 };
-          if (allows(plan, entry.workerId, record.lastTimestamp)) {
-            await this.#ensureRecord(zk, entry.workerId, record);
-            if (await commitClaim(zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL))) {
-              return this.#lease(session, entry.workerId, entry.node, record, plan.identity);
-            }
-          }
-        }
-        // Past the limit (or not usable): leave no entry behind that no node can ever use.
-        await zk.remove(path).catch(() => {});
-      }
-      throw workerIdsExhausted(this.backend, plan, live.size);
     } catch (error) {
       throw this.#failed(error);
     }
+  }
+
+  /** One pass over the candidates: a lease, or how many claims other nodes won and how many IDs are live. */
+  async #claimOnce(session: Session, plan: AcquirePlan): Promise<WorkerLease | { raced: number; live: number }> {
+    const zk = session.zk;
+    const address = `${plan.identity.host}:${plan.identity.port}`;
+    const zkNow = await this.#zkNow(zk);
+    const [names, foreverStat] = await zk.getChildren(`${this.#base}/forever`);
+    const live = new Set((await zk.getChildren(`${this.#base}/live`))[0].map(Number));
+    const parsed = names.map(parseEntry).filter((e) => e !== undefined);
+    const entries = parsed.filter((e) => e.workerId < plan.maxWorkers && !live.has(e.workerId));
+    entries.sort((a, b) => Number(b.address === address) - Number(a.address === address) || a.workerId - b.workerId);
+    let raced = 0;
+
+    // 1. Entries with no live holder: this node's own (as Leaf reuses them), then others' (recycled).
+    for (const entry of entries) {
+      const found = await zk.getData(this.#path('forever', entry.node)).catch(ifCode(NO_NODE, undefined));
+      if (found === undefined) continue; // recycled by another node meanwhile
+      const [data, stat] = found;
+      const ours = await this.#record(zk, entry.workerId);
+      const record = ours ?? leafRecord(data);
+      if (!allows(plan, entry.workerId, record.lastTimestamp)) continue;
+      const mine = entry.address === address;
+      // An idmint holder always has a liveness node, so without one the entry is free. An entry
+      // only Leaf wrote has none even while its Leaf node runs: free only once it went stale.
+      if (ours === undefined && !mine && zkNow - readMs(stat.mtime) < this.#recycleAfterMs) continue;
+      await this.#ensureRecord(zk, entry.workerId, record);
+      const claim = zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL);
+      const name = mine ? entry.node : entryName(address, entry.workerId);
+      // Recycling moves the entry to this node's ip:port, keeping its seq (the worker ID).
+      if (!mine) claim.remove(this.#path('forever', entry.node)).create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+      if (await commitClaim(claim)) return this.#lease(session, entry.workerId, name, record, plan.identity);
+      raced++;
+    }
+
+    // 2. IDs without an entry. Below the parent's child version (the next sequence number
+    // ZooKeeper would give) a name can be created explicitly without ever colliding with a
+    // sequential node, Leaf's or ours: that fills the gaps recycling and deletions leave.
+    const named = new Set(parsed.map((e) => e.workerId));
+    for (let id = 0; id < Math.min(foreverStat.cversion, plan.maxWorkers); id++) {
+      if (named.has(id) || live.has(id) || (plan.only !== undefined && id !== plan.only)) continue;
+      const record = (await this.#record(zk, id)) ?? { lastTimestamp: -1, reportedAt: -1 };
+      if (!allows(plan, id, record.lastTimestamp)) continue;
+      await this.#ensureRecord(zk, id, record);
+      const name = entryName(address, id);
+      const claim = zk
+        .transaction()
+        .create(this.#path('live', id), holderData(plan.identity), EPHEMERAL)
+        .create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+      if (await commitClaim(claim)) return this.#lease(session, id, name, record, plan.identity);
+      raced++;
+    }
+
+    // 3. A new entry the Leaf way: ZooKeeper numbers it with the parent's child version.
+    if (plan.only === undefined && foreverStat.cversion < plan.maxWorkers) {
+      const path = await zk.create(`${this.#base}/forever/${address}-`, leafData(plan.identity, 0), PERSISTENT_SEQUENTIAL);
+      const entry = parseEntry(path.slice(path.lastIndexOf('/') + 1));
+      if (entry !== undefined && entry.workerId < plan.maxWorkers) {
+        const record = (await this.#record(zk, entry.workerId)) ?? { lastTimestamp: -1, reportedAt: -1 };
+        // The liveness node first: until it exists, others see an entry without a record,
+        // which they leave alone while it is fresh.
+        if (allows(plan, entry.workerId, record.lastTimestamp) && (await commitClaim(zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL)))) {
+          await this.#ensureRecord(zk, entry.workerId, record);
+          return this.#lease(session, entry.workerId, entry.node, record, plan.identity);
+        }
+        raced++;
+      }
+      // Past the limit (or not usable): leave no entry behind that no node can ever use.
+      await zk.remove(path).catch(() => {});
+    }
+    return { raced, live: live.size };
   }
 
   async peers(): Promise<PeerTime[]> {
@@ -259,6 +274,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
           if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED) throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
           throw this.#failed(error);
         }
+        if (kind === 'release') session.leases.delete(lease);
         return session.ttlMs;
       },
     });
