@@ -26,19 +26,24 @@ ${configFlagHelp()}
       return 0;
     }
     const { config } = configFromFlags(values);
-    const server = await buildServer(config);
-    // Signals are caught from before listening, so a SIGTERM during start-up still shuts down cleanly.
-    const stop = new Promise<string>((resolve) => {
-      const onSignal = (signal: NodeJS.Signals) => {
-        process.once(signal, () => {
-          server.log.warn({ signal }, 'second signal: exiting without finishing shutdown');
+    // Signals are caught before anything is opened: one that arrives while the store is opened or
+    // the lease acquired still leads to a clean shutdown (right after start-up finishes).
+    const stop = new Promise<NodeJS.Signals>((resolve) => {
+      const first = (signal: NodeJS.Signals) => {
+        process.off('SIGTERM', first);
+        process.off('SIGINT', first);
+        const again = (second: NodeJS.Signals) => {
+          io.err(`idmint serve: second signal (${second}): exiting without finishing shutdown\n`);
           process.exit(1);
-        });
+        };
+        process.once('SIGTERM', again);
+        process.once('SIGINT', again);
         resolve(signal);
       };
-      process.once('SIGTERM', onSignal);
-      process.once('SIGINT', onSignal);
+      process.on('SIGTERM', first);
+      process.on('SIGINT', first);
     });
+    const server = await buildServer(config);
     try {
       await server.listen();
     } catch (error) {
