@@ -1,9 +1,10 @@
 import { isIdMintError } from '../core/errors.ts';
+import { dbCommand } from './commands/db.ts';
 import { decodeCommand } from './commands/decode.ts';
 import { nextCommand } from './commands/next.ts';
 import type { CliCommand, CliIo } from './io.ts';
 
-const COMMANDS: readonly CliCommand[] = [nextCommand, decodeCommand];
+const COMMANDS: readonly CliCommand[] = [nextCommand, decodeCommand, dbCommand];
 
 /** Exit code for bad usage (unknown command or flag, malformed value), as most CLIs use. */
 export const EXIT_USAGE = 2;

@@ -60,7 +60,7 @@ export const ERROR_CODES = {
   SEGMENTS_NOT_READY: {
     status: 503,
     retryable: true,
-    summary: "The tag's buffered ranges are used up and loading the next one did not finish in time.",
+    summary: "The tag's buffered ranges are used up and loading the next one did not finish in time, or the segment service is shutting down.",
   },
   STORE_UNAVAILABLE: {
     status: 503,

@@ -14,8 +14,9 @@ export interface TagRecord {
   readonly maxId: bigint;
   /** IDs per range, as configured (Leaf's `step`); the service may allocate larger ranges. */
   readonly step: number;
+  /** Free text for operators, up to 256 characters. */
   readonly description: string | null;
-  /** Last change, as the store reports it; null where the backend keeps none. */
+  /** Last change, as the store reports it; informational only, null where the row has none. */
   readonly updatedAt: Date | null;
 }
 
@@ -28,13 +29,20 @@ export interface SegmentRange {
   readonly end: bigint;
   /** The step this range was allocated with (`end - start`). */
   readonly step: number;
+  /**
+   * The tag's configured step as stored when the range was allocated, read in the same atomic
+   * step. The service never shrinks its dynamic step below it (Leaf's `minStep`), so a step an
+   * operator raises is the floor of the loads that follow.
+   */
+  readonly tagStep: number;
 }
 
 /** What {@link SegmentStore.createTag} needs. */
 export interface NewTag {
   readonly tag: string;
+  /** IDs per range, 1 to 2^31-1 (the column is Leaf's `int`). */
   readonly step: number;
-  /** First ID the tag will issue. Default 1, as Leaf's table default. Stored as `max_id`. */
+  /** First ID the tag will issue, 0 to 2^63-1. Default 1, as Leaf's table default. Stored as `max_id`. */
   readonly startId?: bigint;
   readonly description?: string | null;
 }
@@ -42,6 +50,7 @@ export interface NewTag {
 /** Changes to a tag; absent fields stay as they are. */
 export interface TagUpdate {
   readonly step?: number;
+  /** New description; null clears it. */
   readonly description?: string | null;
 }
 
@@ -51,7 +60,7 @@ export interface SegmentStore {
 
   /**
    * Creates the table (SQL) if missing, and nothing else. Idempotent. Called by `idmint db init`
-   * and, where configured, at start-up.
+   * and, where configured, at start-up. Redis needs no schema: a no-op there.
    */
   init(): Promise<void>;
 
@@ -61,11 +70,21 @@ export interface SegmentStore {
    * allocating the same tag at once: one atomic statement, or one transaction holding the row.
    *
    * Throws IdMintError: TAG_NOT_FOUND (no such tag), ID_SPACE_EXHAUSTED (max_id would pass
-   * 2^63-1; nothing is changed), STORE_UNAVAILABLE (the backend failed or timed out; retryable).
+   * 2^63-1; nothing is changed), INVALID_ARGUMENT (a bad step), STORE_UNAVAILABLE (the backend
+   * failed or timed out; retryable). After a timeout the outcome is unknown: the caller must treat
+   * the range as lost (skipped), never guess it.
    */
   allocate(tag: string, step?: number): Promise<SegmentRange>;
 
-  /** Every tag, sorted by name. Throws STORE_UNAVAILABLE. */
+  /**
+   * Gives back the unissued tail `[from, to)` of the most recent range: sets `max_id` to `from`
+   * only if it is still `to` (compare-and-set), that is, if nobody allocated after the caller.
+   * Resolves true when given back. The caller must issue no ID of `[from, to)` afterwards. Used by
+   * a graceful shutdown so a restart wastes nothing. Throws STORE_UNAVAILABLE, INVALID_ARGUMENT.
+   */
+  release(tag: string, from: bigint, to: bigint): Promise<boolean>;
+
+  /** Every tag, sorted by name (JavaScript string order). Throws STORE_UNAVAILABLE. */
   listTags(): Promise<TagRecord[]>;
 
   /** One tag, or undefined. Throws STORE_UNAVAILABLE. */

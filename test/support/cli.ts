@@ -11,10 +11,11 @@ export interface CliResult {
 }
 
 /** Runs `idmint <args>` as a separate OS process with the Node running the tests. */
-export function runIdmint(args: readonly string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runIdmint(args: readonly string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [IDMINT_BIN, ...args], {
       env: { ...process.env, ...options.env },
+      cwd: options.cwd,
       stdio: ['ignore', 'pipe', 'pipe'],
       timeout: options.timeoutMs ?? 60_000,
     });

@@ -1,0 +1,82 @@
+import { IdMintError } from './errors.ts';
+import { MAX_TAG_STEP } from './segment-limits.ts';
+
+/**
+ * Leaf's dynamic step: a tag that burns through its ranges quickly gets larger ranges (fewer
+ * database round trips), a quiet tag gets smaller ones (fewer IDs wasted on restart). Every
+ * constant is configurable; the defaults are Leaf's.
+ */
+
+/** Options for the dynamic step; absent fields take Leaf's values. */
+export interface StepPolicyOptions {
+  /** A range that lasted less than this (ms) grows the step. Default 15 min: Leaf's SEGMENT_DURATION. */
+  readonly growBelowMs?: number;
+  /** A range that lasted at least growBelowMs but less than this (ms) keeps the step; longer shrinks it. Default 30 min: twice SEGMENT_DURATION. */
+  readonly keepBelowMs?: number;
+  /** The step never grows past this (unless the tag's own step is larger). Default 1,000,000: Leaf's MAX_STEP. */
+  readonly maxStep?: number;
+  /** Growth and shrink factor, an integer >= 2. Default 2: Leaf doubles and halves. */
+  readonly factor?: number;
+}
+
+/** A validated, complete step policy. */
+export interface StepPolicy {
+  readonly growBelowMs: number;
+  readonly keepBelowMs: number;
+  readonly maxStep: number;
+  readonly factor: number;
+}
+
+export const DEFAULT_STEP_POLICY: StepPolicy = Object.freeze({
+  growBelowMs: 15 * 60_000,
+  keepBelowMs: 30 * 60_000,
+  maxStep: 1_000_000,
+  factor: 2,
+});
+
+/** Fills in defaults and validates; throws INVALID_ARGUMENT naming the bad option. */
+export function resolveStepPolicy(options: StepPolicyOptions = {}): StepPolicy {
+  const policy = { ...DEFAULT_STEP_POLICY, ...definedOnly(options) };
+  checkInteger('step.growBelowMs', policy.growBelowMs, 0, Number.MAX_SAFE_INTEGER);
+  checkInteger('step.keepBelowMs', policy.keepBelowMs, policy.growBelowMs, Number.MAX_SAFE_INTEGER);
+  checkInteger('step.maxStep', policy.maxStep, 1, MAX_TAG_STEP);
+  checkInteger('step.factor', policy.factor, 2, 1024);
+  return Object.freeze(policy);
+}
+
+/** What the next step depends on. */
+export interface StepInput {
+  /** Step of the previous range. */
+  readonly step: number;
+  /** The tag's configured step: the floor (Leaf's `minStep`). */
+  readonly tagStep: number;
+  /** How long the previous range lasted: ms between the two previous loads. */
+  readonly lastedMs: number;
+}
+
+/**
+ * The step for the next range, Leaf's rule: lasted < growBelowMs: grow by `factor` up to
+ * `maxStep`; < keepBelowMs: keep; otherwise shrink by `factor`. Never below the tag's own step,
+ * so raising a tag's step in the table takes effect at once.
+ */
+export function nextStep(policy: StepPolicy, input: StepInput): number {
+  const { step, tagStep, lastedMs } = input;
+  let next = step;
+  if (lastedMs < policy.growBelowMs) {
+    next = Math.min(step * policy.factor, Math.max(policy.maxStep, step));
+  } else if (lastedMs >= policy.keepBelowMs) {
+    next = Math.floor(step / policy.factor);
+  }
+  return Math.min(Math.max(next, tagStep), MAX_TAG_STEP);
+}
+
+function checkInteger(name: string, value: unknown, min: number, max: number): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+}
+
+/** Drops keys whose value is undefined, so spreading options cannot erase a default. */
+function definedOnly<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+}

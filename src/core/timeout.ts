@@ -1,0 +1,13 @@
+/**
+ * Settles like `promise`, or rejects with `onTimeout()` once `ms` have passed, whichever comes
+ * first. The timer is cleared as soon as the race is decided, and a late settlement of `promise`
+ * is observed (never an unhandled rejection) and ignored: a caller that timed out must treat the
+ * outcome as unknown.
+ */
+export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,167 @@
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import { isIdMintError, type ErrorCode } from '../../src/core/errors.ts';
+import { MAX_SEGMENT_ID } from '../../src/core/segment-limits.ts';
+import type { SegmentRange, SegmentStore } from '../../src/ports/segment-store.ts';
+
+/** A store on a table (or key prefix) of its own, and how to remove that table afterwards. */
+export interface SegmentStoreFixture {
+  readonly store: SegmentStore;
+  /** Closes the store and drops what the fixture created. */
+  dispose(): Promise<void>;
+}
+
+/** Resolves if `promise` rejects with an IdMintError of `code`. */
+export async function rejectsWith(promise: Promise<unknown>, code: ErrorCode, pattern?: RegExp): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => {
+    assert.ok(isIdMintError(error, code), `expected ${code}, got ${error instanceof Error ? `${(error as { code?: string }).code ?? error.name}: ${error.message}` : String(error)}`);
+    if (pattern !== undefined) assert.match(error.message, pattern);
+    return true;
+  });
+}
+
+/**
+ * The SegmentStore contract, written once and run against every adapter (call it inside a
+ * describe). Each run works on a fresh table or key prefix from `create`.
+ */
+export function runSegmentStoreSuite(options: { create: () => Promise<SegmentStoreFixture> }): void {
+  let fixture: SegmentStoreFixture;
+  let store: SegmentStore;
+
+  before(async () => {
+    fixture = await options.create();
+    store = fixture.store;
+    await store.init();
+    await store.init(); // idempotent
+  });
+  after(() => fixture.dispose());
+
+  it('creates a tag with Leaf defaults and reads it back', async () => {
+    const created = await store.createTag({ tag: 'create-1', step: 2000, description: 'first tag' });
+    assert.equal(created.tag, 'create-1');
+    assert.equal(created.maxId, 1n);
+    assert.equal(created.step, 2000);
+    assert.equal(created.description, 'first tag');
+    assert.ok(created.updatedAt === null || !Number.isNaN(created.updatedAt.getTime()));
+    assert.deepEqual(await store.getTag('create-1'), created);
+
+    const bare = await store.createTag({ tag: 'create.2:x_Y', step: 1, startId: 0n });
+    assert.equal(bare.maxId, 0n);
+    assert.equal(bare.description, null);
+    assert.equal(await store.getTag('no-such-tag'), undefined);
+  });
+
+  it('refuses a duplicate tag with TAG_EXISTS and changes nothing', async () => {
+    await store.createTag({ tag: 'dup', step: 10, startId: 500n });
+    await rejectsWith(store.createTag({ tag: 'dup', step: 99 }), 'TAG_EXISTS', /"dup" already exists/);
+    const row = await store.getTag('dup');
+    assert.equal(row?.maxId, 500n);
+    assert.equal(row?.step, 10);
+  });
+
+  it('refuses bad tags, steps, start IDs and descriptions with INVALID_ARGUMENT', async () => {
+    const bad: [Promise<unknown>, RegExp][] = [
+      [store.createTag({ tag: '', step: 10 }), /tag must be/],
+      [store.createTag({ tag: 'has space', step: 10 }), /tag must be/],
+      [store.createTag({ tag: 'x'.repeat(129), step: 10 }), /tag must be/],
+      [store.createTag({ tag: 'ok-tag', step: 0 }), /step must be an integer from 1 to 2147483647/],
+      [store.createTag({ tag: 'ok-tag', step: 1.5 }), /step must be/],
+      [store.createTag({ tag: 'ok-tag', step: 2 ** 31 }), /step must be/],
+      [store.createTag({ tag: 'ok-tag', step: 10, startId: -1n }), /startId must be a bigint from 0/],
+      [store.createTag({ tag: 'ok-tag', step: 10, startId: MAX_SEGMENT_ID + 1n }), /startId must be/],
+      [store.createTag({ tag: 'ok-tag', step: 10, description: 'd'.repeat(257) }), /description must be/],
+      [store.allocate('bad tag'), /tag must be/],
+      [store.allocate('ok-tag', 0), /step must be/],
+      [store.release('ok-tag', 10n, 10n), /from < to/],
+      [store.updateTag('ok-tag', { step: -5 }), /step must be/],
+    ];
+    for (const [promise, message] of bad) await rejectsWith(promise, 'INVALID_ARGUMENT', message);
+    assert.equal(await store.getTag('ok-tag'), undefined);
+  });
+
+  it('lists every tag, sorted by name', async () => {
+    for (const tag of ['list-b', 'LIST-C', 'list-a']) await store.createTag({ tag, step: 5 });
+    const tags = (await store.listTags()).map((record) => record.tag);
+    assert.deepEqual(tags, [...tags].sort());
+    assert.deepEqual(tags.filter((tag) => tag.toLowerCase().startsWith('list-')), ['LIST-C', 'list-a', 'list-b']);
+    const listed = (await store.listTags()).find((record) => record.tag === 'list-a');
+    assert.deepEqual(listed, await store.getTag('list-a'));
+  });
+
+  it('updates step and description; an unknown tag is TAG_NOT_FOUND', async () => {
+    await store.createTag({ tag: 'upd', step: 100, description: 'before' });
+    let row = await store.updateTag('upd', { step: 500 });
+    assert.equal(row.step, 500);
+    assert.equal(row.description, 'before');
+    row = await store.updateTag('upd', { description: null });
+    assert.equal(row.description, null);
+    row = await store.updateTag('upd', { description: 'after', step: 7 });
+    assert.deepEqual([row.step, row.description, row.maxId], [7, 'after', 1n]);
+    assert.deepEqual(await store.updateTag('upd', {}), await store.getTag('upd'));
+    assert.equal((await store.allocate('upd')).step, 7);
+    await rejectsWith(store.updateTag('no-such-tag', { step: 5 }), 'TAG_NOT_FOUND');
+  });
+
+  it('allocates exactly as Leaf: [max_id - step, max_id) after the update', async () => {
+    await store.createTag({ tag: 'leaf-segment-test', step: 2000, startId: 1n });
+    assert.deepEqual(await store.allocate('leaf-segment-test'), { tag: 'leaf-segment-test', start: 1n, end: 2001n, step: 2000, tagStep: 2000 });
+    assert.equal((await store.getTag('leaf-segment-test'))?.maxId, 2001n);
+    assert.deepEqual(await store.allocate('leaf-segment-test', 500), { tag: 'leaf-segment-test', start: 2001n, end: 2501n, step: 500, tagStep: 2000 });
+    assert.deepEqual(await store.allocate('leaf-segment-test'), { tag: 'leaf-segment-test', start: 2501n, end: 4501n, step: 2000, tagStep: 2000 });
+    await rejectsWith(store.allocate('no-such-tag'), 'TAG_NOT_FOUND', /"no-such-tag" does not exist/);
+  });
+
+  it('parallel allocations of one tag are disjoint and contiguous', async () => {
+    await store.createTag({ tag: 'parallel', step: 10 });
+    const ranges = await Promise.all(Array.from({ length: 64 }, (_, i) => store.allocate('parallel', i % 3 === 0 ? 7 : undefined)));
+    assertContiguous(ranges, 1n);
+    assert.equal((await store.getTag('parallel'))?.maxId, ranges.reduce((end, range) => (range.end > end ? range.end : end), 0n));
+  });
+
+  it('keeps values near 2^62 exact', async () => {
+    const start = 2n ** 62n - 3n;
+    await store.createTag({ tag: 'big', step: 1000, startId: start });
+    assert.deepEqual(await store.allocate('big'), { tag: 'big', start, end: start + 1000n, step: 1000, tagStep: 1000 });
+    assert.equal((await store.getTag('big'))?.maxId, start + 1000n);
+    assert.equal((await store.listTags()).find((record) => record.tag === 'big')?.maxId, start + 1000n);
+    assert.equal(await store.release('big', start + 1n, start + 1000n), true);
+    assert.equal((await store.allocate('big', 2)).start, start + 1n);
+  });
+
+  it('refuses a range past 2^63-1 with ID_SPACE_EXHAUSTED and changes nothing', async () => {
+    await store.createTag({ tag: 'top', step: 100, startId: MAX_SEGMENT_ID - 100n });
+    assert.deepEqual(await store.allocate('top'), { tag: 'top', start: MAX_SEGMENT_ID - 100n, end: MAX_SEGMENT_ID, step: 100, tagStep: 100 });
+    await rejectsWith(store.allocate('top'), 'ID_SPACE_EXHAUSTED', /would pass 9223372036854775807/);
+    await rejectsWith(store.allocate('top', 1), 'ID_SPACE_EXHAUSTED');
+    assert.equal((await store.getTag('top'))?.maxId, MAX_SEGMENT_ID);
+
+    await store.createTag({ tag: 'near-top', step: 2 ** 31 - 1, startId: MAX_SEGMENT_ID - 50n });
+    await rejectsWith(store.allocate('near-top'), 'ID_SPACE_EXHAUSTED');
+    await rejectsWith(store.allocate('near-top', 51), 'ID_SPACE_EXHAUSTED');
+    assert.equal((await store.getTag('near-top'))?.maxId, MAX_SEGMENT_ID - 50n);
+    assert.equal((await store.allocate('near-top', 50)).end, MAX_SEGMENT_ID);
+  });
+
+  it('release gives a tail back only while nobody allocated after it (compare-and-set)', async () => {
+    await store.createTag({ tag: 'give-back', step: 10 });
+    const first = await store.allocate('give-back');
+    assert.equal(await store.release('give-back', 5n, first.end), true);
+    assert.equal((await store.getTag('give-back'))?.maxId, 5n);
+    const second = await store.allocate('give-back');
+    assert.deepEqual([second.start, second.end], [5n, 15n]);
+    assert.equal(await store.release('give-back', 7n, first.end), false, 'a stale `to` must not move max_id');
+    assert.equal((await store.getTag('give-back'))?.maxId, 15n);
+    assert.equal(await store.release('no-such-tag', 1n, 2n), false);
+  });
+}
+
+/** Asserts the ranges, sorted, tile `[first, ...)` with no gap and no overlap. */
+export function assertContiguous(ranges: readonly SegmentRange[], first: bigint): void {
+  const sorted = [...ranges].sort((a, b) => (a.start < b.start ? -1 : 1));
+  let expected = first;
+  for (const range of sorted) {
+    assert.equal(range.start, expected, `range [${range.start}, ${range.end}) should start at ${expected}`);
+    assert.equal(range.end - range.start, BigInt(range.step));
+    expected = range.end;
+  }
+}
