@@ -3,7 +3,6 @@ import { after, describe, it } from 'node:test';
 import { PostgresSegmentStore } from '../src/stores/postgres/postgres-segment-store.ts';
 import { MysqlSegmentStore } from '../src/stores/mysql/mysql-segment-store.ts';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
-import { MemorySegmentStore } from './support/memory-segment-store.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { rejectsWith, runSegmentStoreSuite } from './support/segment-store-suite.ts';
 import { SERVICES, describeWithServices, uniqueName } from './support/services.ts';
@@ -19,13 +18,6 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
 describe('SegmentStore conformance: sqlite :memory:', () => {
   runSegmentStoreSuite({ create: async () => {
     const store = new SqliteSegmentStore({ path: ':memory:' });
-    return { store, dispose: () => store.close() };
-  } });
-});
-
-describe('SegmentStore conformance: the in-memory test store', () => {
-  runSegmentStoreSuite({ create: async () => {
-    const store = new MemorySegmentStore();
     return { store, dispose: () => store.close() };
   } });
 });

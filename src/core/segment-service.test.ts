@@ -1,19 +1,44 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { after, describe, it } from 'node:test';
 import { FaultySegmentStore } from '../../test/support/faulty-segment-store.ts';
-import { MemorySegmentStore } from '../../test/support/memory-segment-store.ts';
 import { rejectsWith } from '../../test/support/segment-store-suite.ts';
 import { ManualClock } from '../clocks/manual-clock.ts';
 import type { NewTag } from '../ports/segment-store.ts';
+import { SqliteSegmentStore } from '../stores/sqlite/sqlite-segment-store.ts';
 import { MAX_SEGMENT_ID } from './segment-limits.ts';
 import { SegmentService, type SegmentEvent, type SegmentServiceOptions } from './segment-service.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const MINUTE = 60_000;
 
-/** A service on an in-memory store behind a fault injector, with a manual clock and no refresh timer. */
+// Every test gets its own real SQLite database (a file, so the test can also reach it the way an
+// operator would, e.g. to DELETE a tag); the directory goes when the file's tests are done.
+const databases = mkdtempSync(join(tmpdir(), 'idmint-segment-service-'));
+let databaseCount = 0;
+after(() => rmSync(databases, { recursive: true, force: true }));
+
+/** A real SQLite store plus an operator's DELETE, which the store's API deliberately lacks. */
+async function sqliteStore() {
+  const path = join(databases, `${++databaseCount}.db`);
+  const store = Object.assign(new SqliteSegmentStore({ path }), {
+    /** Removes a tag's row directly, as an operator's DELETE would. */
+    deleteTag(tag: string): void {
+      const db = new DatabaseSync(path);
+      db.prepare('DELETE FROM leaf_alloc WHERE biz_tag = ?').run(tag);
+      db.close();
+    },
+  });
+  await store.init();
+  return store;
+}
+
+/** A service on a real SQLite store behind a fault injector, with a manual clock and no refresh timer. */
 async function setup(options: Partial<SegmentServiceOptions> = {}, tags: NewTag[] = [{ tag: 'orders', step: 100 }]) {
-  const memory = new MemorySegmentStore();
+  const memory = await sqliteStore();
   for (const tag of tags) await memory.createTag(tag);
   const store = new FaultySegmentStore(memory);
   const clock = new ManualClock(T0);
@@ -312,7 +337,7 @@ describe('SegmentService: tags', () => {
   });
 
   it('start() rejects when the store is down, and the service still recovers on demand', async () => {
-    const memory = new MemorySegmentStore();
+    const memory = await sqliteStore();
     await memory.createTag({ tag: 'orders', step: 10 });
     const store = new FaultySegmentStore(memory);
     store.mode = 'fail';
@@ -388,8 +413,8 @@ describe('SegmentService: stats, events and options', () => {
     assert.ok(events.some((e) => e.type === 'refresh' && e.tags === 1));
   });
 
-  it('refuses bad options, naming them', () => {
-    const store = new MemorySegmentStore();
+  it('refuses bad options, naming them', async () => {
+    const store = await sqliteStore();
     const clock = new ManualClock(T0);
     assert.throws(() => new SegmentService({ store, clock, prefetchThreshold: 1.5 }), /prefetchThreshold must be a number from 0 to 1, got 1.5/);
     assert.throws(() => new SegmentService({ store, clock, waitTimeoutMs: 0 }), /waitTimeoutMs must be an integer number of ms >= 1, got 0/);
@@ -398,7 +423,7 @@ describe('SegmentService: stats, events and options', () => {
   });
 
   it('two services on one store (two nodes) never share an ID', async () => {
-    const memory = new MemorySegmentStore();
+    const memory = await sqliteStore();
     await memory.createTag({ tag: 'orders', step: 7 });
     const clock = new ManualClock(T0);
     const nodes = [0, 1].map(() => new SegmentService({ store: memory, clock, tagRefreshMs: 0, step: { maxStep: 7 } }));

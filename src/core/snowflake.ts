@@ -239,14 +239,13 @@ export class SnowflakeGenerator {
         return (this.#lastId += 1n);
       }
 
-      // The sequence of #lastUnit is used up: move to the next unit, borrowing it if allowed.
-      const nextUnit = this.#lastUnit + 1;
-      if (policy === 'borrow' && nextUnit - unit <= this.#maxLeadUnits) {
-        this.#enter(nextUnit, false);
+      // The sequence of #lastUnit is used up. `borrow` moves to the next unit at once (the loop
+      // then waits for the clock if that puts it past the lead); the others wait for the clock.
+      if (policy === 'borrow') {
+        this.#enter(this.#lastUnit + 1, false);
         continue;
       }
-      const target = policy === 'borrow' ? nextUnit - this.#maxLeadUnits : nextUnit;
-      now = this.#waitForUnit(target, this.#unitMs + this.policy.maxWaitMs);
+      now = this.#waitForUnit(this.#lastUnit + 1, this.#unitMs + this.policy.maxWaitMs);
       unit = this.#unitOf(now);
     }
   }
