@@ -10,7 +10,8 @@
 # Usage: scripts/services.sh up|down|status [service...]
 #
 # `up` is idempotent: a service that answers is left alone; one that is missing is installed from
-# Debian's packages, then started, bound to 127.0.0.1 only. Prints one line per service and exits
+# Debian's packages, then started, bound to 127.0.0.1 only. `up` with no service named also
+# installs libfaketime (Debian's faketime), which a clock-rollback test needs. Prints one line per service and exits
 # non-zero if any service is not up at the end. Needs root (or sudo) only to install or start.
 set -uo pipefail
 
@@ -137,6 +138,21 @@ zookeeper_stop() {
     /usr/share/zookeeper/bin/zkServer.sh stop "$STATE_DIR/zookeeper/zoo.cfg" >/dev/null 2>&1
 }
 
+# ---- test tools --------------------------------------------------------------------------------
+
+# libfaketime (Debian's faketime package): a worker-registry test restarts a real process with its
+# clock set back. Not a service, but `up` (for all services) makes sure it is installed too.
+faketime_up() {
+  local status=installed
+  if dpkg-query -W -f='${Status}' faketime 2>/dev/null | grep -q 'install ok installed'; then
+    status="already installed"
+  elif ! apt_install faketime; then
+    printf '%-10s %-5s %-15s %s\n' faketime down - "install failed (see $LOG_DIR/apt.log)"
+    return 1
+  fi
+  printf '%-10s %-5s %-15s %s\n' faketime up - "$status"
+}
+
 # ---- commands ----------------------------------------------------------------------------------
 
 address() {
@@ -198,6 +214,7 @@ main() {
   mkdir -p "$STATE_DIR" "$LOG_DIR" 2>/dev/null || { "${SUDO[@]}" mkdir -p "$STATE_DIR" "$LOG_DIR"; }
   local failed=0
   for s in "${services[@]}"; do "${command}_one" "$s" || failed=1; done
+  if [ "$command" = up ] && [ $# -eq 0 ]; then faketime_up || failed=1; fi
   exit $failed
 }
 

@@ -33,3 +33,17 @@ export { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore } 
 export type { OpenSegmentStoreOptions } from './stores/open-segment-store.ts';
 export { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS } from './stores/store-support.ts';
 export type { SegmentStoreOptions } from './stores/store-support.ts';
+export { IdMintClient } from './client/client.ts';
+export type { DecodedId, IdMintClientOptions, Readiness, Tag } from './client/client.ts';
+export type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from './ports/worker-registry.ts';
+export { SnowflakeWorker } from './service/snowflake-worker.ts';
+export type {
+  PeerClockCheck,
+  SnowflakeWorkerEvent,
+  SnowflakeWorkerOptions,
+  SnowflakeWorkerState,
+  WorkerRollbackOptions,
+} from './service/snowflake-worker.ts';
+export { localNodeIdentity } from './service/node-identity.ts';
+export { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './registries/open-worker-registry.ts';
+export type { OpenWorkerRegistryOptions } from './registries/open-worker-registry.ts';

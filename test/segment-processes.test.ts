@@ -10,23 +10,33 @@ const PROCESSES = 4;
 const COUNT = 5000;
 const STEP = 50;
 
-/** Runs segment-draw.ts as a separate OS process; resolves to the IDs it printed. */
-function drawInProcess(url: string, table: string, tag: string): Promise<bigint[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--experimental-strip-types', '--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 120_000,
-    });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
+/**
+ * Starts segment-draw.ts as a separate OS process: `ready` resolves once it has opened its store,
+ * `go()` lets it draw, `ids` resolves to the IDs it printed.
+ */
+function drawInProcess(url: string, table: string, tag: string): { ready: Promise<void>; go(): void; ids: Promise<bigint[]> } {
+  const child = spawn(process.execPath, ['--experimental-strip-types', '--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    timeout: 120_000,
+  });
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let ready!: () => void;
+  const readiness = new Promise<void>((resolve) => (ready = resolve));
+  child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
+  child.stderr.on('data', (chunk: Buffer) => {
+    err.push(chunk);
+    if (Buffer.concat(err).toString().includes('ready\n')) ready();
+  });
+  const ids = new Promise<bigint[]>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`segment-draw exited ${code}: ${Buffer.concat(err).toString()}`));
       else resolve(Buffer.concat(out).toString().trimEnd().split('\n').map((line) => BigInt(line)));
     });
   });
+  // A process that dies before it is ready must fail the test, not hang it.
+  return { ready: Promise.race([readiness, ids.then(() => undefined)]), go: () => child.stdin.end('go\n'), ids };
 }
 
 // Uniqueness across processes is the claim that matters most, and async tasks in one process
@@ -40,7 +50,10 @@ for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb, SEGM
       const all = new Set<bigint>();
       // The second round starts after the first shut down (and gave its tails back): a restart.
       for (let round = 0; round < 2; round++) {
-        const results = await Promise.all(Array.from({ length: PROCESSES }, () => drawInProcess(fixture.url, fixture.table, 'shared')));
+        const draws = Array.from({ length: PROCESSES }, () => drawInProcess(fixture.url, fixture.table, 'shared'));
+        await Promise.all(draws.map((draw) => draw.ready));
+        for (const draw of draws) draw.go();
+        const results = await Promise.all(draws.map((draw) => draw.ids));
         for (const ids of results) {
           assert.equal(ids.length, COUNT);
           for (let i = 1; i < ids.length; i++) assert.ok((ids[i] as bigint) > (ids[i - 1] as bigint), `not increasing at ${i}: ${ids[i - 1]} then ${ids[i]}`);

@@ -16,7 +16,7 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   const args = argv.filter((arg) => !/^-[0-9]/.test(arg));
   let parsed: { values: FlagValues<T>; positionals: string[] };
   try {
-    parsed = parseArgs({ args: [...args, ...(numeric.length > 0 && !args.includes('--') ? ['--'] : []), ...numeric], options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true }) as typeof parsed;
+    parsed = parseArgs({ args: [...args, ...(numeric.length > 0 && !args.includes('--') ? ['--'] : []), ...numeric], options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, allowNegative: true, strict: true }) as typeof parsed;
   } catch (error) {
     // node:util's messages are multi-line and mention internals; keep the first sentence.
     const message = error instanceof Error ? (error.message.split('\n')[0] ?? error.message) : String(error);

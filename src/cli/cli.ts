@@ -1,13 +1,18 @@
 import { isIdMintError } from '../core/errors.ts';
+import { configCommand } from './commands/config.ts';
 import { dbCommand } from './commands/db.ts';
 import { decodeCommand } from './commands/decode.ts';
 import { nextCommand } from './commands/next.ts';
+import { serveCommand } from './commands/serve.ts';
+import { tagsCommand } from './commands/tags.ts';
 import type { CliCommand, CliIo } from './io.ts';
 
-const COMMANDS: readonly CliCommand[] = [nextCommand, decodeCommand, dbCommand];
+const COMMANDS: readonly CliCommand[] = [serveCommand, tagsCommand, dbCommand, nextCommand, decodeCommand, configCommand];
 
 /** Exit code for bad usage (unknown command or flag, malformed value), as most CLIs use. */
 export const EXIT_USAGE = 2;
+/** Errors that mean the command was invoked wrongly (arguments, flags, configuration). */
+const USAGE_CODES: ReadonlySet<string> = new Set(['INVALID_ARGUMENT', 'INVALID_ID', 'LAYOUT_INVALID', 'CONFIG_INVALID']);
 /** Exit code for a failure while doing the work (clock refused, store down, ...). */
 export const EXIT_FAILURE = 1;
 
@@ -43,7 +48,7 @@ export async function runCli(argv: readonly string[], io: CliIo, version: string
   } catch (error) {
     if (isIdMintError(error)) {
       io.err(`idmint ${name}: ${error.message}\n`);
-      return error.code === 'INVALID_ARGUMENT' || error.code === 'INVALID_ID' || error.code === 'LAYOUT_INVALID' ? EXIT_USAGE : EXIT_FAILURE;
+      return USAGE_CODES.has(error.code) ? EXIT_USAGE : EXIT_FAILURE;
     }
     throw error;
   }

@@ -47,6 +47,36 @@ export const ERROR_CODES = {
     retryable: false,
     summary: 'The token is valid but not allowed this tag or route (admin routes need the admin token).',
   },
+  ROUTE_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    summary: 'No route answers this method and path (the message points to /openapi.json).',
+  },
+  MODE_DISABLED: {
+    status: 404,
+    retryable: false,
+    summary: 'The route belongs to a mode (segment or snowflake) that this server runs with turned off.',
+  },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    summary: 'The request body is larger than the configured limit (api.bodyLimit).',
+  },
+  UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    retryable: false,
+    summary: 'The request body is not JSON (send Content-Type: application/json).',
+  },
+  SERVER_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary: 'Client side: the idmint server could not be reached, or did not answer within the timeout.',
+  },
+  INTERNAL_ERROR: {
+    status: 500,
+    retryable: false,
+    summary: 'An unexpected failure (a bug); the server logs it with its stack.',
+  },
   TAG_NOT_FOUND: {
     status: 404,
     retryable: false,
@@ -86,6 +116,11 @@ export const ERROR_CODES = {
     status: 503,
     retryable: true,
     summary: 'The clock is behind the last timestamp used, by more than the rollback policy tolerates.',
+  },
+  CLOCK_SKEW: {
+    status: 503,
+    retryable: true,
+    summary: "The local clock is further from the mean of the live peers' clocks than the configured threshold, so the worker refuses to start.",
   },
   LEASE_LOST: {
     status: 503,

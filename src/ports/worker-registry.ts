@@ -1,37 +1,94 @@
 /**
  * Where snowflake workers get their worker IDs: a lease on one ID, renewed while the node runs,
  * released on shutdown, and recycled only after its holder is gone. Implemented once per backend
- * under src/registries/<backend>/; every implementation passes the same conformance suite.
+ * under src/registries/<backend>/; every implementation passes the same conformance suite
+ * (test/support/worker-registry-suite.ts). docs/workers.md explains the design.
  *
- * Times are ms since the Unix epoch. `lastTimestamp` is the latest time unit start a holder of the
- * worker ID has reported using; a new holder must issue only later timestamps.
+ * The registry keeps two numbers per worker ID, and they outlive every holder:
+ *
+ * - `lastTimestamp`: no ID with this worker ID has, or will ever have, a later timestamp than
+ *   this unless a later holder records a higher value. A holder reports a horizon ahead of its
+ *   clock while it runs (it is fenced at that horizon) and its exact last timestamp on release.
+ * - `reportedAt`: the holder's clock when it made that report. A node whose clock reads earlier
+ *   than this is refused at start-up; live holders' values feed the clock check against peers.
+ *
+ * Times are ms since the Unix epoch, read from the holder's Clock. Registries never read a clock
+ * of their own for these values: the worker (src/service/snowflake-worker.ts) supplies them, so
+ * tests can drive every clock fault through a ManualClock.
  */
 
-/** Who is asking: stable across restarts of the same node where the platform allows. */
+/** Who is asking. Stable across restarts of the same node where the platform allows. */
 export interface NodeIdentity {
-  /** Address other nodes know this node by (Leaf uses ip:port). */
+  /** Address other nodes know this node by (Leaf uses the IP). Must not contain `/`. */
   readonly host: string;
+  /** The port the node serves on; 0 when it serves none. */
   readonly port: number;
-  /** Cluster or service name; worker IDs are unique within it. */
-  readonly name: string;
 }
 
-/** A held lease. */
+/** What {@link WorkerRegistry.acquire} is asked for. */
+export interface AcquireRequest {
+  readonly identity: NodeIdentity;
+  /** IDs 0 to maxWorkers - 1 may be handed out: 2^workerBits of the generator's layout. */
+  readonly maxWorkers: number;
+  /** Only this worker ID (the ID a weak-dependency cache holds, or a configured static ID). */
+  readonly workerId?: number;
+  /** Never these worker IDs (the `switch-worker` policy leaves the one it holds). */
+  readonly exclude?: readonly number[];
+  /**
+   * Only worker IDs whose recorded `lastTimestamp` is below this (the `switch-worker` policy asks
+   * for an ID it can start on at once with a clock that went back).
+   */
+  readonly lastTimestampBelow?: number;
+}
+
+/** What a holder reports on each renewal and on release. */
+export interface WorkerReport {
+  /** Every ID the holder issued, or may issue before its next report, is at or below this. */
+  readonly lastTimestamp: number;
+  /** The holder's clock when it made this report. */
+  readonly reportedAt: number;
+}
+
+/** A held lease on one worker ID. */
 export interface WorkerLease {
   readonly workerId: number;
-  /** Last timestamp recorded for this worker ID by any earlier holder; -1 when none. */
+  /** Recorded for this worker ID by earlier holders; -1 when there was none. */
   readonly lastTimestamp: number;
+  /** The clock of the holder that recorded `lastTimestamp`, when it did; -1 when none. */
+  readonly reportedAt: number;
   /**
-   * Local clock time until which the lease is certainly still ours (the coordinator's expiry
-   * minus the time the request took). A holder must stop issuing IDs before this.
+   * How long the coordinator keeps the lease from the moment it handled the acquire (ZooKeeper:
+   * the negotiated session timeout). The holder must stop issuing before a clock reading taken
+   * before the request plus this.
    */
-  readonly validUntil: number;
+  readonly ttlMs: number;
+  /**
+   * Aborted, with an IdMintError LEASE_LOST as its reason, when the backend tells the holder
+   * that the lease is gone (ZooKeeper session expired, etcd key deleted). Backends that cannot
+   * signal (Redis, SQL, static) never abort it; their `renew` reports the loss.
+   */
+  readonly lost: AbortSignal;
+  /**
+   * Extends the lease by its TTL and records `report`. Resolves with the TTL granted, counted from
+   * when the coordinator handled the request. Throws LEASE_LOST if another node may hold the ID
+   * (never retry it), REGISTRY_UNAVAILABLE if the coordinator cannot be reached (retry).
+   */
+  renew(report: WorkerReport): Promise<number>;
+  /**
+   * Records `report` and frees the worker ID at once for the next node. The caller must have
+   * stopped issuing IDs first: `report.lastTimestamp` is then exact. Throws LEASE_LOST or
+   * REGISTRY_UNAVAILABLE as `renew`.
+   */
+  release(report: WorkerReport): Promise<void>;
 }
 
 /** A live peer's report, for the start-up clock check against the cluster. */
 export interface PeerTime {
   readonly workerId: number;
-  readonly timestamp: number;
+  /** The peer's clock at its last report. */
+  readonly reportedAt: number;
+  /** How long ago that report reached the coordinator, by the coordinator's clock (>= 0). */
+  readonly ageMs: number;
 }
 
 export interface WorkerRegistry {
@@ -39,24 +96,17 @@ export interface WorkerRegistry {
   readonly backend: string;
 
   /**
-   * Leases a worker ID below `maxWorkers` for `identity` (reusing the one this identity held, where
-   * the backend remembers it). Throws WORKER_IDS_EXHAUSTED when every ID is held by a live node,
-   * REGISTRY_UNAVAILABLE when the coordinator cannot be reached.
+   * Leases a free worker ID below `maxWorkers`: preferably the one this identity held before, else
+   * one whose holder is gone (after its lease expired), else one never used. Two live leases never
+   * share an ID, whatever the number of nodes acquiring at once. Throws WORKER_IDS_EXHAUSTED
+   * (naming the limit) when no ID qualifies, REGISTRY_UNAVAILABLE when the coordinator cannot be
+   * reached.
    */
-  acquire(identity: NodeIdentity, maxWorkers: number): Promise<WorkerLease>;
+  acquire(request: AcquireRequest): Promise<WorkerLease>;
 
-  /**
-   * Extends the current lease and records `lastTimestamp`. Throws LEASE_LOST if the lease is gone
-   * (expired, taken over), REGISTRY_UNAVAILABLE if the coordinator cannot be reached.
-   */
-  renew(lastTimestamp: number): Promise<WorkerLease>;
-
-  /** Records `lastTimestamp` and frees the worker ID at once for the next node. */
-  release(lastTimestamp: number): Promise<void>;
-
-  /** The other live holders' last reported timestamps. */
+  /** Every live holder's last report (the caller skips its own). Throws REGISTRY_UNAVAILABLE. */
   peers(): Promise<PeerTime[]>;
 
-  /** Closes connections the registry opened itself. */
+  /** Closes connections the registry opened itself. Leases still held lapse by their TTL. */
   close(): Promise<void>;
 }

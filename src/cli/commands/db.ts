@@ -2,6 +2,7 @@ import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore } from '../../stores/open-segment-store.ts';
 import { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS, redactUrl } from '../../stores/store-support.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
+import { configFromFlags } from '../config-flags.ts';
 import type { CliCommand } from '../io.ts';
 
 export const dbCommand: CliCommand = {
@@ -13,10 +14,11 @@ Creates the segment table (Leaf's leaf_alloc layout) if it is missing, and nothi
 tags, no other tables. Safe to run any number of times. An existing Leaf table is used as it is.
 
 Options:
-  -s, --store URL     the segment store (default ${DEFAULT_SEGMENT_STORE_URL}), one of:
+  -s, --store URL     the segment store (default: the configured one, IDMINT_SEGMENT_STORE or
+                      the config file in IDMINT_CONFIG, else ${DEFAULT_SEGMENT_STORE_URL}), one of:
 ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join('\n')}
                       Redis keeps tags as hashes and needs no table.
-  -t, --table NAME    table name (default ${DEFAULT_SEGMENT_TABLE})
+  -t, --table NAME    table name (default: the configured one, else ${DEFAULT_SEGMENT_TABLE})
       --timeout MS    give up on the database after MS milliseconds (default ${DEFAULT_STORE_TIMEOUT_MS})
   -h, --help          show this help`,
 
@@ -31,9 +33,11 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       return 0;
     }
     if (positionals[0] !== 'init') throw new IdMintError('INVALID_ARGUMENT', `unknown db subcommand "${positionals[0]}"; the only one is: init`);
-    const url = values.store ?? DEFAULT_SEGMENT_STORE_URL;
-    const table = values.table ?? DEFAULT_SEGMENT_TABLE;
-    const timeoutMs = integerFlag('timeout', values.timeout, DEFAULT_STORE_TIMEOUT_MS, 1, 600_000);
+    // Without flags, the store `idmint serve` would use (environment and IDMINT_CONFIG file).
+    const configured = configFromFlags({}).config.segment;
+    const url = values.store ?? configured.store;
+    const table = values.table ?? configured.table;
+    const timeoutMs = integerFlag('timeout', values.timeout, configured.timeoutMs, 1, 600_000);
     const store = await openSegmentStore(url, { table, timeoutMs, init: false, source: '--store' }).catch((error: unknown) => {
       // A store URL given on the command line is a usage error (exit 2), not a failure of the work.
       throw isIdMintError(error, 'CONFIG_INVALID') ? new IdMintError('INVALID_ARGUMENT', error.message) : error;

@@ -1,0 +1,202 @@
+import { ERROR_CODES, IdMintError, type ErrorCode } from '../core/errors.ts';
+
+/** Options for {@link IdMintClient}. */
+export interface IdMintClientOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
+  readonly url: string;
+  /** Bearer token, when the server has auth on. */
+  readonly token?: string;
+  /** Each attempt is abandoned after this many ms (SERVER_UNAVAILABLE). Default 5000. */
+  readonly timeoutMs?: number;
+  /**
+   * How many times a retryable failure (503 with Retry-After, or the server unreachable) is
+   * retried. Default 2. Retrying an ID request is safe: at worst an ID goes unused, never twice.
+   */
+  readonly retries?: number;
+  /** Longest wait between attempts, capping the server's Retry-After. Default 1000 ms. */
+  readonly maxRetryDelayMs?: number;
+  /** The fetch to use. Default the global one (Node's, with keep-alive connections). */
+  readonly fetch?: typeof fetch;
+}
+
+/** A tag as the server reports it; `maxId` is a decimal string (it may exceed 2^53). */
+export interface Tag {
+  readonly tag: string;
+  readonly maxId: string;
+  readonly step: number;
+  readonly description: string | null;
+  readonly updatedAt: string | null;
+}
+
+/** The parts of a snowflake ID, as `/v1/snowflake/decode/{id}` answers. */
+export interface DecodedId {
+  readonly id: string;
+  readonly layout: string;
+  /** Start of the ID's time unit, ms since 1970. */
+  readonly timestamp: number;
+  /** The same, ISO-8601. */
+  readonly date: string;
+  readonly datacenterId?: number;
+  readonly workerId: number;
+  readonly sequence: number;
+}
+
+/** `/readyz`: whether the server should get traffic, and each check's state. */
+export interface Readiness {
+  readonly ready: boolean;
+  readonly checks: Readonly<Record<string, string>>;
+}
+
+/**
+ * A small typed client for an idmint server. IDs are returned as decimal strings, as they travel
+ * (64-bit IDs do not fit a JS number); `BigInt(id)` converts one. Every failure is an
+ * IdMintError with the server's code, or SERVER_UNAVAILABLE when the server did not answer.
+ *
+ * ```ts
+ * const ids = new IdMintClient({ url: 'http://127.0.0.1:8080' });
+ * await ids.segment('order');          // '1001'
+ * await ids.snowflakeBatch(3);         // { workerId: 0, ids: ['...', '...', '...'] }
+ * ```
+ */
+export class IdMintClient {
+  readonly #base: string;
+  readonly #headers: Record<string, string>;
+  readonly #timeoutMs: number;
+  readonly #retries: number;
+  readonly #maxRetryDelayMs: number;
+  readonly #fetch: typeof fetch;
+
+  constructor(options: IdMintClientOptions) {
+    let base: URL;
+    try {
+      base = new URL(options.url);
+    } catch {
+      throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(options.url)}`);
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL, got ${JSON.stringify(options.url)}`);
+    }
+    this.#base = base.href.replace(/\/+$/, '');
+    this.#headers = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
+    this.#timeoutMs = checkCount('timeoutMs', options.timeoutMs ?? 5000, 1);
+    this.#retries = checkCount('retries', options.retries ?? 2, 0);
+    this.#maxRetryDelayMs = checkCount('maxRetryDelayMs', options.maxRetryDelayMs ?? 1000, 0);
+    this.#fetch = options.fetch ?? fetch;
+  }
+
+  /** The tag's next segment ID (Leaf's `/api/segment/get/{tag}`). */
+  async segment(tag: string): Promise<string> {
+    return this.#request('GET', `/api/segment/get/${encodeURIComponent(tag)}`, undefined, 'text');
+  }
+
+  /** `count` of the tag's next segment IDs, increasing. */
+  async segmentBatch(tag: string, count: number): Promise<string[]> {
+    const body = await this.#request<{ ids: string[] }>('GET', `/v1/segment/${encodeURIComponent(tag)}?count=${count}`);
+    return body.ids;
+  }
+
+  /** One snowflake ID (Leaf's `/api/snowflake/get/{tag}`; the tag is only a label there). */
+  async snowflake(tag = 'default'): Promise<string> {
+    return this.#request('GET', `/api/snowflake/get/${encodeURIComponent(tag)}`, undefined, 'text');
+  }
+
+  /** `count` snowflake IDs, strictly increasing, and the worker that made them. */
+  async snowflakeBatch(count: number): Promise<{ workerId: number; ids: string[] }> {
+    return this.#request('GET', `/v1/snowflake?count=${count}`);
+  }
+
+  /** The parts of a snowflake ID under the server's layout. */
+  async decode(id: string | bigint): Promise<DecodedId> {
+    return this.#request('GET', `/v1/snowflake/decode/${encodeURIComponent(String(id))}`);
+  }
+
+  /** Every tag the token may see, sorted by name. */
+  async listTags(): Promise<Tag[]> {
+    return (await this.#request<{ tags: Tag[] }>('GET', '/v1/tags')).tags;
+  }
+
+  /** One tag; TAG_NOT_FOUND if it does not exist. */
+  async getTag(tag: string): Promise<Tag> {
+    return this.#request('GET', `/v1/tags/${encodeURIComponent(tag)}`);
+  }
+
+  /** Creates a tag (admin token); TAG_EXISTS if it exists. */
+  async createTag(tag: { tag: string; step: number; startId?: string | bigint | number; description?: string | null }): Promise<Tag> {
+    const { startId, ...rest } = tag;
+    return this.#request('POST', '/v1/tags', startId === undefined ? rest : { ...rest, startId: String(startId) }, 'json', false);
+  }
+
+  /** Changes a tag's step and/or description (admin token). */
+  async updateTag(tag: string, update: { step?: number; description?: string | null }): Promise<Tag> {
+    return this.#request('PATCH', `/v1/tags/${encodeURIComponent(tag)}`, update, 'json', false);
+  }
+
+  /** `/readyz`, never throwing for a 503 (that is an answer: not ready). */
+  async readiness(): Promise<Readiness> {
+    const response = await this.#send('GET', '/readyz', undefined);
+    const body = (await response.json()) as { status: string; checks: Record<string, string> };
+    return { ready: response.status === 200, checks: body.checks };
+  }
+
+  async #request<T>(method: string, path: string, body?: unknown, as: 'json' | 'text' = 'json', retry = true): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const response = await this.#send(method, path, body);
+        if (response.ok) return (as === 'text' ? await response.text() : await response.json()) as T;
+        throw await errorFrom(response);
+      } catch (error) {
+        const failure = error instanceof IdMintError ? error : unreachable(this.#base, error);
+        // Creating or changing a tag is not repeated: a lost reply may mean it succeeded.
+        if (!retry || !failure.retryable || attempt >= this.#retries) throw failure;
+        await delay(Math.min(this.#maxRetryDelayMs, Number(failure.details?.['retryAfterMs'] ?? 100)));
+      }
+    }
+  }
+
+  async #send(method: string, path: string, body: unknown): Promise<Response> {
+    try {
+      return await this.#fetch(`${this.#base}${path}`, {
+        method,
+        headers: body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+    } catch (error) {
+      throw unreachable(this.#base, error);
+    }
+  }
+}
+
+/** The server's JSON error as an IdMintError, with its status and Retry-After in `details`. */
+async function errorFrom(response: Response): Promise<IdMintError> {
+  const text = await response.text();
+  let parsed: { error?: { code?: unknown; message?: unknown } } | undefined;
+  try {
+    parsed = JSON.parse(text) as typeof parsed;
+  } catch {
+    parsed = undefined;
+  }
+  const code = typeof parsed?.error?.code === 'string' && Object.hasOwn(ERROR_CODES, parsed.error.code) ? (parsed.error.code as ErrorCode) : undefined;
+  const retryAfter = Number(response.headers.get('retry-after'));
+  const details = { status: response.status, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}) };
+  if (code === undefined) {
+    // Not an idmint answer (a proxy's error page, say): keep the status, and retry a 502-504.
+    const gateway = response.status >= 502 && response.status <= 504;
+    return new IdMintError(gateway ? 'SERVER_UNAVAILABLE' : 'INTERNAL_ERROR', `HTTP ${response.status} without an idmint error body: ${text.slice(0, 200)}`, { details });
+  }
+  return new IdMintError(code, typeof parsed?.error?.message === 'string' ? parsed.error.message : code, { details });
+}
+
+function unreachable(base: string, error: unknown): IdMintError {
+  const reason = error instanceof Error ? ((error.cause as Error | undefined)?.message ?? error.message) : String(error);
+  return new IdMintError('SERVER_UNAVAILABLE', `idmint server ${base} did not answer: ${reason}`, { cause: error });
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function checkCount(name: string, value: number, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer >= ${min}, got ${String(value)}`);
+  return value;
+}

@@ -1,0 +1,251 @@
+import { IdMintError } from '../core/errors.ts';
+import type { AcquireRequest, NodeIdentity, WorkerLease, WorkerReport } from '../ports/worker-registry.ts';
+
+/**
+ * What every worker registry adapter shares: request validation, the order in which free worker
+ * IDs are tried, the lease-loss signal and the errors. Backend specifics stay in the adapters.
+ */
+
+/** An acquire request after validation, with the filters ready to apply. */
+export interface AcquirePlan {
+  readonly identity: NodeIdentity;
+  readonly maxWorkers: number;
+  /** Set when only one worker ID may be taken. */
+  readonly only: number | undefined;
+  readonly exclude: ReadonlySet<number>;
+  /** Only IDs whose recorded lastTimestamp is below this; +Infinity when unrestricted. */
+  readonly below: number;
+}
+
+/** Largest worker-ID space a registry accepts: the layout allows at most 31 worker bits. */
+const MAX_WORKERS = 2 ** 31;
+
+/** Validates an acquire request; INVALID_ARGUMENT names the field, the value and what is allowed. */
+export function planAcquire(request: AcquireRequest): AcquirePlan {
+  const { identity, maxWorkers } = request;
+  if (!Number.isSafeInteger(maxWorkers) || maxWorkers < 1 || maxWorkers > MAX_WORKERS) {
+    throw new IdMintError('INVALID_ARGUMENT', `maxWorkers must be an integer from 1 to ${MAX_WORKERS}, got ${String(maxWorkers)}`);
+  }
+  if (identity === null || typeof identity !== 'object' || typeof identity.host !== 'string' || !/^[^/\s]{1,255}$/.test(identity.host)) {
+    throw new IdMintError('INVALID_ARGUMENT', `identity.host must be 1 to 255 characters without "/" or spaces, got ${JSON.stringify(identity?.host)}`);
+  }
+  if (!Number.isInteger(identity.port) || identity.port < 0 || identity.port > 65535) {
+    throw new IdMintError('INVALID_ARGUMENT', `identity.port must be an integer from 0 to 65535, got ${String(identity.port)}`);
+  }
+  const workerId = (id: unknown, what: string): number => {
+    if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= maxWorkers) {
+      throw new IdMintError('INVALID_ARGUMENT', `${what} must be a worker ID from 0 to ${maxWorkers - 1}, got ${String(id)}`);
+    }
+    return id as number;
+  };
+  const below = request.lastTimestampBelow ?? Number.POSITIVE_INFINITY;
+  if (typeof below !== 'number' || Number.isNaN(below)) {
+    throw new IdMintError('INVALID_ARGUMENT', `lastTimestampBelow must be a number of ms, got ${String(below)}`);
+  }
+  return {
+    identity: { host: identity.host, port: identity.port },
+    maxWorkers,
+    only: request.workerId === undefined ? undefined : workerId(request.workerId, 'workerId'),
+    exclude: new Set((request.exclude ?? []).map((id) => workerId(id, 'exclude'))),
+    below,
+  };
+}
+
+/** True when the plan allows taking `workerId`, whose recorded lastTimestamp is given (-1: none). */
+export function allows(plan: AcquirePlan, workerId: number, lastTimestamp: number): boolean {
+  return (
+    workerId < plan.maxWorkers &&
+    (plan.only === undefined || plan.only === workerId) &&
+    !plan.exclude.has(workerId) &&
+    lastTimestamp < plan.below
+  );
+}
+
+/** What an adapter knows about one worker ID it has seen in the coordinator. */
+export interface KnownWorker {
+  readonly workerId: number;
+  readonly host: string;
+  readonly port: number;
+  readonly lastTimestamp: number;
+  /** A live holder has it (its lease has not expired). */
+  readonly live: boolean;
+}
+
+/**
+ * Worker IDs to try, best first: the IDs this identity held before (so a restarted node keeps its
+ * ID, as in Leaf), then IDs whose holder is gone (recycling keeps the space dense, so the limit
+ * counts live nodes rather than restarts), then IDs never used, lowest first. Lazy, so a layout
+ * with millions of worker IDs costs only the IDs actually tried.
+ */
+export function* candidateWorkerIds(plan: AcquirePlan, known: Iterable<KnownWorker>): Generator<number> {
+  const byId = new Map<number, KnownWorker>();
+  for (const worker of known) byId.set(worker.workerId, worker);
+  const free = [...byId.values()]
+    .filter((w) => !w.live && allows(plan, w.workerId, w.lastTimestamp))
+    .sort((a, b) => a.workerId - b.workerId);
+  const mine = (w: KnownWorker) => w.host === plan.identity.host && w.port === plan.identity.port;
+  for (const worker of free) if (mine(worker)) yield worker.workerId;
+  for (const worker of free) if (!mine(worker)) yield worker.workerId;
+  if (plan.only !== undefined) {
+    if (!byId.has(plan.only) && allows(plan, plan.only, -1)) yield plan.only;
+    return;
+  }
+  for (let id = 0; id < plan.maxWorkers; id++) if (!byId.has(id) && allows(plan, id, -1)) yield id;
+}
+
+/** WORKER_IDS_EXHAUSTED, naming the limit and why nothing qualified. */
+export function workerIdsExhausted(backend: string, plan: AcquirePlan, live?: number): IdMintError {
+  const held = live === undefined ? '' : ` (${live} held by live nodes)`;
+  const filters = [
+    plan.only === undefined ? '' : `only worker ID ${plan.only} was asked for`,
+    plan.exclude.size === 0 ? '' : `worker IDs ${[...plan.exclude].join(', ')} were excluded`,
+    plan.below === Number.POSITIVE_INFINITY ? '' : `only IDs last used before ${iso(plan.below)} qualified`,
+  ].filter(Boolean);
+  return new IdMintError(
+    'WORKER_IDS_EXHAUSTED',
+    `${backend} worker registry: no free worker ID among the ${plan.maxWorkers} the layout's worker bits allow (limit ${plan.maxWorkers})${held}` +
+      (filters.length > 0 ? `; ${filters.join('; ')}` : ''),
+    { details: { limit: plan.maxWorkers, live: live ?? null, backend } },
+  );
+}
+
+/** REGISTRY_UNAVAILABLE wrapping a driver error. */
+export function registryUnavailable(backend: string, where: string, cause: unknown): IdMintError {
+  if (cause instanceof IdMintError) return cause;
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new IdMintError('REGISTRY_UNAVAILABLE', `${backend} worker registry at ${where} cannot be reached: ${reason}`, {
+    cause,
+    details: { backend },
+  });
+}
+
+/** LEASE_LOST for a lease another node may now hold. */
+export function leaseLost(backend: string, workerId: number, why: string): IdMintError {
+  return new IdMintError('LEASE_LOST', `${backend} worker registry: the lease on worker ${workerId} is lost (${why}); another node may hold it now`, {
+    details: { backend, workerId },
+  });
+}
+
+/** Validates a report before it is recorded: both values integers (ms) or -1. */
+export function checkReport(report: WorkerReport): WorkerReport {
+  for (const key of ['lastTimestamp', 'reportedAt'] as const) {
+    const value = report?.[key];
+    if (!Number.isSafeInteger(value) || value < -1) {
+      throw new IdMintError('INVALID_ARGUMENT', `report.${key} must be an integer of ms (or -1), got ${String(value)}`);
+    }
+  }
+  return { lastTimestamp: report.lastTimestamp, reportedAt: report.reportedAt };
+}
+
+/** Validates a TTL option: long enough for a renewal in between, short enough to recycle IDs. */
+export function checkTtl(ttlMs: number): number {
+  if (!Number.isInteger(ttlMs) || ttlMs < 1000 || ttlMs > 600_000) {
+    throw new IdMintError('INVALID_ARGUMENT', `ttlMs must be an integer from 1000 to 600000, got ${String(ttlMs)}`);
+  }
+  return ttlMs;
+}
+
+/** A registry's cluster name: a path segment and key part everywhere, so kept plain. */
+export function checkName(name: string): string {
+  if (typeof name !== 'string' || !/^[A-Za-z0-9_.-]{1,128}$/.test(name)) {
+    throw new IdMintError('INVALID_ARGUMENT', `registry name must be 1 to 128 of A-Z a-z 0-9 _ . -, got ${JSON.stringify(name)}`);
+  }
+  return name;
+}
+
+/** A fresh, unguessable holder token: it identifies one holding of a lease (a fencing token). */
+export function holderToken(): string {
+  return crypto.randomUUID();
+}
+
+/** Default TTL of a lease: over three renewals (every 3 s, as Leaf reports) fit in it. */
+export const DEFAULT_TTL_MS = 10_000;
+
+/** Default bound on one coordinator round trip before it counts as unreachable. */
+export const DEFAULT_OPERATION_TIMEOUT_MS = 5000;
+
+export function iso(ms: number): string {
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? String(ms) : date.toISOString();
+}
+
+/** What a lease is created with; `write` is the backend's guarded write for this holder. */
+export interface LeaseInit {
+  readonly backend: string;
+  readonly workerId: number;
+  readonly lastTimestamp: number;
+  readonly reportedAt: number;
+  readonly ttlMs: number;
+  /**
+   * Records `report` if the lease is still this holder's: `renew` extends it and resolves with
+   * the TTL granted; `release` frees the worker ID. Throws LEASE_LOST or REGISTRY_UNAVAILABLE.
+   */
+  readonly write: (kind: 'renew' | 'release', report: WorkerReport) => Promise<number>;
+}
+
+/**
+ * The lease every adapter hands out: the loss signal, report validation, and the rule that a
+ * lease released or lost is never written again. Backends differ only in `write`.
+ */
+export class RegistryLease implements WorkerLease {
+  readonly workerId: number;
+  readonly lastTimestamp: number;
+  readonly reportedAt: number;
+  readonly ttlMs: number;
+  readonly #backend: string;
+  readonly #write: LeaseInit['write'];
+  readonly #controller = new AbortController();
+  #released = false;
+  #releasing = false;
+
+  constructor(init: LeaseInit) {
+    this.#backend = init.backend;
+    this.workerId = init.workerId;
+    this.lastTimestamp = init.lastTimestamp;
+    this.reportedAt = init.reportedAt;
+    this.ttlMs = init.ttlMs;
+    this.#write = init.write;
+  }
+
+  get lost(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** True once released; a released lease is not lost, and never signals. */
+  get released(): boolean {
+    return this.#released;
+  }
+
+  async renew(report: WorkerReport): Promise<number> {
+    this.#assertHeld();
+    try {
+      return await this.#write('renew', checkReport(report));
+    } catch (error) {
+      if (error instanceof IdMintError && error.code === 'LEASE_LOST') this.lose(error);
+      throw error;
+    }
+  }
+
+  async release(report: WorkerReport): Promise<void> {
+    this.#assertHeld();
+    const checked = checkReport(report);
+    // A backend may announce the deletion its own release causes before the release returns.
+    this.#releasing = true;
+    try {
+      await this.#write('release', checked);
+      this.#released = true;
+    } finally {
+      this.#releasing = false;
+    }
+  }
+
+  /** Marks the lease lost and tells the holder through `lost`, once; ignored once released. */
+  lose(error: IdMintError): void {
+    if (!this.#released && !this.#releasing && !this.#controller.signal.aborted) this.#controller.abort(error);
+  }
+
+  #assertHeld(): void {
+    if (this.#released) throw leaseLost(this.#backend, this.workerId, 'it was released');
+    if (this.#controller.signal.aborted) throw this.#controller.signal.reason as IdMintError;
+  }
+}

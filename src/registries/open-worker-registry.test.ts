@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { isIdMintError } from '../core/errors.ts';
+import { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './open-worker-registry.ts';
+import { StaticWorkerRegistry } from './static/static-worker-registry.ts';
+
+describe('openWorkerRegistry', () => {
+  it('opens static:<id> with its state file under the state directory', async () => {
+    const registry = await openWorkerRegistry('static:7', { stateDir: '/tmp/idmint-state' });
+    assert.ok(registry instanceof StaticWorkerRegistry);
+    assert.equal(registry.workerId, 7);
+    assert.equal(registry.stateFile, '/tmp/idmint-state/idmint-worker-7.json');
+    assert.equal((await openWorkerRegistry('static:0')).backend, 'static');
+    assert.equal(((await openWorkerRegistry('static:0')) as StaticWorkerRegistry).stateFile, 'data/idmint-worker-0.json');
+  });
+
+  for (const value of ['', 'static:', 'static:-1', 'static:x', 'zookeeper://host:2181', 'zookeeper://host:2181/a/b', 'etcd://h:2379', 'etcd:// /x', 'redis://h:6379/zero', 'http://h/x', 'sqlite:', 'mongodb://h/x', 'postgres://h:5432']) {
+    it(`rejects ${JSON.stringify(value)} naming the value and every allowed form`, async () => {
+      await assert.rejects(openWorkerRegistry(value, { key: 'IDMINT_WORKER_REGISTRY' }), (error) => {
+        assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
+        assert.ok(error.message.startsWith('IDMINT_WORKER_REGISTRY '), error.message);
+        assert.ok(error.message.includes(`"${value}"`));
+        for (const form of WORKER_REGISTRY_FORMS) assert.ok(error.message.includes(form), `${form} missing`);
+        return true;
+      });
+    });
+  }
+
+  it('never echoes a password', async () => {
+    await assert.rejects(openWorkerRegistry('postgres://user:s3cret@host:5432'), (error) => {
+      assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
+      assert.ok(!error.message.includes('s3cret') && error.message.includes('user:***@'));
+      return true;
+    });
+  });
+
+  it('loads no driver for the static registry, and only its own for another backend', () => {
+    // In a fresh process: which packages does opening each URL load?
+    const dir = mkdtempSync(join(tmpdir(), 'idmint-lazy-'));
+    const factory = fileURLToPath(new URL('./open-worker-registry.ts', import.meta.url));
+    const probe = (url: string) =>
+      execFileSync(
+        process.execPath,
+        [
+          '--experimental-strip-types',
+          '--disable-warning=ExperimentalWarning',
+          '--input-type=module',
+          '-e',
+          `import { registerHooks } from 'node:module';
+           const loaded = new Set();
+           registerHooks({ resolve(specifier, context, next) { const r = next(specifier, context); loaded.add(r.url); return r; } });
+           const { openWorkerRegistry } = await import(${JSON.stringify(factory)});
+           const registry = await openWorkerRegistry(${JSON.stringify(url)}, { stateDir: ${JSON.stringify(dir)} });
+           await registry.close();
+           const drivers = ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg', 'mysql2'].filter((d) => [...loaded].some((u) => u.includes('/node_modules/' + d + '/')));
+           if ([...loaded].includes('node:sqlite')) drivers.push('node:sqlite');
+           console.log(JSON.stringify(drivers));`,
+        ],
+        { encoding: 'utf8' },
+      ).trim();
+    try {
+      assert.deepEqual(JSON.parse(probe('static:3')), []);
+      assert.deepEqual(JSON.parse(probe(`sqlite:${join(dir, 'w.db')}`)), ['node:sqlite']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,221 @@
+import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import {
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  DEFAULT_TTL_MS,
+  RegistryLease,
+  checkName,
+  checkTtl,
+  leaseLost,
+  planAcquire,
+  registryUnavailable,
+  workerIdsExhausted,
+} from '../common.ts';
+
+/**
+ * The part of an ioredis client the registry uses. Give the registry a client of its own: after a
+ * command times out, the registry makes it reconnect.
+ */
+export interface RedisLike {
+  eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
+  quit(): Promise<unknown>;
+  /** Drops the connection (and reconnects when `reconnect`). */
+  disconnect(reconnect?: boolean): void;
+}
+
+/** Options for {@link RedisWorkerRegistry}. */
+export interface RedisWorkerRegistryOptions {
+  readonly client: RedisLike;
+  /** Cluster name; worker IDs are unique within it. Default `idmint`. */
+  readonly name?: string;
+  /** Lease TTL in ms, judged by Redis's clock (`PX`). Default 10000. */
+  readonly ttlMs?: number;
+  /** Where Redis is, for error messages. Default `redis`. */
+  readonly where?: string;
+  /** Quit `client` in {@link RedisWorkerRegistry.close}. Default false. */
+  readonly ownsClient?: boolean;
+}
+
+// Keys, under the prefix `idmint:workers:{<name>}:` (one hash slot, so a cluster keeps them on
+// one node and every script below stays atomic):
+//   lease:<id>    the holder's fencing token, SET NX PX: exists exactly while the lease is held
+//   record:<id>   hash: lastTimestamp, reportedAt, reportedServerMs (survives the lease)
+//   node:<host>:<port>  the worker ID this identity held last, so a restart gets it back
+//   ids           set of worker IDs ever leased, to recycle and to list peers without SCAN
+//   fence         counter: each claim's token is the next value, so tokens only grow
+
+/** Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1, live}. */
+const ACQUIRE = `
+local p = KEYS[1]
+local host, port, ttl, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local only, below = tonumber(ARGV[5]), tonumber(ARGV[6])
+local excluded = {}
+for id in string.gmatch(ARGV[7], '%d+') do excluded[tonumber(id)] = true end
+local token = tostring(redis.call('INCR', p .. 'fence'))
+local function try(id)
+  if id < 0 or id >= max or excluded[id] or (only >= 0 and id ~= only) then return false end
+  local last = redis.call('HGET', p .. 'record:' .. id, 'lastTimestamp')
+  if last and tonumber(last) >= below then return false end
+  return redis.call('SET', p .. 'lease:' .. id, token, 'NX', 'PX', ttl)
+end
+local function claimed(id)
+  redis.call('SADD', p .. 'ids', id)
+  redis.call('SET', p .. 'node:' .. host .. ':' .. port, id)
+  local r = redis.call('HMGET', p .. 'record:' .. id, 'lastTimestamp', 'reportedAt')
+  return { id, token, r[1] or '-1', r[2] or '-1' }
+end
+local mine = redis.call('GET', p .. 'node:' .. host .. ':' .. port)
+if mine and try(tonumber(mine)) then return claimed(tonumber(mine)) end
+local ids, known = {}, {}
+for i, v in ipairs(redis.call('SMEMBERS', p .. 'ids')) do ids[i] = tonumber(v); known[ids[i]] = true end
+table.sort(ids)
+for _, id in ipairs(ids) do if try(id) then return claimed(id) end end
+if only >= 0 then
+  if not known[only] and try(only) then return claimed(only) end
+else
+  for id = 0, max - 1 do
+    if not known[id] and try(id) then return claimed(id) end
+  end
+end
+local live = 0
+for _, id in ipairs(ids) do live = live + redis.call('EXISTS', p .. 'lease:' .. id) end
+return { -1, live }
+`;
+
+/**
+ * Renews (ARGV[6] = 'renew') or releases a lease if the token still holds it, recording the
+ * report with Redis's own time beside it (for peers' report ages). 1 = done, 0 = not the holder.
+ */
+const WRITE = `
+local p, id, token = KEYS[1], ARGV[1], ARGV[2]
+local lease = p .. 'lease:' .. id
+if redis.call('GET', lease) ~= token then return 0 end
+if ARGV[6] == 'renew' then redis.call('PEXPIRE', lease, ARGV[3]) else redis.call('DEL', lease) end
+local t = redis.call('TIME')
+redis.call('HSET', p .. 'record:' .. id, 'lastTimestamp', ARGV[4], 'reportedAt', ARGV[5],
+  'reportedServerMs', string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)))
+return 1
+`;
+
+/** Live holders' reports, flattened: id, reportedAt, ageMs, ... */
+const PEERS = `
+local p = KEYS[1]
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', p .. 'ids')) do
+  if redis.call('EXISTS', p .. 'lease:' .. id) == 1 then
+    local r = redis.call('HMGET', p .. 'record:' .. id, 'reportedAt', 'reportedServerMs')
+    if r[1] and r[2] then
+      table.insert(out, id); table.insert(out, r[1]); table.insert(out, string.format('%.0f', now - tonumber(r[2])))
+    end
+  end
+end
+return out
+`;
+
+/**
+ * Worker IDs leased in Redis: a claim is `SET lease:<id> <token> NX PX <ttl>` inside one script
+ * that also picks the ID (this identity's last ID, else a recycled one, else a new one), so any
+ * number of nodes acquiring at once get different IDs. The token is a fencing token from a
+ * counter; renewals and releases are scripts that act only if the key still holds it, so a node
+ * whose lease expired and was taken over can never extend or overwrite the new holder's.
+ *
+ * Redis signals nothing when a key expires, so lease loss shows up at the next renewal. Expiry
+ * follows Redis's clock: run Redis with persistence and no failover that could lose the key.
+ */
+export class RedisWorkerRegistry implements WorkerRegistry {
+  readonly backend = 'redis';
+  readonly #client: RedisLike;
+  readonly #prefix: string;
+  readonly #ttlMs: number;
+  readonly #where: string;
+  readonly #ownsClient: boolean;
+
+  constructor(options: RedisWorkerRegistryOptions) {
+    this.#client = options.client;
+    this.#prefix = `idmint:workers:{${checkName(options.name ?? 'idmint')}}:`;
+    this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
+    this.#where = options.where ?? 'redis';
+    this.#ownsClient = options.ownsClient ?? false;
+  }
+
+  async acquire(request: AcquireRequest): Promise<WorkerLease> {
+    const plan = planAcquire(request);
+    const { host, port } = plan.identity;
+    const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+    const result = (await this.#eval(ACQUIRE, host, port, this.#ttlMs, plan.maxWorkers, plan.only ?? -1, below, [...plan.exclude].join(','))) as unknown[];
+    const workerId = Number(result[0]);
+    if (workerId < 0) throw workerIdsExhausted(this.backend, plan, Number(result[1]));
+    const token = String(result[1]);
+    return new RegistryLease({
+      backend: this.backend,
+      workerId,
+      lastTimestamp: Number(result[2]),
+      reportedAt: Number(result[3]),
+      ttlMs: this.#ttlMs,
+      write: async (kind, report) => this.#write(kind, workerId, token, report),
+    });
+  }
+
+  async peers(): Promise<PeerTime[]> {
+    const flat = (await this.#eval(PEERS)) as unknown[];
+    const peers: PeerTime[] = [];
+    for (let i = 0; i + 2 < flat.length; i += 3) {
+      peers.push({ workerId: Number(flat[i]), reportedAt: Number(flat[i + 1]), ageMs: Math.max(0, Number(flat[i + 2])) });
+    }
+    return peers;
+  }
+
+  async close(): Promise<void> {
+    if (!this.#ownsClient) return;
+    await this.#client.quit().catch(() => {});
+    // QUIT cannot reach a Redis that is down; without this the client would keep reconnecting.
+    this.#client.disconnect();
+  }
+
+  async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
+    const done = await this.#eval(WRITE, workerId, token, this.#ttlMs, report.lastTimestamp, report.reportedAt, kind);
+    if (Number(done) !== 1) throw leaseLost(this.backend, workerId, 'its key expired or holds another token');
+    return this.#ttlMs;
+  }
+
+  async #eval(script: string, ...args: (string | number)[]): Promise<unknown> {
+    try {
+      return await this.#client.eval(script, 1, this.#prefix, ...args);
+    } catch (error) {
+      // A reply that never came leaves the connection out of step: the next reply would answer
+      // the abandoned command. Start over on a new connection.
+      if (error instanceof Error && /timed out/i.test(error.message)) this.#client.disconnect(true);
+      throw registryUnavailable(this.backend, this.#where, error);
+    }
+  }
+}
+
+/** Options for {@link connectRedisWorkerRegistry}. */
+export interface ConnectRedisOptions extends Omit<RedisWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'> {
+  /** Bound on one round trip, and on connecting. Default 5000 ms. */
+  readonly operationTimeoutMs?: number;
+}
+
+/** Connects to Redis at `url` (`redis://host:6379/0`) with ioredis, loaded only now. */
+export async function connectRedisWorkerRegistry(url: string, options: ConnectRedisOptions = {}): Promise<RedisWorkerRegistry> {
+  const { Redis } = await import('ioredis');
+  const timeout = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+  const client = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: timeout,
+    commandTimeout: timeout,
+    // No offline queue: a command sent during an outage fails at once (the worker's fencing and
+    // retries handle it) instead of running whenever the connection returns, long after the
+    // caller gave up on it (a late acquire would hold an ID nobody uses).
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (attempt: number) => Math.min(attempt * 200, 2000),
+  });
+  client.on('error', () => {}); // reported through the failing commands, not as an unhandled event
+  const where = new URL(url).host;
+  // Open even while Redis is down (the weak-dependency cache needs the registry then); the
+  // client keeps reconnecting in the background.
+  await client.connect().catch(() => {});
+  return new RedisWorkerRegistry({ ...options, client, ownsClient: true, where });
+}

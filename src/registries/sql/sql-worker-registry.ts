@@ -1,0 +1,261 @@
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { IdMintError } from '../../core/errors.ts';
+import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import {
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  DEFAULT_TTL_MS,
+  RegistryLease,
+  candidateWorkerIds,
+  checkName,
+  checkTtl,
+  holderToken,
+  leaseLost,
+  planAcquire,
+  registryUnavailable,
+  workerIdsExhausted,
+  type KnownWorker,
+} from '../common.ts';
+import { mysqlDialect, openMysql } from './mysql-dialect.ts';
+import { openPostgres, postgresDialect } from './postgres-dialect.ts';
+import type { SqlClient, SqlDialect, SqlRow } from './sql-dialect.ts';
+import { openSqlite, sqliteDialect } from './sqlite-dialect.ts';
+
+/** Options for {@link SqlWorkerRegistry}. */
+export interface SqlWorkerRegistryOptions {
+  readonly client: SqlClient;
+  readonly dialect: SqlDialect;
+  /** Cluster name; worker IDs are unique within it. Default `idmint`. */
+  readonly name?: string;
+  /** Table name (created if missing). Default `worker_node`. */
+  readonly table?: string;
+  /** Lease TTL in ms, judged by the database's clock. Default 10000. */
+  readonly ttlMs?: number;
+  /** Where the database is, for error messages. Default the backend name. */
+  readonly where?: string;
+  /** Close `client` in {@link SqlWorkerRegistry.close}. Default false. */
+  readonly ownsClient?: boolean;
+}
+
+/**
+ * Worker IDs leased from a SQL table (PostgreSQL, MySQL/MariaDB or SQLite), one row per worker ID:
+ *
+ * ```
+ * worker_node(name, worker_id, holder, host, port, lease_expires_at, last_timestamp, reported_at, reported_db_at, fence)
+ * ```
+ *
+ * A claim is one conditional statement: an UPDATE of a row whose lease expired (by the database's
+ * clock) or was released, or an INSERT of a new row that does nothing if another node inserted it
+ * first. Either affects one row for exactly one of any number of nodes racing for the same ID.
+ * Renewals and releases match the holder token, so a node whose lease was taken over cannot
+ * write. Unlike Baidu's uid-generator, which inserts a new row (a new worker ID) on every start,
+ * rows are reused, so the worker-ID space counts live nodes, not restarts.
+ */
+export class SqlWorkerRegistry implements WorkerRegistry {
+  readonly backend: string;
+  readonly #client: SqlClient;
+  readonly #name: string;
+  readonly #ttlMs: number;
+  readonly #where: string;
+  readonly #ownsClient: boolean;
+  readonly #sql: ReturnType<typeof statements>;
+  #initialized: Promise<void> | undefined;
+
+  constructor(options: SqlWorkerRegistryOptions) {
+    this.#client = options.client;
+    this.backend = options.dialect.backend;
+    this.#name = checkName(options.name ?? 'idmint');
+    this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
+    this.#where = options.where ?? this.backend;
+    this.#ownsClient = options.ownsClient ?? false;
+    const table = options.table ?? 'worker_node';
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(table)) {
+      throw new IdMintError('INVALID_ARGUMENT', `table must be a lower-case SQL identifier (a-z, 0-9, _; up to 63), got ${JSON.stringify(table)}`);
+    }
+    this.#sql = statements(table, options.dialect);
+  }
+
+  /** Creates the table if it is missing. Idempotent; acquire calls it once. */
+  init(): Promise<void> {
+    this.#initialized ??= this.#createTable().catch((error: unknown) => {
+      this.#initialized = undefined;
+      throw this.#unavailable(error);
+    });
+    return this.#initialized;
+  }
+
+  async acquire(request: AcquireRequest): Promise<WorkerLease> {
+    const plan = planAcquire(request);
+    await this.init();
+    const token = holderToken();
+    const { host, port } = plan.identity;
+    try {
+      const known = (await this.#client.select(this.#sql.list, [this.#name])).map(knownWorker);
+      for (const workerId of candidateWorkerIds(plan, known)) {
+        const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+        const claimed = known.some((w) => w.workerId === workerId)
+          ? await this.#client.execute(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
+          : await this.#client.execute(this.#sql.insert, [this.#name, workerId, token, host, port, this.#ttlMs]);
+        if (claimed !== 1) continue; // another node was faster: try the next ID
+        const [row] = await this.#client.select(this.#sql.held, [this.#name, workerId, token]);
+        if (row === undefined) continue;
+        return new RegistryLease({
+          backend: this.backend,
+          workerId,
+          lastTimestamp: Number(row['last_timestamp']),
+          reportedAt: Number(row['reported_at']),
+          ttlMs: this.#ttlMs,
+          write: (kind, report) => this.#write(kind, workerId, token, report),
+        });
+      }
+      throw workerIdsExhausted(this.backend, plan, known.filter((w) => w.live).length);
+    } catch (error) {
+      throw this.#unavailable(error);
+    }
+  }
+
+  async peers(): Promise<PeerTime[]> {
+    await this.init();
+    try {
+      const rows = await this.#client.select(this.#sql.peers, [this.#name]);
+      return rows.map((row) => ({
+        workerId: Number(row['worker_id']),
+        reportedAt: Number(row['reported_at']),
+        ageMs: Math.max(0, Number(row['age_ms'])),
+      }));
+    } catch (error) {
+      throw this.#unavailable(error);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsClient) await this.#client.close();
+  }
+
+  /**
+   * Records a report for the holder of `token`, extending (renew) or ending (release) its lease.
+   * Exactly one row matches while the lease is this holder's; none once another node took it.
+   */
+  async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
+    const { lastTimestamp, reportedAt } = report;
+    const params = [lastTimestamp, reportedAt, this.#name, workerId, token];
+    let matched: number;
+    try {
+      matched = await this.#client.execute(this.#sql[kind], kind === 'renew' ? [this.#ttlMs, ...params] : params);
+    } catch (error) {
+      throw this.#unavailable(error);
+    }
+    if (matched !== 1) throw leaseLost(this.backend, workerId, 'its row has another holder');
+    return this.#ttlMs;
+  }
+
+  async #createTable(): Promise<void> {
+    try {
+      await this.#client.execute(this.#sql.createTable, []);
+    } catch (error) {
+      // Several nodes creating the table at once can collide inside PostgreSQL's catalog even
+      // with IF NOT EXISTS; if the table is there now, the race was lost harmlessly.
+      await this.#client.select(this.#sql.probe, []).catch(() => {
+        throw error;
+      });
+    }
+  }
+
+  #unavailable(error: unknown): IdMintError {
+    return registryUnavailable(this.backend, this.#where, error);
+  }
+}
+
+function knownWorker(row: SqlRow): KnownWorker {
+  return {
+    workerId: Number(row['worker_id']),
+    host: String(row['host']),
+    port: Number(row['port']),
+    lastTimestamp: Number(row['last_timestamp']),
+    live: Number(row['live']) === 1,
+  };
+}
+
+/** Every statement, written once with `?` and `{now}`, then put in the dialect's form. */
+function statements(table: string, dialect: SqlDialect) {
+  const sql = (text: string) => dialect.placeholders(text.replaceAll('{now}', dialect.nowMs));
+  const live = `holder IS NOT NULL AND lease_expires_at > {now}`;
+  return {
+    createTable: `CREATE TABLE IF NOT EXISTS ${table} (
+  name VARCHAR(128) NOT NULL,
+  worker_id INTEGER NOT NULL,
+  holder VARCHAR(64) NULL,
+  host VARCHAR(255) NOT NULL DEFAULT '',
+  port INTEGER NOT NULL DEFAULT 0,
+  lease_expires_at BIGINT NOT NULL DEFAULT 0,
+  last_timestamp BIGINT NOT NULL DEFAULT -1,
+  reported_at BIGINT NOT NULL DEFAULT -1,
+  reported_db_at BIGINT NOT NULL DEFAULT 0,
+  fence BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (name, worker_id)
+)`,
+    probe: `SELECT 1 FROM ${table} WHERE 1 = 0`,
+    list: sql(`SELECT worker_id, host, port, last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} WHERE name = ?`),
+    // The fence column counts claims: a monotonic fencing token for anyone auditing the table.
+    claim: sql(
+      `UPDATE ${table} SET holder = ?, host = ?, port = ?, lease_expires_at = {now} + ?, fence = fence + 1
+       WHERE name = ? AND worker_id = ? AND (holder IS NULL OR lease_expires_at <= {now}) AND last_timestamp < ?`,
+    ),
+    insert: sql(
+      dialect.insertIfAbsent(table, ['name', 'worker_id', 'holder', 'host', 'port', 'lease_expires_at', 'fence'], ['?', '?', '?', '?', '?', '{now} + ?', '1']),
+    ),
+    held: sql(`SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? AND holder = ?`),
+    renew: sql(
+      `UPDATE ${table} SET lease_expires_at = {now} + ?, last_timestamp = ?, reported_at = ?, reported_db_at = {now}
+       WHERE name = ? AND worker_id = ? AND holder = ?`,
+    ),
+    release: sql(
+      `UPDATE ${table} SET holder = NULL, lease_expires_at = 0, last_timestamp = ?, reported_at = ?, reported_db_at = {now}
+       WHERE name = ? AND worker_id = ? AND holder = ?`,
+    ),
+    peers: sql(`SELECT worker_id, reported_at, {now} - reported_db_at AS age_ms FROM ${table} WHERE name = ? AND ${live} AND reported_at >= 0`),
+  };
+}
+
+/** Options for {@link connectSqlWorkerRegistry}. */
+export interface ConnectSqlOptions extends Omit<SqlWorkerRegistryOptions, 'client' | 'dialect' | 'ownsClient' | 'where'> {
+  /** Bound on connecting and on one statement. Default 5000 ms. */
+  readonly operationTimeoutMs?: number;
+}
+
+/** The SQL registries by URL scheme: each dialect with the opener that loads its driver. */
+const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: string, timeoutMs: number) => Promise<SqlClient> }>> = {
+  'postgres:': { dialect: postgresDialect, open: openPostgres },
+  'postgresql:': { dialect: postgresDialect, open: openPostgres },
+  'mysql:': { dialect: mysqlDialect, open: openMysql },
+  'sqlite:': { dialect: sqliteDialect, open: async (url, timeoutMs) => openSqlite(await sqlitePath(url), timeoutMs) },
+};
+
+/**
+ * Opens the SQL registry at `url`: `postgres://user@host:5432/db`, `mysql://user@host:3306/db`
+ * (MySQL or MariaDB), or `sqlite:path/to/file.db` (`sqlite:///absolute/path.db`). The driver is
+ * loaded only now; the table is created if missing on first use.
+ */
+export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlOptions = {}): Promise<SqlWorkerRegistry> {
+  const backend = SQL_BACKENDS[url.slice(0, url.indexOf(':') + 1)];
+  if (backend === undefined) throw new IdMintError('INVALID_ARGUMENT', `not a SQL registry URL: ${url}`);
+  const where = url.startsWith('sqlite:') ? url : new URL(url).host;
+  let client: SqlClient;
+  try {
+    client = await backend.open(url, options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
+  } catch (error) {
+    throw registryUnavailable(backend.dialect.backend, where, error);
+  }
+  // The table is created on first use, not here: a node may open the registry while the database
+  // is down (and start from the weak-dependency cache).
+  return new SqlWorkerRegistry({ ...options, client, dialect: backend.dialect, ownsClient: true, where });
+}
+
+/** The file of a `sqlite:` URL, its directory created if missing. */
+async function sqlitePath(url: string): Promise<string> {
+  let path = url.slice('sqlite:'.length);
+  if (path.startsWith('//')) path = path.slice(2);
+  if (path === '') throw new IdMintError('INVALID_ARGUMENT', `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`);
+  if (path !== ':memory:') await mkdir(dirname(path), { recursive: true });
+  return path;
+}

@@ -1,0 +1,504 @@
+import { IdMintError } from '../../core/errors.ts';
+import { withTimeout } from '../../core/timeout.ts';
+import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import {
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  DEFAULT_TTL_MS,
+  RegistryLease,
+  allows,
+  checkName,
+  checkTtl,
+  leaseLost,
+  planAcquire,
+  registryUnavailable,
+  workerIdsExhausted,
+  type AcquirePlan,
+} from '../common.ts';
+
+/** A znode's metadata, as node-zookeeper-client reports it (times are 8-byte big-endian ms). */
+export interface ZooKeeperStat {
+  readonly mtime: Buffer;
+  readonly cversion: number;
+}
+
+/** A multi-operation transaction of node-zookeeper-client. */
+export interface ZooKeeperTransactionLike {
+  create(path: string, data: Buffer, mode: number): ZooKeeperTransactionLike;
+  setData(path: string, data: Buffer, version?: number): ZooKeeperTransactionLike;
+  check(path: string, version?: number): ZooKeeperTransactionLike;
+  remove(path: string, version?: number): ZooKeeperTransactionLike;
+  commit(callback: (error: unknown, results: unknown) => void): void;
+}
+
+/** The part of a node-zookeeper-client Client the registry uses. */
+export interface ZooKeeperClientLike {
+  connect(): void;
+  close(): void;
+  on(event: 'connected' | 'disconnected' | 'expired', listener: () => void): unknown;
+  getSessionTimeout(): number;
+  create(path: string, data: Buffer, mode: number, callback: (error: unknown, path: string) => void): void;
+  mkdirp(path: string, callback: (error: unknown, path: string) => void): void;
+  getChildren(path: string, callback: (error: unknown, children: string[], stat: ZooKeeperStat) => void): void;
+  getData(path: string, callback: (error: unknown, data: Buffer, stat: ZooKeeperStat) => void): void;
+  setData(path: string, data: Buffer, version: number, callback: (error: unknown, stat: ZooKeeperStat) => void): void;
+  exists(path: string, watcher: (event: { getType(): number }) => void, callback: (error: unknown, stat: ZooKeeperStat) => void): void;
+  remove(path: string, version: number, callback: (error: unknown) => void): void;
+  transaction(): ZooKeeperTransactionLike;
+}
+
+/** Options for {@link ZooKeeperWorkerRegistry}. */
+export interface ZooKeeperWorkerRegistryOptions {
+  /** Makes a new, unconnected client; called again after a session expires. */
+  readonly createClient: (sessionTimeoutMs: number) => ZooKeeperClientLike;
+  /** Leaf's `leaf.name`: nodes live under `/snowflake/<name>`. Default `idmint`. */
+  readonly name?: string;
+  /** Requested session timeout, which is the lease TTL; the server may grant another. Default 10000. */
+  readonly ttlMs?: number;
+  /**
+   * An entry only Leaf wrote (it has no idmint record) is recycled only once ZooKeeper's clock
+   * shows it unwritten for this long: a running Leaf node reports every 3 s but creates no
+   * liveness node, and must never be taken for dead. Default 10000 ms.
+   */
+  readonly recycleAfterMs?: number;
+  /** Bound on connecting and on one round trip. Default 5000 ms. */
+  readonly operationTimeoutMs?: number;
+  /** Where ZooKeeper is, for error messages. Default `zookeeper`. */
+  readonly where?: string;
+}
+
+// ZooKeeper protocol constants (the same in every client).
+const PERSISTENT = 0;
+const EPHEMERAL = 1;
+const PERSISTENT_SEQUENTIAL = 2;
+const NO_NODE = -101;
+const BAD_VERSION = -103;
+const NODE_EXISTS = -110;
+const NOT_EMPTY = -111;
+const SESSION_EXPIRED = -112;
+const NODE_DELETED_EVENT = 2;
+
+/** Leaf reports every 3 s (SnowflakeZookeeperHolder.ScheduledUploadData): it may have issued IDs up to then. */
+const LEAF_REPORT_INTERVAL_MS = 3000;
+
+/** A worker ID's record, idmint's own node beside Leaf's entry. */
+interface ZkRecord {
+  readonly lastTimestamp: number;
+  readonly reportedAt: number;
+}
+
+/** A Leaf-layout entry: `/snowflake/<name>/forever/<ip>:<port>-<seq>`. */
+interface ForeverEntry {
+  readonly node: string;
+  readonly address: string;
+  readonly workerId: number;
+}
+
+/**
+ * Worker IDs in ZooKeeper, compatible with Meituan Leaf's layout:
+ *
+ * ```
+ * /snowflake/<name>/forever/<ip>:<port>-<seq>  persistent, Leaf's {"ip","port","timestamp"}: worker ID = seq
+ * /snowflake/<name>/workers/<id>               persistent, idmint's {"lastTimestamp","reportedAt"}
+ * /snowflake/<name>/live/<id>                  ephemeral, exists exactly while a session holds the ID
+ * ```
+ *
+ * A node that has an entry under its ip:port reuses it (as in Leaf). Beyond Leaf, the holder
+ * creates the ephemeral liveness node, atomically with whatever else the claim changes (one
+ * multi-op), and ZooKeeper allows only one such node per ID: two live holders never share an ID.
+ * When a holder's session ends, its liveness node vanishes and the entry is recycled: the next
+ * node without an entry replaces it (delete + create under its own ip:port, same seq) rather than
+ * creating a new sequential node, so the worker-ID limit counts live nodes, not restarts (Leaf
+ * issues #21, #57, #84, #149). New sequential nodes are created only while the sequence is below
+ * the limit. `timestamp` in Leaf's data is the recorded lastTimestamp, so a Leaf node started on
+ * the same entry still refuses a clock behind it.
+ */
+export class ZooKeeperWorkerRegistry implements WorkerRegistry {
+  readonly backend = 'zookeeper';
+  readonly #createClient: (sessionTimeoutMs: number) => ZooKeeperClientLike;
+  readonly #base: string;
+  readonly #ttlMs: number;
+  readonly #recycleAfterMs: number;
+  readonly #timeoutMs: number;
+  readonly #where: string;
+  #session: Promise<Session> | undefined;
+  #current: Session | undefined;
+  #closed = false;
+
+  constructor(options: ZooKeeperWorkerRegistryOptions) {
+    this.#createClient = options.createClient;
+    this.#base = `/snowflake/${checkName(options.name ?? 'idmint')}`;
+    this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
+    this.#recycleAfterMs = options.recycleAfterMs ?? 10_000;
+    this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+    this.#where = options.where ?? 'zookeeper';
+  }
+
+  async acquire(request: AcquireRequest): Promise<WorkerLease> {
+    const plan = planAcquire(request);
+    const session = await this.#connected();
+    try {
+      for (const dir of ['forever', 'workers', 'live']) await session.zk.mkdirp(`${this.#base}/${dir}`);
+      // Losing a race for an ID means another node took that one, not that none is left: look
+      // again (each round, some node wins, so this ends).
+      for (let round = 0; ; round++) {
+        const outcome = await this.#claimOnce(session, plan);
+        if ('workerId' in outcome) return outcome;
+        if (outcome.raced === 0 || round === 20) throw workerIdsExhausted(this.backend, plan, outcome.live);
+      }
+    } catch (error) {
+      throw this.#failed(error);
+    }
+  }
+
+  /** One pass over the candidates: a lease, or how many claims other nodes won and how many IDs are live. */
+  async #claimOnce(session: Session, plan: AcquirePlan): Promise<WorkerLease | { raced: number; live: number }> {
+    const zk = session.zk;
+    const address = `${plan.identity.host}:${plan.identity.port}`;
+    const zkNow = await this.#zkNow(zk);
+    const [names, foreverStat] = await zk.getChildren(`${this.#base}/forever`);
+    const live = new Set((await zk.getChildren(`${this.#base}/live`))[0].map(Number));
+    const parsed = names.map(parseEntry).filter((e) => e !== undefined);
+    const entries = parsed.filter((e) => e.workerId < plan.maxWorkers && !live.has(e.workerId));
+    entries.sort((a, b) => Number(b.address === address) - Number(a.address === address) || a.workerId - b.workerId);
+    let raced = 0;
+
+    // 1. Entries with no live holder: this node's own (as Leaf reuses them), then others' (recycled).
+    for (const entry of entries) {
+      const found = await zk.getData(this.#path('forever', entry.node)).catch(ifCode(NO_NODE, undefined));
+      if (found === undefined) continue; // recycled by another node meanwhile
+      const [data, stat] = found;
+      const ours = await this.#record(zk, entry.workerId);
+      const record = ours ?? leafRecord(data);
+      if (!allows(plan, entry.workerId, record.lastTimestamp)) continue;
+      const mine = entry.address === address;
+      // An idmint holder always has a liveness node, so without one the entry is free. An entry
+      // only Leaf wrote has none even while its Leaf node runs: free only once it went stale.
+      if (ours === undefined && !mine && zkNow - readMs(stat.mtime) < this.#recycleAfterMs) continue;
+      await this.#ensureRecord(zk, entry.workerId, record);
+      const claim = zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL);
+      const name = mine ? entry.node : entryName(address, entry.workerId);
+      // Recycling moves the entry to this node's ip:port, keeping its seq (the worker ID).
+      if (!mine) claim.remove(this.#path('forever', entry.node)).create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+      if (await commitClaim(claim)) return this.#lease(session, entry.workerId, name, record, plan.identity);
+      raced++;
+    }
+
+    // 2. IDs without an entry. Below the parent's child version (the next sequence number
+    // ZooKeeper would give) a name can be created explicitly without ever colliding with a
+    // sequential node, Leaf's or ours: that fills the gaps recycling and deletions leave.
+    const named = new Set(parsed.map((e) => e.workerId));
+    for (let id = 0; id < Math.min(foreverStat.cversion, plan.maxWorkers); id++) {
+      if (named.has(id) || live.has(id) || (plan.only !== undefined && id !== plan.only)) continue;
+      const record = (await this.#record(zk, id)) ?? { lastTimestamp: -1, reportedAt: -1 };
+      if (!allows(plan, id, record.lastTimestamp)) continue;
+      await this.#ensureRecord(zk, id, record);
+      const name = entryName(address, id);
+      const claim = zk
+        .transaction()
+        .create(this.#path('live', id), holderData(plan.identity), EPHEMERAL)
+        .create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+      if (await commitClaim(claim)) return this.#lease(session, id, name, record, plan.identity);
+      raced++;
+    }
+
+    // 3. A new entry the Leaf way: ZooKeeper numbers it with the parent's child version.
+    if (plan.only === undefined && foreverStat.cversion < plan.maxWorkers) {
+      const path = await zk.create(`${this.#base}/forever/${address}-`, leafData(plan.identity, 0), PERSISTENT_SEQUENTIAL);
+      const entry = parseEntry(path.slice(path.lastIndexOf('/') + 1));
+      if (entry !== undefined && entry.workerId < plan.maxWorkers) {
+        const record = (await this.#record(zk, entry.workerId)) ?? { lastTimestamp: -1, reportedAt: -1 };
+        // The liveness node first: until it exists, others see an entry without a record,
+        // which they leave alone while it is fresh.
+        if (allows(plan, entry.workerId, record.lastTimestamp) && (await commitClaim(zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL)))) {
+          await this.#ensureRecord(zk, entry.workerId, record);
+          return this.#lease(session, entry.workerId, entry.node, record, plan.identity);
+        }
+        raced++;
+      }
+      // Past the limit (or not usable): leave no entry behind that no node can ever use.
+      await zk.remove(path).catch(() => {});
+    }
+    return { raced, live: live.size };
+  }
+
+  async peers(): Promise<PeerTime[]> {
+    const { zk } = await this.#connected();
+    try {
+      await zk.mkdirp(`${this.#base}/live`);
+      const zkNow = await this.#zkNow(zk);
+      const [ids] = await zk.getChildren(`${this.#base}/live`);
+      const peers = await Promise.all(
+        ids.map(async (id) => {
+          const found = await zk.getData(this.#path('workers', id)).catch(ifCode(NO_NODE, undefined));
+          if (found === undefined) return undefined;
+          const [data, stat] = found;
+          const record = JSON.parse(data.toString()) as ZkRecord;
+          if (record.reportedAt < 0) return undefined;
+          return { workerId: Number(id), reportedAt: record.reportedAt, ageMs: Math.max(0, zkNow - readMs(stat.mtime)) };
+        }),
+      );
+      return peers.filter((peer) => peer !== undefined);
+    } catch (error) {
+      throw this.#failed(error);
+    }
+  }
+
+  /** Ends the session: ZooKeeper then deletes this registry's liveness nodes at once. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const session = await this.#session?.catch(() => undefined);
+    this.#session = undefined;
+    session?.close();
+  }
+
+  #lease(session: Session, workerId: number, entry: string, record: ZkRecord, identity: NodeIdentity): WorkerLease {
+    const livePath = this.#path('live', workerId);
+    const lease: RegistryLease = new RegistryLease({
+      backend: this.backend,
+      workerId,
+      lastTimestamp: record.lastTimestamp,
+      reportedAt: record.reportedAt,
+      ttlMs: session.ttlMs,
+      write: async (kind, report) => {
+        // One multi-op through this session: it succeeds only while the session (and so its
+        // liveness node) is alive, so a success proves nobody else can hold the ID.
+        const transaction = session.zk
+          .transaction()
+          .check(livePath)
+          .setData(this.#path('forever', entry), leafData(identity, report.lastTimestamp))
+          .setData(this.#path('workers', workerId), Buffer.from(JSON.stringify(report)));
+        if (kind === 'release') transaction.remove(livePath);
+        try {
+          await session.zk.commit(transaction);
+        } catch (error) {
+          if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED) throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
+          throw this.#failed(error);
+        }
+        if (kind === 'release') session.leases.delete(lease);
+        return session.ttlMs;
+      },
+    });
+    session.leases.add(lease);
+    // Tell the holder at once if the liveness node disappears (session expired, or deleted).
+    session.zk.watchDeletion(livePath, () => lease.lose(leaseLost(this.backend, workerId, 'its liveness node was deleted')));
+    return lease;
+  }
+
+  /** The session, connecting first if there is none (or it expired); one attempt for all callers. */
+  #connected(): Promise<Session> {
+    if (this.#closed) return Promise.reject(new IdMintError('REGISTRY_UNAVAILABLE', 'zookeeper worker registry is closed'));
+    if (this.#session === undefined) {
+      const attempt = this.#connect();
+      this.#session = attempt;
+      attempt.catch(() => {
+        if (this.#session === attempt) this.#session = undefined;
+      });
+    }
+    return this.#session;
+  }
+
+  async #connect(): Promise<Session> {
+    const client = this.#createClient(this.#ttlMs);
+    const session = new Session(client, this.#timeoutMs, () => this.#where);
+    client.on('expired', () => {
+      // A new session is made on the next call; every lease of this one is gone.
+      if (this.#current === session) {
+        this.#current = undefined;
+        this.#session = undefined;
+      }
+      for (const lease of session.leases) lease.lose(leaseLost(this.backend, lease.workerId, 'its ZooKeeper session expired'));
+      session.close();
+    });
+    try {
+      await withTimeout(
+        new Promise<void>((resolve) => {
+          client.on('connected', resolve);
+          client.connect();
+        }),
+        this.#timeoutMs,
+        () => new Error(`no connection within ${this.#timeoutMs} ms`),
+      );
+    } catch (error) {
+      client.close();
+      throw registryUnavailable(this.backend, this.#where, error);
+    }
+    session.ttlMs = client.getSessionTimeout();
+    this.#current = session;
+    return session;
+  }
+
+  /** ZooKeeper's clock: the mtime of a write to the liveness directory. */
+  async #zkNow(zk: Zk): Promise<number> {
+    return readMs((await zk.setData(`${this.#base}/live`, Buffer.alloc(0))).mtime);
+  }
+
+  async #record(zk: Zk, workerId: number): Promise<ZkRecord | undefined> {
+    const found = await zk.getData(this.#path('workers', workerId)).catch(ifCode(NO_NODE, undefined));
+    return found === undefined ? undefined : (JSON.parse(found[0].toString()) as ZkRecord);
+  }
+
+  async #ensureRecord(zk: Zk, workerId: number, record: ZkRecord): Promise<void> {
+    await zk.create(this.#path('workers', workerId), Buffer.from(JSON.stringify(record)), PERSISTENT).catch(ifCode(NODE_EXISTS, ''));
+  }
+
+  #path(dir: 'forever' | 'workers' | 'live', child: string | number): string {
+    return `${this.#base}/${dir}/${child}`;
+  }
+
+  #failed(error: unknown): Error {
+    return registryUnavailable(this.backend, this.#where, error);
+  }
+}
+
+/** One ZooKeeper session, with promise-returning, time-bounded operations. */
+class Session {
+  readonly client: ZooKeeperClientLike;
+  readonly zk: Zk;
+  readonly leases = new Set<RegistryLease>();
+  ttlMs = 0;
+
+  constructor(client: ZooKeeperClientLike, timeoutMs: number, where: () => string) {
+    this.client = client;
+    this.zk = new Zk(client, timeoutMs, where);
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
+
+/** node-zookeeper-client's callback API as promises, each call bounded by the operation timeout. */
+class Zk {
+  readonly #client: ZooKeeperClientLike;
+  readonly #timeoutMs: number;
+  readonly #where: () => string;
+
+  constructor(client: ZooKeeperClientLike, timeoutMs: number, where: () => string) {
+    this.#client = client;
+    this.#timeoutMs = timeoutMs;
+    this.#where = where;
+  }
+
+  mkdirp(path: string): Promise<string> {
+    return this.#call((cb) => this.#client.mkdirp(path, cb));
+  }
+
+  create(path: string, data: Buffer, mode: number): Promise<string> {
+    return this.#call((cb) => this.#client.create(path, data, mode, cb));
+  }
+
+  remove(path: string): Promise<void> {
+    return this.#call((cb) => this.#client.remove(path, -1, cb));
+  }
+
+  setData(path: string, data: Buffer): Promise<ZooKeeperStat> {
+    return this.#call((cb) => this.#client.setData(path, data, -1, cb));
+  }
+
+  getData(path: string): Promise<[Buffer, ZooKeeperStat]> {
+    return this.#call((cb) => this.#client.getData(path, (error, data, stat) => cb(error, [data, stat])));
+  }
+
+  getChildren(path: string): Promise<[string[], ZooKeeperStat]> {
+    return this.#call((cb) => this.#client.getChildren(path, (error, children, stat) => cb(error, [children, stat])));
+  }
+
+  commit(transaction: ZooKeeperTransactionLike): Promise<unknown> {
+    return this.#call((cb) => transaction.commit(cb));
+  }
+
+  transaction(): ZooKeeperTransactionLike {
+    return this.#client.transaction();
+  }
+
+  /** Calls `onDeleted` once when `path` is deleted (a one-shot watch, as ZooKeeper's are). */
+  watchDeletion(path: string, onDeleted: () => void): void {
+    this.#client.exists(
+      path,
+      (event) => {
+        if (event.getType() === NODE_DELETED_EVENT) onDeleted();
+      },
+      () => {},
+    );
+  }
+
+  #call<T>(run: (callback: (error: unknown, result: T) => void) => void): Promise<T> {
+    const call = new Promise<T>((resolve, reject) => {
+      run((error, result) => (error ? reject(error) : resolve(result)));
+    });
+    return withTimeout(call, this.#timeoutMs, () => new Error(`no answer from ${this.#where()} within ${this.#timeoutMs} ms`));
+  }
+}
+
+/** Commits a claim; false when another node won the race for the same ID. */
+async function commitClaim(claim: ZooKeeperTransactionLike): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    claim.commit((error) => {
+      if (!error) resolve(true);
+      else if ([NODE_EXISTS, NO_NODE, BAD_VERSION, NOT_EMPTY].includes(codeOf(error))) resolve(false);
+      else reject(error);
+    });
+  });
+}
+
+function codeOf(error: unknown): number {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : 0;
+}
+
+/** A `.catch` handler that turns a ZooKeeper error with `code` into `value` and rethrows others. */
+function ifCode<T>(code: number, value: T): (error: unknown) => T {
+  return (error) => {
+    if (codeOf(error) === code) return value;
+    throw error;
+  };
+}
+
+/** `10.0.0.1:8080-0000000005` -> entry; Leaf splits on "-", the last one keeps hosts with dashes. */
+function parseEntry(node: string): ForeverEntry | undefined {
+  const dash = node.lastIndexOf('-');
+  const seq = node.slice(dash + 1);
+  if (dash <= 0 || !/^\d{1,10}$/.test(seq)) return undefined;
+  return { node, address: node.slice(0, dash), workerId: Number(seq) };
+}
+
+/** The name ZooKeeper would give sequence `workerId`: ten digits, zero-padded. */
+function entryName(address: string, workerId: number): string {
+  return `${address}-${String(workerId).padStart(10, '0')}`;
+}
+
+/** Leaf's Endpoint JSON, field for field (Leaf's Jackson mapper rejects unknown fields). */
+function leafData(identity: NodeIdentity, timestamp: number): Buffer {
+  return Buffer.from(JSON.stringify({ ip: identity.host, port: String(identity.port), timestamp: Math.max(0, timestamp) }));
+}
+
+/** The record of an entry only Leaf wrote: it may have issued IDs until its next report was due. */
+function leafRecord(data: Buffer): ZkRecord {
+  const timestamp = Number((JSON.parse(data.toString()) as { timestamp?: unknown }).timestamp);
+  if (!Number.isSafeInteger(timestamp) || timestamp <= 0) return { lastTimestamp: -1, reportedAt: -1 };
+  return { lastTimestamp: timestamp + LEAF_REPORT_INTERVAL_MS, reportedAt: timestamp };
+}
+
+function holderData(identity: NodeIdentity): Buffer {
+  return Buffer.from(JSON.stringify({ host: identity.host, port: identity.port }));
+}
+
+function readMs(time: Buffer): number {
+  return Number(time.readBigInt64BE(0));
+}
+
+/** Options for {@link connectZooKeeperWorkerRegistry}. */
+export type ConnectZooKeeperOptions = Omit<ZooKeeperWorkerRegistryOptions, 'createClient' | 'where'>;
+
+/**
+ * A registry on ZooKeeper at `connectionString` (`host:2181,host2:2181`), with
+ * node-zookeeper-client loaded only now. Sessions are opened on first use.
+ */
+export async function connectZooKeeperWorkerRegistry(connectionString: string, options: ConnectZooKeeperOptions = {}): Promise<ZooKeeperWorkerRegistry> {
+  const zookeeper = await import('node-zookeeper-client');
+  return new ZooKeeperWorkerRegistry({
+    ...options,
+    where: connectionString,
+    createClient: (sessionTimeout) => zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }),
+  });
+}

@@ -1,0 +1,113 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { IdMintError } from '../../core/errors.ts';
+import type { ServerConfig } from '../config.ts';
+import { TAG_PATTERN } from '../../core/segment-limits.ts';
+
+/**
+ * What a route needs, set as `config.access` on the route:
+ * - `tag`: a token allowed the route's `:tag` (segment IDs, reading a tag);
+ * - `any`: any valid token (snowflake IDs, decoding, listing tags, which is filtered per token);
+ * - `admin`: the admin token (creating and changing tags).
+ * Routes without `access` (health, metrics, OpenAPI) are open.
+ */
+export type Access = 'tag' | 'any' | 'admin';
+
+/** Who is calling, once the token has been checked. */
+export interface Principal {
+  readonly admin: boolean;
+  /** True when this caller may draw from / read `tag`. */
+  allows(tag: string): boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: Access;
+  }
+  interface FastifyRequest {
+    /** The authenticated caller; undefined when auth is off. */
+    principal: Principal | undefined;
+  }
+}
+
+const EVERYONE: Principal = { admin: true, allows: () => true };
+
+/**
+ * Bearer-token auth, on when any token is configured. Tokens are compared as SHA-256 digests with
+ * `timingSafeEqual`, against every configured token without stopping at a match, so neither the
+ * comparison nor the search leaks how much of a guess was right.
+ */
+export class Authorizer {
+  readonly enabled: boolean;
+  readonly #entries: readonly { digest: Buffer; principal: Principal }[];
+
+  constructor(auth: ServerConfig['auth']) {
+    const entries = auth.tokens.map((rule) => ({ digest: digest(rule.token), principal: limitedTo(rule.tags) }));
+    if (auth.adminToken !== '') entries.push({ digest: digest(auth.adminToken), principal: EVERYONE });
+    this.#entries = entries;
+    this.enabled = entries.length > 0;
+  }
+
+  /** The caller behind an `Authorization` header; UNAUTHORIZED when missing or unknown. */
+  authenticate(header: string | undefined): Principal {
+    const match = header === undefined ? null : /^Bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header);
+    if (match === null) {
+      throw new IdMintError('UNAUTHORIZED', 'this server requires a bearer token: send Authorization: Bearer <token>');
+    }
+    const presented = digest(match[1] ?? '');
+    let found: Principal | undefined;
+    for (const entry of this.#entries) {
+      if (timingSafeEqual(presented, entry.digest)) found = entry.principal;
+    }
+    if (found === undefined) throw new IdMintError('UNAUTHORIZED', 'the bearer token is not valid on this server');
+    return found;
+  }
+
+  /** Checks `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */
+  authorize(request: FastifyRequest, access: Access): Principal {
+    const principal = this.authenticate(request.headers.authorization);
+    if (access === 'admin' && !principal.admin) {
+      throw new IdMintError('FORBIDDEN', 'this route changes tags and needs the admin token');
+    }
+    if (access === 'tag') {
+      const tag = (request.params as { tag?: string }).tag ?? '';
+      if (!principal.allows(tag)) throw new IdMintError('FORBIDDEN', `this token may not use tag "${TAG_PATTERN.test(tag) ? tag : '(invalid)'}"`);
+    }
+    return principal;
+  }
+}
+
+/**
+ * Adds the check to every route that declares `config.access`, as that route's own onRequest
+ * hook, so open routes (health, metrics) pay nothing. Does nothing at all when auth is off. Must
+ * run before the routes are registered.
+ */
+export function installAuth(app: FastifyInstance, authorizer: Authorizer): void {
+  if (!authorizer.enabled) return;
+  app.decorateRequest('principal', undefined);
+  app.addHook('onRoute', (route) => {
+    const access = route.config?.access;
+    if (access === undefined) return;
+    const hook: onRequestHookHandler = (request, _reply, done) => {
+      try {
+        request.principal = authorizer.authorize(request, access);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
+      done();
+    };
+    route.onRequest = route.onRequest === undefined ? [hook] : [hook, ...[route.onRequest].flat()];
+  });
+}
+
+function digest(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}
+
+function limitedTo(patterns: readonly string[]): Principal {
+  if (patterns.includes('*')) return { admin: false, allows: () => true };
+  const exact = new Set(patterns.filter((p) => !p.endsWith('*')));
+  const prefixes = patterns.filter((p) => p.endsWith('*')).map((p) => p.slice(0, -1));
+  return { admin: false, allows: (tag) => exact.has(tag) || prefixes.some((prefix) => tag.startsWith(prefix)) };
+}

@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, beforeEach, it } from 'node:test';
+import { ManualClock } from '../../src/clocks/manual-clock.ts';
+import { isIdMintError } from '../../src/core/errors.ts';
+import { decomposeId, getLayout } from '../../src/core/layout.ts';
+import type { WorkerRegistry } from '../../src/ports/worker-registry.ts';
+import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
+import { SnowflakeWorker } from '../../src/service/snowflake-worker.ts';
+import { deleteRedisNamespace, viaProxy } from '../support/registry-admin.ts';
+import { SERVICES, describeWithServices, hostPort, uniqueName } from '../support/services.ts';
+import { TcpProxy } from '../support/tcp-proxy.ts';
+import { delay, tempDir, waitFor } from '../support/workers.ts';
+
+// Leaf's weak dependency, on Redis cut off by a TCP proxy: a node restarts from its local cache
+// while the coordinator is down, but only through the same clock checks, and keeps its ID once
+// the coordinator is back only if nobody else used it meanwhile.
+
+const T0 = Date.UTC(2026, 5, 1, 12);
+const identity = { host: '10.0.0.1', port: 8080 };
+const layout = getLayout('idmint');
+const redis = SERVICES.redis.url;
+
+await describeWithServices('weak dependency (local cache) on redis', ['redis'], () => {
+  let dir: { path: string; dispose(): Promise<void> };
+  let proxy: TcpProxy;
+  const names: string[] = [];
+  let name = '';
+  const registries: WorkerRegistry[] = [];
+  before(async () => {
+    dir = await tempDir('cache');
+    proxy = await TcpProxy.start(hostPort(redis));
+  });
+  beforeEach(() => {
+    name = uniqueName('c');
+    names.push(name);
+    proxy.restore();
+  });
+  const open = async (through: TcpProxy | undefined, cacheFile?: string) => {
+    const registry = await openWorkerRegistry(viaProxy(redis, through), { name, ttlMs: 3000, operationTimeoutMs: 500, cacheFile });
+    registries.push(registry);
+    return registry;
+  };
+  after(async () => {
+    await Promise.all(registries.map((r) => r.close().catch(() => {})));
+    await proxy.close();
+    for (const n of names) await deleteRedisNamespace(redis, n);
+    await dir.dispose();
+  });
+
+  it('restarts from the cache while the coordinator is down, only after the clock check, and keeps the ID once it is back', async () => {
+    const cacheFile = join(dir.path, 'worker-cache.json');
+    // A node ran online, reported, and died without releasing.
+    const online = await open(proxy, cacheFile);
+    const lease = await online.acquire({ identity, maxWorkers: 1024 });
+    await lease.renew({ lastTimestamp: T0 + 9000, reportedAt: T0 });
+    const cached = JSON.parse(await readFile(cacheFile, 'utf8')) as { workerId: number; lastTimestamp: number; reportedAt: number };
+    assert.deepEqual([cached.workerId, cached.lastTimestamp, cached.reportedAt], [lease.workerId, T0 + 9000, T0]);
+
+    proxy.cut(); // the coordinator goes down; the node restarts
+    const offline = await open(proxy, cacheFile);
+    const clock = new ManualClock(T0 - 60_000);
+    const start = () => SnowflakeWorker.start({ registry: offline, identity, clock, renewIntervalMs: 300, safetyMarginMs: 500 });
+    await assert.rejects(start(), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'), 'the cache is no way around the clock check');
+    clock.set(T0 + 9001);
+    const worker = await start();
+    assert.equal(worker.workerId, lease.workerId, 'the cached worker ID');
+    const ids = worker.nextBatch(100);
+    assert.ok(ids.every((id) => decomposeId(id, layout).timestamp > T0 + 9000), 'after the cached horizon');
+
+    // The dead node's lease expires; the coordinator comes back; the next renewal reclaims the ID.
+    await delay(3200);
+    proxy.restore();
+    clock.advance(100);
+    await waitFor('a renewal through the coordinator', async () => {
+      const direct = await open(undefined);
+      const peers = await direct.peers();
+      return peers.some((p) => p.workerId === worker.workerId && p.reportedAt > T0 + 9000);
+    });
+    assert.equal(worker.state().status, 'active');
+    assert.equal(worker.workerId, lease.workerId);
+    await worker.close();
+  });
+
+  it('gives up the cached ID when the coordinator gave it to another node meanwhile', async () => {
+    const cacheFile = join(dir.path, 'worker-cache-2.json');
+    const online = await open(proxy, cacheFile);
+    const lease = await online.acquire({ identity, maxWorkers: 1 });
+    await lease.renew({ lastTimestamp: T0 + 1000, reportedAt: T0 });
+    proxy.cut(); // this node is cut off (and restarts); the coordinator itself keeps running
+    const offline = await open(proxy, cacheFile);
+    const clock = new ManualClock(T0 + 1001);
+    const worker = await SnowflakeWorker.start({ registry: offline, identity, clock, renewIntervalMs: 300, safetyMarginMs: 500, layout: { timeBits: 41, workerBits: 0, sequenceBits: 22, epoch: '2026-01-01T00:00:00Z' } });
+    // Another node, which can reach the coordinator, gets the ID once the old lease expired.
+    const other = await open(undefined);
+    let taken;
+    while (taken === undefined) taken = await other.acquire({ identity: { host: 'other', port: 1 }, maxWorkers: 1 }).catch(() => delay(100).then(() => undefined));
+    await taken.renew({ lastTimestamp: T0 + 5000, reportedAt: T0 + 4000 });
+    proxy.restore();
+    await waitFor('the cut-off node to give the ID up', () => worker.state().leaseLosses === 1);
+    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST'));
+    await taken.release({ lastTimestamp: T0 + 5000, reportedAt: T0 + 4000 });
+    await worker.close().catch(() => {});
+  });
+});

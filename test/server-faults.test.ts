@@ -1,0 +1,134 @@
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import { removeRegistryData } from './support/coordinators.ts';
+import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
+import { assertError } from './support/http.ts';
+import { testServer, type TestServer } from './support/server.ts';
+import { SERVICES, describeWithServices, hostPort, uniqueName } from './support/services.ts';
+import { TcpProxy } from './support/tcp-proxy.ts';
+
+// Database trouble as the HTTP client sees it, on real PostgreSQL behind a TCP proxy: the proxy
+// hangs or cuts the connection while the server runs, as a stalled or crashed database would.
+await describeWithServices('server over a failing PostgreSQL (in-process, TcpProxy)', ['postgres'], () => {
+  let fixture: Awaited<ReturnType<typeof SEGMENT_BACKENDS.postgres.open>>;
+  let proxy: TcpProxy;
+  let server: TestServer;
+
+  before(async () => {
+    fixture = await SEGMENT_BACKENDS.postgres.open();
+    await fixture.store.createTag({ tag: 'slow', step: 5 });
+    proxy = await TcpProxy.start(hostPort(SERVICES.postgres.url));
+    server = await testServer({
+      segment: {
+        store: withPort(SERVICES.postgres.url, proxy.port),
+        table: fixture.table,
+        timeoutMs: 1500,
+        waitTimeoutMs: 200,
+        retryAfterMs: 300,
+        // A step that stays small keeps the buffer short, so the test reaches the store quickly.
+        maxStep: 5,
+        prefetchThreshold: 1,
+      },
+    });
+  });
+
+  after(async () => {
+    await server?.close();
+    await proxy?.close();
+    await fixture?.dispose();
+  });
+
+  it('a stalled database: SEGMENTS_NOT_READY (503, Retry-After) once the buffer is used up, then IDs again when it answers', async () => {
+    const drawn: bigint[] = [];
+    const draw = async () => {
+      const response = await server.app.inject('/api/segment/get/slow');
+      if (response.statusCode === 200) drawn.push(BigInt(response.body));
+      return response;
+    };
+    assert.equal((await draw()).statusCode, 200);
+    proxy.hang();
+    let failure: Awaited<ReturnType<typeof draw>> | undefined;
+    for (let i = 0; i < 50 && failure === undefined; i++) {
+      const response = await draw();
+      if (response.statusCode !== 200) failure = response;
+    }
+    assert.ok(failure !== undefined, 'the stall never surfaced');
+    assert.match(assertError(failure, 503, 'SEGMENTS_NOT_READY'), /did not load within 200 ms/);
+    proxy.restore();
+    // The stalled allocation is abandoned after timeoutMs (its range, if committed, is skipped);
+    // the requests after it get IDs again.
+    let recovered = false;
+    for (let i = 0; i < 100 && !recovered; i++) {
+      recovered = (await draw()).statusCode === 200;
+      if (!recovered) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(recovered, 'no ID after the database answered again');
+    assert.equal(new Set(drawn).size, drawn.length, 'an ID was issued twice');
+    for (let i = 1; i < drawn.length; i++) assert.ok((drawn[i] as bigint) > (drawn[i - 1] as bigint));
+  });
+
+  it('a database that is down: STORE_UNAVAILABLE (503, Retry-After) fast, on IDs and tag routes alike', async () => {
+    proxy.cut();
+    try {
+      let failure: Awaited<ReturnType<typeof server.app.inject>> | undefined;
+      for (let i = 0; i < 50 && failure === undefined; i++) {
+        const response = await server.app.inject('/api/segment/get/slow');
+        if (response.statusCode !== 200) failure = response;
+      }
+      assert.ok(failure !== undefined);
+      const code = (JSON.parse(failure.body) as { error: { code: string } }).error.code;
+      assert.ok(code === 'STORE_UNAVAILABLE' || code === 'SEGMENTS_NOT_READY', code);
+      assertError(failure, 503, code);
+      assertError(await server.app.inject('/v1/tags'), 503, 'STORE_UNAVAILABLE');
+      // Health stays up and so does readiness: every node shares the outage, and buffers still serve.
+      assert.equal((await server.app.inject('/healthz')).statusCode, 200);
+      assert.equal((await server.app.inject('/readyz')).statusCode, 200);
+    } finally {
+      proxy.restore();
+    }
+  });
+});
+
+// A coordinator that stops answering, as the HTTP client sees it: real etcd behind a TCP proxy.
+await describeWithServices('server over a failing etcd (in-process, TcpProxy)', ['etcd'], () => {
+  let proxy: TcpProxy;
+  let server: TestServer;
+  const name = uniqueName('faults');
+
+  before(async () => {
+    proxy = await TcpProxy.start(hostPort(SERVICES.etcd.url));
+    // A short lease, so losing the coordinator fences the worker within a second or two.
+    server = await testServer({ segment: { enabled: false }, snowflake: { registry: `etcd://${proxy.address}/${name}`, leaseTtlMs: 2000, registryTimeoutMs: 500 } });
+  });
+
+  after(async () => {
+    await server?.close().catch(() => undefined);
+    await proxy?.close();
+    await removeRegistryData(`etcd://${hostPort(SERVICES.etcd.url).host}/${name}`);
+  });
+
+  it('a lease that cannot be renewed fences the worker: LEASE_LOST (503, Retry-After), /readyz 503, then IDs again', async () => {
+    assert.equal((await server.app.inject('/api/snowflake/get/x')).statusCode, 200);
+    proxy.cut();
+    let fenced: Awaited<ReturnType<typeof server.app.inject>> | undefined;
+    for (let i = 0; i < 200 && fenced === undefined; i++) {
+      const response = await server.app.inject('/api/snowflake/get/x');
+      if (response.statusCode !== 200) fenced = response;
+      else await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.ok(fenced !== undefined, 'the worker kept issuing without its lease');
+    assert.match(assertError(fenced, 503, 'LEASE_LOST'), /fenced|lease/);
+    const ready = await server.app.inject('/readyz');
+    assert.equal(ready.statusCode, 503);
+    assert.match((ready.json() as { checks: { snowflake: string } }).checks.snowflake, /^worker \d+ (fenced|recovering)/);
+    assert.match((await server.app.inject('/metrics')).body, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 0$/m);
+    proxy.restore();
+    let resumed = false;
+    for (let i = 0; i < 300 && !resumed; i++) {
+      resumed = (await server.app.inject('/api/snowflake/get/x')).statusCode === 200;
+      if (!resumed) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.ok(resumed, 'no snowflake ID after the coordinator came back');
+    assert.equal((await server.app.inject('/readyz')).statusCode, 200);
+  });
+});

@@ -1,0 +1,194 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { after, describe, it } from 'node:test';
+import { assertError } from './support/http.ts';
+import { testServer, type TestServer } from './support/server.ts';
+
+async function createTag(server: TestServer, tag: string, step: number, startId?: string): Promise<void> {
+  const response = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag, step, ...(startId === undefined ? {} : { startId }) } });
+  assert.equal(response.statusCode, 201, response.body);
+}
+
+async function leafId(server: TestServer, tag: string): Promise<bigint> {
+  const response = await server.app.inject(`/api/segment/get/${tag}`);
+  assert.equal(response.statusCode, 200, response.body);
+  assert.equal(response.headers['content-type'], 'text/plain; charset=utf-8');
+  assert.match(response.body, /^(0|[1-9][0-9]*)$/);
+  return BigInt(response.body);
+}
+
+async function batch(server: TestServer, tag: string, count: number): Promise<bigint[]> {
+  const response = await server.app.inject(`/v1/segment/${tag}?count=${count}`);
+  assert.equal(response.statusCode, 200, response.body);
+  const body = response.json() as { tag: string; ids: string[] };
+  assert.deepEqual(Object.keys(body), ['tag', 'ids']);
+  assert.equal(body.tag, tag);
+  assert.equal(body.ids.length, count);
+  return body.ids.map((id) => {
+    assert.equal(typeof id, 'string');
+    return BigInt(id);
+  });
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'idmint-server-segment-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('segment routes (in-process, SQLite)', () => {
+  it('GET /api/segment/get/{tag} answers the tag\'s next ID as text/plain, dense from its start, like Leaf', async () => {
+    const server = await testServer();
+    try {
+      await createTag(server, 'order', 5, '1000');
+      await createTag(server, 'user', 3);
+      const orders: bigint[] = [];
+      for (let i = 0; i < 23; i++) orders.push(await leafId(server, 'order'));
+      assert.deepEqual(orders, Array.from({ length: 23 }, (_, i) => 1000n + BigInt(i)));
+      assert.equal(await leafId(server, 'user'), 1n);
+      assert.equal(await leafId(server, 'user'), 2n);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('GET /v1/segment/{tag}?count=N answers N increasing IDs, across many ranges, never overlapping single draws', async () => {
+    const server = await testServer();
+    try {
+      await createTag(server, 'invoice', 100);
+      const seen = new Set<bigint>();
+      const add = (id: bigint) => {
+        assert.ok(!seen.has(id), `duplicate ${id}`);
+        seen.add(id);
+      };
+      add(await leafId(server, 'invoice'));
+      const big = await batch(server, 'invoice', 10_000);
+      for (let i = 1; i < big.length; i++) assert.ok((big[i] as bigint) > (big[i - 1] as bigint));
+      big.forEach(add);
+      for (let i = 0; i < 50; i++) add(await leafId(server, 'invoice'));
+      (await batch(server, 'invoice', 1)).forEach(add);
+      assert.equal(seen.size, 10_052);
+      // A single server on a fresh tag has no reason to skip: the IDs are exactly 1..10052.
+      assert.equal([...seen].reduce((max, id) => (id > max ? id : max), 0n), 10_052n);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('serves 3,000 concurrent requests (single and batch) for one tag without a duplicate', async () => {
+    const server = await testServer();
+    try {
+      await createTag(server, 'busy', 50);
+      const answers = await Promise.all(
+        Array.from({ length: 3000 }, (_, i) => (i % 10 === 0 ? batch(server, 'busy', 7) : leafId(server, 'busy').then((id) => [id]))),
+      );
+      const ids = answers.flat();
+      assert.equal(ids.length, 2700 + 300 * 7);
+      assert.equal(new Set(ids).size, ids.length);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers 404 TAG_NOT_FOUND for an unknown tag and 400 for a malformed one, on both routes', async () => {
+    const server = await testServer({ api: { maxBatch: 100 } });
+    try {
+      await createTag(server, 'known', 10);
+      assertError(await server.app.inject('/api/segment/get/unknown'), 404, 'TAG_NOT_FOUND');
+      assertError(await server.app.inject('/v1/segment/unknown?count=3'), 404, 'TAG_NOT_FOUND');
+      for (const tag of ['a'.repeat(129), 'bad%20tag', 'x%2Fy', '%00']) {
+        assert.match(assertError(await server.app.inject(`/api/segment/get/${tag}`), 400, 'INVALID_ARGUMENT'), /^tag must be 1 to 128 characters/);
+        assertError(await server.app.inject(`/v1/segment/${tag}?count=1`), 400, 'INVALID_ARGUMENT');
+      }
+      for (const count of ['0', '101', 'x', '1.5']) {
+        assert.match(assertError(await server.app.inject(`/v1/segment/known?count=${count}`), 400, 'INVALID_ARGUMENT'), /^count must be an integer from 1 to 100/);
+      }
+      assert.equal((await batch(server, 'known', 100)).length, 100);
+      assert.deepEqual(await batch(server, 'known', 1), [101n]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers 503 ID_SPACE_EXHAUSTED, without Retry-After, when a tag\'s next range would pass 2^63-1', async () => {
+    const server = await testServer();
+    try {
+      await createTag(server, 'full', 10, (2n ** 63n - 5n).toString());
+      const message = assertError(await server.app.inject('/api/segment/get/full'), 503, 'ID_SPACE_EXHAUSTED');
+      assert.match(message, /would pass 9223372036854775807/);
+      assertError(await server.app.inject('/v1/segment/full?count=2'), 503, 'ID_SPACE_EXHAUSTED');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a tag created through the API is served at once, even right after it was asked for and not found', async () => {
+    const server = await testServer();
+    try {
+      assertError(await server.app.inject('/api/segment/get/late'), 404, 'TAG_NOT_FOUND');
+      await createTag(server, 'late', 10, '77');
+      assert.equal(await leafId(server, 'late'), 77n);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers MODE_DISABLED on segment and tag routes when segment mode is off', async () => {
+    const server = await testServer({ segment: { enabled: false } });
+    try {
+      for (const [method, url] of [['GET', '/api/segment/get/a'], ['GET', '/v1/segment/a?count=2'], ['GET', '/v1/tags'], ['GET', '/v1/tags/a'], ['PATCH', '/v1/tags/a']] as const) {
+        const response = await server.app.inject({ method, url, ...(method === 'PATCH' ? { payload: { step: 2 } } : {}) });
+        assert.match(assertError(response, 404, 'MODE_DISABLED'), /segment mode/, url);
+      }
+      assertError(await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'a', step: 1 } }), 404, 'MODE_DISABLED');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers 503 STORE_UNAVAILABLE with Retry-After once the store fails and the buffer is used up', async () => {
+    const file = join(dir, 'failing.db');
+    const server = await testServer({ segment: { store: `sqlite:${file}`, table: 'failing', retryAfterMs: 60_000 } });
+    try {
+      await createTag(server, 'fragile', 10);
+      const before = await batch(server, 'fragile', 5);
+      // A real fault, not a mock: the table disappears under the running server.
+      const db = new DatabaseSync(file);
+      db.exec('DROP TABLE failing');
+      db.close();
+      // What is buffered is still served; then the store is asked, fails, and requests fail fast.
+      let served = before.length;
+      let failure: Awaited<ReturnType<typeof server.app.inject>> | undefined;
+      while (failure === undefined && served < 1000) {
+        const response = await server.app.inject('/api/segment/get/fragile');
+        if (response.statusCode === 200) served++;
+        else failure = response;
+      }
+      assert.ok(failure !== undefined, 'the store failure never surfaced');
+      assertError(failure, 503, 'STORE_UNAVAILABLE');
+      assertError(await server.app.inject('/v1/segment/fragile?count=2'), 503, 'STORE_UNAVAILABLE');
+      assertError(await server.app.inject('/v1/tags'), 503, 'STORE_UNAVAILABLE');
+      assert.ok(server.logs.some((line) => line['msg'] === 'segment range load failed' && line['tag'] === 'fragile'), 'the failure is logged');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a graceful close gives the unissued tail back: the next server continues right after the last ID issued', async () => {
+    const store = `sqlite:${join(dir, 'handover.db')}`;
+    const first = await testServer({ segment: { store, table: 'handover' } });
+    let last: bigint;
+    try {
+      await createTag(first, 'handover', 1000);
+      last = (await batch(first, 'handover', 37)).at(-1) as bigint;
+    } finally {
+      await first.close();
+    }
+    const second = await testServer({ segment: { store, table: 'handover' } });
+    try {
+      assert.equal(await leafId(second, 'handover'), last + 1n);
+    } finally {
+      await second.close();
+    }
+  });
+});
