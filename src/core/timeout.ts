@@ -11,3 +11,17 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () =>
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+/**
+ * {@link withTimeout} for work that can be cancelled: `run` gets a signal that aborts with the
+ * timeout error when `ms` pass first, so it can drop what it holds (a SQL driver destroys the
+ * connection, and the database rolls back what it has not committed).
+ */
+export function withDeadline<T>(ms: number, onTimeout: () => Error, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  return withTimeout(run(controller.signal), ms, () => {
+    const error = onTimeout();
+    controller.abort(error);
+    return error;
+  });
+}

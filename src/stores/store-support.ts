@@ -2,6 +2,7 @@
 // into STORE_UNAVAILABLE, and parsing of stored values into exact bigints.
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { checkDescription, checkSegmentId, checkStep, checkTag } from '../core/segment-limits.ts';
+import { withDeadline } from '../core/timeout.ts';
 import type { NewTag, TagRecord } from '../ports/segment-store.ts';
 
 /** Options every store adapter takes. */
@@ -37,27 +38,15 @@ export function resolveStoreOptions(options: SegmentStoreOptions = {}): { table:
  * whatever it has not committed, and the caller treats the outcome as unknown.
  */
 export async function storeCall<T>(backend: string, operation: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new IdMintError('STORE_UNAVAILABLE', `${backend} store: ${operation} timed out after ${timeoutMs} ms`, {
-        details: { backend, operation, timeoutMs },
-      });
-      controller.abort(error);
-      reject(error);
-    }, timeoutMs);
-  });
+  const timedOut = () => new IdMintError('STORE_UNAVAILABLE', `${backend} store: ${operation} timed out after ${timeoutMs} ms`, { details: { backend, operation, timeoutMs } });
   try {
-    return await Promise.race([run(controller.signal), timeout]);
+    return await withDeadline(timeoutMs, timedOut, run);
   } catch (error) {
     if (isIdMintError(error)) throw error;
     throw new IdMintError('STORE_UNAVAILABLE', `${backend} store: ${operation} failed: ${errorText(error)}`, {
       cause: error,
       details: { backend, operation },
     });
-  } finally {
-    clearTimeout(timer);
   }
 }
 

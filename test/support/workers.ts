@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqlWorkerRegistry } from '../../src/registries/sql/sql-worker-registry.ts';
-import { openSqlite, sqliteDialect } from '../../src/registries/sql/sqlite-dialect.ts';
+import { SqliteDriver } from '../../src/sql/sqlite-driver.ts';
 
 /** A temporary directory removed by `dispose()`. */
 export async function tempDir(prefix: string): Promise<{ path: string; dispose(): Promise<void> }> {
@@ -12,7 +12,7 @@ export async function tempDir(prefix: string): Promise<{ path: string; dispose()
 
 /** A SQLite worker registry on `file`: the real adapter on an embedded database. */
 export async function sqliteRegistry(file: string, options: { ttlMs?: number; name?: string } = {}): Promise<SqlWorkerRegistry> {
-  return new SqlWorkerRegistry({ client: await openSqlite(file, 5000), dialect: sqliteDialect, ownsClient: true, ...options });
+  return new SqlWorkerRegistry({ client: await SqliteDriver.open(file, { timeoutMs: 5000 }), ownsClient: true, ...options });
 }
 
 /** Resolves once `condition()` holds, polling; rejects after `timeoutMs` naming `what`. */

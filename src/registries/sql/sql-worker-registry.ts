@@ -1,7 +1,10 @@
-import { mkdir } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import { IdMintError } from '../../core/errors.ts';
+import { withDeadline } from '../../core/timeout.ts';
 import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';
+import { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
+import type { SqlDialect, SqlDriver, SqlResult, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
+import { SqliteDriver, sqliteDialect } from '../../sql/sqlite-driver.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
@@ -16,15 +19,13 @@ import {
   workerIdsExhausted,
   type KnownWorker,
 } from '../common.ts';
-import { mysqlDialect, openMysql } from './mysql-dialect.ts';
-import { openPostgres, postgresDialect } from './postgres-dialect.ts';
-import type { SqlClient, SqlDialect, SqlRow } from './sql-dialect.ts';
-import { openSqlite, sqliteDialect } from './sqlite-dialect.ts';
 
 /** Options for {@link SqlWorkerRegistry}. */
 export interface SqlWorkerRegistryOptions {
-  readonly client: SqlClient;
-  readonly dialect: SqlDialect;
+  /** The database: a driver from idmint's SQL layer (`postgresClient(pool)`, `mysqlClient(pool)`, `sqliteClient(db)`). */
+  readonly client: SqlDriver;
+  /** @deprecated The client carries its dialect; if given, it must be that one. */
+  readonly dialect?: SqlDialect;
   /** Cluster name; worker IDs are unique within it. Default `idmint`. */
   readonly name?: string;
   /** Table name (created if missing). Default `worker_node`. */
@@ -35,6 +36,11 @@ export interface SqlWorkerRegistryOptions {
   readonly where?: string;
   /** Close `client` in {@link SqlWorkerRegistry.close}. Default false. */
   readonly ownsClient?: boolean;
+  /**
+   * Bound on one statement, pool checkout included, in ms. Default 5000. A statement that
+   * outlasts it is REGISTRY_UNAVAILABLE and its connection is destroyed, never reused.
+   */
+  readonly operationTimeoutMs?: number;
 }
 
 /**
@@ -53,26 +59,33 @@ export interface SqlWorkerRegistryOptions {
  */
 export class SqlWorkerRegistry implements WorkerRegistry {
   readonly backend: string;
-  readonly #client: SqlClient;
+  readonly #client: SqlDriver;
   readonly #name: string;
   readonly #ttlMs: number;
+  readonly #timeoutMs: number;
   readonly #where: string;
   readonly #ownsClient: boolean;
   readonly #sql: ReturnType<typeof statements>;
   #initialized: Promise<void> | undefined;
 
   constructor(options: SqlWorkerRegistryOptions) {
+    const dialect = options.client?.dialect;
+    if (dialect === undefined) throw new IdMintError('INVALID_ARGUMENT', 'client must be a SQL driver: postgresClient(pool), mysqlClient(pool) or sqliteClient(db)');
+    if (options.dialect !== undefined && options.dialect !== dialect) {
+      throw new IdMintError('INVALID_ARGUMENT', `dialect ${options.dialect.backend} does not match the client's (${dialect.backend}); leave it out`);
+    }
     this.#client = options.client;
-    this.backend = options.dialect.backend;
+    this.backend = dialect.backend;
     this.#name = checkName(options.name ?? 'idmint');
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
+    this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
     this.#where = options.where ?? this.backend;
     this.#ownsClient = options.ownsClient ?? false;
     const table = options.table ?? 'worker_node';
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(table)) {
       throw new IdMintError('INVALID_ARGUMENT', `table must be a lower-case SQL identifier (a-z, 0-9, _; up to 63), got ${JSON.stringify(table)}`);
     }
-    this.#sql = statements(table, options.dialect);
+    this.#sql = statements(table, dialect);
   }
 
   /** Creates the table if it is missing. Idempotent; acquire calls it once. */
@@ -90,14 +103,14 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     const token = holderToken();
     const { host, port } = plan.identity;
     try {
-      const known = (await this.#client.select(this.#sql.list, [this.#name])).map(knownWorker);
+      const known = (await this.#query(this.#sql.list, [this.#name])).rows.map(knownWorker);
       for (const workerId of candidateWorkerIds(plan, known)) {
         const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
-        const claimed = known.some((w) => w.workerId === workerId)
-          ? await this.#client.execute(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
-          : await this.#client.execute(this.#sql.insert, [this.#name, workerId, token, host, port, this.#ttlMs]);
-        if (claimed !== 1) continue; // another node was faster: try the next ID
-        const [row] = await this.#client.select(this.#sql.held, [this.#name, workerId, token]);
+        const { affectedRows } = known.some((w) => w.workerId === workerId)
+          ? await this.#query(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
+          : await this.#query(this.#sql.insert, [this.#name, workerId, token, host, port, this.#ttlMs]);
+        if (affectedRows !== 1) continue; // another node was faster: try the next ID
+        const [row] = (await this.#query(this.#sql.held, [this.#name, workerId, token])).rows;
         if (row === undefined) continue;
         return new RegistryLease({
           backend: this.backend,
@@ -117,7 +130,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   async peers(): Promise<PeerTime[]> {
     await this.init();
     try {
-      const rows = await this.#client.select(this.#sql.peers, [this.#name]);
+      const { rows } = await this.#query(this.#sql.peers, [this.#name]);
       return rows.map((row) => ({
         workerId: Number(row['worker_id']),
         reportedAt: Number(row['reported_at']),
@@ -141,7 +154,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     const params = [lastTimestamp, reportedAt, this.#name, workerId, token];
     let matched: number;
     try {
-      matched = await this.#client.execute(this.#sql[kind], kind === 'renew' ? [this.#ttlMs, ...params] : params);
+      matched = (await this.#query(this.#sql[kind], kind === 'renew' ? [this.#ttlMs, ...params] : params)).affectedRows;
     } catch (error) {
       throw this.#unavailable(error);
     }
@@ -151,14 +164,23 @@ export class SqlWorkerRegistry implements WorkerRegistry {
 
   async #createTable(): Promise<void> {
     try {
-      await this.#client.execute(this.#sql.createTable, []);
+      await this.#query(this.#sql.createTable, []);
     } catch (error) {
       // Several nodes creating the table at once can collide inside PostgreSQL's catalog even
       // with IF NOT EXISTS; if the table is there now, the race was lost harmlessly.
-      await this.#client.select(this.#sql.probe, []).catch(() => {
+      await this.#query(this.#sql.probe, []).catch(() => {
         throw error;
       });
     }
+  }
+
+  /** One statement on a connection of its own, bounded by the operation timeout. */
+  #query(sql: string, params: readonly SqlValue[]): Promise<SqlResult> {
+    return withDeadline(
+      this.#timeoutMs,
+      () => new Error(`no answer within ${this.#timeoutMs} ms`),
+      (signal) => this.#client.withConnection((connection) => connection.query(sql, params), { transaction: false, signal }),
+    );
   }
 
   #unavailable(error: unknown): IdMintError {
@@ -176,9 +198,9 @@ function knownWorker(row: SqlRow): KnownWorker {
   };
 }
 
-/** Every statement, written once with `?` and `{now}`, then put in the dialect's form. */
+/** Every statement, written once with `?` and `{now}`, the dialect's clock put in. */
 function statements(table: string, dialect: SqlDialect) {
-  const sql = (text: string) => dialect.placeholders(text.replaceAll('{now}', dialect.nowMs));
+  const sql = (text: string) => text.replaceAll('{now}', dialect.nowMs);
   const live = `holder IS NOT NULL AND lease_expires_at > {now}`;
   return {
     createTable: `CREATE TABLE IF NOT EXISTS ${table} (
@@ -217,18 +239,18 @@ function statements(table: string, dialect: SqlDialect) {
   };
 }
 
-/** Options for {@link connectSqlWorkerRegistry}. */
-export interface ConnectSqlOptions extends Omit<SqlWorkerRegistryOptions, 'client' | 'dialect' | 'ownsClient' | 'where'> {
-  /** Bound on connecting and on one statement. Default 5000 ms. */
-  readonly operationTimeoutMs?: number;
-}
+/** Options for {@link connectSqlWorkerRegistry}: `operationTimeoutMs` also bounds connecting. */
+export type ConnectSqlOptions = Omit<SqlWorkerRegistryOptions, 'client' | 'dialect' | 'ownsClient' | 'where'>;
+
+/** Connections per registry: statements are short and a node runs one renewal at a time. */
+const POOL_SIZE = 2;
 
 /** The SQL registries by URL scheme: each dialect with the opener that loads its driver. */
-const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: string, timeoutMs: number) => Promise<SqlClient> }>> = {
-  'postgres:': { dialect: postgresDialect, open: openPostgres },
-  'postgresql:': { dialect: postgresDialect, open: openPostgres },
-  'mysql:': { dialect: mysqlDialect, open: openMysql },
-  'sqlite:': { dialect: sqliteDialect, open: async (url, timeoutMs) => openSqlite(await sqlitePath(url), timeoutMs) },
+const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: string, timeoutMs: number) => Promise<SqlDriver> }>> = {
+  'postgres:': { dialect: postgresDialect, open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
+  'postgresql:': { dialect: postgresDialect, open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
+  'mysql:': { dialect: mysqlDialect, open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
+  'sqlite:': { dialect: sqliteDialect, open: async (url, timeoutMs) => SqliteDriver.open(sqlitePath(url), { timeoutMs }) },
 };
 
 /**
@@ -240,7 +262,7 @@ export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlO
   const backend = SQL_BACKENDS[url.slice(0, url.indexOf(':') + 1)];
   if (backend === undefined) throw new IdMintError('INVALID_ARGUMENT', `not a SQL registry URL: ${url}`);
   const where = url.startsWith('sqlite:') ? url : new URL(url).host;
-  let client: SqlClient;
+  let client: SqlDriver;
   try {
     client = await backend.open(url, options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
   } catch (error) {
@@ -248,14 +270,13 @@ export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlO
   }
   // The table is created on first use, not here: a node may open the registry while the database
   // is down (and start from the weak-dependency cache).
-  return new SqlWorkerRegistry({ ...options, client, dialect: backend.dialect, ownsClient: true, where });
+  return new SqlWorkerRegistry({ ...options, client, ownsClient: true, where });
 }
 
-/** The file of a `sqlite:` URL, its directory created if missing. */
-async function sqlitePath(url: string): Promise<string> {
+/** The file of a `sqlite:` URL (the driver creates its directory). */
+function sqlitePath(url: string): string {
   let path = url.slice('sqlite:'.length);
   if (path.startsWith('//')) path = path.slice(2);
   if (path === '') throw new IdMintError('INVALID_ARGUMENT', `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`);
-  if (path !== ':memory:') await mkdir(dirname(path), { recursive: true });
   return path;
 }

@@ -1,52 +1,14 @@
 import { IdMintError } from '../../core/errors.ts';
 import { MAX_SEGMENT_ID, checkDescription, checkStep, checkTag, idSpaceExhausted, tagNotFound } from '../../core/segment-limits.ts';
 import type { NewTag, SegmentRange, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import type { SqlConnection, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
 import { byTag, checkNewTag, checkRelease, resolveStoreOptions, storeCall, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
-
-/** A value bound to a `?` placeholder. */
-export type SqlValue = string | number | bigint | null;
-
-/** What one statement returned: its rows (SELECT, RETURNING) and how many rows it changed. */
-export interface SqlResult {
-  readonly rows: readonly Record<string, unknown>[];
-  readonly affectedRows: number;
-}
-
-/** One database connection, as the shared SQL code sees it. */
-export interface SqlConnection {
-  /** Runs one statement with `?` placeholders (the driver rewrites them if its dialect differs). */
-  query(sql: string, params: readonly SqlValue[]): Promise<SqlResult>;
-}
-
-/**
- * What a SQL backend provides to {@link SqlSegmentStore}: a connection at a time, and the few
- * ways its dialect differs, as capability flags and fragments. Everything else is shared, so the
- * backends cannot drift apart (kysely's dialect/driver split).
- */
-export interface SqlDriver {
-  /** `sqlite`, `postgres`, `mysql`. */
-  readonly backend: string;
-  /** True when `UPDATE ... RETURNING` exists: allocation is then one statement, no transaction. */
-  readonly supportsReturning: boolean;
-  /** SQL expression for the current time in UTC, written to `update_time`. */
-  readonly nowSql: string;
-  /** True when `error` is a primary-key violation. */
-  isDuplicateKey(error: unknown): boolean;
-  /**
-   * Runs `run` on one connection, inside a transaction when asked (committed if `run` resolves,
-   * rolled back otherwise). When `signal` aborts (a timeout), the driver destroys the connection,
-   * so the database rolls back whatever is not committed yet.
-   */
-  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: { readonly transaction: boolean; readonly signal: AbortSignal }): Promise<T>;
-  /** Closes what the driver opened itself. */
-  close(): Promise<void>;
-}
 
 const COLUMNS = 'biz_tag, max_id, step, description, update_time';
 
 /**
  * A SegmentStore on Leaf's `leaf_alloc` table, for any SQL backend: SQLite, PostgreSQL, MySQL and
- * MariaDB each provide a {@link SqlDriver}; the statements are shared.
+ * MariaDB each provide a {@link SqlDriver} (src/sql/); the statements are shared.
  *
  * Allocation is one atomic step: `UPDATE ... SET max_id = max_id + step ... RETURNING` where the
  * dialect has it (SQLite, PostgreSQL); otherwise the same UPDATE and a SELECT of the row inside
@@ -63,11 +25,11 @@ export class SqlSegmentStore implements SegmentStore {
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
     const { table, timeoutMs } = resolveStoreOptions(options);
-    this.backend = driver.backend;
+    this.backend = driver.dialect.backend;
     this.table = table;
     this.#driver = driver;
     this.#timeoutMs = timeoutMs;
-    this.#sql = statements(table, driver.nowSql);
+    this.#sql = statements(table, driver.dialect.nowTimestamp);
   }
 
   init(): Promise<void> {
@@ -76,7 +38,7 @@ export class SqlSegmentStore implements SegmentStore {
         await db.query(this.#sql.createTable, []);
       } catch (error) {
         // Two `IF NOT EXISTS` racing on PostgreSQL: the loser trips over the winner's catalog row.
-        if (!this.#driver.isDuplicateKey(error)) throw error;
+        if (!this.#driver.dialect.isDuplicateKey(error)) throw error;
       }
     });
   }
@@ -85,9 +47,9 @@ export class SqlSegmentStore implements SegmentStore {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
     const bound = step ?? null;
-    const returning = this.#driver.supportsReturning;
+    const returning = this.#driver.dialect.supportsReturning;
     return this.#call('allocate', !returning, async (db) => {
-      let row: Record<string, unknown> | undefined;
+      let row: SqlRow | undefined;
       if (returning) {
         row = (await db.query(this.#sql.allocateReturning, [bound, tag, bound])).rows[0];
       } else if ((await db.query(this.#sql.allocate, [bound, tag, bound])).affectedRows === 1) {
@@ -122,7 +84,7 @@ export class SqlSegmentStore implements SegmentStore {
       try {
         await db.query(this.#sql.insert, [values.tag, values.startId, values.step, values.description]);
       } catch (error) {
-        if (this.#driver.isDuplicateKey(error)) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
+        if (this.#driver.dialect.isDuplicateKey(error)) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
         throw error;
       }
       return (await this.#read(db, values.tag)) ?? failRead(values.tag);
@@ -142,7 +104,7 @@ export class SqlSegmentStore implements SegmentStore {
       params.push(checkDescription(update.description));
     }
     return this.#call('updateTag', false, async (db) => {
-      if (sets.length > 0) await db.query(`UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.nowSql} WHERE biz_tag = ?`, [...params, tag]);
+      if (sets.length > 0) await db.query(`UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`, [...params, tag]);
       // Read back rather than trust affectedRows: MySQL counts only rows whose values changed.
       const record = await this.#read(db, tag);
       if (record === undefined) throw tagNotFound(tag);
@@ -190,7 +152,7 @@ function statements(table: string, now: string) {
   };
 }
 
-function asRecord(row: Record<string, unknown>): TagRecord {
+function asRecord(row: SqlRow): TagRecord {
   return tagRecord({ biz_tag: row['biz_tag'], max_id: row['max_id'], step: row['step'], description: row['description'], update_time: row['update_time'] });
 }
 
@@ -210,47 +172,4 @@ export interface PooledSegmentStoreOptions<Pool> extends SegmentStoreOptions {
 export interface ConnectSegmentStoreOptions extends SegmentStoreOptions {
   /** Connections in the pool. Default 10. */
   readonly poolSize?: number;
-}
-
-/** A connection checked out of a network driver's pool. */
-export interface PooledConnection extends SqlConnection {
-  /** Returns the connection to the pool, or closes it when `destroy`. Called exactly once. */
-  release(destroy: boolean): void;
-}
-
-/**
- * {@link SqlDriver.withConnection} for pooled network drivers (pg, mysql2): runs `run` on one
- * connection, inside `begin` ... COMMIT when asked. On timeout (`signal`) the connection is
- * destroyed at once, so the server rolls back whatever it has not committed; after any error it is
- * destroyed too rather than reused in an unknown state (an open transaction, a half-read reply).
- */
-export async function withPooledConnection<T>(
-  acquire: () => Promise<PooledConnection>,
-  run: (connection: SqlConnection) => Promise<T>,
-  options: { readonly transaction: boolean; readonly signal: AbortSignal; readonly begin: string },
-): Promise<T> {
-  const connection = await acquire();
-  let released = false;
-  const release = (destroy: boolean) => {
-    if (released) return;
-    released = true;
-    connection.release(destroy);
-  };
-  const abort = () => release(true);
-  // Checked out after the caller gave up: hand it straight back.
-  if (options.signal.aborted) release(false);
-  options.signal.addEventListener('abort', abort, { once: true });
-  try {
-    if (released) throw options.signal.reason;
-    if (options.transaction) await connection.query(options.begin, []);
-    const result = await run(connection);
-    if (options.transaction) await connection.query('COMMIT', []);
-    release(false);
-    return result;
-  } catch (error) {
-    release(true);
-    throw error;
-  } finally {
-    options.signal.removeEventListener('abort', abort);
-  }
 }

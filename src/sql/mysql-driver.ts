@@ -1,0 +1,130 @@
+import { withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
+
+/** Per-query options idmint sets, so BIGINT and TIMESTAMP come back as exact strings whatever the pool's defaults. */
+export interface MysqlQueryOptions {
+  sql: string;
+  values: SqlValue[];
+  supportBigNumbers: boolean;
+  bigNumberStrings: boolean;
+  dateStrings: boolean;
+  /** ms; mysql2 fails the query after it (the driver then destroys the connection). */
+  timeout?: number;
+}
+
+/** The part of a `mysql2/promise` PoolConnection idmint uses (a structural subset). */
+export interface MysqlConnectionLike {
+  query(options: MysqlQueryOptions): Promise<[unknown, unknown]>;
+  release(): void;
+  destroy(): void;
+}
+
+/**
+ * The part of a `mysql2/promise` Pool idmint uses. Create it with the `FOUND_ROWS` flag (mysql2's
+ * default; {@link MysqlDriver.open} sets it): without it MySQL counts only rows whose values
+ * changed, and a lease renewal writing the same values would look like a lost lease. Set the
+ * session time zone to UTC on each connection, as `open` does, so the database clock cannot
+ * repeat an hour when daylight saving ends.
+ */
+export interface MysqlPoolLike {
+  getConnection(): Promise<MysqlConnectionLike>;
+  end(): Promise<void>;
+}
+
+/** ER_DUP_ENTRY */
+const DUPLICATE_ENTRY = 1062;
+
+export const mysqlDialect: SqlDialect = {
+  backend: 'mysql',
+  supportsReturning: false,
+  // Written as UTC and read back with dateStrings in the same session zone, so it stays UTC.
+  nowTimestamp: 'UTC_TIMESTAMP()',
+  // NOW(3) is converted from the session time zone, which open() sets to UTC, so the repeated
+  // hour of a daylight-saving change cannot make the clock jump back.
+  nowMs: 'CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)',
+  insertIfAbsent(table, columns, values) {
+    return `INSERT IGNORE INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')})`;
+  },
+  isDuplicateKey(error) {
+    return (error as { errno?: unknown } | null)?.errno === DUPLICATE_ENTRY;
+  },
+};
+
+/** MySQL or MariaDB through a `mysql2/promise` Pool: {@link MysqlDriver.open} opens one, or pass your own. */
+export class MysqlDriver implements SqlDriver {
+  readonly dialect = mysqlDialect;
+  readonly #pool: MysqlPoolLike;
+  readonly #closePool: boolean;
+  readonly #queryTimeoutMs: number | undefined;
+
+  /** A driver on `pool`; close() ends the pool only when `closePool`; each statement bounded by `queryTimeoutMs` when given. */
+  constructor(pool: MysqlPoolLike, options: { readonly closePool: boolean; readonly queryTimeoutMs?: number }) {
+    if (pool === null || typeof pool !== 'object' || typeof pool.getConnection !== 'function') {
+      throw new TypeError('the MySQL driver needs a mysql2/promise Pool; MysqlSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one');
+    }
+    this.#pool = pool;
+    this.#closePool = options.closePool;
+    this.#queryTimeoutMs = options.queryTimeoutMs;
+  }
+
+  /** A driver on a pool of its own at `url` (MySQL or MariaDB), ended by close(). Loads `mysql2` only now. */
+  static async open(url: string, options: SqlPoolOptions): Promise<MysqlDriver> {
+    return new MysqlDriver(await openMysqlPool(url, options), { closePool: true, queryTimeoutMs: options.timeoutMs });
+  }
+
+  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: SqlConnectionOptions): Promise<T> {
+    const acquire = async (): Promise<PooledConnection> => {
+      const conn = await this.#pool.getConnection();
+      return {
+        query: async (sql, params) => {
+          const [result] = await conn.query({
+            sql,
+            values: [...params],
+            supportBigNumbers: true,
+            bigNumberStrings: true,
+            dateStrings: true,
+            timeout: this.#queryTimeoutMs,
+          });
+          return Array.isArray(result)
+            ? { rows: result as Record<string, unknown>[], affectedRows: 0 }
+            : { rows: [], affectedRows: Number((result as { affectedRows?: number }).affectedRows ?? 0) };
+        },
+        // After a timeout the connection is out of step with the server (a reply may still come,
+        // and pool.end() would wait for it forever): destroyed, never handed out again.
+        release: (destroy) => (destroy ? conn.destroy() : conn.release()),
+      };
+    };
+    return withPooledConnection(acquire, run, { ...options, begin: 'START TRANSACTION' });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closePool) await this.#pool.end();
+  }
+}
+
+/** Opens a `mysql2` Pool on `url` (MySQL or MariaDB), loading the driver only now. */
+export async function openMysqlPool(url: string, options: SqlPoolOptions): Promise<MysqlPoolLike> {
+  const mysql = await import('mysql2/promise');
+  const pool = mysql.createPool({
+    uri: url,
+    connectionLimit: options.poolSize,
+    connectTimeout: options.timeoutMs,
+    enableKeepAlive: true,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    flags: ['FOUND_ROWS'],
+    timezone: 'Z',
+  });
+  // Before the pool hands a new connection out; its queries queue behind this one. A connection
+  // that could not be switched to UTC is closed rather than used.
+  pool.pool.on('connection', (connection) => {
+    connection.query("SET time_zone = '+00:00'", (error: unknown) => {
+      if (error) connection.destroy();
+    });
+  });
+  return pool;
+}
+
+/** A driver on a `mysql2/promise` Pool you opened (see {@link MysqlPoolLike}); its close() ends the pool. */
+export function mysqlClient(pool: MysqlPoolLike, timeoutMs?: number): MysqlDriver {
+  return new MysqlDriver(pool, { closePool: true, queryTimeoutMs: timeoutMs });
+}

@@ -1,0 +1,120 @@
+import { insertOnConflictDoNothing, withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
+
+/** The part of a `pg` PoolClient idmint uses (a structural subset: idmint never imports pg's types). */
+export interface PgClientLike {
+  query(config: { text: string; values: SqlValue[]; types: PgTypesLike }): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+  /** `release(true)` destroys the connection instead of returning it to the pool. */
+  release(destroy?: boolean): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** The part of a `pg` Pool idmint uses. */
+export interface PgPoolLike {
+  connect(): Promise<PgClientLike>;
+  end(): Promise<void>;
+}
+
+/** pg's per-query type parser hook. */
+export interface PgTypesLike {
+  getTypeParser(oid: number, format?: string): (value: string) => unknown;
+}
+
+export const postgresDialect: SqlDialect = {
+  backend: 'postgres',
+  supportsReturning: true,
+  // Leaf's update_time is `timestamp` (no zone): store UTC in it.
+  nowTimestamp: "(now() AT TIME ZONE 'UTC')",
+  // clock_timestamp(), not now(): now() is frozen at the start of the transaction.
+  nowMs: '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint',
+  insertIfAbsent: insertOnConflictDoNothing,
+  isDuplicateKey(error) {
+    return (error as { code?: unknown } | null)?.code === '23505'; // unique_violation
+  },
+};
+
+/**
+ * Every column comes back as PostgreSQL's text: exact for int8 whatever parsers the pool was
+ * configured with (a global "int8 as number" parser would silently lose digits above 2^53).
+ */
+const TEXT_TYPES: PgTypesLike = { getTypeParser: () => (value: string) => value };
+
+/** PostgreSQL through a `pg` Pool: {@link PostgresDriver.open} opens one, or pass your own. */
+export class PostgresDriver implements SqlDriver {
+  readonly dialect = postgresDialect;
+  readonly #pool: PgPoolLike;
+  readonly #closePool: boolean;
+  readonly #positional = new Map<string, string>();
+
+  /** A driver on `pool`; close() ends the pool only when `closePool`. */
+  constructor(pool: PgPoolLike, options: { readonly closePool: boolean }) {
+    if (pool === null || typeof pool !== 'object' || typeof pool.connect !== 'function') {
+      throw new TypeError('the PostgreSQL driver needs a pg Pool; PostgresSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one');
+    }
+    this.#pool = pool;
+    this.#closePool = options.closePool;
+  }
+
+  /** A driver on a pool of its own at `url`, ended by close(). Loads `pg` only now. */
+  static async open(url: string, options: SqlPoolOptions): Promise<PostgresDriver> {
+    return new PostgresDriver(await openPostgresPool(url, options), { closePool: true });
+  }
+
+  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: SqlConnectionOptions): Promise<T> {
+    const acquire = async (): Promise<PooledConnection> => {
+      const client = await this.#pool.connect();
+      // A connection lost while checked out is reported twice: the query rejects (handled) and
+      // the client emits 'error', which would crash the process without a listener. The pool
+      // listens only while the client is idle, so listen while it is ours.
+      const ignore = () => undefined;
+      client.on('error', ignore);
+      return {
+        query: async (sql, params) => {
+          const result = await client.query({ text: this.#toPositional(sql), values: [...params], types: TEXT_TYPES });
+          return { rows: result.rows, affectedRows: result.rowCount ?? 0 };
+        },
+        release: (destroy) => {
+          client.removeListener('error', ignore);
+          client.release(destroy);
+        },
+      };
+    };
+    return withPooledConnection(acquire, run, { ...options, begin: 'BEGIN' });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closePool) await this.#pool.end();
+  }
+
+  /** `?` placeholders as pg's `$1, $2, ...`, rewritten once per statement text. */
+  #toPositional(sql: string): string {
+    let text = this.#positional.get(sql);
+    if (text === undefined) {
+      let n = 0;
+      text = sql.replace(/\?/g, () => `$${++n}`);
+      this.#positional.set(sql, text);
+    }
+    return text;
+  }
+}
+
+/** Opens a `pg` Pool on `url`, loading the driver only now. */
+export async function openPostgresPool(url: string, options: SqlPoolOptions): Promise<PgPoolLike> {
+  const { default: pg } = await import('pg');
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize,
+    connectionTimeoutMillis: options.timeoutMs,
+    query_timeout: options.timeoutMs,
+    keepAlive: true,
+  });
+  // An idle connection dropped by the server (restart, network cut) is reported here; without a
+  // listener Node would crash the process. The pool opens a fresh one on next use.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** A driver on a `pg` Pool you opened; its close() ends the pool. */
+export function postgresClient(pool: PgPoolLike): PostgresDriver {
+  return new PostgresDriver(pool, { closePool: true });
+}
