@@ -1,3 +1,4 @@
+import { redactUrl } from '../service/connection-url.ts';
 import { IdMintError } from '../core/errors.ts';
 import type { WorkerRegistry } from '../ports/worker-registry.ts';
 
@@ -53,7 +54,7 @@ export const WORKER_REGISTRY_FORMS = [
  */
 export async function openWorkerRegistry(url: string, options: OpenWorkerRegistryOptions = {}): Promise<WorkerRegistry> {
   const invalid = (why: string) =>
-    new IdMintError('CONFIG_INVALID', `${options.key ?? 'workerRegistry'} ${why}: got "${redact(String(url))}"; allowed forms: ${WORKER_REGISTRY_FORMS.join(', ')}`);
+    new IdMintError('CONFIG_INVALID', `${options.key ?? 'workerRegistry'} ${why}: got "${redactUrl(String(url))}"; allowed forms: ${WORKER_REGISTRY_FORMS.join(', ')}`);
   if (typeof url !== 'string') throw invalid('must be a string');
   const common = { ttlMs: options.ttlMs, operationTimeoutMs: options.operationTimeoutMs };
 
@@ -91,7 +92,3 @@ export async function openWorkerRegistry(url: string, options: OpenWorkerRegistr
   return new CachedWorkerRegistry(registry, { file: options.cacheFile });
 }
 
-/** The URL with any password masked, for messages. */
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
-}

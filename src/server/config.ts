@@ -6,6 +6,7 @@ import { IdMintError } from '../core/errors.ts';
 import { DEFAULT_LAYOUT, LAYOUT_PRESETS, getLayout } from '../core/layout.ts';
 import { TAG_PATTERN } from '../core/segment-limits.ts';
 import type { PeerClockCheck } from '../service/snowflake-worker.ts';
+import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
 
 /**
  * The server's configuration: one schema, defaults beside it, validated once and frozen.
@@ -224,8 +225,8 @@ export const CONFIG_SCHEMA = {
     enabled: flag('IDMINT_SEGMENT_ENABLED', true, 'Serve segment mode (`/api/segment`, `/v1/segment`, `/v1/tags`).'),
     store: backendUrl('IDMINT_SEGMENT_STORE', 'sqlite:./data/idmint.db', SEGMENT_SCHEMES, 'Where tags and their ranges live: sqlite:FILE, sqlite::memory:, postgres://, mysql:// (MySQL and MariaDB), redis://.'),
     table: text('IDMINT_SEGMENT_TABLE', 'leaf_alloc', 'Table (SQL) or key prefix (Redis) of the tags; Leaf\'s own `leaf_alloc` by default, so a Leaf database works as is.', {
-      pattern: /^[A-Za-z_][A-Za-z0-9_]{0,62}$/,
-      allowed: 'an identifier: a letter or _, then letters, digits or _, at most 63 characters',
+      pattern: SQL_IDENTIFIER,
+      allowed: SQL_IDENTIFIER_RULE,
     }),
     timeoutMs: integer('IDMINT_SEGMENT_TIMEOUT_MS', 3000, 1, 600_000, 'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose allocation timed out is skipped, never guessed.'),
     poolSize: integer('IDMINT_SEGMENT_POOL_SIZE', 10, 1, 1000, 'Database connections in the pool (PostgreSQL, MySQL).'),
@@ -244,8 +245,8 @@ export const CONFIG_SCHEMA = {
       allowed: '1 to 128 of A-Z a-z 0-9 _ . -',
     }),
     table: text('IDMINT_WORKER_TABLE', 'worker_node', 'Table of the SQL registry.', {
-      pattern: /^[a-z_][a-z0-9_]{0,62}$/,
-      allowed: 'a lower-case SQL identifier (a-z, 0-9, _; up to 63)',
+      pattern: SQL_IDENTIFIER,
+      allowed: SQL_IDENTIFIER_RULE,
     }),
     stateDir: text('IDMINT_WORKER_STATE_DIR', './data', 'static: directory of the state file that keeps the worker\'s last timestamp across restarts.', {
       pattern: /^[^\0]+$/,

@@ -124,7 +124,3 @@ export async function openMysqlPool(url: string, options: SqlPoolOptions): Promi
   return pool;
 }
 
-/** A driver on a `mysql2/promise` Pool you opened (see {@link MysqlPoolLike}); its close() ends the pool. */
-export function mysqlClient(pool: MysqlPoolLike, timeoutMs?: number): MysqlDriver {
-  return new MysqlDriver(pool, { closePool: true, queryTimeoutMs: timeoutMs });
-}

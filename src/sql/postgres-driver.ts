@@ -114,7 +114,3 @@ export async function openPostgresPool(url: string, options: SqlPoolOptions): Pr
   return pool;
 }
 
-/** A driver on a `pg` Pool you opened; its close() ends the pool. */
-export function postgresClient(pool: PgPoolLike): PostgresDriver {
-  return new PostgresDriver(pool, { closePool: true });
-}

@@ -3,6 +3,8 @@
 // backend-specific lives in one file per backend beside this one (kysely's dialect/driver split);
 // code outside those files never asks which backend it runs on.
 
+import { IdMintError } from '../core/errors.ts';
+
 /** A value bound to a `?` placeholder. Integers past 2^53 are bigints. */
 export type SqlValue = string | number | bigint | null;
 
@@ -123,4 +125,21 @@ export async function withPooledConnection<T>(
   } finally {
     options.signal.removeEventListener('abort', abort);
   }
+}
+
+/**
+ * Table names are interpolated into SQL (and Redis keys) unquoted, so only a plain identifier is
+ * accepted; 63 characters is the shortest limit among the backends (PostgreSQL's).
+ */
+export const SQL_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** {@link SQL_IDENTIFIER} in words, for error messages and docs. */
+export const SQL_IDENTIFIER_RULE = 'an identifier: a letter or _, then letters, digits or _, at most 63 characters';
+
+/** `table` if it is a plain identifier; INVALID_ARGUMENT naming the rule otherwise. */
+export function checkTableName(table: unknown): string {
+  if (typeof table !== 'string' || !SQL_IDENTIFIER.test(table)) {
+    throw new IdMintError('INVALID_ARGUMENT', `table must be ${SQL_IDENTIFIER_RULE}, got ${JSON.stringify(table)}`);
+  }
+  return table;
 }

@@ -129,7 +129,3 @@ export function openSqliteDatabase(Database: new (path: string) => SqliteDatabas
   return db;
 }
 
-/** A driver on a `node:sqlite` database you opened; its close() closes the database. */
-export function sqliteClient(db: SqliteDatabaseLike): SqliteDriver {
-  return new SqliteDriver(db, { closeDatabase: true });
-}

@@ -42,7 +42,7 @@ describe('openSegmentStore', () => {
   });
 
   it('refuses anything else with CONFIG_INVALID naming the value and the allowed forms, password hidden', async () => {
-    for (const url of ['mongodb://u:secret@h/db', 'sqlite:', 'sqlite://x.db', 'http://h', 'idmint.db', '', 'rediss://h']) {
+    for (const url of ['mongodb://u:secret@h/db', 'sqlite:', 'sqlite://', 'http://h', 'idmint.db', '', 'rediss://h']) {
       await assert.rejects(openSegmentStore(url, { source: 'IDMINT_SEGMENT_STORE' }), (error: unknown) => {
         assert.ok(isIdMintError(error, 'CONFIG_INVALID'), url);
         assert.match(error.message, /^IDMINT_SEGMENT_STORE ".*" is not a supported store; use one of: sqlite:\.\/data\/idmint\.db .*sqlite::memory:, postgres:\/\/.*mysql:\/\/.*redis:\/\//);

@@ -1,7 +1,7 @@
 import { IdMintError } from '../core/errors.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
 import type { ConnectSegmentStoreOptions } from './sql/sql-segment-store.ts';
-import { redactUrl } from './store-support.ts';
+import { redactUrl, sqlitePathOf } from '../service/connection-url.ts';
 
 /** The embedded default: a SQLite file under ./data, created on first use. */
 export const DEFAULT_SEGMENT_STORE_URL = 'sqlite:./data/idmint.db';
@@ -38,8 +38,8 @@ export async function openSegmentStore(url: string, options: OpenSegmentStoreOpt
   let store: SegmentStore;
   switch (scheme) {
     case 'sqlite': {
-      const path = url.slice('sqlite:'.length);
-      if (path === '' || path.startsWith('//')) throw invalidUrl(url, options.source);
+      const path = sqlitePathOf(url);
+      if (path === undefined) throw invalidUrl(url, options.source);
       const { SqliteSegmentStore } = await import('./sqlite/sqlite-segment-store.ts');
       store = new SqliteSegmentStore({ ...options, path });
       break;

@@ -4,6 +4,7 @@ import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { checkDescription, checkSegmentId, checkStep, checkTag } from '../core/segment-limits.ts';
 import { withDeadline } from '../core/timeout.ts';
 import type { NewTag, TagRecord } from '../ports/segment-store.ts';
+import { checkTableName } from '../sql/sql-driver.ts';
 
 /** Options every store adapter takes. */
 export interface SegmentStoreOptions {
@@ -18,12 +19,8 @@ export const DEFAULT_STORE_TIMEOUT_MS = 3000;
 
 /** The table name and timeout, validated. */
 export function resolveStoreOptions(options: SegmentStoreOptions = {}): { table: string; timeoutMs: number } {
-  const table = options.table ?? DEFAULT_SEGMENT_TABLE;
-  // Interpolated into SQL and keys unquoted, so only a plain identifier is accepted (63: the
-  // shortest limit among the backends, PostgreSQL's).
-  if (typeof table !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table)) {
-    throw new IdMintError('INVALID_ARGUMENT', `table must be an identifier (a letter or _, then letters, digits or _, at most 63), got ${JSON.stringify(table)}`);
-  }
+  // Also the Redis key prefix: the same plain-identifier rule keeps keys and tables alike.
+  const table = checkTableName(options.table ?? DEFAULT_SEGMENT_TABLE);
   const timeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new IdMintError('INVALID_ARGUMENT', `timeoutMs must be a positive integer number of ms, got ${String(timeoutMs)}`);
@@ -95,11 +92,6 @@ export function tagRecord(row: { biz_tag: unknown; max_id: unknown; step: unknow
     description: row.description === null || row.description === undefined ? null : String(row.description),
     updatedAt: toDate(row.update_time),
   };
-}
-
-/** `url` with any password replaced by `***`, for messages and logs. */
-export function redactUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*:)[^@/]*@/i, '$1***@');
 }
 
 /** Sorts tag records by name in JavaScript string order, whatever the database's collation. */

@@ -1,6 +1,7 @@
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore } from '../../stores/open-segment-store.ts';
-import { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS, redactUrl } from '../../stores/store-support.ts';
+import { redactUrl } from '../../service/connection-url.ts';
+import { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS } from '../../stores/store-support.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFromFlags } from '../config-flags.ts';
 import type { CliCommand } from '../io.ts';

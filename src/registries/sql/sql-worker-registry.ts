@@ -3,7 +3,8 @@ import { withDeadline } from '../../core/timeout.ts';
 import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';
 import { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
-import type { SqlDialect, SqlDriver, SqlResult, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
+import { checkTableName, type SqlDialect, type SqlDriver, type SqlResult, type SqlRow, type SqlValue } from '../../sql/sql-driver.ts';
+import { sqlitePathOf } from '../../service/connection-url.ts';
 import { SqliteDriver, sqliteDialect } from '../../sql/sqlite-driver.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -22,10 +23,8 @@ import {
 
 /** Options for {@link SqlWorkerRegistry}. */
 export interface SqlWorkerRegistryOptions {
-  /** The database: a driver from idmint's SQL layer (`postgresClient(pool)`, `mysqlClient(pool)`, `sqliteClient(db)`). */
+  /** The database: a driver from idmint's SQL layer (`new PostgresDriver(pool)`, `new MysqlDriver(pool)`, `new SqliteDriver(db)`). */
   readonly client: SqlDriver;
-  /** @deprecated The client carries its dialect; if given, it must be that one. */
-  readonly dialect?: SqlDialect;
   /** Cluster name; worker IDs are unique within it. Default `idmint`. */
   readonly name?: string;
   /** Table name (created if missing). Default `worker_node`. */
@@ -70,10 +69,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
 
   constructor(options: SqlWorkerRegistryOptions) {
     const dialect = options.client?.dialect;
-    if (dialect === undefined) throw new IdMintError('INVALID_ARGUMENT', 'client must be a SQL driver: postgresClient(pool), mysqlClient(pool) or sqliteClient(db)');
-    if (options.dialect !== undefined && options.dialect !== dialect) {
-      throw new IdMintError('INVALID_ARGUMENT', `dialect ${options.dialect.backend} does not match the client's (${dialect.backend}); leave it out`);
-    }
+    if (dialect === undefined) throw new IdMintError('INVALID_ARGUMENT', 'client must be a SQL driver: new PostgresDriver(pool), new MysqlDriver(pool) or new SqliteDriver(db)');
     this.#client = options.client;
     this.backend = dialect.backend;
     this.#name = checkName(options.name ?? 'idmint');
@@ -81,11 +77,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
     this.#where = options.where ?? this.backend;
     this.#ownsClient = options.ownsClient ?? false;
-    const table = options.table ?? 'worker_node';
-    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(table)) {
-      throw new IdMintError('INVALID_ARGUMENT', `table must be a lower-case SQL identifier (a-z, 0-9, _; up to 63), got ${JSON.stringify(table)}`);
-    }
-    this.#sql = statements(table, dialect);
+    this.#sql = statements(checkTableName(options.table ?? 'worker_node'), dialect);
   }
 
   /** Creates the table if it is missing. Idempotent; acquire calls it once. */
@@ -240,7 +232,7 @@ function statements(table: string, dialect: SqlDialect) {
 }
 
 /** Options for {@link connectSqlWorkerRegistry}: `operationTimeoutMs` also bounds connecting. */
-export type ConnectSqlOptions = Omit<SqlWorkerRegistryOptions, 'client' | 'dialect' | 'ownsClient' | 'where'>;
+export type ConnectSqlOptions = Omit<SqlWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'>;
 
 /** Connections per registry: statements are short and a node runs one renewal at a time. */
 const POOL_SIZE = 2;
@@ -275,8 +267,7 @@ export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlO
 
 /** The file of a `sqlite:` URL (the driver creates its directory). */
 function sqlitePath(url: string): string {
-  let path = url.slice('sqlite:'.length);
-  if (path.startsWith('//')) path = path.slice(2);
-  if (path === '') throw new IdMintError('INVALID_ARGUMENT', `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`);
+  const path = sqlitePathOf(url);
+  if (path === undefined) throw new IdMintError('INVALID_ARGUMENT', `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`);
   return path;
 }
