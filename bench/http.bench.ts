@@ -16,7 +16,7 @@ import { formatRate, machineLine, markdownTable, median, writeSection } from './
 
 const DURATION = Number(process.env['DURATION'] ?? 10);
 const WARMUP = Number(process.env['WARMUP'] ?? 3);
-const ROUNDS = Number(process.env['ROUNDS'] ?? 1);
+const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
 const CONNECTIONS = Number(process.env['CONNECTIONS'] ?? 50);
 const WRITE = !process.argv.includes('--no-write');
 
@@ -94,7 +94,7 @@ async function measure(url: string, seconds: number, keepLatencies: boolean): Pr
 const load = loadavg().map((l) => l.toFixed(2)).join(' ');
 // Other work on a 2-core machine takes CPU from the servers and from autocannon alike.
 const busy = (loadavg()[0] ?? 0) > 1
-  ? ' **The machine was busy during this run (other test suites were running): the absolute figures are lower than a quiet run would give; the ratios are the comparable part.**'
+  ? ' **The 1-minute load average was above 1 when the run started (other work on the machine, or the load of an earlier benchmark still decaying): absolute figures may be lower than on an idle machine; the ratios are the comparable part.**'
   : '';
 const targets = { bare: await startTarget('bare'), idmint: await startTarget('idmint') };
 const results = new Map<Scenario, Measurement[]>(SCENARIOS.map((s) => [s, []]));
