@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { modulesLoadedBy, packagesIn } from '../../test/support/modules-loaded.ts';
 import { fileURLToPath } from 'node:url';
 import { isIdMintError } from '../core/errors.ts';
 import { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './open-worker-registry.ts';
@@ -43,29 +43,17 @@ describe('openWorkerRegistry', () => {
     // In a fresh process: which packages does opening each URL load?
     const dir = mkdtempSync(join(tmpdir(), 'idmint-lazy-'));
     const factory = fileURLToPath(new URL('./open-worker-registry.ts', import.meta.url));
-    const probe = (url: string) =>
-      execFileSync(
-        process.execPath,
-        [
-          '--experimental-strip-types',
-          '--disable-warning=ExperimentalWarning',
-          '--input-type=module',
-          '-e',
-          `import { registerHooks } from 'node:module';
-           const loaded = new Set();
-           registerHooks({ resolve(specifier, context, next) { const r = next(specifier, context); loaded.add(r.url); return r; } });
-           const { openWorkerRegistry } = await import(${JSON.stringify(factory)});
-           const registry = await openWorkerRegistry(${JSON.stringify(url)}, { stateDir: ${JSON.stringify(dir)} });
-           await registry.close();
-           const drivers = ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg', 'mysql2'].filter((d) => [...loaded].some((u) => u.includes('/node_modules/' + d + '/')));
-           if ([...loaded].includes('node:sqlite')) drivers.push('node:sqlite');
-           console.log(JSON.stringify(drivers));`,
-        ],
-        { encoding: 'utf8' },
-      ).trim();
+    const probe = (url: string) => {
+      const { urls } = modulesLoadedBy(
+        `const { openWorkerRegistry } = await import(${JSON.stringify(factory)});
+         const registry = await openWorkerRegistry(${JSON.stringify(url)}, { stateDir: ${JSON.stringify(dir)} });
+         await registry.close();`,
+      );
+      return packagesIn(urls, ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg', 'mysql2', 'node:sqlite']);
+    };
     try {
-      assert.deepEqual(JSON.parse(probe('static:3')), []);
-      assert.deepEqual(JSON.parse(probe(`sqlite:${join(dir, 'w.db')}`)), ['node:sqlite']);
+      assert.deepEqual(probe('static:3'), []);
+      assert.deepEqual(probe(`sqlite:${join(dir, 'w.db')}`), ['node:sqlite']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
