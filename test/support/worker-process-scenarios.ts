@@ -71,14 +71,16 @@ export async function runWorkerProcessScenarios(harness: RegistryHarness, option
       await dead.loaded;
       dead.start();
       await dead.started;
+      // The successor is loaded before the kill, so it asks while the dead lease is surely live,
+      // however long a process takes to start on this machine.
+      const next = spawn(name, { layout: leading, rollback: borrow, retryStartMs: 60_000 });
+      await next.loaded;
       await delay(1500);
       await dead.kill();
       const killedAt = Date.now();
+      next.start();
       const lead = Math.max(...dead.ids.map(({ at, id }) => timestamp(id, leading) - at));
       assert.ok(lead > 100, `the killed holder ran only ${lead} ms ahead of its clock; the scenario needs it ahead`);
-      const next = spawn(name, { layout: leading, rollback: borrow, retryStartMs: 60_000 });
-      await next.loaded;
-      next.start();
       const started = await next.started;
       await delay(300);
       await next.stop();
