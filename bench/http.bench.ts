@@ -1,8 +1,8 @@
 // HTTP throughput and latency of the idmint server against a bare Fastify route on the same
 // machine, in one run, so the ratios hold even when the shared machine's speed drifts.
 //
-//   npm run bench:http                         (updates docs/benchmarks.md)
-//   DURATION=5 ROUNDS=3 npm run bench:http -- --no-write
+//   npm run bench:http -- --write                       (--write: update docs/benchmarks.md)
+//   DURATION=5 ROUNDS=3 npm run bench:http
 //
 // Each server runs in a process of its own (bench/support/http-target.ts); autocannon drives it
 // from this process with 50 connections. Latency is taken from every response's own timing
@@ -18,7 +18,7 @@ const DURATION = Number(process.env['DURATION'] ?? 10);
 const WARMUP = Number(process.env['WARMUP'] ?? 3);
 const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
 const CONNECTIONS = Number(process.env['CONNECTIONS'] ?? 50);
-const WRITE = !process.argv.includes('--no-write');
+const WRITE = process.argv.includes('--write');
 
 /** Targets from issue 5. */
 const TARGETS = { ratio: 0.85, p99Ms: 2, batchIdsPerSecond: 5_000_000 };
@@ -49,6 +49,11 @@ const SCENARIOS: readonly Scenario[] = [
   { name: '`GET /api/segment/get/{tag}`', target: 'idmint', path: '/api/segment/get/bench', idsPerRequest: 1, single: true },
   { name: '`GET /api/snowflake/get/{tag}`', target: 'idmint', path: '/api/snowflake/get/bench', idsPerRequest: 1, single: true },
   { name: '`GET /v1/segment/{tag}?count=1000`', target: 'idmint', path: '/v1/segment/bench?count=1000', idsPerRequest: 1000, single: false },
+  // The ID families and opaque IDs (issue 10), beside the routes above: what a family route and
+  // the FF1 encoding of an opaque tag cost per request, as ratios to the same run's bare route.
+  { name: '`GET /api/segment/get/{tag}`, an opaque tag', target: 'idmint', path: '/api/segment/get/bench-opaque', idsPerRequest: 1, single: false },
+  { name: '`GET /v1/uuid7`', target: 'idmint', path: '/v1/uuid7', idsPerRequest: 1, single: false },
+  { name: '`GET /v1/uuid7?count=1000`', target: 'idmint', path: '/v1/uuid7?count=1000', idsPerRequest: 1000, single: false },
 ];
 
 function startTarget(kind: 'bare' | 'idmint'): Promise<Target> {

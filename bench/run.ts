@@ -1,6 +1,6 @@
 // Runs every benchmark in bench/*.bench.ts, one after another, each in its own process so one
 // benchmark's heap and JIT state cannot colour the next. Extra arguments are passed through
-// (e.g. `npm run bench -- --no-write`).
+// (`npm run bench -- --write` updates docs/benchmarks.md; without it the working tree stays clean).
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

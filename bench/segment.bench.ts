@@ -3,10 +3,10 @@
 // buffer must hide it), and the allocation round trip of each backend. Side by side in one run,
 // so the ratios hold while the shared machine's speed drifts.
 //
-//   npm run bench:segment                         (updates docs/benchmarks.md)
-//   ROUNDS=3 BURST=500000 LATENCY_MS=2000 ALLOCATIONS=100 npm run bench:segment -- --no-write
+//   npm run bench:segment -- --write                       (--write: update docs/benchmarks.md)
+//   ROUNDS=3 BURST=500000 LATENCY_MS=2000 ALLOCATIONS=100 npm run bench:segment
 import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
-import { SegmentService } from '../src/core/segment-service.ts';
+import { SegmentService } from '../src/service/segment-service.ts';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { FaultySegmentStore } from '../test/support/faulty-segment-store.ts';
 import { SEGMENT_BACKENDS } from '../test/support/segment-backends.ts';
@@ -17,7 +17,7 @@ const ROUNDS = Number(process.env['ROUNDS'] ?? 7);
 const BURST = Number(process.env['BURST'] ?? 2_000_000);
 const LATENCY_MS = Number(process.env['LATENCY_MS'] ?? 5000);
 const ALLOCATIONS = Number(process.env['ALLOCATIONS'] ?? 500);
-const WRITE = !process.argv.includes('--no-write');
+const WRITE = process.argv.includes('--write');
 const TAG = 'bench';
 
 /** Where timed loops leave their last value, so no engine can treat the work as dead. */

@@ -1,8 +1,8 @@
 // Snowflake generation throughput: idmint against its npm peers and a bare baseline, side by side
 // in one process and one run, so the ratios hold even when the shared machine's speed drifts.
 //
-//   npm run bench:snowflake            (updates docs/benchmarks.md)
-//   ROUNDS=3 BURST=200000 npm run bench:snowflake -- --no-write
+//   npm run bench:snowflake -- --write          (--write: update docs/benchmarks.md)
+//   ROUNDS=3 BURST=200000 npm run bench:snowflake
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { Snowflake as SapphireSnowflake } from '@sapphire/snowflake';
@@ -20,7 +20,7 @@ const FlakeId = require('flake-idgen') as new (options: { id: number }) => { nex
 const ROUNDS = Number(process.env['ROUNDS'] ?? 7);
 const BURST = Number(process.env['BURST'] ?? 1_000_000);
 const SUSTAINED_MS = Number(process.env['SUSTAINED_MS'] ?? 5000);
-const WRITE = !process.argv.includes('--no-write');
+const WRITE = process.argv.includes('--write');
 
 interface Candidate {
   readonly name: string;

@@ -1,9 +1,19 @@
 #!/usr/bin/env node
-// In a source checkout on a Node that strips types, run the TypeScript sources directly, so the
-// CLI is never a stale build. Installed as a package (under node_modules, where Node refuses to
-// strip types) or on an older Node, run the compiled dist/.
+// The `idmint` executable. In a source checkout on a Node that strips types, it runs the
+// TypeScript sources directly, so the CLI is never a stale build. Installed as a package (under
+// node_modules, where Node refuses to strip types) or on an older Node, it runs the compiled dist/.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+
+// Before anything else: on an unsupported Node, one line naming the version needed, not an error
+// from Node's internals later. Keep in step with MIN_NODE_VERSION in src/shared/node-version.ts
+// (a test checks that they agree).
+const MIN_NODE = [22, 13];
+const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+if (major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1])) {
+  process.stderr.write(`idmint needs Node.js ${MIN_NODE.join('.')}.0 or later (Node 24 LTS recommended); this is Node.js ${process.versions.node}\n`);
+  process.exit(1);
+}
 
 // Node 22 flags node:sqlite (the embedded store) as experimental and says so on stderr the first
 // time it loads, which would make that the first line of a command's output. Every other warning

@@ -11,8 +11,12 @@
 #
 # `up` is idempotent: a service that answers is left alone; one that is missing is installed from
 # Debian's packages, then started, bound to 127.0.0.1 only. `up` with no service named also
-# installs libfaketime (Debian's faketime), which a clock-rollback test needs. Prints one line per service and exits
-# non-zero if any service is not up at the end. Needs root (or sudo) only to install or start.
+# installs libfaketime (Debian's faketime), which a clock-rollback test needs, promtool
+# (Debian's prometheus package), which checks /metrics and the alert rules, and chromium (Debian's
+# chromium), which the dashboard's browser tests drive; `status` with no service named reports
+# promtool and chromium. `up chromium` or `status chromium` names the browser alone. Prints one
+# line per service and exits non-zero if any service is not up at the end.
+# Needs root (or sudo) only to install or start.
 set -uo pipefail
 
 STATE_DIR=${IDMINT_SERVICES_DIR:-/var/lib/idmint-services}
@@ -153,6 +157,48 @@ faketime_up() {
   printf '%-10s %-5s %-15s %s\n' faketime up - "$status"
 }
 
+# promtool (Debian's prometheus package): a server test runs `promtool check metrics` on /metrics.
+# Only the tool is wanted: if the package's install started a Prometheus server (policy-rc.d
+# usually prevents it), that server is stopped again.
+promtool_status() {
+  if command -v promtool >/dev/null 2>&1; then
+    printf '%-10s %-5s %-15s %s\n' promtool up - "$1"
+  else
+    printf '%-10s %-5s %-15s %s\n' promtool down - "${2:-not installed (scripts/services.sh up)}"
+    return 1
+  fi
+}
+promtool_up() {
+  if command -v promtool >/dev/null 2>&1; then promtool_status "already installed"; return; fi
+  if ! apt_install prometheus; then
+    promtool_status - "install failed (see $LOG_DIR/apt.log)"
+    return 1
+  fi
+  [ -x /etc/init.d/prometheus ] && "${SUDO[@]}" /etc/init.d/prometheus stop >/dev/null 2>&1
+  promtool_status installed
+}
+
+# chromium (Debian's chromium package): the dashboard's browser tests drive it through
+# playwright-core (Playwright's own browser downloads cannot reach this machine). Headless only:
+# --no-install-recommends leaves out what a desktop would want.
+chromium_status() {
+  if command -v chromium >/dev/null 2>&1; then
+    printf '%-10s %-5s %-15s %s\n' chromium up - "$1"
+  else
+    printf '%-10s %-5s %-15s %s\n' chromium down - "${2:-not installed (scripts/services.sh up chromium)}"
+    return 1
+  fi
+}
+chromium_up() {
+  if command -v chromium >/dev/null 2>&1; then chromium_status "already installed"; return; fi
+  if ! apt_install chromium; then
+    chromium_status - "install failed (see $LOG_DIR/apt.log)"
+    return 1
+  fi
+  chromium_status installed
+}
+chromium_version() { chromium --version 2>/dev/null | head -n 1; }
+
 # ---- commands ----------------------------------------------------------------------------------
 
 address() {
@@ -203,6 +249,14 @@ main() {
   local command=${1:-}
   shift || true
   local services=("$@")
+  # The browser is a test tool, not a service: named alone, it is installed or reported alone.
+  if [ "${services[*]:-}" = chromium ]; then
+    case $command in
+      up) mkdir -p "$LOG_DIR" 2>/dev/null || "${SUDO[@]}" mkdir -p "$LOG_DIR"; chromium_up; exit $? ;;
+      status) chromium_status "$(chromium_version)"; exit $? ;;
+      down) echo "chromium    is a tool, not a service: nothing to stop"; exit 0 ;;
+    esac
+  fi
   [ ${#services[@]} -gt 0 ] || services=("${ALL[@]}")
   for s in "${services[@]}"; do
     case " ${ALL[*]} " in *" $s "*) ;; *) echo "services.sh: unknown service '$s' (known: ${ALL[*]})" >&2; exit 2 ;; esac
@@ -214,7 +268,15 @@ main() {
   mkdir -p "$STATE_DIR" "$LOG_DIR" 2>/dev/null || { "${SUDO[@]}" mkdir -p "$STATE_DIR" "$LOG_DIR"; }
   local failed=0
   for s in "${services[@]}"; do "${command}_one" "$s" || failed=1; done
-  if [ "$command" = up ] && [ $# -eq 0 ]; then faketime_up || failed=1; fi
+  if [ "$command" = up ] && [ $# -eq 0 ]; then
+    faketime_up || failed=1
+    promtool_up || failed=1
+    chromium_up || failed=1
+  fi
+  if [ "$command" = status ] && [ $# -eq 0 ]; then
+    promtool_status "$(promtool --version 2>&1 | head -n 1)" || failed=1
+    chromium_status "$(chromium_version)" || failed=1
+  fi
   exit $failed
 }
 

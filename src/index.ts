@@ -1,5 +1,6 @@
 // Public API of the idmint package: named exports only. Adapters for databases and coordinators
 // are published as subpath exports so importing the core never loads a driver.
+import './shared/node-version.ts';
 export { ERROR_CODES, IdMintError, isIdMintError } from './core/errors.ts';
 export type { ErrorCode, ErrorCodeInfo, ErrorDetails } from './core/errors.ts';
 export {
@@ -22,19 +23,22 @@ export { ManualClock } from './clocks/manual-clock.ts';
 export { MonotonicClock } from './clocks/monotonic-clock.ts';
 export type { MonotonicClockOptions } from './clocks/monotonic-clock.ts';
 export { SystemClock } from './clocks/system-clock.ts';
-export { SegmentService, MAX_SEGMENT_BATCH } from './core/segment-service.ts';
-export type { SegmentEvent, SegmentRefreshEvent, SegmentServiceOptions, SegmentServiceStats, SegmentShutdownReport } from './core/segment-service.ts';
+export { SegmentService, MAX_SEGMENT_BATCH } from './service/segment-service.ts';
+export type { SegmentEvent, SegmentRefreshEvent, SegmentServiceOptions, SegmentServiceStats, SegmentShutdownReport } from './service/segment-service.ts';
 export type { SegmentLoadEvent, SegmentTagStats } from './core/segment-buffer.ts';
 export { DEFAULT_STEP_POLICY, nextStep, resolveStepPolicy } from './core/step-policy.ts';
 export type { StepInput, StepPolicy, StepPolicyOptions } from './core/step-policy.ts';
 export { MAX_SEGMENT_ID, MAX_TAG_STEP, TAG_PATTERN } from './core/segment-limits.ts';
-export type { NewTag, SegmentRange, SegmentStore, TagRecord, TagUpdate } from './ports/segment-store.ts';
-export { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore } from './stores/open-segment-store.ts';
-export type { OpenSegmentStoreOptions } from './stores/open-segment-store.ts';
+export type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from './ports/segment-store.ts';
+export { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore, openSegmentStores } from './stores/open-segment-store.ts';
+export type { OpenSegmentStoreOptions, OpenSegmentStoresOptions } from './stores/open-segment-store.ts';
+export { MultiSegmentStore } from './stores/multi/multi-segment-store.ts';
+export type { MultiSegmentStoreOptions, SetDatabase, SetDatabaseStats, SetJoinReport, SetMemberStore } from './stores/multi/multi-segment-store.ts';
 export { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS } from './stores/store-support.ts';
 export type { SegmentStoreOptions } from './stores/store-support.ts';
 export { IdMintClient } from './client/client.ts';
 export type { DecodedId, IdMintClientOptions, Readiness, Tag } from './client/client.ts';
+export type { DecodedAnyId as ClientDecodedAnyId, DecodedOpaqueSegmentId, DecodedOpaqueSnowflakeId, IdFamilyName } from './client/client.ts';
 export type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from './ports/worker-registry.ts';
 export { SnowflakeWorker } from './service/snowflake-worker.ts';
 export type {
@@ -47,3 +51,18 @@ export type {
 export { localNodeIdentity } from './service/node-identity.ts';
 export { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './registries/open-worker-registry.ts';
 export type { OpenWorkerRegistryOptions } from './registries/open-worker-registry.ts';
+export { UuidV4Generator, UuidV7Generator, decodeUuid, isUuid, uuidFromBytes, uuidToBytes } from './core/uuid.ts';
+export type { DecodedUuid, UuidV4Options, UuidV7Options, UuidVariant } from './core/uuid.ts';
+export { CROCKFORD_BASE32, UlidGenerator, decodeUlid, isUlid, ulidFromBytes, ulidToBytes } from './core/ulid.ts';
+export type { DecodedUlid, UlidOptions } from './core/ulid.ts';
+export { ObjectIdGenerator, decodeObjectId, isObjectId, objectIdFromBytes, objectIdToBytes } from './core/objectid.ts';
+export type { DecodedObjectId, ObjectIdOptions } from './core/objectid.ts';
+export { ID_FORMATS, decodeAny, detectFormat } from './core/id-formats.ts';
+export type { DecodeAnyOptions, DecodedAnyId, DecodedSnowflake, IdFormat } from './core/id-formats.ts';
+export { FAMILY_ROLLBACK_POLICIES } from './core/monotonic-time.ts';
+export { RandomPool, webCryptoFill } from './core/random-pool.ts';
+export type { RandomFill } from './core/random-pool.ts';
+export { MAX_FF1_LENGTH, MAX_FF1_TWEAK_BYTES, createFf1 } from './core/ff1.ts';
+export type { Ff1, Ff1Domain, Ff1Options, Ff1Tweak } from './core/ff1.ts';
+export { MAX_OPAQUE_RANGE, OPAQUE_SEGMENT_DOMAIN, OPAQUE_SNOWFLAKE_DOMAIN, OpaqueCodec, parseOpaqueKeys } from './core/opaque.ts';
+export type { DecodedOpaqueId, OpaqueCodecOptions, OpaqueDomain, OpaqueKey } from './core/opaque.ts';

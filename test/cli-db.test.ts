@@ -47,7 +47,8 @@ describe('idmint db init', () => {
       const { code, stdout } = await runIdmint(args);
       assert.equal(code, 0, args.join(' '));
       assert.match(stdout, /^Usage: idmint db init \[--store URL\]/);
-      assert.match(stdout, /postgres:\/\/user@host:5432\/db/);
+      assert.match(stdout, /postgres:\/\/user:password@host:5432\/database/);
+      assert.match(stdout, /mariadb:\/\/.*\n.*rediss:\/\//);
     }
     assert.match((await runIdmint(['--help'])).stdout, /\n {2}db {6}create the segment table/);
   });
@@ -55,10 +56,10 @@ describe('idmint db init', () => {
   const failures: [string[], number, RegExp][] = [
     [['db'], 2, /^idmint db: missing argument <subcommand>\n$/],
     [['db', 'drop'], 2, /^idmint db: unknown db subcommand "drop"; the only one is: init\n$/],
-    [['db', 'init', '--store', 'mongodb://u:pw@h/x'], 2, /^idmint db: --store "mongodb:\/\/u:\*\*\*@h\/x" is not a supported store; use one of: sqlite:/],
+    [['db', 'init', '--store', 'mongodb://u:pw@h/x'], 2, /^idmint db: --store "mongodb:\/\/u:\*\*\*@h\/x": not a segment store URL; accepted forms: sqlite:/],
     [['db', 'init', '--store', 'sqlite::memory:', '--table', 'no way'], 2, /table must be an identifier/],
     [['db', 'init', '--timeout', '0'], 2, /--timeout must be an integer from 1 to 600000, got "0"/],
-    [['db', 'init', '--store', 'postgres://nobody@127.0.0.1:1/x', '--timeout', '2000'], 1, /^idmint db: postgres store: init failed: connect ECONNREFUSED 127\.0\.0\.1:1\n$/],
+    [['db', 'init', '--store', 'postgres://nobody@127.0.0.1:1/x', '--timeout', '2000'], 1, /^idmint db: segment store \(--store\): postgres store: init failed: connect ECONNREFUSED 127\.0\.0\.1:1\n$/],
   ];
   for (const [args, exit, message] of failures) {
     it(`exits ${exit} with one line for: idmint ${args.join(' ')}`, async () => {

@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import { runIdmint } from './support/cli.ts';
 import { startServe } from './support/serve-process.ts';
@@ -47,8 +50,12 @@ describe('idmint serve, config check, tags (CLI)', () => {
       'signal received',
       'idmint shutting down',
       'released worker 0',
+      'segment IDs given back to the store at shutdown',
       'idmint stopped',
     ]);
+    // The shutdown result: the tag's 999 unissued IDs (range 1..1000, one issued) went back to the store.
+    const given = server.logs.find((line) => line['msg'] === 'segment IDs given back to the store at shutdown');
+    assert.deepEqual([given?.['level'], given?.['releasedIds'], given?.['wastedIds']], [30, 999, 0]);
     assert.equal(server.stderr(), '');
     // The tag survives the restart, and the next ID follows the last one (the tail was given back).
     const again = await startServe([], { cwd, env: clean() });
@@ -72,6 +79,28 @@ describe('idmint serve, config check, tags (CLI)', () => {
     }
     assert.ok(server.logs.some((line) => line['msg'] === 'idmint stopped'), JSON.stringify(server.logs));
     assert.ok(existsSync(join(dir, 'idmint.db')));
+  });
+
+  it('a second signal during shutdown exits at once, but the same signal again within a second is a copy of the first', async () => {
+    const server = await startServe([], { cwd: workdir('signals'), env: clean() });
+    // A request whose body never finishes keeps the graceful shutdown waiting (up to its timeout).
+    const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.on('error', () => {});
+    socket.write('POST /v1/tags HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"tag":');
+    await sleep(200);
+    const started = performance.now();
+    server.child.kill('SIGTERM');
+    await sleep(50);
+    server.child.kill('SIGTERM'); // as npm passes on a Ctrl-C the terminal also sent
+    await server.logLine((line) => line['msg'] === 'idmint shutting down');
+    await sleep(Math.max(0, 1300 - (performance.now() - started)));
+    assert.equal(server.child.exitCode, null, `the copy of the first signal stopped the shutdown: ${server.stderr()}`);
+    server.child.kill('SIGINT');
+    const exit = await server.exited;
+    socket.destroy();
+    assert.deepEqual(exit, { code: 1, signal: null }, server.stderr());
+    assert.match(server.stderr(), /^idmint serve: second signal \(SIGINT\): exiting without finishing shutdown\n$/);
   });
 
   it('serve stops before listening, exit 2 and one line naming the key, on a bad configuration', async () => {
@@ -143,7 +172,7 @@ describe('idmint serve, config check, tags (CLI)', () => {
     const env = clean();
     const create = await runIdmint(['tags', 'create', 'order', '--step', '1000', '--description', 'Orders'], { env, cwd });
     assert.equal(create.code, 0, create.stderr);
-    assert.match(create.stdout, /^TAG\s+MAX_ID\s+STEP\s+DESCRIPTION\norder\s+1\s+1000\s+Orders\n$/);
+    assert.match(create.stdout, /^TAG\s+MAX_ID\s+STEP\s+OPAQUE\s+DESCRIPTION\norder\s+1\s+1000\s+no\s+Orders\n$/);
     assert.equal((await runIdmint(['tags', 'create', 'big', '--step', '5', '--start-id', '9000000000000000000'], { env, cwd })).code, 0);
     const restep = await runIdmint(['tags', 'set-step', 'order', '2000', '--json'], { env, cwd });
     assert.equal(restep.code, 0, restep.stderr);
@@ -178,7 +207,7 @@ describe('idmint serve, config check, tags (CLI)', () => {
     assert.match(init.stdout, /table ids is ready in sqlite:.*other\.db/);
     assert.equal((await runIdmint(['tags', 'create', 'elsewhere', '--step', '3', '--store', other, '--table', 'ids'], { env, cwd })).code, 0);
     const elsewhere = await runIdmint(['tags', 'list'], { env: clean({ IDMINT_SEGMENT_STORE: other, IDMINT_SEGMENT_TABLE: 'ids' }), cwd });
-    assert.match(elsewhere.stdout, /^elsewhere\s+1\s+3$/m);
+    assert.match(elsewhere.stdout, /^elsewhere\s+1\s+3\s+no$/m);
     assert.doesNotMatch(elsewhere.stdout, /order/);
   });
 

@@ -59,6 +59,21 @@ describe('idmint CLI', () => {
     assert.equal(parts['workerId'], 4);
   });
 
+  it("idmint help <command> is <command> --help, and serve's help shows only the flags serve takes", async () => {
+    for (const name of ['serve', 'next', 'tags', 'db', 'decode', 'config']) {
+      const viaHelp = await runIdmint(['help', name]);
+      const viaFlag = await runIdmint([name, '--help']);
+      assert.equal(viaHelp.code, 0, name);
+      assert.equal(viaHelp.stdout, viaFlag.stdout, name);
+      assert.match(viaHelp.stdout, new RegExp(`^Usage: idmint ${name}`));
+    }
+    const serve = (await runIdmint(['help', 'serve'])).stdout;
+    assert.match(serve, /--segment-store V\s+IDMINT_SEGMENT_STORE/);
+    for (const other of ['--count', '--step', '--start-id', '--json', '--store URL', '--timeout MS', '--worker W', '--description']) {
+      assert.ok(!serve.includes(other), `serve's help shows ${other}`);
+    }
+  });
+
   it('every command answers --help', async () => {
     for (const args of [['--help'], ['next', '--help'], ['decode', '--help'], ['decode', '-h']]) {
       const { code, stdout } = await runIdmint(args);
@@ -80,6 +95,13 @@ describe('idmint CLI', () => {
     [['decode', '9223372036854775808'], /is above 9223372036854775807/],
     [['decode', '12x'], /not a decimal integer/],
     [['frobnicate'], /unknown command "frobnicate"/],
+    [['help', 'frobnicate'], /unknown command "frobnicate"/],
+    // A negative number after a flag is that flag's value, and gets idmint's own message.
+    [['next', '--count', '-5'], /^idmint next: --count must be an integer from 1 to 10000000, got "-5"\n$/],
+    [['next', '-n', '-5'], /^idmint next: --count must be an integer from 1 to 10000000, got "-5"\n$/],
+    [['next', '--worker', '-1'], /^idmint next: --worker must be an integer from 0 to 1023, got "-1"\n$/],
+    [['next', '--datacenter', '-0.5'], /^idmint next: --datacenter must be an integer/],
+    [['config', 'check', '--port', '-1'], /^idmint config: invalid configuration: port = "-1" \(from --port\): must be an integer from 0 to 65535\n$/],
   ];
   for (const [args, message] of failures) {
     it(`exits 2 with a one-line message for: idmint ${args.join(' ')}`, async () => {

@@ -15,7 +15,7 @@ describe('IdMintClient against a real server socket', () => {
     try {
       const client = new IdMintClient({ url: `${url}/`, token: ADMIN });
       const created = await client.createTag({ tag: 'order', step: 100, startId: 10n, description: 'Orders' });
-      assert.deepEqual({ ...created, updatedAt: null }, { tag: 'order', maxId: '10', step: 100, description: 'Orders', updatedAt: null });
+      assert.deepEqual({ ...created, updatedAt: null }, { tag: 'order', maxId: '10', step: 100, description: 'Orders', updatedAt: null, opaque: false });
       assert.equal(await client.segment('order'), '10');
       assert.deepEqual(await client.segmentBatch('order', 3), ['11', '12', '13']);
       const one = await client.snowflake();
@@ -53,7 +53,7 @@ describe('IdMintClient against a real server socket', () => {
 
   it('retries a retryable answer (503 with Retry-After) and gives up after its retries', async () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
-    const server = await testServer({ port: 0, snowflake: { rollback: { policy: 'refuse' } } }, { clock });
+    const server = await testServer({ port: 0, snowflake: { clock: 'system', rollback: { policy: 'refuse' } } }, { clock });
     const url = await server.listen();
     try {
       const client = new IdMintClient({ url, retries: 3, maxRetryDelayMs: 50 });

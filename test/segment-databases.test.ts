@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { it, type TestContext } from 'node:test';
 import { ManualClock } from '../src/clocks/manual-clock.ts';
 import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
-import { SegmentService } from '../src/core/segment-service.ts';
+import { SegmentService } from '../src/service/segment-service.ts';
 import { openSegmentStore } from '../src/stores/open-segment-store.ts';
 import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { SEGMENT_BACKENDS, withPort, type SegmentBackend } from './support/segment-backends.ts';
@@ -81,7 +81,7 @@ for (const [backend, ddl] of LEAF_TABLES) {
       const sql = (statement: string) => backend.sql?.(fixture.url, statement) ?? Promise.resolve([]);
       await sql(ddl(fixture.table));
       await sql(`insert into ${fixture.table}(biz_tag, max_id, step, description) values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')`);
-      await fixture.store.init(); // a no-op on an existing table
+      await fixture.store.init(); // adds only idmint's opaque column to an existing table
 
       const service = new SegmentService({ store: fixture.store, clock: new MonotonicClock(), tagRefreshMs: 0 });
       await service.start();

@@ -15,7 +15,7 @@ const STEP = 50;
  * `go()` lets it draw, `ids` resolves to the IDs it printed.
  */
 function drawInProcess(url: string, table: string, tag: string): { ready: Promise<void>; go(): void; ids: Promise<bigint[]> } {
-  const child = spawn(process.execPath, ['--experimental-strip-types', '--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)], {
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)], {
     stdio: ['pipe', 'pipe', 'pipe'],
     timeout: 120_000,
   });

@@ -13,13 +13,24 @@ const ROUTES = [
   'get /v1/segment/{tag}',
   'get /v1/snowflake',
   'get /v1/snowflake/decode/{id}',
+  'get /v1/status',
   'get /v1/tags',
   'post /v1/tags',
   'get /v1/tags/{tag}',
   'patch /v1/tags/{tag}',
   'get /healthz',
+  'head /healthz',
   'get /readyz',
+  'head /readyz',
   'get /metrics',
+  'get /v1/uuid7',
+  'get /v1/uuid4',
+  'get /v1/ulid',
+  'get /v1/objectid',
+  'get /v1/decode/{id}',
+  'get /v1/opaque/snowflake',
+  'get /v1/opaque/snowflake/{id}',
+  'get /v1/opaque/segment/{tag}/{id}',
 ].sort();
 
 interface OpenApiDoc {
@@ -125,13 +136,16 @@ describe('operations routes and behaviour (in-process)', () => {
         assert.ok(documentedPath.every((p) => p.required === true), entry);
         // ...and the route really answers there (not with ROUTE_NOT_FOUND).
         const url = path.replace('{tag}', 'order').replace('{id}', '1');
-        const answer = await server.app.inject({ method: method.toUpperCase() as 'GET', url, ...(method === 'get' ? {} : { payload: {} }) });
+        const answer = await server.app.inject({ method: method.toUpperCase() as 'GET', url, ...(method === 'get' || method === 'head' ? {} : { payload: {} }) });
         assert.notEqual(answer.statusCode === 404 && answer.body.includes('ROUTE_NOT_FOUND'), true, entry);
       }
       const query = (entry: string) => (doc.paths[entry.split(' ')[1] ?? '']?.[entry.split(' ')[0] ?? '']?.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
       assert.deepEqual(query('get /v1/segment/{tag}'), ['count']);
       assert.deepEqual(query('get /v1/snowflake'), ['count']);
       assert.deepEqual(query('get /decodeSnowflakeId'), ['snowflakeId']);
+      assert.deepEqual(query('get /v1/status'), ['q', 'sort', 'order', 'offset', 'limit']);
+      for (const family of ['uuid7', 'uuid4', 'ulid', 'objectid']) assert.deepEqual(query(`get /v1/${family}`), ['count']);
+      assert.deepEqual(query('get /v1/opaque/snowflake'), ['count']);
       assert.ok(doc.paths['/v1/tags']?.['post']?.requestBody !== undefined);
       assert.ok(doc.components.schemas['Error'] !== undefined && doc.components.schemas['Tag'] !== undefined);
     } finally {
@@ -139,13 +153,17 @@ describe('operations routes and behaviour (in-process)', () => {
     }
   });
 
-  it('answers unknown routes and methods with ROUTE_NOT_FOUND in the error shape', async () => {
+  it('answers unknown routes with ROUTE_NOT_FOUND and known paths with another method with 405 and Allow', async () => {
     const server = await testServer();
     try {
       assert.match(assertError(await server.app.inject('/api/segment/get'), 404, 'ROUTE_NOT_FOUND'), /no route GET \/api\/segment\/get/);
-      assertError(await server.app.inject({ method: 'DELETE', url: '/v1/tags/x' }), 404, 'ROUTE_NOT_FOUND');
-      // HEAD would draw an ID and throw it away, so ID routes do not answer it (and HEAD has no body).
-      assert.equal((await server.app.inject({ method: 'HEAD', url: '/api/snowflake/get/x' })).statusCode, 404);
+      const wrong = await server.app.inject({ method: 'DELETE', url: '/v1/tags/x' });
+      assert.equal(assertError(wrong, 405, 'METHOD_NOT_ALLOWED'), 'DELETE is not allowed on /v1/tags/x; it takes GET, PATCH');
+      assert.equal(wrong.headers['allow'], 'GET, PATCH');
+      // HEAD would draw an ID and throw it away, so idmint's own ID routes refuse it (and HEAD has
+      // no body); the Leaf routes answer it, as Leaf does: see server-segment.test.ts.
+      const head = await server.app.inject({ method: 'HEAD', url: '/v1/snowflake' });
+      assert.deepEqual([head.statusCode, head.headers['allow'], head.body], [405, 'GET', '']);
       assertError(await server.app.inject('/v1/segment/%E0%A4%A'), 400, 'INVALID_ARGUMENT');
       // Trailing slashes are forgiven, as Spring (and so Leaf) does.
       assert.equal((await server.app.inject('/api/snowflake/get/x/')).statusCode, 200);
@@ -160,7 +178,7 @@ describe('operations routes and behaviour (in-process)', () => {
     for (let i = 0; i < 5; i++) await fetch(`${url}/api/snowflake/get/x`);
     await quiet.close();
     const messages = quiet.logs.map((line) => line['msg']);
-    assert.deepEqual(messages, ['acquired worker 0 from the static registry', 'idmint listening', 'idmint shutting down', 'released worker 0', 'idmint stopped']);
+    assert.deepEqual(messages, ['acquired worker 0 from the static registry', 'idmint listening', 'idmint shutting down', 'released worker 0', 'segment IDs given back to the store at shutdown', 'idmint stopped']);
     const listening = quiet.logs.find((line) => line['msg'] === 'idmint listening') ?? {};
     assert.equal(listening['url'], url);
     assert.equal(listening['level'], 30);

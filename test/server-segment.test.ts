@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, describe, it } from 'node:test';
+import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { assertError } from './support/http.ts';
 import { testServer, type TestServer } from './support/server.ts';
 
@@ -94,9 +95,13 @@ describe('segment routes (in-process, SQLite)', () => {
     const server = await testServer({ api: { maxBatch: 100 } });
     try {
       await createTag(server, 'known', 10);
-      assertError(await server.app.inject('/api/segment/get/unknown'), 404, 'TAG_NOT_FOUND');
-      assertError(await server.app.inject('/v1/segment/unknown?count=3'), 404, 'TAG_NOT_FOUND');
-      for (const tag of ['a'.repeat(129), 'bad%20tag', 'x%2Fy', '%00']) {
+      // Names a store could hold are looked up (spaces, `/` and Unicode included): not found.
+      for (const tag of ['unknown', 'bad%20tag', 'x%2Fy', '%E4%B8%AD']) {
+        assertError(await server.app.inject(`/api/segment/get/${tag}`), 404, 'TAG_NOT_FOUND');
+        assertError(await server.app.inject(`/v1/segment/${tag}?count=3`), 404, 'TAG_NOT_FOUND');
+      }
+      // 129 characters, U+0000, a lone surrogate: no store can hold them.
+      for (const tag of ['a'.repeat(129), '%00', 'a%00b', encodeURIComponent('\u4e2d').repeat(129)]) {
         assert.match(assertError(await server.app.inject(`/api/segment/get/${tag}`), 400, 'INVALID_ARGUMENT'), /^tag must be 1 to 128 characters/);
         assertError(await server.app.inject(`/v1/segment/${tag}?count=1`), 400, 'INVALID_ARGUMENT');
       }
@@ -113,9 +118,14 @@ describe('segment routes (in-process, SQLite)', () => {
   it('answers 503 ID_SPACE_EXHAUSTED, without Retry-After, when a tag\'s next range would pass 2^63-1', async () => {
     const server = await testServer();
     try {
-      await createTag(server, 'full', 10, (2n ** 63n - 5n).toString());
+      // A start with no room for one range is refused at creation (it could only be exhausted).
+      const refused = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'full', step: 10, startId: (2n ** 63n - 5n).toString() } });
+      assert.match(assertError(refused, 400, 'INVALID_ARGUMENT'), /startId must leave room for one range of step 10/);
+      await createTag(server, 'full', 10, (2n ** 63n - 11n).toString());
+      assert.deepEqual(await batch(server, 'full', 10), Array.from({ length: 10 }, (_, i) => 2n ** 63n - 11n + BigInt(i)));
       const message = assertError(await server.app.inject('/api/segment/get/full'), 503, 'ID_SPACE_EXHAUSTED');
-      assert.match(message, /would pass 9223372036854775807/);
+      // A 5xx says what happened in a fixed sentence; the log line has the tag and max_id.
+      assert.match(message, /would pass 2\^63-1 \(request req-\w+; the server log has the details\)$/);
       assertError(await server.app.inject('/v1/segment/full?count=2'), 503, 'ID_SPACE_EXHAUSTED');
     } finally {
       await server.close();
@@ -169,6 +179,114 @@ describe('segment routes (in-process, SQLite)', () => {
       assertError(await server.app.inject('/v1/segment/fragile?count=2'), 503, 'STORE_UNAVAILABLE');
       assertError(await server.app.inject('/v1/tags'), 503, 'STORE_UNAVAILABLE');
       assert.ok(server.logs.some((line) => line['msg'] === 'segment range load failed' && line['tag'] === 'fragile'), 'the failure is logged');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('serves any tag a Leaf table holds, percent-encoded as Leaf clients send it, on the Leaf and JSON routes; the JSON API creates only plain names', async () => {
+    const file = join(dir, 'leaf-tags.db');
+    const server = await testServer({ segment: { store: `sqlite:${file}`, table: 'leaf_tags' } });
+    // Rows a migrated Leaf table may hold, written beside the server as another node (or Leaf) would.
+    const store = new SqliteSegmentStore({ path: file, table: 'leaf_tags' });
+    try {
+      const tags = ['order service', '订单/支付', 'a?b#c%d&e=f', 'a;b', 'v1.2', 'quote"back\\slash', '\u{1F600}'.repeat(128), ' lead'];
+      for (const [i, tag] of tags.entries()) await store.createTag({ tag, step: 5, startId: BigInt(1000 * (i + 1)) });
+      for (const [i, tag] of tags.entries()) {
+        const path = encodeURIComponent(tag);
+        const first = BigInt(1000 * (i + 1));
+        assert.equal(await leafId(server, path), first, tag);
+        assert.equal(await leafId(server, path), first + 1n, tag);
+        const response = await server.app.inject(`/v1/segment/${path}?count=2`);
+        assert.equal(response.statusCode, 200, response.body);
+        assert.deepEqual(response.json(), { tag, ids: [String(first + 2n), String(first + 3n)] });
+        assert.equal((await server.app.inject(`/v1/tags/${path}`)).json<{ tag: string }>().tag, tag);
+      }
+      // The JSON API keeps the stricter rule for the tags it creates.
+      const refused = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'new tag', step: 5 } });
+      assertError(refused, 400, 'INVALID_ARGUMENT');
+    } finally {
+      await store.close();
+      await server.close();
+    }
+  });
+
+  it("answers every method Leaf's mapping takes, ignoring any body, and OPTIONS without drawing an ID", async () => {
+    const server = await testServer();
+    try {
+      await createTag(server, 'any-method', 100);
+      const ids: bigint[] = [];
+      const requests = [
+        { method: 'GET' },
+        { method: 'POST' },
+        { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'key=any-method' },
+        { method: 'POST', headers: { 'content-type': 'application/json' }, payload: '{not json' },
+        { method: 'PUT', headers: { 'content-type': 'text/plain' }, payload: 'x' },
+        { method: 'PATCH' },
+        { method: 'DELETE' },
+      ] as const;
+      for (const request of requests) {
+        const response = await server.app.inject({ ...request, url: '/api/segment/get/any-method' });
+        assert.equal(response.statusCode, 200, `${request.method}: ${response.body}`);
+        assert.equal(response.headers['content-type'], 'text/plain; charset=utf-8');
+        ids.push(BigInt(response.body));
+      }
+      // HEAD draws an ID and sends no body, as Leaf's (Spring runs the mapping for HEAD).
+      const head = await server.app.inject({ method: 'HEAD', url: '/api/segment/get/any-method' });
+      assert.equal(head.statusCode, 200);
+      assert.equal(head.body, '');
+      const options = await server.app.inject({ method: 'OPTIONS', url: '/api/segment/get/any-method' });
+      assert.equal(options.statusCode, 200);
+      assert.equal(options.headers['allow'], 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS');
+      assert.equal(options.body, '');
+      ids.push(await leafId(server, 'any-method'));
+      assert.deepEqual(ids, [1n, 2n, 3n, 4n, 5n, 6n, 7n, 9n], 'one ID per request; HEAD took 8, OPTIONS none');
+      // Errors keep their JSON shape whatever the method.
+      assertError(await server.app.inject({ method: 'DELETE', url: '/api/segment/get/nope' }), 404, 'TAG_NOT_FOUND');
+      // The snowflake Leaf route too.
+      const snowflake = await server.app.inject({ method: 'POST', url: '/api/snowflake/get/any', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
+      assert.equal(snowflake.statusCode, 200, snowflake.body);
+      assert.match(snowflake.body, /^[1-9][0-9]*$/);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('Accept: application/json gets the same bare number as JSON, exact above 2^53, as Spring writes a String; anything else text/plain', async () => {
+    const server = await testServer();
+    try {
+      const start = 2n ** 62n + 1n;
+      await createTag(server, 'json', 1000, start.toString());
+      const cases: [string | undefined, string][] = [
+        ['application/json', 'application/json; charset=utf-8'],
+        ['application/json;charset=UTF-8', 'application/json; charset=utf-8'],
+        ['text/plain;q=0.5, application/json', 'application/json; charset=utf-8'],
+        ['application/problem+json', 'application/json; charset=utf-8'],
+        ['application/*', 'application/json; charset=utf-8'],
+        ['text/plain, application/json', 'text/plain; charset=utf-8'],
+        ['application/json;q=0.1, text/*', 'text/plain; charset=utf-8'],
+        ['application/json;q=0, */*', 'text/plain; charset=utf-8'],
+        ['*/*', 'text/plain; charset=utf-8'],
+        ['text/html', 'text/plain; charset=utf-8'],
+        [undefined, 'text/plain; charset=utf-8'],
+      ];
+      for (const [i, [accept, type]] of cases.entries()) {
+        const response = await server.app.inject({ url: '/api/segment/get/json', headers: accept === undefined ? {} : { accept } });
+        assert.equal(response.statusCode, 200, response.body);
+        assert.equal(response.headers['content-type'], type, String(accept));
+        // The body is the ID's digits either way: a JSON number, not a quoted string.
+        assert.equal(response.body, String(start + BigInt(i)), String(accept));
+      }
+      // The snowflake worker may be fenced for a moment on a loaded machine (LEASE_LOST, a correct
+      // 503): ask until it issues, then check the answer's form.
+      let snowflake = await server.app.inject({ url: '/api/snowflake/get/x', headers: { accept: 'application/json' } });
+      for (let i = 0; i < 50 && snowflake.statusCode === 503; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        snowflake = await server.app.inject({ url: '/api/snowflake/get/x', headers: { accept: 'application/json' } });
+      }
+      assert.equal(snowflake.statusCode, 200, snowflake.body);
+      assert.equal(snowflake.headers['content-type'], 'application/json; charset=utf-8');
+      assert.match(snowflake.body, /^[1-9][0-9]*$/);
     } finally {
       await server.close();
     }

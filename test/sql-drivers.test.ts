@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isIdMintError } from '../src/core/errors.ts';
-import { withDeadline } from '../src/core/timeout.ts';
+import { withDeadline } from '../src/shared/timeout.ts';
 import { SqlWorkerRegistry } from '../src/registries/sql/sql-worker-registry.ts';
 import { MysqlDriver } from '../src/sql/mysql-driver.ts';
 import { PostgresDriver } from '../src/sql/postgres-driver.ts';

@@ -1,13 +1,13 @@
 // A server for bench/http.bench.ts, in a process of its own so the load generator does not share
 // its event loop. `bare`: Fastify answering a constant (the ceiling on this machine). `idmint`:
-// the real server with its defaults (SQLite store, static worker, metrics on, auth off) and one
-// tag, `bench`. Prints one JSON line `{ "url": ... }` once it listens; stops on SIGTERM.
+// the real server with its defaults (SQLite store, static worker, metrics on, auth off), a tag
+// `bench` and an opaque tag `bench-opaque`. Prints one JSON line `{ "url": ... }` once it listens; stops on SIGTERM.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
 import { ROUTING_OPTIONS, buildServer } from '../../src/server/app.ts';
-import { defineConfig } from '../../src/server/config.ts';
+import { defineConfig } from '../../src/config/load.ts';
 
 const kind = process.argv[2];
 let stop: () => Promise<void>;
@@ -31,10 +31,14 @@ if (kind === 'bare') {
       segment: { store: `sqlite:${join(dir, 'idmint.db')}` },
       snowflake: { registry: 'static:1', stateDir: dir },
       log: { level: 'warn' },
+      // A throwaway key for the opaque tag below (never a real one in a benchmark).
+      opaque: { keys: '000102030405060708090a0b0c0d0e0f' },
     }),
   );
-  const created = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'bench', step: 1000 } });
-  if (created.statusCode !== 201) throw new Error(`creating the bench tag failed: ${created.body}`);
+  for (const tag of [{ tag: 'bench', step: 1000 }, { tag: 'bench-opaque', step: 1000, opaque: true }]) {
+    const created = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: tag });
+    if (created.statusCode !== 201) throw new Error(`creating the bench tag failed: ${created.body}`);
+  }
   const url = await server.listen();
   process.stdout.write(`${JSON.stringify({ url })}\n`);
   stop = async () => {

@@ -10,10 +10,13 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   options: T,
   positionals: { readonly min: number; readonly max: number; readonly name?: string },
 ): { values: FlagValues<T>; positionals: string[] } {
-  // A token like "-5" is a (negative) value, not a flag: pass it through as a positional so the
+  // A token like "-5" is a (negative) value, not a flag. After a flag that takes a value it is
+  // that flag's value (`--count -5` is `--count=-5`), so the command can say what the flag allows
+  // instead of node:util's "argument is ambiguous"; anywhere else it is a positional, so the
   // command can say what is wrong with it instead of "unknown option".
-  const numeric = argv.filter((arg) => /^-[0-9]/.test(arg));
-  const args = argv.filter((arg) => !/^-[0-9]/.test(arg));
+  const joined = joinNegativeValues(argv, options);
+  const numeric = joined.filter((arg) => NEGATIVE.test(arg));
+  const args = joined.filter((arg) => !NEGATIVE.test(arg));
   let parsed: { values: FlagValues<T>; positionals: string[] };
   try {
     parsed = parseArgs({ args: [...args, ...(numeric.length > 0 && !args.includes('--') ? ['--'] : []), ...numeric], options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, allowNegative: true, strict: true }) as typeof parsed;
@@ -28,6 +31,37 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
     if (count > positionals.max) throw new IdMintError('INVALID_ARGUMENT', `unexpected argument "${parsed.positionals[positionals.max]}"`);
   }
   return parsed;
+}
+
+/** A token that reads as a negative number (or starts like one): a value, never a flag. */
+const NEGATIVE = /^-[0-9.]/;
+
+/** `--flag -5` and `-f -5` as `--flag=-5`, for the flags that take a value. */
+function joinNegativeValues(argv: readonly string[], options: ParseArgsOptionsConfig): string[] {
+  const takesValue = (arg: string): string | undefined => {
+    if (arg === '--') return undefined;
+    const long = /^--([^=]+)$/.exec(arg)?.[1];
+    if (long !== undefined) return options[long]?.type === 'string' ? long : undefined;
+    const short = /^-([^-])$/.exec(arg)?.[1];
+    return short === undefined ? undefined : Object.entries(options).find(([, option]) => option.short === short && option.type === 'string')?.[0];
+  };
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    if (arg === '--') {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const flag = takesValue(arg);
+    const next = argv[i + 1];
+    if (flag !== undefined && next !== undefined && NEGATIVE.test(next)) {
+      out.push(`--${flag}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
 }
 
 /** Parses an integer flag strictly (digits only) within [min, max]. */

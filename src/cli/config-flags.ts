@@ -1,5 +1,7 @@
 import type { ParseArgsOptionsConfig } from 'node:util';
-import { configKeys, loadConfig, parseOnOff, type LoadedConfig } from '../server/config.ts';
+import { loadConfig, type LoadedConfig } from '../config/load.ts';
+import { parseOnOff } from '../config/read.ts';
+import { configKeys } from '../config/schema.ts';
 
 /**
  * Every configuration key as a CLI flag (`IDMINT_SEGMENT_STORE` is `--segment-store`), plus
@@ -25,19 +27,26 @@ export function normalizeBooleanFlags(argv: readonly string[]): string[] {
   });
 }
 
-/** The help lines for the configuration flags, generated from the schema so they cannot drift. */
-export function configFlagHelp(): string {
-  const rows = configKeys().map((key) => {
+/**
+ * The help lines for the configuration flags, generated from the schema so they cannot drift.
+ * With `section` (`segment`), only that part's keys are listed, and a line says the rest are
+ * accepted too: a command that uses only the store need not list the server's every key.
+ */
+export function configFlagHelp(section?: string): string {
+  const keys = configKeys().filter((key) => section === undefined || key.key.startsWith(`${section}.`));
+  const rows = keys.map((key) => {
     const name = key.spec.boolean === true ? `--[no-]${key.flag}` : `--${key.flag} V`;
     const fallback = key.spec.secret === true ? '' : ` (default ${JSON.stringify(key.spec.default)})`;
-    return `      ${name.padEnd(34)}${key.spec.env}${fallback}`;
+    const variables = key.spec.fallbackEnv === undefined ? key.spec.env : `${key.spec.env} or ${key.spec.fallbackEnv}`;
+    return `      ${name.padEnd(34)}${variables}${fallback}`;
   });
   return [
     '  -c, --config FILE                     config file, JSON or YAML (also IDMINT_CONFIG)',
     ...rows,
+    ...(section === undefined ? [] : ['      (every other configuration flag of "idmint serve --help" is accepted too)']),
     '',
-    'Precedence: config file < environment variables < flags. docs/configuration.md describes',
-    'every key, its default and what it allows.',
+    'Precedence: config file < environment variables < flags (IDMINT_PORT before PORT).',
+    'docs/configuration.md describes every key, its default and what it allows.',
   ].join('\n');
 }
 

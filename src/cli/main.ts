@@ -1,5 +1,6 @@
 // The `idmint` executable: binds the CLI to this process's streams, exit code and signals.
 import { readFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { runCli } from './cli.ts';
 import type { CliIo } from './io.ts';
 
@@ -21,9 +22,30 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   throw error;
 });
 
+/** Resolves once everything written to `stream` so far has been handed to the OS. */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => stream.write('', () => resolve()));
+}
+
+let code: number;
 try {
-  process.exitCode = await runCli(process.argv.slice(2), io, version);
+  const result = await runCli(process.argv.slice(2), io, version);
+  if (typeof result !== 'number') {
+    // Interrupted before the work was done: die by the signal, as an interrupted program should,
+    // so a calling shell stops and a supervisor sees a stop, not a failure. (128 + the signal's
+    // number is what a shell reports either way, should the signal not end the process at once.)
+    await flushed(process.stderr);
+    process.removeAllListeners(result.signal);
+    process.kill(process.pid, result.signal);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    process.exit(128 + (constants.signals[result.signal] ?? 0));
+  }
+  code = result as number;
 } catch (error) {
   process.stderr.write(`idmint: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exitCode = 1;
+  code = 1;
 }
+// The command is done: exit now, even if a driver left a socket or timer behind that its bounded
+// close() could not end. Nothing may keep a finished command's process alive.
+await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+process.exit(code);

@@ -1,4 +1,6 @@
 import { ERROR_CODES, IdMintError, type ErrorCode } from '../core/errors.ts';
+import type { TagJson } from '../shared/tag-json.ts';
+import { sleep } from '../shared/time.ts';
 
 /** Options for {@link IdMintClient}. */
 export interface IdMintClientOptions {
@@ -20,13 +22,7 @@ export interface IdMintClientOptions {
 }
 
 /** A tag as the server reports it; `maxId` is a decimal string (it may exceed 2^53). */
-export interface Tag {
-  readonly tag: string;
-  readonly maxId: string;
-  readonly step: number;
-  readonly description: string | null;
-  readonly updatedAt: string | null;
-}
+export type Tag = TagJson;
 
 /** The parts of a snowflake ID, as `/v1/snowflake/decode/{id}` answers. */
 export interface DecodedId {
@@ -39,6 +35,55 @@ export interface DecodedId {
   readonly datacenterId?: number;
   readonly workerId: number;
   readonly sequence: number;
+}
+
+/** An ID family the server issues at `/v1/<family>`. */
+export type IdFamilyName = 'uuid7' | 'uuid4' | 'ulid' | 'objectid';
+
+/**
+ * What `/v1/decode/{id}` answers: the detected format and its parts (docs/formats.md, Decoding).
+ * Which fields are present depends on `format`; dates are ISO strings.
+ */
+export interface DecodedAnyId {
+  readonly format: 'uuid' | 'ulid' | 'objectid' | 'snowflake';
+  /** The ID in its canonical form. */
+  readonly id: string;
+  readonly timestamp?: number;
+  readonly date?: string;
+  /** UUID. */
+  readonly version?: number;
+  readonly variant?: string;
+  /** UUIDv7. */
+  readonly randA?: number;
+  readonly randB?: string;
+  /** UUIDv7 and ObjectId. */
+  readonly counter?: number;
+  /** ULID: the 80-bit random part, 20 hex digits. */
+  readonly random?: string;
+  /** ObjectId: the per-process random value, 10 hex digits. */
+  readonly processRandom?: string;
+  /** Snowflake (a decimal ID under the server's layout). */
+  readonly layout?: string;
+  readonly datacenterId?: number;
+  readonly workerId?: number;
+  readonly sequence?: number;
+}
+
+/** The dense ID behind an opaque segment ID (`/v1/opaque/segment/{tag}/{id}`). */
+export interface DecodedOpaqueSegmentId {
+  readonly tag: string;
+  readonly id: string;
+  /** The dense segment ID, in decimal. */
+  readonly dense: string;
+  /** The key the ID was made under. */
+  readonly keyId: number;
+}
+
+/** The snowflake ID behind an opaque one, and its parts (`/v1/opaque/snowflake/{id}`). */
+export interface DecodedOpaqueSnowflakeId extends DecodedId {
+  /** The snowflake ID, in decimal (`id` is the opaque ID as given). */
+  readonly dense: string;
+  readonly keyId: number;
 }
 
 /** `/readyz`: whether the server should get traffic, and each check's state. */
@@ -110,6 +155,52 @@ export class IdMintClient {
     return this.#request('GET', `/v1/snowflake/decode/${encodeURIComponent(String(id))}`);
   }
 
+  /** `count` IDs of a family (UUIDv7, UUIDv4, ULID, ObjectId), in the order the server made them. */
+  async ids(family: IdFamilyName, count = 1): Promise<string[]> {
+    if (!FAMILIES.has(family)) throw new IdMintError('INVALID_ARGUMENT', `family must be one of ${[...FAMILIES].join(', ')}, got ${JSON.stringify(family)}`);
+    return (await this.#request<{ ids: string[] }>('GET', `/v1/${family}?count=${count}`)).ids;
+  }
+
+  /** `count` UUIDv7s, strictly increasing. */
+  uuid7(count = 1): Promise<string[]> {
+    return this.ids('uuid7', count);
+  }
+
+  /** `count` UUIDv4s. */
+  uuid4(count = 1): Promise<string[]> {
+    return this.ids('uuid4', count);
+  }
+
+  /** `count` ULIDs, strictly increasing. */
+  ulid(count = 1): Promise<string[]> {
+    return this.ids('ulid', count);
+  }
+
+  /** `count` MongoDB ObjectIds. */
+  objectId(count = 1): Promise<string[]> {
+    return this.ids('objectid', count);
+  }
+
+  /** The format and parts of any ID idmint makes, detected by its shape (`/v1/decode/{id}`). */
+  async decodeAny(id: string | bigint): Promise<DecodedAnyId> {
+    return this.#request('GET', `/v1/decode/${encodeURIComponent(String(id))}`);
+  }
+
+  /** `count` opaque snowflake IDs (25-digit decimal strings). */
+  async opaqueSnowflake(count = 1): Promise<string[]> {
+    return (await this.#request<{ ids: string[] }>('GET', `/v1/opaque/snowflake?count=${count}`)).ids;
+  }
+
+  /** The dense ID behind an opaque ID of `tag` (admin token); INVALID_ID if it is not one of the tag's. */
+  async decodeOpaque(tag: string, id: string | bigint): Promise<DecodedOpaqueSegmentId> {
+    return this.#request('GET', `/v1/opaque/segment/${encodeURIComponent(tag)}/${encodeURIComponent(String(id))}`);
+  }
+
+  /** The snowflake ID behind an opaque one, and its parts (admin token). */
+  async decodeOpaqueSnowflake(id: string | bigint): Promise<DecodedOpaqueSnowflakeId> {
+    return this.#request('GET', `/v1/opaque/snowflake/${encodeURIComponent(String(id))}`);
+  }
+
   /** Every tag the token may see, sorted by name. */
   async listTags(): Promise<Tag[]> {
     return (await this.#request<{ tags: Tag[] }>('GET', '/v1/tags')).tags;
@@ -121,13 +212,13 @@ export class IdMintClient {
   }
 
   /** Creates a tag (admin token); TAG_EXISTS if it exists. */
-  async createTag(tag: { tag: string; step: number; startId?: string | bigint | number; description?: string | null }): Promise<Tag> {
+  async createTag(tag: { tag: string; step: number; startId?: string | bigint | number; description?: string | null; opaque?: boolean }): Promise<Tag> {
     const { startId, ...rest } = tag;
     return this.#request('POST', '/v1/tags', startId === undefined ? rest : { ...rest, startId: String(startId) }, 'json', false);
   }
 
-  /** Changes a tag's step and/or description (admin token). */
-  async updateTag(tag: string, update: { step?: number; description?: string | null }): Promise<Tag> {
+  /** Changes a tag's step and/or description, or makes it opaque (admin token). */
+  async updateTag(tag: string, update: { step?: number; description?: string | null; opaque?: boolean }): Promise<Tag> {
     return this.#request('PATCH', `/v1/tags/${encodeURIComponent(tag)}`, update, 'json', false);
   }
 
@@ -148,7 +239,7 @@ export class IdMintClient {
         const failure = error instanceof IdMintError ? error : unreachable(this.#base, error);
         // Creating or changing a tag is not repeated: a lost reply may mean it succeeded.
         if (!retry || !failure.retryable || attempt >= this.#retries) throw failure;
-        await delay(Math.min(this.#maxRetryDelayMs, Number(failure.details?.['retryAfterMs'] ?? 100)));
+        await sleep(Math.min(this.#maxRetryDelayMs, Number(failure.details?.['retryAfterMs'] ?? 100)));
       }
     }
   }
@@ -192,9 +283,8 @@ function unreachable(base: string, error: unknown): IdMintError {
   return new IdMintError('SERVER_UNAVAILABLE', `idmint server ${base} did not answer: ${reason}`, { cause: error });
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+
+const FAMILIES: ReadonlySet<string> = new Set(['uuid7', 'uuid4', 'ulid', 'objectid']);
 
 function checkCount(name: string, value: number, min: number): number {
   if (!Number.isSafeInteger(value) || value < min) throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer >= ${min}, got ${String(value)}`);

@@ -49,8 +49,9 @@ export const DEFAULT_ROLLBACK_POLICY: RollbackPolicyName = 'wait';
 
 // Waits block the calling thread (the generator is synchronous, so it stays a counter increment on
 // the hot path); an hour-long wait would freeze a server, which is Sonyflake's sleep bug. These caps
-// keep every wait short enough to be invisible next to a network round trip.
-const LIMITS = {
+// keep every wait short enough to be invisible next to a network round trip. Exported so the server
+// configuration states the same bounds.
+export const ROLLBACK_LIMITS = {
   maxBackwardMs: { fallback: 5, max: 1000 },
   maxLeadMs: { fallback: 1000, max: 86_400_000 },
   maxWaitMs: { fallback: 10, max: 1000 },
@@ -63,10 +64,10 @@ export function resolveRollbackPolicy(options: RollbackPolicyOptions = {}): Roll
   if (!ROLLBACK_POLICIES.includes(name)) {
     throw new IdMintError('INVALID_ARGUMENT', `rollback policy must be one of ${ROLLBACK_POLICIES.join(', ')}, got "${String(name)}"`);
   }
-  const bound = (key: keyof typeof LIMITS): number => {
-    const value = options[key] ?? LIMITS[key].fallback;
-    if (!Number.isInteger(value) || value < 0 || value > LIMITS[key].max) {
-      throw new IdMintError('INVALID_ARGUMENT', `rollback ${key} must be an integer from 0 to ${LIMITS[key].max} ms, got ${String(value)}`);
+  const bound = (key: keyof typeof ROLLBACK_LIMITS): number => {
+    const value = options[key] ?? ROLLBACK_LIMITS[key].fallback;
+    if (!Number.isInteger(value) || value < 0 || value > ROLLBACK_LIMITS[key].max) {
+      throw new IdMintError('INVALID_ARGUMENT', `rollback ${key} must be an integer from 0 to ${ROLLBACK_LIMITS[key].max} ms, got ${String(value)}`);
     }
     return value;
   };

@@ -25,7 +25,7 @@ export const ERROR_CODES = {
   INVALID_ID: {
     status: 400,
     retryable: false,
-    summary: 'An ID to decode is not a canonical non-negative decimal integer that fits the layout.',
+    summary: 'An ID to decode is malformed for its format (decimal, UUID, ULID, ObjectId), does not fit the layout, or is not an opaque ID of the tag under a configured key.',
   },
   LAYOUT_INVALID: {
     status: 500,
@@ -36,6 +36,11 @@ export const ERROR_CODES = {
     status: 500,
     retryable: false,
     summary: 'A configuration value is invalid; the message names the key, the value and what is allowed.',
+  },
+  DRIVER_MISSING: {
+    status: 500,
+    retryable: false,
+    summary: 'The database or coordinator driver a URL needs is not installed; the message names the npm package.',
   },
   UNAUTHORIZED: {
     status: 401,
@@ -52,6 +57,16 @@ export const ERROR_CODES = {
     retryable: false,
     summary: 'No route answers this method and path (the message points to /openapi.json).',
   },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    retryable: false,
+    summary: 'The path exists but not for this method; the Allow header lists the methods it takes.',
+  },
+  REQUEST_TIMEOUT: {
+    status: 408,
+    retryable: false,
+    summary: 'The request did not arrive whole within api.requestTimeoutMs; the connection is closed.',
+  },
   MODE_DISABLED: {
     status: 404,
     retryable: false,
@@ -66,6 +81,16 @@ export const ERROR_CODES = {
     status: 415,
     retryable: false,
     summary: 'The request body is not JSON (send Content-Type: application/json).',
+  },
+  EXPECTATION_FAILED: {
+    status: 417,
+    retryable: false,
+    summary: 'The request has an Expect header other than 100-continue, the only expectation the server meets.',
+  },
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    retryable: false,
+    summary: "The request's headers are larger than the server accepts (16 KiB in all).",
   },
   SERVER_UNAVAILABLE: {
     status: 503,
@@ -97,6 +122,11 @@ export const ERROR_CODES = {
     retryable: true,
     summary: 'The segment store (database) failed or timed out, and no buffered range is left to serve from.',
   },
+  TAG_MISCONFIGURED: {
+    status: 500,
+    retryable: false,
+    summary: "A tag's stored row allows no allocation (a step of 0 or less, a negative max_id, written outside idmint; or a residue class that is not the store's, in a set of databases); fix the row or the configuration.",
+  },
   ID_SPACE_EXHAUSTED: {
     status: 503,
     retryable: false,
@@ -127,10 +157,25 @@ export const ERROR_CODES = {
     retryable: true,
     summary: "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs until it is renewed.",
   },
+  MONOTONIC_OVERFLOW: {
+    status: 503,
+    retryable: true,
+    summary: "A monotonic ULID generator's 80-bit random part would overflow within its millisecond (the ULID spec's error); the next millisecond starts afresh.",
+  },
+  OPAQUE_DOMAIN_EXHAUSTED: {
+    status: 503,
+    retryable: false,
+    summary: "A dense ID is past its opaque domain's limit, so it has no opaque form; nothing is issued rather than a wrapped or repeated ID.",
+  },
+  OPAQUE_UNAVAILABLE: {
+    status: 503,
+    retryable: false,
+    summary: 'Opaque IDs are asked for (an opaque tag, an opaque route) but not set up here: the server has no opaque keys (IDMINT_OPAQUE_KEYS), or the segment table lacks the opaque column (idmint db init adds it).',
+  },
   TIME_OVERFLOW: {
     status: 503,
     retryable: false,
-    summary: "The layout's time field is used up: the next ID would wrap or turn negative, so none is issued.",
+    summary: "The time field of a layout or an ID family is used up: the next ID would wrap or turn negative, so none is issued.",
   },
 } as const satisfies Record<string, ErrorCodeInfo>;
 

@@ -1,18 +1,21 @@
 import type { Clock } from '../ports/clock.ts';
-import type { SegmentRange, SegmentStore } from '../ports/segment-store.ts';
+import type { SegmentRange } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from './errors.ts';
+import { MAX_SEGMENT_DATABASES } from './segment-limits.ts';
 import { nextStep, type StepPolicy } from './step-policy.ts';
-import { withTimeout } from './timeout.ts';
 
 /** What every tag's buffer shares with its service. */
 export interface SegmentBufferSettings {
-  readonly store: SegmentStore;
+  /**
+   * Allocates a range: the store's `allocate`, bounded in time by the service (core keeps no
+   * timers). A call that outlives its bound rejects with STORE_UNAVAILABLE whose details say
+   * `abandoned: true`: its outcome is unknown, so its range is skipped.
+   */
+  readonly allocate: (tag: string, step: number | undefined) => Promise<SegmentRange>;
   readonly clock: Clock;
   readonly stepPolicy: StepPolicy;
   /** Fraction of a range issued before the next range is loaded (Leaf: 0.1). */
   readonly prefetchThreshold: number;
-  /** An allocation that takes longer is abandoned: its range is skipped. */
-  readonly loadTimeoutMs: number;
   /** After a failed load, no new load starts for this long; callers with nothing buffered fail fast. */
   readonly retryAfterMs: number;
   /** Called after every load, for logs and latency histograms. */
@@ -36,7 +39,7 @@ export interface SegmentTagStats {
   readonly tag: string;
   /** Step of the latest range (the dynamic step); 0 before the first load. */
   readonly step: number;
-  /** The tag's configured step as last seen in the store: the dynamic step's floor. */
+  /** The tag's configured step as last seen in the store (an allocation or a tag refresh). */
   readonly tagStep: number;
   /** IDs that can be issued without touching the store: rest of the current range plus the next one. */
   readonly remaining: number;
@@ -48,35 +51,61 @@ export interface SegmentTagStats {
   readonly loads: number;
   /** Failed range loads (including abandoned ones). */
   readonly loadFailures: number;
-  /** Loads abandoned after `loadTimeoutMs`: if the store committed them, their ranges are skipped. */
+  /** Loads abandoned after the service's load timeout: if the store committed them, their ranges are skipped. */
   readonly abandonedLoads: number;
   /** Sum and maximum of successful load latencies, in ms. */
   readonly loadMsTotal: number;
   readonly loadMsMax: number;
   /** Message of the latest load failure while it still blocks loading (within retryAfterMs); else null. */
   readonly lastError: string | null;
+  /** Code of that failure (`lastError`'s), or null. */
+  readonly lastErrorCode: string | null;
+  /** IDs handed out so far (every range loaded, less what is still buffered): its growth is the draw rate. */
+  readonly issued: number;
+  /** The range IDs are issued from now: `[start, end)`, `position` the next ID; null before the first. */
+  readonly range: { readonly start: bigint; readonly end: bigint; readonly position: bigint } | null;
+  /** The loaded, not yet started range; null when none is waiting. */
+  readonly next: { readonly start: bigint; readonly end: bigint } | null;
 }
 
-/** The unissued IDs a closed buffer leaves: a tail it may give back, and what is lost for good. */
+/** The unissued IDs a closed buffer leaves: tails it may give back, and what is lost for good. */
 export interface SegmentLeftover {
-  /** `[from, to)`: the unissued top of this buffer's ranges, contiguous up to the last range's end. */
-  readonly tail: { readonly from: bigint; readonly to: bigint } | undefined;
-  /** Unissued IDs below a gap (current range remainder when the next range is not adjacent). */
+  /**
+   * The unissued tops of this buffer's ranges, at most one per residue class (per database of a
+   * set): `[from, to)` stepping by `stride`, contiguous up to the end of the latest range of its
+   * class. Empty when nothing is left.
+   */
+  readonly tails: readonly SegmentTail[];
+  /** Unissued IDs below a gap (current range remainder when the next range of its class is not adjacent). */
   readonly wasted: number;
+}
+
+/** An unissued tail: `from`, `from + stride`, ... below `to`; `ids` of them. */
+export interface SegmentTail {
+  readonly from: bigint;
+  readonly to: bigint;
+  readonly stride: number;
+  readonly ids: number;
 }
 
 /**
  * One tag's double buffer: a current range that IDs are issued from and a next range loaded in
  * the background once `prefetchThreshold` of the current one is issued (Leaf's design).
  *
- * The hot path, {@link nextSync}, is a number decrement and a bigint increment: `#left` counts
+ * The hot path, {@link nextSync}, is a number decrement and a bigint addition: `#left` counts
  * the IDs the fast path may issue before anything needs a look (the prefetch threshold, or the end
  * of the range). Everything else (starting a load, switching ranges, backing off after a failure)
  * happens in `#refill`, at most a few times per range.
  *
+ * A range's IDs are `stride` apart (1 from one database; N from one database of a set of N,
+ * whose IDs share a residue mod N): the cursor steps by it, and counts divide by it.
+ *
  * Invariants that keep IDs unique: an ID is issued only from a range the store returned to this
- * buffer; `#cursor` only moves forwards; a new range must start at or above the end of every range
- * loaded before (a store that goes back is refused); an abandoned load's range is never used.
+ * buffer; `#cursor` only moves forwards; every range has the stride of the first; a new range must
+ * start at or above the end of every range of its residue class loaded before (a store that goes
+ * back is refused; with one database there is one class, so that is every range); an abandoned
+ * load's range is never used. Ranges of different classes never share an ID, so a set's databases
+ * may each be anywhere: IDs increase per class, and across classes only as the databases do.
  */
 export class SegmentBuffer {
   readonly tag: string;
@@ -86,19 +115,28 @@ export class SegmentBuffer {
   #cursor = 0n;
   /** One past the current range's last ID; `#cursor === #end` when it is used up. */
   #end = 0n;
+  /** Distance between the current range's IDs (1n from one database). */
+  #stride = 1n;
+  /** First ID of the current range, for stats; -1n before the first range. */
+  #start = -1n;
   /** IDs the fast path may issue before `#refill` must look. Never more than `#end - #cursor`. */
   #left = 0;
   /** The loaded, not yet started range. */
   #next: SegmentRange | undefined;
   /** The one load in flight; every caller that needs it shares it. */
   #loading: Promise<void> | undefined;
-  /** Step of the latest range (0 before the first: the first load uses the tag's stored step). */
+  /** Step of the latest range; 0 before the first load. */
   #step = 0;
+  /** The tag's step as last seen in the store (an allocation or a tag refresh), for stats. */
   #tagStep: number;
+  /** The stored step read with the latest allocation: Leaf's `minStep`, the floor of a shrink. */
+  #minStep = 0;
   /** Clock time of the latest successful load, for the dynamic step. */
   #lastLoadAt = 0;
-  /** End of the latest range loaded: a new range below it would repeat IDs. */
-  #highest = 0n;
+  /** Per residue class (`start % stride`), the end of its latest range: a new range of the class below it would repeat IDs. */
+  readonly #highest = new Map<bigint, bigint>();
+  /** The stride of every range: fixed by the first one loaded (undefined before). */
+  #rangeStride: number | undefined;
   /** The latest failure, and when the next load may be tried. */
   #failure: { readonly error: IdMintError; readonly retryAt: number } | undefined;
   #closed = false;
@@ -108,6 +146,8 @@ export class SegmentBuffer {
   #abandonedLoads = 0;
   #loadMsTotal = 0;
   #loadMsMax = 0;
+  /** IDs in every range loaded (stats: issued = this less what is still buffered). */
+  #loadedIds = 0;
 
   constructor(tag: string, tagStep: number, settings: SegmentBufferSettings) {
     this.tag = tag;
@@ -119,7 +159,10 @@ export class SegmentBuffer {
   nextSync(): bigint | undefined {
     if (this.#left > 0) {
       this.#left--;
-      return this.#cursor++;
+      // Not `this.#cursor++`: the postfix form on a private field measured at half this speed.
+      const id = this.#cursor;
+      this.#cursor = id + this.#stride;
+      return id;
     }
     return this.#refill();
   }
@@ -135,8 +178,12 @@ export class SegmentBuffer {
       if (first === undefined) break;
       out.push(first);
       const run = Math.min(count - taken - 1, this.#left);
+      const stride = this.#stride;
       let id = this.#cursor;
-      for (let i = 0; i < run; i++) out.push(id++);
+      for (let i = 0; i < run; i++) {
+        out.push(id);
+        id += stride;
+      }
       this.#cursor = id;
       this.#left -= run;
       taken += run + 1;
@@ -147,7 +194,7 @@ export class SegmentBuffer {
   /** IDs that {@link take} can hand out right now without waiting. */
   available(): number {
     if (this.#closed) return 0;
-    return Number(this.#end - this.#cursor) + (this.#next === undefined ? 0 : this.#next.step);
+    return Number((this.#end - this.#cursor) / this.#stride) + (this.#next === undefined ? 0 : this.#next.step);
   }
 
   /**
@@ -174,21 +221,39 @@ export class SegmentBuffer {
     if (this.#loading !== undefined) await this.#loading.catch(() => undefined);
     const cursor = this.#cursor;
     const end = this.#end;
+    const stride = Number(this.#stride);
     const next = this.#next;
     this.#next = undefined;
     this.#cursor = end;
-    if (next === undefined) return { tail: cursor < end ? { from: cursor, to: end } : undefined, wasted: 0 };
+    const rest = cursor < end ? { from: cursor, to: end, stride, ids: Number((end - cursor) / this.#stride) } : undefined;
+    if (next === undefined) return { tails: rest === undefined ? [] : [rest], wasted: 0 };
+    const upper = { from: next.start, to: next.end, stride: next.stride ?? 1, ids: next.step };
+    if (rest === undefined) return { tails: [upper], wasted: 0 };
     // The current remainder joins the tail only if the next range continues it directly.
-    const adjacent = cursor < end && end === next.start;
-    return { tail: { from: adjacent ? cursor : next.start, to: next.end }, wasted: adjacent ? 0 : Number(end - cursor) };
+    if (end === next.start) return { tails: [{ from: cursor, to: next.end, stride, ids: rest.ids + next.step }], wasted: 0 };
+    // A remainder of another residue class came from another database of a set, whose max_id
+    // the next range did not move: it is the top of its own class and may go back there. (With
+    // one database there is one class, and a remainder below a gap is wasted, as before.)
+    if ((next.start - end) % this.#stride !== 0n) return { tails: [upper, rest], wasted: 0 };
+    return { tails: [upper], wasted: rest.ids };
   }
 
-  /** The tag's configured step as the store now reports it: the floor from the next load on. */
+  /**
+   * The tag's configured step as the store now reports it, for stats. The dynamic step does not
+   * follow it: as in Leaf, a new stored step applies to the first two loads after a restart and
+   * is the floor of shrinking from the next allocation on (see nextStep).
+   */
   setTagStep(step: number): void {
     this.#tagStep = step;
   }
 
+  /** IDs handed out so far; read by the dashboard's sampler every second, so it allocates nothing. */
+  issued(): number {
+    return this.#loadedIds - this.available();
+  }
+
   stats(): SegmentTagStats {
+    const next = this.#next;
     return {
       tag: this.tag,
       step: this.#step,
@@ -202,6 +267,10 @@ export class SegmentBuffer {
       loadMsTotal: this.#loadMsTotal,
       loadMsMax: this.#loadMsMax,
       lastError: this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt ? this.#failure.error.message : null,
+      lastErrorCode: this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt ? this.#failure.error.code : null,
+      issued: this.issued(),
+      range: this.#start < 0n ? null : { start: this.#start, end: this.#end, position: this.#cursor },
+      next: next === undefined ? null : { start: next.start, end: next.end },
     };
   }
 
@@ -215,20 +284,26 @@ export class SegmentBuffer {
       }
       // Range switch: the next range becomes current; up to the threshold no look is needed.
       this.#next = undefined;
+      this.#start = next.start;
       this.#cursor = next.start;
       this.#end = next.end;
+      this.#stride = BigInt(next.stride ?? 1);
       this.#left = Math.floor(next.step * this.#s.prefetchThreshold);
       if (this.#left > 0) {
         this.#left--;
-        return this.#cursor++;
+        const id = this.#cursor;
+        this.#cursor = id + this.#stride;
+        return id;
       }
     }
     // Past the threshold: make sure the next range is ready or on its way. While a failed load
     // waits out its retry delay, #left stays 0 so every call comes back here and retries in time,
     // before the current range runs dry.
     const covered = this.#prefetch();
-    this.#left = covered ? Number(this.#end - this.#cursor) - 1 : 0;
-    return this.#cursor++;
+    this.#left = covered ? Number((this.#end - this.#cursor) / this.#stride) - 1 : 0;
+    const id = this.#cursor;
+    this.#cursor = id + this.#stride;
+    return id;
   }
 
   /** Starts a load unless a range is ready or loading; false while backing off after a failure. */
@@ -242,17 +317,13 @@ export class SegmentBuffer {
 
   #load(): Promise<void> {
     const s = this.#s;
-    // The first load takes the tag's stored step in the same atomic step as the allocation.
-    const step = this.#step === 0 ? undefined : nextStep(s.stepPolicy, { step: this.#step, tagStep: this.#tagStep, lastedMs: s.clock.now() - this.#lastLoadAt });
+    // Leaf's first two loads (the first range and the first prefetch) take the tag's stored step,
+    // read in the same atomic step as the allocation; the dynamic step starts with the third,
+    // timed from the second (SegmentIDGenImpl.updateSegmentFromDb's three branches).
+    const step =
+      this.#loads < 2 ? undefined : nextStep(s.stepPolicy, { step: this.#step, minStep: this.#minStep, lastedMs: s.clock.now() - this.#lastLoadAt });
     const started = performance.now(); // latency for stats only; behaviour reads the injected clock
-    const loading = withTimeout(s.store.allocate(this.tag, step), s.loadTimeoutMs, () => {
-      this.#abandonedLoads++;
-      return new IdMintError(
-        'STORE_UNAVAILABLE',
-        `tag "${this.tag}": allocating a range took longer than ${s.loadTimeoutMs} ms; its outcome is unknown, so that range is skipped`,
-        { details: { tag: this.tag, timeoutMs: s.loadTimeoutMs } },
-      );
-    }).then(
+    const loading = s.allocate(this.tag, step).then(
       (range) => this.#loaded(range, step, performance.now() - started),
       (error: unknown) => this.#failed(error, performance.now() - started),
     );
@@ -261,32 +332,39 @@ export class SegmentBuffer {
   }
 
   #loaded(range: SegmentRange, step: number | undefined, ms: number): void {
-    const valid =
-      range.tag === this.tag &&
-      range.step >= 1 &&
-      range.end - range.start === BigInt(range.step) &&
-      (step === undefined || range.step === step) &&
-      range.start >= this.#highest;
-    if (!valid) {
-      // A store that hands out a range below one already loaded (a restored backup, a reset
-      // row) would make this process repeat IDs: refuse it rather than issue from it.
+    const stride = range.stride ?? 1;
+    const strideOk = Number.isSafeInteger(stride) && stride >= 1 && stride <= MAX_SEGMENT_DATABASES;
+    const residue = strideOk ? range.start % BigInt(stride) : 0n;
+    const highest = this.#highest.get(residue) ?? 0n;
+    // A store that hands out a range below one already loaded of its class (a restored backup, a
+    // reset row), or of another stride (a set re-formed under a running node), would make this
+    // process repeat IDs: refuse it rather than issue from it.
+    const problem = !(strideOk && range.tag === this.tag && range.step >= 1 && range.end - range.start === BigInt(range.step) * BigInt(stride) && (step === undefined || range.step === step))
+      ? 'which is malformed'
+      : this.#rangeStride !== undefined && stride !== this.#rangeStride
+        ? `whose stride ${stride} is not the stride ${this.#rangeStride} of the ranges before it (was the set of databases re-formed under this node?)`
+        : range.start < highest
+          ? `which starts below IDs already loaded (${highest}); was max_id moved back?`
+          : undefined;
+    if (problem !== undefined) {
       this.#failed(
-        new IdMintError(
-          'STORE_UNAVAILABLE',
-          `tag "${this.tag}": the store returned range [${range.start}, ${range.end}) of step ${range.step}, which is malformed or starts below IDs already loaded (${this.#highest}); was max_id moved back?`,
-          { details: { tag: this.tag, start: range.start.toString(), end: range.end.toString(), highest: this.#highest.toString() } },
-        ),
+        new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": the store returned range [${range.start}, ${range.end}) of step ${range.step}${stride === 1 ? '' : ` and stride ${String(stride)}`}, ${problem}`, {
+          details: { tag: this.tag, start: range.start.toString(), end: range.end.toString(), stride: String(stride), highest: highest.toString() },
+        }),
         ms,
       );
     }
     this.#loading = undefined;
     this.#failure = undefined;
-    this.#highest = range.end;
+    this.#rangeStride = stride;
+    this.#highest.set(residue, range.end);
     this.#next = range;
     this.#step = range.step;
     this.#tagStep = range.tagStep;
+    this.#minStep = range.tagStep;
     this.#lastLoadAt = this.#s.clock.now();
     this.#loads++;
+    this.#loadedIds += range.step;
     this.#loadMsTotal += ms;
     if (ms > this.#loadMsMax) this.#loadMsMax = ms;
     this.#s.onEvent?.({ type: 'load', tag: this.tag, ms, range });
@@ -296,6 +374,7 @@ export class SegmentBuffer {
     const error = isIdMintError(cause)
       ? cause
       : new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": allocating a range failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    if (error.details?.abandoned === true) this.#abandonedLoads++;
     this.#loading = undefined;
     this.#failure = { error, retryAt: this.#s.clock.now() + this.#s.retryAfterMs };
     this.#left = 0; // the fast path must look again, so a retry happens while IDs are still buffered

@@ -6,7 +6,7 @@ import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import type { RollbackPolicyOptions } from './clock-policy.ts';
 import { isIdMintError, type ErrorCode } from './errors.ts';
 import { decomposeId, defineLayout, getLayout } from './layout.ts';
-import { SnowflakeGenerator, type SnowflakeOptions } from './snowflake.ts';
+import { SnowflakeGenerator, maxBatchFor, type SnowflakeOptions } from './snowflake.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const layout = getLayout('idmint');
@@ -366,5 +366,95 @@ describe('SnowflakeGenerator: low-traffic spread', () => {
 
   it('rejects a spread above half the sequence space', () => {
     throwsCode(() => generator(new ManualClock(T0), undefined, { sequenceSpread: 2049 }), 'INVALID_ARGUMENT', /sequenceSpread must be an integer from 0 to 2048/);
+  });
+});
+
+describe('SnowflakeGenerator: nextReady, batches that never wait for the clock', () => {
+  const sixtyFour = defineLayout({ name: 'sixty-four', timeBits: 41, workerBits: 6, sequenceBits: 6, epoch: '2026-01-01T00:00:00Z', totalBits: 53 });
+
+  it('takes what the current time unit holds and stops, without sleeping; readyAt is the next unit', () => {
+    const clock = new ManualClock(T0);
+    const gen = generator(clock, undefined, { layout: sixtyFour });
+    const ids = new Array<bigint>(200);
+    assert.equal(gen.nextReady(ids, 0, 200), 64, 'one unit of 64');
+    assert.equal(clock.sleptMs, 0, 'never asked the clock to sleep');
+    assert.equal(gen.readyAt(), T0 + 1);
+    assert.equal(gen.nextReady(ids, 64, 200), 64, 'nothing more until the clock moves');
+    clock.advance(1);
+    assert.equal(gen.nextReady(ids, 64, 200), 128);
+    clock.advance(5);
+    assert.equal(gen.nextReady(ids, 128, 200), 192);
+    clock.advance(1);
+    assert.equal(gen.nextReady(ids, 192, 200), 200, 'stops at the end asked for, mid-unit');
+    assert.ok(ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)), 'strictly increasing');
+    assert.deepEqual(
+      [0, 63, 64, 127, 128, 199].map((i) => decomposeId(ids[i] ?? 0n, sixtyFour).timestamp - T0),
+      [0, 0, 1, 1, 6, 7],
+    );
+    // The rest of the unit is still there for next(), after the batch.
+    assert.ok(gen.next() > (ids[199] ?? 0n));
+    assert.equal(clock.sleptMs, 0);
+  });
+
+  it('borrow: runs ahead of the clock up to the lead, then stops; readyAt is when the lead allows the next unit', () => {
+    const clock = new ManualClock(T0);
+    const gen = generator(clock, { policy: 'borrow', maxLeadMs: 3 }, { layout: sixtyFour });
+    const ids = new Array<bigint>(1000);
+    // Units T0 to T0 + 3: four of 64.
+    assert.equal(gen.nextReady(ids, 0, 1000), 256);
+    assert.equal(clock.sleptMs, 0);
+    assert.equal(decomposeId(ids[255] ?? 0n, sixtyFour).timestamp, T0 + 3);
+    assert.equal(gen.readyAt(), T0 + 1);
+    clock.advance(1);
+    assert.equal(gen.nextReady(ids, 256, 1000), 320);
+  });
+
+  it('borrow: a rollback past the lead is waited for only as long as next() waits (maxWaitMs), then refused at once', () => {
+    const clock = new ManualClock(T0);
+    const gen = generator(clock, { policy: 'borrow', maxLeadMs: 3, maxWaitMs: 10 }, { layout: sixtyFour });
+    const ids = new Array<bigint>(100);
+    assert.equal(gen.nextReady(ids, 0, 10), 10);
+    // 8 ms back: the lead (3) plus 5 ms, within maxWaitMs: not ready yet, ask again at T0 - 3.
+    clock.advance(-8);
+    assert.equal(gen.nextReady(ids, 10, 100), 10);
+    assert.equal(gen.readyAt(), T0 - 3);
+    // 20 ms back: the lead plus 17 ms, more than next() would wait: refused now, not waited for.
+    clock.advance(-12);
+    throwsCode(() => gen.nextReady(ids, 10, 100), 'CLOCK_MOVED_BACKWARDS');
+    assert.equal(clock.sleptMs, 0);
+    throwsCode(() => gen.next(), 'CLOCK_MOVED_BACKWARDS');
+  });
+
+  it('wait: a small rollback is not slept through: it stops, and readyAt is where the clock must be back', () => {
+    const clock = new ManualClock(T0);
+    const gen = generator(clock, { policy: 'wait', maxBackwardMs: 5 }, { layout: sixtyFour });
+    const ids = new Array<bigint>(100);
+    assert.equal(gen.nextReady(ids, 0, 10), 10);
+    clock.advance(-3);
+    assert.equal(gen.nextReady(ids, 10, 100), 10);
+    assert.equal(clock.sleptMs, 0);
+    assert.equal(gen.readyAt(), T0);
+    clock.advance(3);
+    assert.equal(gen.nextReady(ids, 10, 100), 64, 'the rest of the unit it had begun');
+    // Beyond what wait tolerates: refused at once, as next() does.
+    clock.advance(-50);
+    throwsCode(() => gen.nextReady(ids, 64, 100), 'CLOCK_MOVED_BACKWARDS');
+  });
+
+  it('is fenced like next(): LEASE_LOST once the clock reaches validUntil', () => {
+    const clock = new ManualClock(T0);
+    const gen = generator(clock, undefined, { layout: sixtyFour });
+    gen.setValidUntil(T0 + 1);
+    const ids = new Array<bigint>(100);
+    assert.equal(gen.nextReady(ids, 0, 100), 64);
+    clock.advance(1);
+    throwsCode(() => gen.nextReady(ids, 64, 100), 'LEASE_LOST');
+  });
+
+  it('maxBatchFor: the IDs a layout issues in 100 ms, less what a sequence spread may skip', () => {
+    assert.equal(maxBatchFor(getLayout('js-safe')), 6400);
+    assert.equal(maxBatchFor(getLayout('idmint')), 409_600);
+    assert.equal(maxBatchFor(getLayout('baidu')), 8192, 'one unit at least, for units longer than the window');
+    assert.equal(maxBatchFor(getLayout('idmint'), 100), (4096 - 99) * 100);
   });
 });

@@ -9,11 +9,11 @@ import { MAX_TAG_STEP } from './segment-limits.ts';
 
 /** Options for the dynamic step; absent fields take Leaf's values. */
 export interface StepPolicyOptions {
-  /** A range that lasted less than this (ms) grows the step. Default 15 min: Leaf's SEGMENT_DURATION. */
+  /** A range that lasted less than this (ms) grows the step. Default 15 min: Leaf's SEGMENT_DURATION (SegmentIDGenImpl.java). */
   readonly growBelowMs?: number;
   /** A range that lasted at least growBelowMs but less than this (ms) keeps the step; longer shrinks it. Default 30 min: twice SEGMENT_DURATION. */
   readonly keepBelowMs?: number;
-  /** The step never grows past this (unless the tag's own step is larger). Default 1,000,000: Leaf's MAX_STEP. */
+  /** A step grows only while the result stays at or below this. Default 1,000,000: Leaf's MAX_STEP (SegmentIDGenImpl.java). */
   readonly maxStep?: number;
   /** Growth and shrink factor, an integer >= 2. Default 2: Leaf doubles and halves. */
   readonly factor?: number;
@@ -48,26 +48,36 @@ export function resolveStepPolicy(options: StepPolicyOptions = {}): StepPolicy {
 export interface StepInput {
   /** Step of the previous range. */
   readonly step: number;
-  /** The tag's configured step: the floor (Leaf's `minStep`). */
-  readonly tagStep: number;
+  /**
+   * The tag's step as stored when the previous range was allocated (Leaf's `minStep`, which
+   * Leaf sets from the row read with each allocation): a shrink never goes below it.
+   */
+  readonly minStep: number;
   /** How long the previous range lasted: ms between the two previous loads. */
   readonly lastedMs: number;
 }
 
 /**
- * The step for the next range, Leaf's rule: lasted < growBelowMs: grow by `factor` up to
- * `maxStep`; < keepBelowMs: keep; otherwise shrink by `factor`. Never below the tag's own step,
- * so raising a tag's step in the table takes effect at once.
+ * The step for the next range, exactly Leaf's rule (SegmentIDGenImpl.updateSegmentFromDb):
+ * lasted < growBelowMs: multiply by `factor`, unless that would pass `maxStep` (then keep it:
+ * Leaf does not clamp, so 600,000 stays 600,000 under a maxStep of 1,000,000); lasted <
+ * keepBelowMs: keep; otherwise divide by `factor` (rounding down), unless that would go below
+ * `minStep` (then keep it: Leaf does not clamp here either, so 1,500 stays 1,500 over a minStep
+ * of 1,000). Only the third and later loads of a buffer use it: the first two take the stored step.
+ *
+ * The result stays within 1 to 2^31-1: growth needs `step * factor <= maxStep <= 2^31-1`, and a
+ * shrink needs the result `>= minStep >= 1`. (Leaf's `nextStep * 2` overflows an int above 2^30;
+ * here the product is a double, exact at these sizes, so a huge step simply stays.)
  */
 export function nextStep(policy: StepPolicy, input: StepInput): number {
-  const { step, tagStep, lastedMs } = input;
-  let next = step;
+  const { step, minStep, lastedMs } = input;
   if (lastedMs < policy.growBelowMs) {
-    next = Math.min(step * policy.factor, Math.max(policy.maxStep, step));
-  } else if (lastedMs >= policy.keepBelowMs) {
-    next = Math.floor(step / policy.factor);
+    const grown = step * policy.factor;
+    return grown > policy.maxStep ? step : grown;
   }
-  return Math.min(Math.max(next, tagStep), MAX_TAG_STEP);
+  if (lastedMs < policy.keepBelowMs) return step;
+  const shrunk = Math.floor(step / policy.factor);
+  return shrunk >= minStep ? shrunk : step;
 }
 
 function checkInteger(name: string, value: unknown, min: number, max: number): void {

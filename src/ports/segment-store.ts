@@ -8,27 +8,63 @@
 
 /** A tag as stored. */
 export interface TagRecord {
-  /** The business tag (Leaf's `biz_tag`), `^[A-Za-z0-9_.:-]{1,128}$`. */
+  /** The business tag (Leaf's `biz_tag`): 1 to 128 code points, no U+0000 (core's `checkTag`). */
   readonly tag: string;
   /** The next range starts here: Leaf's `max_id` (the first ID not yet handed out by the store). */
   readonly maxId: bigint;
   /** IDs per range, as configured (Leaf's `step`); the service may allocate larger ranges. */
   readonly step: number;
-  /** Free text for operators, up to 256 characters. */
+  /** Free text for operators, up to 256 code points, no U+0000 (core's `checkDescription`). */
   readonly description: string | null;
   /** Last change, as the store reports it; informational only, null where the row has none. */
   readonly updatedAt: Date | null;
+  /**
+   * The residue class the row issues from, where the table records one (idmint's `id_offset` and
+   * `id_increment` columns, TinyId's `remainder` and `delta`): a row of database `offset` in a set
+   * of `increment` databases issues only IDs `≡ offset (mod increment)`. An increment of 0 marks a
+   * row fenced while a set is re-formed (`idmint db init`): nothing allocates from it. Absent on a
+   * Leaf table without those columns, and on a record a multi-database store merged from several
+   * rows; `{ offset: 0, increment: 1 }` is a plain row, every ID.
+   */
+  readonly residue?: SegmentResidue;
+  /**
+   * True when the tag issues opaque IDs (docs/formats.md, Opaque IDs): its dense IDs are served
+   * FF1-encoded. Stored in idmint's `opaque` column (a hash field on Redis); absent or false on a
+   * row without it, such as a Leaf table's. Once true it stays true (see {@link TagUpdate.opaque}).
+   */
+  readonly opaque?: boolean;
 }
 
-/** A range handed out by {@link SegmentStore.allocate}: IDs `start` (inclusive) to `end` (exclusive). */
+/** A residue class of IDs: `offset`, `offset + increment`, `offset + 2 * increment`, ... (see docs/segments.md, Several databases). */
+export interface SegmentResidue {
+  /** 0 to `increment - 1`: which database of the set (MySQL's `auto_increment_offset` minus one, TinyId's `remainder`). */
+  readonly offset: number;
+  /** How many databases share the tag, 1 to 64 (`MAX_SEGMENT_DATABASES`, core/segment-limits.ts; MySQL's `auto_increment_increment`, TinyId's `delta`); 0 only on a fenced row. */
+  readonly increment: number;
+}
+
+/**
+ * A range handed out by {@link SegmentStore.allocate}: `step` IDs from `start` (inclusive) to
+ * `end` (exclusive), `stride` apart: `start`, `start + stride`, ..., `end - stride`.
+ *
+ * Every consumer of a range must step by {@link stride} (absent means 1): a range from one
+ * database of a set of N is `start, start + N, start + 2N, ...`, and the numbers between belong
+ * to the other databases. Counting IDs is `(end - start) / stride`, never `end - start`.
+ */
 export interface SegmentRange {
   readonly tag: string;
-  /** First ID of the range: `max_id - step` after the update, exactly as Leaf computes it. */
+  /** First ID of the range: `max_id - step * stride` after the update, as Leaf computes it (stride 1). */
   readonly start: bigint;
-  /** One past the last ID: the new `max_id`. */
+  /** One past the range: the new `max_id`, `start + step * stride`. */
   readonly end: bigint;
-  /** The step this range was allocated with (`end - start`). */
+  /** How many IDs the range holds, the step it was allocated with (`(end - start) / stride`). */
   readonly step: number;
+  /**
+   * Distance between consecutive IDs of the range: absent (or 1) for a range of consecutive IDs,
+   * the one-database case; N for a range from one database of a set of N, whose IDs all share
+   * `start`'s residue mod N. Always 1 to 64 (`MAX_SEGMENT_DATABASES`).
+   */
+  readonly stride?: number;
   /**
    * The tag's configured step as stored when the range was allocated, read in the same atomic
    * step. The service never shrinks its dynamic step below it (Leaf's `minStep`), so a step an
@@ -42,9 +78,14 @@ export interface NewTag {
   readonly tag: string;
   /** IDs per range, 1 to 2^31-1 (the column is Leaf's `int`). */
   readonly step: number;
-  /** First ID the tag will issue, 0 to 2^63-1. Default 1, as Leaf's table default. Stored as `max_id`. */
+  /** First ID the tag will issue, 0 to 2^63-1 minus `step` (room for one range). Default 1, as Leaf's table default. Stored as `max_id`. */
   readonly startId?: bigint;
   readonly description?: string | null;
+  /**
+   * Create the tag opaque. Needs the `opaque` column (SQL): a table without it, such as Leaf's,
+   * refuses with OPAQUE_UNAVAILABLE until `idmint db init` adds it.
+   */
+  readonly opaque?: boolean;
 }
 
 /** Changes to a tag; absent fields stay as they are. */
@@ -52,32 +93,52 @@ export interface TagUpdate {
   readonly step?: number;
   /** New description; null clears it. */
   readonly description?: string | null;
+  /**
+   * Marks the tag opaque. Only `true`: an opaque tag never turns back, since its opaque IDs are
+   * numbers its dense IDs could one day reach. OPAQUE_UNAVAILABLE on a table without the column.
+   */
+  readonly opaque?: true;
 }
 
 export interface SegmentStore {
-  /** Backend name for logs and metrics: `sqlite`, `postgres`, `mysql`, `redis`. */
+  /** Backend name for logs and metrics: `sqlite`, `postgres`, `mysql`, `redis`, `multi`. */
   readonly backend: string;
 
   /**
-   * Creates the table (SQL) if missing, and nothing else. Idempotent. Called by `idmint db init`
-   * and, where configured, at start-up. Redis needs no schema: a no-op there.
+   * Present when this store is one database of a set (see src/stores/multi/): it allocates only
+   * from rows of this residue class, in ranges of stride `increment`. Absent on a store of its
+   * own, which refuses a row of a set (TAG_MISCONFIGURED) rather than issue every ID from it.
+   */
+  readonly residue?: SegmentResidue;
+
+  /**
+   * Creates the table (SQL) if missing, and adds idmint's columns (`opaque`, and a set's
+   * `id_offset`/`id_increment`) to a table that lacks them (a Leaf table); nothing else.
+   * Idempotent. Called by `idmint db init` and, where configured, at start-up. Redis needs no
+   * schema: a no-op there.
    */
   init(): Promise<void>;
 
   /**
    * Atomically advances the tag's `max_id` by `step` (the tag's stored step when omitted) and
-   * returns `[max_id - step, max_id)` after the update. Correct with any number of processes
+   * returns `[max_id - step, max_id)` after the update. A store with a {@link residue} first
+   * raises `max_id` to its class and then advances it by `step * increment`, returning a range of
+   * stride `increment`. Correct with any number of processes
    * allocating the same tag at once: one atomic statement, or one transaction holding the row.
    *
    * Throws IdMintError: TAG_NOT_FOUND (no such tag), ID_SPACE_EXHAUSTED (max_id would pass
-   * 2^63-1; nothing is changed), INVALID_ARGUMENT (a bad step), STORE_UNAVAILABLE (the backend
-   * failed or timed out; retryable). After a timeout the outcome is unknown: the caller must treat
+   * 2^63-1; nothing is changed), TAG_MISCONFIGURED (the row's step is not 1 to 2^31-1 or its
+   * max_id is negative, written outside idmint; or the row's residue class is not this store's:
+   * a row of a set read by a store of its own, or of another database or set size; nothing is
+   * issued from it), INVALID_ARGUMENT (a bad
+   * step), STORE_UNAVAILABLE (the backend failed or timed out; retryable). After a timeout the outcome is unknown: the caller must treat
    * the range as lost (skipped), never guess it.
    */
   allocate(tag: string, step?: number): Promise<SegmentRange>;
 
   /**
-   * Gives back the unissued tail `[from, to)` of the most recent range: sets `max_id` to `from`
+   * Gives back the unissued tail `[from, to)` of the most recent range (of any stride: `from`
+   * and `to` are in the range's residue class): sets `max_id` to `from`
    * only if it is still `to` (compare-and-set), that is, if nobody allocated after the caller.
    * Resolves true when given back. The caller must issue no ID of `[from, to)` afterwards. Used by
    * a graceful shutdown so a restart wastes nothing. Throws STORE_UNAVAILABLE, INVALID_ARGUMENT.
@@ -90,7 +151,10 @@ export interface SegmentStore {
   /** One tag, or undefined. Throws STORE_UNAVAILABLE. */
   getTag(tag: string): Promise<TagRecord | undefined>;
 
-  /** Creates a tag. Throws TAG_EXISTS, INVALID_ARGUMENT, STORE_UNAVAILABLE. */
+  /**
+   * Creates a tag. Throws TAG_EXISTS, INVALID_ARGUMENT (a bad value, or one the table cannot
+   * store, e.g. a character outside a Leaf table's character set), STORE_UNAVAILABLE.
+   */
   createTag(tag: NewTag): Promise<TagRecord>;
 
   /** Changes a tag's step and/or description. Throws TAG_NOT_FOUND, INVALID_ARGUMENT, STORE_UNAVAILABLE. */

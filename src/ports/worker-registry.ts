@@ -15,6 +15,24 @@
  * Times are ms since the Unix epoch, read from the holder's Clock. Registries never read a clock
  * of their own for these values: the worker (src/service/snowflake-worker.ts) supplies them, so
  * tests can drive every clock fault through a ManualClock.
+ *
+ * **The lease-record invariant.** Uniqueness across the holders of one worker ID rests on one
+ * rule: a new holder always starts from the record as it stands after its own claim, and the
+ * record never goes down while a holder runs. Every backend keeps it, whatever the order in which
+ * two nodes' calls interleave:
+ *
+ * - `acquire` returns the record read after its claim succeeded (or checked unchanged by the
+ *   claim itself), never one read before: a node that read, then claimed, must not start from an
+ *   old record when another node acquired, issued and released the ID in between.
+ * - `renew` stores, atomically, the larger of the stored and the reported value of each number:
+ *   a renewal that lands late (after a retry with a higher horizon) never lowers the record below
+ *   the fence its holder runs with.
+ * - `release` stores the report exactly: the holder has stopped issuing, so its last timestamp is
+ *   exact, and nothing of this holding can write after it.
+ *
+ * The conformance suite (test/support/worker-registry-suite.ts, `runInterleavingSuite`) pauses
+ * each adapter between the steps of its protocol through the adapters' `interleave` option
+ * (src/registries/common.ts) and checks these rules with real IDs.
  */
 
 /** Who is asking. Stable across restarts of the same node where the platform allows. */
@@ -52,7 +70,10 @@ export interface WorkerReport {
 /** A held lease on one worker ID. */
 export interface WorkerLease {
   readonly workerId: number;
-  /** Recorded for this worker ID by earlier holders; -1 when there was none. */
+  /**
+   * Recorded for this worker ID by earlier holders, as it stands after this lease's claim (no
+   * holder can change it until this lease ends); -1 when there was none.
+   */
   readonly lastTimestamp: number;
   /** The clock of the holder that recorded `lastTimestamp`, when it did; -1 when none. */
   readonly reportedAt: number;
@@ -69,15 +90,18 @@ export interface WorkerLease {
    */
   readonly lost: AbortSignal;
   /**
-   * Extends the lease by its TTL and records `report`. Resolves with the TTL granted, counted from
-   * when the coordinator handled the request. Throws LEASE_LOST if another node may hold the ID
-   * (never retry it), REGISTRY_UNAVAILABLE if the coordinator cannot be reached (retry).
+   * Extends the lease by its TTL and records `report`, never lowering the record: each stored
+   * value becomes the larger of the stored one and the reported one, in one atomic step, so a
+   * renewal that lands after a later one changes nothing. Resolves with the TTL granted, counted
+   * from when the coordinator handled the request. Throws LEASE_LOST if another node may hold the
+   * ID (never retry it), REGISTRY_UNAVAILABLE if the coordinator cannot be reached (retry; the
+   * renewal may still land, which the rule above makes harmless).
    */
   renew(report: WorkerReport): Promise<number>;
   /**
-   * Records `report` and frees the worker ID at once for the next node. The caller must have
-   * stopped issuing IDs first: `report.lastTimestamp` is then exact. Throws LEASE_LOST or
-   * REGISTRY_UNAVAILABLE as `renew`.
+   * Records `report` exactly (it may be below a horizon renewed earlier) and frees the worker ID
+   * at once for the next node. The caller must have stopped issuing IDs first:
+   * `report.lastTimestamp` is then exact. Throws LEASE_LOST or REGISTRY_UNAVAILABLE as `renew`.
    */
   release(report: WorkerReport): Promise<void>;
 }
@@ -98,7 +122,8 @@ export interface WorkerRegistry {
   /**
    * Leases a free worker ID below `maxWorkers`: preferably the one this identity held before, else
    * one whose holder is gone (after its lease expired), else one never used. Two live leases never
-   * share an ID, whatever the number of nodes acquiring at once. Throws WORKER_IDS_EXHAUSTED
+   * share an ID, whatever the number of nodes acquiring at once, and the lease carries the record
+   * as it stands after the claim (see the invariant above). Throws WORKER_IDS_EXHAUSTED
    * (naming the limit) when no ID qualifies, REGISTRY_UNAVAILABLE when the coordinator cannot be
    * reached.
    */

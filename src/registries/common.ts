@@ -1,4 +1,5 @@
 import { IdMintError } from '../core/errors.ts';
+import { iso } from '../core/time.ts';
 import type { AcquireRequest, NodeIdentity, WorkerLease, WorkerReport } from '../ports/worker-registry.ts';
 
 /**
@@ -137,18 +138,25 @@ export function checkReport(report: WorkerReport): WorkerReport {
   return { lastTimestamp: report.lastTimestamp, reportedAt: report.reportedAt };
 }
 
+/** The lease TTLs every registry accepts (the server configuration checks the same bounds). */
+export const LEASE_TTL_BOUNDS = { min: 1000, max: 600_000 } as const;
+
 /** Validates a TTL option: long enough for a renewal in between, short enough to recycle IDs. */
 export function checkTtl(ttlMs: number): number {
-  if (!Number.isInteger(ttlMs) || ttlMs < 1000 || ttlMs > 600_000) {
-    throw new IdMintError('INVALID_ARGUMENT', `ttlMs must be an integer from 1000 to 600000, got ${String(ttlMs)}`);
+  if (!Number.isInteger(ttlMs) || ttlMs < LEASE_TTL_BOUNDS.min || ttlMs > LEASE_TTL_BOUNDS.max) {
+    throw new IdMintError('INVALID_ARGUMENT', `ttlMs must be an integer from ${LEASE_TTL_BOUNDS.min} to ${LEASE_TTL_BOUNDS.max}, got ${String(ttlMs)}`);
   }
   return ttlMs;
 }
 
 /** A registry's cluster name: a path segment and key part everywhere, so kept plain. */
+export const REGISTRY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
+export const REGISTRY_NAME_RULE = '1 to 128 of A-Z a-z 0-9 _ . -';
+
+/** Validates a cluster name against {@link REGISTRY_NAME_PATTERN}. */
 export function checkName(name: string): string {
-  if (typeof name !== 'string' || !/^[A-Za-z0-9_.-]{1,128}$/.test(name)) {
-    throw new IdMintError('INVALID_ARGUMENT', `registry name must be 1 to 128 of A-Z a-z 0-9 _ . -, got ${JSON.stringify(name)}`);
+  if (typeof name !== 'string' || !REGISTRY_NAME_PATTERN.test(name)) {
+    throw new IdMintError('INVALID_ARGUMENT', `registry name must be ${REGISTRY_NAME_RULE}, got ${JSON.stringify(name)}`);
   }
   return name;
 }
@@ -158,16 +166,44 @@ export function holderToken(): string {
   return crypto.randomUUID();
 }
 
+/**
+ * A step of a registry's protocol at which a test can pause it (see {@link Interleave}):
+ *
+ * - `before-claim`: acquire has read what it decides on (records, free IDs) and is about to claim
+ *   `workerId`. Called once per claim attempt.
+ * - `before-renew-write`: `renew` was called and its write is about to reach the coordinator (a
+ *   renewal that is slow to land). Called before each write attempt.
+ *
+ * docs/workers.md lists which steps each backend has; a backend whose read and claim are one
+ * atomic step (Redis) calls `before-claim` before that step.
+ */
+export type InterleavePoint = 'before-claim' | 'before-renew-write';
+
+/** Where a registry stands when it calls its {@link Interleave} hook. */
+export interface InterleaveStep {
+  readonly point: InterleavePoint;
+  readonly backend: string;
+  /** The worker ID about to be claimed or renewed; -1 when the claim picks it itself (Redis). */
+  readonly workerId: number;
+  /** `before-renew-write`: the report on its way. */
+  readonly report?: WorkerReport;
+}
+
+/**
+ * For tests only: an adapter option called at each {@link InterleavePoint}; the registry waits
+ * for what it returns before it goes on, so a test can run another node's whole cycle in the
+ * gap between two steps of this one. A hook that throws fails the step, as a request that never
+ * arrived: REGISTRY_UNAVAILABLE, or the IdMintError it threw. Absent (always, outside tests), it
+ * costs one comparison.
+ */
+export type Interleave = (step: InterleaveStep) => void | Promise<void>;
+
 /** Default TTL of a lease: over three renewals (every 3 s, as Leaf reports) fit in it. */
 export const DEFAULT_TTL_MS = 10_000;
 
 /** Default bound on one coordinator round trip before it counts as unreachable. */
 export const DEFAULT_OPERATION_TIMEOUT_MS = 5000;
 
-export function iso(ms: number): string {
-  const date = new Date(ms);
-  return Number.isNaN(date.getTime()) ? String(ms) : date.toISOString();
-}
 
 /** What a lease is created with; `write` is the backend's guarded write for this holder. */
 export interface LeaseInit {

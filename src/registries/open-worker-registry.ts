@@ -1,6 +1,6 @@
-import { redactUrl } from '../service/connection-url.ts';
-import { IdMintError } from '../core/errors.ts';
+import { WORKER_REGISTRY_URL_FORMS, hostText, parseConnectionUrl, sqlDriverUrl } from '../shared/connection-url.ts';
 import type { WorkerRegistry } from '../ports/worker-registry.ts';
+import type { Interleave } from './common.ts';
 
 /** Options for {@link openWorkerRegistry}; each applies only where it says. */
 export interface OpenWorkerRegistryOptions {
@@ -26,18 +26,12 @@ export interface OpenWorkerRegistryOptions {
   readonly cacheFile?: string;
   /** The setting's name in error messages, e.g. `IDMINT_WORKER_REGISTRY`. Default `workerRegistry`. */
   readonly key?: string;
+  /** Tests only: pauses the registry at the steps docs/workers.md lists (see {@link Interleave}). */
+  readonly interleave?: Interleave;
 }
 
-/** The forms accepted, for error messages and docs. */
-export const WORKER_REGISTRY_FORMS = [
-  'static:<worker id>',
-  'zookeeper://host:2181[,host:2181...]/<name>',
-  'etcd://host:2379[,host:2379...]/<name>',
-  'redis://host:6379/<db>',
-  'postgres://user@host:5432/<database>',
-  'mysql://user@host:3306/<database>',
-  'sqlite:<file>',
-] as const;
+/** The forms accepted, for error messages and docs (owned by shared/connection-url.ts). */
+export const WORKER_REGISTRY_FORMS = WORKER_REGISTRY_URL_FORMS;
 
 /**
  * Opens the worker registry a URL names. The static registry loads nothing else; every other
@@ -46,49 +40,48 @@ export const WORKER_REGISTRY_FORMS = [
  * - `static:0`: worker 0 from configuration, state file under `./data/`;
  * - `zookeeper://host:2181/name`: Leaf's layout under `/snowflake/name`;
  * - `etcd://host:2379/name`: keys under `/idmint/workers/name/`;
- * - `redis://host:6379/0`: keys under `idmint:workers:{<options.name>}:` in database 0;
- * - `postgres://...`, `mysql://...`, `sqlite:path.db`: a `worker_node` table.
+ * - `redis://host:6379/0` (`rediss://` for TLS): keys under `idmint:workers:{<options.name>}:` in database 0;
+ * - `postgres://...`, `mysql://...` (or `mariadb://`), `sqlite:path.db`: a `worker_node` table.
  *
- * Anything else is CONFIG_INVALID naming the value and these forms. Connection failures are
- * REGISTRY_UNAVAILABLE.
+ * Anything else is CONFIG_INVALID naming the setting, the value (password hidden) and these
+ * forms. Connection failures are REGISTRY_UNAVAILABLE.
  */
 export async function openWorkerRegistry(url: string, options: OpenWorkerRegistryOptions = {}): Promise<WorkerRegistry> {
-  const invalid = (why: string) =>
-    new IdMintError('CONFIG_INVALID', `${options.key ?? 'workerRegistry'} ${why}: got "${redactUrl(String(url))}"; allowed forms: ${WORKER_REGISTRY_FORMS.join(', ')}`);
-  if (typeof url !== 'string') throw invalid('must be a string');
-  const common = { ttlMs: options.ttlMs, operationTimeoutMs: options.operationTimeoutMs };
-
-  const staticId = /^static:(\d{1,10})$/.exec(url);
-  if (staticId !== null) {
-    const { StaticWorkerRegistry } = await import('./static/static-worker-registry.ts');
-    return new StaticWorkerRegistry({ workerId: Number(staticId[1]), stateDir: options.stateDir, ttlMs: options.ttlMs });
-  }
+  const parsed = parseConnectionUrl(url, 'worker-registry', options.key ?? 'worker registry URL');
+  const common = { ttlMs: options.ttlMs, operationTimeoutMs: options.operationTimeoutMs, interleave: options.interleave };
 
   let registry: WorkerRegistry;
-  const coordinator = /^(zookeeper|etcd):\/\/([^/]+)\/([^/]+)$/.exec(url);
-  if (coordinator !== null) {
-    const [, scheme, hosts = '', name] = coordinator;
-    if (!/^[A-Za-z0-9_.-]+(:\d+)?(,[A-Za-z0-9_.-]+(:\d+)?)*$/.test(hosts)) throw invalid('has a bad host list');
-    if (scheme === 'zookeeper') {
-      const { connectZooKeeperWorkerRegistry } = await import('./zookeeper/zookeeper-worker-registry.ts');
-      registry = await connectZooKeeperWorkerRegistry(hosts, { ...common, name, recycleAfterMs: options.recycleAfterMs });
-    } else {
-      const { connectEtcdWorkerRegistry } = await import('./etcd/etcd-worker-registry.ts');
-      const endpoints = hosts.split(',').map((host) => `http://${host}`).join(',');
-      registry = await connectEtcdWorkerRegistry(endpoints, { ...common, name });
+  switch (parsed.kind) {
+    case 'static': {
+      const { StaticWorkerRegistry } = await import('./static/static-worker-registry.ts');
+      return new StaticWorkerRegistry({ workerId: parsed.workerId, stateDir: options.stateDir, ttlMs: options.ttlMs, interleave: options.interleave });
     }
-  } else if (/^rediss?:\/\/[^/]+(\/\d+)?$/.test(url)) {
-    const { connectRedisWorkerRegistry } = await import('./redis/redis-worker-registry.ts');
-    registry = await connectRedisWorkerRegistry(url, { ...common, name: options.name });
-  } else if (/^(postgres|postgresql|mysql):\/\/[^/]+\/[^/?]+/.test(url) || /^sqlite:./.test(url)) {
-    const { connectSqlWorkerRegistry } = await import('./sql/sql-worker-registry.ts');
-    registry = await connectSqlWorkerRegistry(url, { ...common, name: options.name, table: options.table });
-  } else {
-    throw invalid('is not a worker registry URL');
+    case 'zookeeper': {
+      const { connectZooKeeperWorkerRegistry } = await import('./zookeeper/zookeeper-worker-registry.ts');
+      const hosts = parsed.hosts.map((host) => hostText(host, 2181)).join(',');
+      registry = await connectZooKeeperWorkerRegistry(hosts, { ...common, name: parsed.name, recycleAfterMs: options.recycleAfterMs });
+      break;
+    }
+    case 'etcd': {
+      const { connectEtcdWorkerRegistry } = await import('./etcd/etcd-worker-registry.ts');
+      const endpoints = parsed.hosts.map((host) => `http://${hostText(host, 2379)}`).join(',');
+      registry = await connectEtcdWorkerRegistry(endpoints, { ...common, name: parsed.name });
+      break;
+    }
+    case 'redis': {
+      const { connectRedisWorkerRegistry } = await import('./redis/redis-worker-registry.ts');
+      registry = await connectRedisWorkerRegistry(url, { ...common, name: options.name });
+      break;
+    }
+    default: {
+      // postgres, mysql (mariadb:// included) and sqlite. The SQL registry's driver reads the URL
+      // rebuilt with every part encoded, so a raw password with `@` or `/` in it works too.
+      const { connectSqlWorkerRegistry } = await import('./sql/sql-worker-registry.ts');
+      registry = await connectSqlWorkerRegistry(parsed.kind === 'sqlite' ? url : sqlDriverUrl(url), { ...common, name: options.name, table: options.table });
+    }
   }
 
   if (options.cacheFile === undefined) return registry;
   const { CachedWorkerRegistry } = await import('./cache/cached-worker-registry.ts');
   return new CachedWorkerRegistry(registry, { file: options.cacheFile });
 }
-

@@ -3,21 +3,36 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { getLayout } from '../core/layout.ts';
 import type { SnowflakeWorkerEvent } from '../service/snowflake-worker.ts';
-import { openBackends, type BackendOptions, type Backends } from './backends.ts';
-import type { ServerConfig } from './config.ts';
+import { openBackends, type BackendOptions, type Backends } from '../service/backends.ts';
+import type { ServerConfig } from '../config/schema.ts';
 import { Authorizer, installAuth } from './plugins/auth.ts';
+import { drainHttpServer } from './plugins/drain.ts';
 import { installErrorHandling, sendError, toIdMintError } from './plugins/errors.ts';
+import { methodNotAllowed } from './plugins/methods.ts';
 import { IssuedCounts, ServerMetrics } from './plugins/metrics.ts';
+import { watchSegmentDatabases } from './plugins/segment-database-metrics.ts';
 import { installOpenApi } from './plugins/openapi.ts';
+import { clientErrorHandler, createHttpServer } from './plugins/protocol.ts';
 import { READINESS_SCHEMA, healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
 import { tagRoutes } from './routes/tags.ts';
+import { ErrorCounts } from './plugins/error-counts.ts';
+import { StatusSampler } from './plugins/status-sampler.ts';
+import { dashboardRoutes } from './routes/dashboard.ts';
+import { statusRoutes } from './routes/status.ts';
+import { familyRoutes } from './routes/families.ts';
+import { MonotonicClock } from '../clocks/monotonic-clock.ts';
+import type { Clock } from '../ports/clock.ts';
+import { IdFamilies } from '../service/id-families.ts';
+import { OpaqueIds } from '../service/opaque-ids.ts';
 
 /** Options beside the configuration, for embedding and tests. */
 export interface ServerOptions extends BackendOptions {
   /** Where JSON log lines go; default standard output. */
   readonly logStream?: DestinationStream;
+  /** Directory of the built dashboard; default the package's dist/dashboard (tests build their own). */
+  readonly dashboardDir?: string;
 }
 
 /** A built server: the Fastify app with its ID sources, not yet listening. */
@@ -29,9 +44,10 @@ export interface IdMintServer {
   /** Binds `config.host:config.port`; resolves to the URL (with the real port when port is 0). */
   listen(): Promise<string>;
   /**
-   * Graceful shutdown: readiness turns false, no new connections are accepted, in-flight
-   * requests finish (for at most `api.shutdownTimeoutMs`), then the worker lease is released and
-   * the store closed. Idempotent; every call resolves when shutdown is complete.
+   * Graceful shutdown: readiness turns false, no new connections are accepted, requests on open
+   * connections are served and each connection closes after its response (see drainHttpServer;
+   * for at most `api.shutdownTimeoutMs`), then the worker lease is released and the store
+   * closed. Idempotent; every call resolves when shutdown is complete.
    */
   close(): Promise<void>;
 }
@@ -62,7 +78,7 @@ export const ROUTING_OPTIONS = {
   routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
 } as const;
 
-const { version: VERSION } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string; license: string };
 
 /**
  * Builds the server from a validated configuration: opens the segment store and leases a worker
@@ -74,6 +90,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     options.logStream ?? pino.destination({ dest: 1, sync: true }),
   );
   const metrics = config.metrics.enabled ? new ServerMetrics() : undefined;
+  const status: StatusParts = { sampler: new StatusSampler(), errors: new ErrorCounts(), startedAt: Date.now(), dashboardDir: options.dashboardDir };
   const backends = await openBackends(config, {
     ...options,
     onWorkerEvent: (event) => {
@@ -84,6 +101,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     },
     onSegmentEvent: (event) => {
       metrics?.segmentEvent(event);
+      status.sampler.segmentEvent(event);
       // Failed loads are bounded by retryAfterMs per tag, refreshes by tagRefreshMs: few lines.
       if (event.error !== undefined) {
         log.warn({ tag: event.type === 'load' ? event.tag : undefined, code: event.error.code, err: event.error.message }, event.type === 'load' ? 'segment range load failed' : 'tag list refresh failed');
@@ -93,7 +111,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
   const state: ServerState = { draining: false };
   let app: FastifyInstance;
   try {
-    app = await createApp(config, backends, log, state, metrics);
+    app = await createApp(config, backends, log, state, metrics, status, options.clock ?? new MonotonicClock());
     await app.ready();
   } catch (error) {
     await backends.close();
@@ -111,7 +129,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
       log.info(
         {
           url,
-          segment: segments === undefined ? 'off' : { store: segments.store.backend },
+          segment: segments === undefined ? 'off' : { store: segments.store.backend, ...(segments.databases === undefined ? {} : { databases: segments.databases.stats().map((db) => db.name) }) },
           snowflake: snowflake === undefined ? 'off' : { registry: snowflake.state().backend, workerId: snowflake.workerId, layout: snowflake.layout.name },
         },
         'idmint listening',
@@ -125,6 +143,14 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
   };
 }
 
+/** What the status route and the dashboard need beside the ID sources. */
+interface StatusParts {
+  readonly sampler: StatusSampler;
+  readonly errors: ErrorCounts;
+  readonly startedAt: number;
+  readonly dashboardDir: string | undefined;
+}
+
 /** What changes over a server's life. */
 interface ServerState {
   /** Set when shutdown starts: readiness fails from then on. */
@@ -134,34 +160,37 @@ interface ServerState {
 async function shutdown(app: FastifyInstance, backends: Backends, config: ServerConfig, log: Logger, state: ServerState): Promise<void> {
   log.info('idmint shutting down');
   state.draining = true;
-  // Node closes connections that are idle when close() starts; a keep-alive connection busy with
-  // a request then would stay open until its idle timeout, so keep reaping idle ones.
-  const reaper = setInterval(() => app.server.closeIdleConnections(), 100);
-  const deadline = setTimeout(() => {
-    log.warn({ timeoutMs: config.api.shutdownTimeoutMs }, 'shutdown timeout: closing connections with requests still in flight');
-    app.server.closeAllConnections();
-  }, config.api.shutdownTimeoutMs);
-  try {
-    await app.close();
-  } finally {
-    clearInterval(reaper);
-    clearTimeout(deadline);
-  }
+  await drainHttpServer(app.server, {
+    timeoutMs: config.api.shutdownTimeoutMs,
+    onTimeout: () => log.warn({ timeoutMs: config.api.shutdownTimeoutMs }, 'shutdown timeout: closing connections with requests still in flight'),
+  });
+  // No connection is left: this runs Fastify's onClose hooks and stops Node's timers.
+  await app.close();
   // Only now, with no request left that could draw an ID, is the lease given back.
-  await backends.close();
+  const { segments } = await backends.close();
+  if (segments !== undefined) {
+    // A failed give-back loses nothing that matters (those IDs are skipped, never reissued), but
+    // the operator should know the store was unreachable at shutdown.
+    for (const failure of segments.failedReleases) {
+      log.warn({ tag: failure.tag, ids: failure.ids, code: failure.error.code, err: failure.error.message }, `could not give tag "${failure.tag}"'s unissued IDs back to the store`);
+    }
+    log.info({ releasedIds: segments.releasedIds, wastedIds: segments.wastedIds }, 'segment IDs given back to the store at shutdown');
+  }
   log.info('idmint stopped');
 }
 
-async function createApp(config: ServerConfig, backends: Backends, log: Logger, state: ServerState, metrics: ServerMetrics | undefined): Promise<FastifyInstance> {
+async function createApp(config: ServerConfig, backends: Backends, log: Logger, state: ServerState, metrics: ServerMetrics | undefined, status: StatusParts, familyClock: Clock): Promise<FastifyInstance> {
   const app = Fastify({
     // Fastify's own logger makes a child logger per request; without request logging it gets
     // none, and start, stop and error lines go to `log` directly.
     ...(config.log.requests ? { loggerInstance: log } : { logger: false }),
     bodyLimit: config.api.bodyLimit,
-    requestTimeout: config.api.requestTimeoutMs,
-    keepAliveTimeout: config.api.keepAliveTimeoutMs,
-    // While draining, requests already on a connection are served (the lease is still held) and
-    // answered with Connection: close, rather than turned away with a bare 503.
+    // The Node server, built with the timeouts it must enforce, and the answers in idmint's shape
+    // to what its parser rejects (plugins/protocol.ts).
+    serverFactory: (handler) => createHttpServer({ requestTimeoutMs: config.api.requestTimeoutMs, keepAliveTimeoutMs: config.api.keepAliveTimeoutMs }, handler),
+    clientErrorHandler: clientErrorHandler(config.api.requestTimeoutMs),
+    // Requests on open connections are served while draining (drainHttpServer), not turned away
+    // with a bare 503.
     return503OnClosing: false,
     ...ROUTING_OPTIONS,
     // Bodies are checked strictly: no type coercion, unknown fields refused rather than dropped.
@@ -171,17 +200,23 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     },
   }) as unknown as FastifyInstance;
 
-  installErrorHandling(app, log);
+  installErrorHandling(app, log, { ...(metrics === undefined ? {} : { onNotFound: (reply) => metrics.observeUnmatched(reply) }), onError: (code) => status.errors.add(code) });
+  // Bodies are JSON only: Fastify would also take text/plain and hand the route a string, which
+  // then failed validation with "body must be object" instead of a 415 saying what to send.
+  app.removeContentTypeParser('text/plain');
   const authorizer = new Authorizer(config.auth);
   installAuth(app, authorizer);
   const { segments, snowflake } = backends;
   const issued = metrics?.issued ?? new IssuedCounts();
   if (metrics !== undefined) {
     metrics.watch({ ...(snowflake === undefined ? {} : { snowflake }), ...(segments === undefined ? {} : { segments: segments.service }) });
+    if (segments?.databases !== undefined) watchSegmentDatabases(metrics.registry, segments.databases);
     metrics.instrument(app);
+    status.errors.register(metrics.registry);
   }
+  const methods = methodNotAllowed(app);
   app.addSchema(READINESS_SCHEMA);
-  await installOpenApi(app, VERSION, authorizer.enabled);
+  await installOpenApi(app, { version: PACKAGE.version, license: PACKAGE.license }, authorizer.enabled);
 
   const checks: ReadinessCheck[] = [{ name: 'accepting', check: () => (state.draining ? { ok: false, detail: 'shutting down' } : { ok: true }) }];
   if (snowflake !== undefined) {
@@ -189,12 +224,16 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
       name: 'snowflake',
       check: () => {
         const worker = snowflake.state();
-        return worker.ready ? { ok: true } : { ok: false, detail: `worker ${worker.workerId} ${worker.status}${worker.lastError === null ? '' : `: ${worker.lastError}`}` };
+        // The status only: the last error names the registry's address, and /readyz is open.
+        // The log has the error (worker events).
+        return worker.ready ? { ok: true } : { ok: false, detail: `worker ${worker.workerId} ${worker.status}` };
       },
     });
   }
   healthRoutes(app, checks, metrics?.registry);
-  segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
+  // The keys are read once; the codecs never put them in a log line or an error.
+  const opaque = OpaqueIds.fromConfig(config.opaque.keys);
+  segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, opaque });
   snowflakeRoutes(app, {
     worker: snowflake,
     layout: snowflake?.layout ?? getLayout(config.snowflake.layout),
@@ -204,7 +243,39 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   tagRoutes(app, {
     store: segments?.store,
     // A tag created or re-stepped here is served at once, not after the next periodic refresh.
-    onTagChanged: () => segments?.service.refreshTags().catch(() => undefined) ?? Promise.resolve(),
+    onTagChanged: (record) => {
+      segments?.service.tagChanged(record);
+      return segments?.service.refreshTags().catch(() => undefined) ?? Promise.resolve();
+    },
+    opaque,
   });
+  familyRoutes(app, {
+    families: new IdFamilies({ clock: familyClock }),
+    maxBatch: config.api.maxBatch,
+    layout: snowflake?.layout ?? getLayout(config.snowflake.layout),
+    clock: familyClock,
+    opaque,
+    worker: snowflake,
+    store: segments?.store,
+  });
+  status.sampler.watch({
+    ...(segments === undefined ? {} : { segments: segments.service }),
+    ...(snowflake === undefined ? {} : { snowflakeIssued: () => issued.snowflake }),
+    ...(metrics === undefined ? {} : { requests: () => metrics.requestHistogram() }),
+  });
+  app.addHook('onReady', async () => status.sampler.start());
+  app.addHook('onClose', async () => status.sampler.stop());
+  statusRoutes(app, {
+    version: PACKAGE.version,
+    startedAt: status.startedAt,
+    authEnabled: authorizer.enabled,
+    ...(segments === undefined ? {} : { segments: { service: segments.service, backend: segments.store.backend, prefetchThreshold: config.segment.prefetchThreshold, tagRefreshMs: config.segment.tagRefreshMs } }),
+    ...(snowflake === undefined ? {} : { snowflake: { worker: snowflake, datacenterId: config.snowflake.datacenterId } }),
+    sampler: status.sampler,
+    errors: status.errors,
+    checks,
+  });
+  dashboardRoutes(app, { dir: status.dashboardDir, authEnabled: authorizer.enabled });
+  methods.install();
   return app;
 }

@@ -1,5 +1,5 @@
 import { IdMintError } from '../core/errors.ts';
-import { TAG_PATTERN } from '../core/segment-limits.ts';
+import { TAG_PATTERN, checkDescription } from '../core/segment-limits.ts';
 
 /**
  * Input checks for path and query values, done by hand rather than by the JSON-schema validator:
@@ -9,11 +9,20 @@ import { TAG_PATTERN } from '../core/segment-limits.ts';
  * core's checkTag, the one check every part of idmint shares.
  */
 
-/** JSON schema of a tag name, for OpenAPI and request bodies. */
+/** JSON schema of a new tag's name (the JSON API creates only these), for OpenAPI and request bodies. */
 export const TAG_SCHEMA = {
   type: 'string',
   pattern: TAG_PATTERN.source,
   description: 'Business tag: 1 to 128 letters, digits, `_`, `.`, `:` or `-`.',
+  examples: ['order'],
+} as const;
+
+/** JSON schema of a tag in a path, for OpenAPI: any tag a store holds (core's checkTag), percent-encoded. */
+const TAG_PATH_SCHEMA = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 128,
+  description: 'Business tag: 1 to 128 characters, any a Leaf `biz_tag` holds but U+0000 (Unicode, spaces, `/` included), percent-encoded.',
   examples: ['order'],
 } as const;
 
@@ -32,7 +41,7 @@ export function parseCount(raw: unknown, max: number): number {
 }
 
 /** The `{tag}` path parameter, for OpenAPI. */
-export const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_SCHEMA } } as const;
+export const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_PATH_SCHEMA } } as const;
 
 /** The `count` query parameter, for OpenAPI. */
 export function countQuery(max: number) {
@@ -46,3 +55,4 @@ export function countQuery(max: number) {
 export function clip(text: string): string {
   return text.length > 64 ? `${text.slice(0, 64)}...` : text;
 }
+

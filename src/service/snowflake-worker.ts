@@ -1,12 +1,15 @@
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { resolveRollbackPolicy, type RollbackPolicyOptions } from '../core/clock-policy.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
+import { DEFAULT_MAX_PEER_SKEW_MS, DEFAULT_SAFETY_MARGIN_MS, PEER_CLOCK_CHECKS, WORKER_OPTION_BOUNDS, type PeerClockCheck } from '../core/lease-policy.ts';
 import { resolveLayout, type Layout, type LayoutSpec } from '../core/layout.ts';
-import { SnowflakeGenerator } from '../core/snowflake.ts';
+import { BATCH_WINDOW_MS, SnowflakeGenerator, maxBatchFor } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
-import type { NodeIdentity, WorkerLease, WorkerRegistry, WorkerReport } from '../ports/worker-registry.ts';
-import { withTimeout } from '../core/timeout.ts';
-import { iso } from '../registries/common.ts';
+import type { NodeIdentity, WorkerRegistry } from '../ports/worker-registry.ts';
+import { iso } from '../core/time.ts';
+import { sleep } from '../shared/time.ts';
+import { LeaseHolder, type LeaseEvent } from './lease-holder.ts';
+import type { LeaseTerms } from './lease-holding.ts';
 import { localNodeIdentity } from './node-identity.ts';
 
 /**
@@ -16,8 +19,7 @@ import { localNodeIdentity } from './node-identity.ts';
  */
 export type WorkerRollbackOptions = RollbackPolicyOptions | (Omit<RollbackPolicyOptions, 'policy'> & { readonly policy: 'switch-worker' });
 
-/** How the start-up check against live peers' clocks acts on a skew above `maxPeerSkewMs`. */
-export type PeerClockCheck = 'refuse' | 'warn' | 'off';
+export type { PeerClockCheck };
 
 /** Options for {@link SnowflakeWorker.start}. */
 export interface SnowflakeWorkerOptions {
@@ -51,23 +53,7 @@ export interface SnowflakeWorkerOptions {
 }
 
 /** Something a log should say about the lease. */
-export interface SnowflakeWorkerEvent {
-  readonly type:
-    | 'acquired'
-    | 'waiting-for-clock'
-    | 'peer-clock-skew'
-    | 'peer-check-skipped'
-    | 'renew-failed'
-    | 'lease-lost'
-    | 'recovered'
-    | 'recovery-failed'
-    | 'switched-worker'
-    | 'switch-failed'
-    | 'released';
-  readonly workerId: number;
-  readonly message: string;
-  readonly error?: IdMintError;
-}
+export type SnowflakeWorkerEvent = LeaseEvent;
 
 /** What /readyz and metrics read; a fresh object on each call. */
 export interface SnowflakeWorkerState {
@@ -80,6 +66,8 @@ export interface SnowflakeWorkerState {
    * one is being acquired. `closed`.
    */
   readonly status: 'active' | 'fenced' | 'recovering' | 'closed';
+  /** The worker's clock when this state was read (validUntil and the other times are on it). */
+  readonly now: number;
   /** True when IDs can be issued now (status `active`): the readiness signal. */
   readonly ready: boolean;
   /** Clock time at which the generator stops unless the lease is renewed first. */
@@ -92,31 +80,31 @@ export interface SnowflakeWorkerState {
   readonly leaseLosses: number;
   readonly workerSwitches: number;
   readonly lastError: string | null;
+  /** The horizon last recorded at the registry (nothing issued here is later); -1 without a lease. */
+  readonly horizon: number;
   /** Times a generator of this worker found the clock behind a time it had used (all leases). */
   readonly clockRollbacks: number;
+  /** How a clock found behind is handled: the generator's policy (`wait`, `refuse`, `borrow`, `history`) or `switch-worker`. */
+  readonly rollbackPolicy: string;
+  /** The start-up comparison with the live peers' clocks; null when it did not run (check off). */
+  readonly peerClock: PeerClockReport | null;
 }
 
-/** A lease and the generator issuing under it. */
-interface Holding {
-  readonly lease: WorkerLease;
-  readonly generator: SnowflakeGenerator;
-  /** The highest lastTimestamp recorded for this lease (by us or, before us, by the registry). */
-  recorded: number;
-  /** Set when the holding stops issuing for good (lost, switched away from, closed). */
-  retired: boolean;
+/** What the start-up check found comparing this node's clock with its live peers'. */
+export interface PeerClockReport {
+  /** `refuse`, `warn`: as configured (`off` runs no check, so no report). */
+  readonly check: PeerClockCheck;
+  /** Clock time of the comparison. */
+  readonly checkedAt: number;
+  /** Live peers compared with (0: none was running, so there was nothing to compare). */
+  readonly peers: number;
+  /** This clock minus the mean of the peers' clocks, in ms; null with no peers or when skipped. */
+  readonly offsetMs: number | null;
+  readonly maxPeerSkewMs: number;
+  /** Why the comparison could not run (the registry could not list peers); null when it ran. */
+  readonly skipped: string | null;
 }
 
-/** Extra conditions when acquiring, for `switch-worker`. */
-interface Wanted {
-  readonly exclude?: readonly number[];
-  readonly lastTimestampBelow?: number;
-}
-
-const DEFAULT_RENEW_INTERVAL_MS = 3000; // Leaf's report interval
-const DEFAULT_SAFETY_MARGIN_MS = 1000;
-const DEFAULT_MAX_PEER_SKEW_MS = 5000; // Leaf's threshold against the mean of the other nodes
-/** The longest wait at start-up for the clock to pass a previous holder's reservation. */
-const MAX_START_WAIT_MS = 600_000;
 
 /**
  * A snowflake generator whose worker ID is leased from a {@link WorkerRegistry}: the piece the
@@ -134,58 +122,83 @@ const MAX_START_WAIT_MS = 600_000;
  * - A lost lease fences the generator at once and a new lease is acquired in the background.
  * - `close()` fences, then releases with the exact last timestamp, freeing the ID at once.
  *
+ * The lease itself, and every transition between leases, is the {@link LeaseHolder}'s
+ * (lease-holder.ts): one transition in flight at a time. This class is the face of it.
+ *
  * `next()`, `nextString()` and `nextBatch()` are the generator's own synchronous methods: no
- * await and no allocation is added on the hot path.
+ * await and no allocation is added on the hot path. `nextBatchAsync()` mints a batch without
+ * blocking the event loop.
  */
 export class SnowflakeWorker {
   readonly layout: Layout;
+  /**
+   * The largest `count` {@link nextBatchAsync} takes: what this worker's layout issues in
+   * BATCH_WINDOW_MS (100 ms), so a batch of any allowed size is minted in about that long.
+   */
+  readonly maxBatch: number;
   readonly #registry: WorkerRegistry;
-  readonly #identity: NodeIdentity;
   readonly #clock: Clock;
-  readonly #options: SnowflakeWorkerOptions;
-  readonly #generatorRollback: RollbackPolicyOptions;
   readonly #switchWorker: boolean;
-  /** How far a `borrow` generator may issue ahead of its clock; 0 for the other policies. */
-  readonly #leadMs: number;
-  readonly #marginMs: number;
   readonly #peerCheck: PeerClockCheck;
   readonly #maxPeerSkewMs: number;
+  readonly #onEvent: ((event: SnowflakeWorkerEvent) => void) | undefined;
+  readonly #terms: LeaseTerms;
+  /** Set once start() has its first lease; never undefined after. */
+  #holder!: LeaseHolder;
 
   /** Issues the IDs; fenced (never null) while there is no lease, so `next()` needs no check. */
   #generator!: SnowflakeGenerator;
-  #holding: Holding | undefined;
-  /** The last timestamp this process reached per worker ID, should it get one back. */
-  readonly #highWater = new Map<number, number>();
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #tick: Promise<void> | undefined;
-  #switching: Promise<void> | undefined;
-  #lastSwitchAttempt = Number.NEGATIVE_INFINITY;
-  #closed = false;
   /** Clock rollbacks seen by the generators of earlier leases. */
   #rollbacksBefore = 0;
-  #stats = { lastRenewedAt: -1, renewFailures: 0, renewFailuresTotal: 0, leaseLosses: 0, workerSwitches: 0, lastError: null as string | null };
+  readonly #rollbackPolicy: string;
+  #peerClock: PeerClockReport | null = null;
 
   private constructor(options: SnowflakeWorkerOptions) {
     if (options === null || typeof options !== 'object' || options.registry === undefined) {
       throw new IdMintError('INVALID_ARGUMENT', 'SnowflakeWorker.start needs options with a registry (see openWorkerRegistry)');
     }
-    this.#options = options;
     this.#registry = options.registry;
-    this.#identity = options.identity ?? localNodeIdentity();
     this.#clock = options.clock ?? new MonotonicClock();
     this.layout = resolveLayout(options.layout);
     const { policy, ...bounds } = options.rollback ?? {};
     this.#switchWorker = policy === 'switch-worker';
-    this.#generatorRollback = { ...bounds, policy: policy === 'switch-worker' ? 'wait' : policy };
-    const resolved = resolveRollbackPolicy(this.#generatorRollback);
-    this.#leadMs = resolved.name === 'borrow' ? resolved.maxLeadMs : 0;
-    this.#marginMs = integer('safetyMarginMs', options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS, 0, 60_000);
-    this.#maxPeerSkewMs = integer('maxPeerSkewMs', options.maxPeerSkewMs ?? DEFAULT_MAX_PEER_SKEW_MS, 0, 86_400_000);
+    this.#rollbackPolicy = policy ?? 'wait';
+    const generatorRollback: RollbackPolicyOptions = { ...bounds, policy: policy === 'switch-worker' ? 'wait' : policy };
+    const resolved = resolveRollbackPolicy(generatorRollback);
+    const limits = WORKER_OPTION_BOUNDS;
+    const marginMs = integer('safetyMarginMs', options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS, limits.safetyMarginMs.min, limits.safetyMarginMs.max);
+    this.#maxPeerSkewMs = integer('maxPeerSkewMs', options.maxPeerSkewMs ?? DEFAULT_MAX_PEER_SKEW_MS, limits.maxPeerSkewMs.min, limits.maxPeerSkewMs.max);
     this.#peerCheck = options.peerClockCheck ?? 'refuse';
-    if (!['refuse', 'warn', 'off'].includes(this.#peerCheck)) {
+    if (!PEER_CLOCK_CHECKS.includes(this.#peerCheck)) {
       throw new IdMintError('INVALID_ARGUMENT', `peerClockCheck must be refuse, warn or off, got ${String(this.#peerCheck)}`);
     }
-    if (options.renewIntervalMs !== undefined) integer('renewIntervalMs', options.renewIntervalMs, 10, 600_000);
+    if (options.renewIntervalMs !== undefined) integer('renewIntervalMs', options.renewIntervalMs, limits.renewIntervalMs.min, limits.renewIntervalMs.max);
+    this.#onEvent = options.onEvent;
+    const layout = this.layout;
+    const clock = this.#clock;
+    // The generator checks the spread against the layout; the bound only needs it as given.
+    this.maxBatch = maxBatchFor(layout, options.sequenceSpread ?? 0);
+    this.#terms = {
+      registry: this.#registry,
+      identity: options.identity ?? localNodeIdentity(),
+      clock,
+      maxWorkers: layout.maxWorkerId + 1,
+      marginMs,
+      leadMs: resolved.name === 'borrow' ? resolved.maxLeadMs : 0,
+      renewIntervalMs: options.renewIntervalMs,
+      switchWorker: this.#switchWorker,
+      createGenerator: (workerId, lastTimestamp) =>
+        new SnowflakeGenerator({
+          clock,
+          layout,
+          workerId,
+          datacenterId: options.datacenterId,
+          rollback: generatorRollback,
+          sequenceSpread: options.sequenceSpread,
+          random: options.random,
+          lastTimestamp,
+        }),
+    };
   }
 
   /**
@@ -197,20 +210,10 @@ export class SnowflakeWorker {
     const worker = new SnowflakeWorker(options);
     // Before acquiring: this node is no peer of itself yet, and the lease's TTL is not running.
     await worker.#checkPeers();
-    let holding: Holding;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        holding = await worker.#establish({});
-        break;
-      } catch (error) {
-        // A lease lost before anything was issued under it (a slow start on a loaded machine
-        // outlasted its TTL) costs nothing: take another. Anything else is the caller's.
-        if (!isIdMintError(error, 'LEASE_LOST') || attempt === 3) throw error;
-      }
-    }
-    worker.#adopt(holding);
-    worker.#emit('acquired', `acquired worker ${holding.lease.workerId} from the ${worker.#registry.backend} registry`);
-    worker.#schedule(worker.#renewIntervalMs(holding.lease));
+    worker.#holder = await LeaseHolder.start(worker.#terms, {
+      adopted: (generator) => worker.#adopt(generator),
+      onEvent: (event) => worker.#emit(event),
+    });
     return worker;
   }
 
@@ -233,7 +236,11 @@ export class SnowflakeWorker {
     return this.next().toString();
   }
 
-  /** `count` strictly increasing IDs. */
+  /**
+   * `count` strictly increasing IDs, now. Synchronous: when a time unit's sequence runs out it
+   * blocks the thread until the clock reaches the next one (js-safe: 64 IDs per ms, so 10,000
+   * IDs block for about 150 ms). A server should use {@link nextBatchAsync}.
+   */
   nextBatch(count: number): bigint[] {
     try {
       return this.#generator.nextBatch(count);
@@ -242,17 +249,68 @@ export class SnowflakeWorker {
     }
   }
 
+  /**
+   * `count` (1 to {@link maxBatch}) strictly increasing IDs, minted without blocking the event
+   * loop: what a time unit holds is taken at once, and between time units the event loop runs
+   * (timers, renewals, other requests) until the clock reaches the next. All from one lease:
+   * if it is lost or switched meanwhile, this rejects (LEASE_LOST, CLOCK_MOVED_BACKWARDS) and
+   * the IDs minted so far are dropped, never handed out.
+   */
+  async nextBatchAsync(count: number): Promise<bigint[]> {
+    if (!Number.isSafeInteger(count) || count < 1 || count > this.maxBatch) {
+      throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${this.maxBatch}, got ${String(count)}: ${batchBoundReason(this.layout, this.maxBatch)}`);
+    }
+    const generator = this.#generator;
+    const clock = this.#clock;
+    const ids = new Array<bigint>(count);
+    try {
+      let i = generator.nextReady(ids, 0, count);
+      let stalls = 0;
+      while (i < count) {
+        const before = clock.now();
+        await sleep(Math.max(1, generator.readyAt() - before));
+        const from = i;
+        i = generator.nextReady(ids, i, count);
+        if (i > from || clock.now() !== before) {
+          stalls = 0;
+          continue;
+        }
+        // The clock did not move while we waited. A 1 ms timer can fire within the same
+        // millisecond (about 1 in 300), so wait again; three times in a row means a clock that
+        // moves only when asked to sleep (ManualClock): the generator's own rule then decides.
+        if (++stalls === 3) {
+          ids[i++] = generator.next();
+          stalls = 0;
+        }
+      }
+    } catch (error) {
+      if (generator !== this.#generator && isIdMintError(error, 'LEASE_LOST')) {
+        throw new IdMintError('LEASE_LOST', `the lease of worker ${generator.workerId} ended while this batch was minted (now worker ${this.#generator.workerId}); none of its IDs was handed out: ask again`, {
+          cause: error,
+          details: { workerId: generator.workerId },
+        });
+      }
+      throw this.#failed(error);
+    }
+    return ids;
+  }
+
   state(): SnowflakeWorkerState {
-    const validUntil = this.#holding === undefined ? Number.NEGATIVE_INFINITY : this.#generator.validUntil();
-    const status = this.#closed ? 'closed' : this.#holding === undefined ? 'recovering' : this.#clock.now() < validUntil ? 'active' : 'fenced';
+    const phase = this.#holder.phase;
+    const validUntil = phase === 'holding' ? this.#generator.validUntil() : Number.NEGATIVE_INFINITY;
+    const now = this.#clock.now();
+    const status = phase === 'closed' ? 'closed' : phase === 'recovering' ? 'recovering' : now < validUntil ? 'active' : 'fenced';
     return {
       backend: this.#registry.backend,
       workerId: this.#generator.workerId,
       status,
+      now,
       ready: status === 'active',
       validUntil,
-      ...this.#stats,
+      ...this.#holder.stats(),
       clockRollbacks: this.#rollbacksBefore + this.#generator.rollbackCount(),
+      rollbackPolicy: this.#rollbackPolicy,
+      peerClock: this.#peerClock,
     };
   }
 
@@ -260,99 +318,29 @@ export class SnowflakeWorker {
    * Stops issuing, then releases the lease with the exact last timestamp, so the next node can
    * take the worker ID at once. Throws if the release fails (the lease then lapses by its TTL).
    */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    clearTimeout(this.#timer);
-    const holding = this.#holding;
-    if (holding !== undefined) retire(holding);
-    this.#generator.setValidUntil(Number.NEGATIVE_INFINITY);
-    await this.#tick?.catch(() => {});
-    await this.#switching?.catch(() => {});
-    this.#holding = undefined;
-    if (holding === undefined) return;
-    await holding.lease.release(this.#finalReport(holding));
-    this.#emit('released', `released worker ${holding.lease.workerId}`);
+  close(): Promise<void> {
+    return this.#holder.close();
   }
 
-  // ---- establishing a lease ---------------------------------------------------------------
+  // ---- helpers ------------------------------------------------------------------------------
 
-  /** Acquire, check the clock, create the generator (fenced), record a horizon, then unfence. */
-  async #establish(wanted: Wanted): Promise<Holding> {
-    const { exclude, lastTimestampBelow } = wanted;
-    const lease = await this.#registry.acquire({ identity: this.#identity, maxWorkers: this.layout.maxWorkerId + 1, exclude, lastTimestampBelow });
-    try {
-      const now = this.#clock.now();
-      // switch-worker asks for IDs last used before the clock (lastTimestampBelow): such an ID
-      // is safe at once, whatever a previous holder's clock read when it reported.
-      if (lease.reportedAt >= 0 && now < lease.reportedAt && wanted.lastTimestampBelow === undefined) {
-        const behind = this.#clockBehind(lease, now);
-        if (!this.#switchWorker) throw behind;
-        return await this.#switchAtStart(lease, behind);
-      }
-      await this.#waitForClock(lease, this.#renewIntervalMs(lease));
-      const lastTimestamp = Math.max(lease.lastTimestamp, this.#highWater.get(lease.workerId) ?? -1);
-      const generator = new SnowflakeGenerator({
-        clock: this.#clock,
-        layout: this.layout,
-        workerId: lease.workerId,
-        datacenterId: this.#options.datacenterId,
-        rollback: this.#generatorRollback,
-        sequenceSpread: this.#options.sequenceSpread,
-        random: this.#options.random,
-        lastTimestamp: lastTimestamp >= 0 ? lastTimestamp : undefined,
-      });
-      // Nothing is issued until the registry has recorded a horizon above it.
-      generator.setValidUntil(Number.NEGATIVE_INFINITY);
-      const holding: Holding = { lease, generator, recorded: lease.lastTimestamp, retired: false };
-      await this.#renew(holding);
-      return holding;
-    } catch (error) {
-      // Leave the record as we found it: nothing was issued under this lease.
-      await lease.release(unchanged(lease)).catch(() => {});
-      throw error;
-    }
+  /** A new lease's generator issues from now on. */
+  #adopt(generator: SnowflakeGenerator): void {
+    // The generator is undefined only before the first lease.
+    if ((this.#generator as SnowflakeGenerator | undefined) !== undefined) this.#rollbacksBefore += this.#generator.rollbackCount();
+    this.#generator = generator;
   }
 
-  /** `switch-worker` at start-up: the clock is behind this ID's record, so take another ID. */
-  async #switchAtStart(lease: WorkerLease, behind: IdMintError): Promise<Holding> {
-    let other: Holding;
-    try {
-      other = await this.#establish({ exclude: [lease.workerId], lastTimestampBelow: this.#clock.now() });
-    } catch (error) {
-      throw new IdMintError('CLOCK_MOVED_BACKWARDS', `${behind.message}; switch-worker found no other worker ID to use (${(error as Error).message})`, {
-        cause: error,
-        details: behind.details,
-      });
+  /** Turns a generator error into the caller's; a large rollback under `switch-worker` starts a switch. */
+  #failed(error: unknown): unknown {
+    if (!isIdMintError(error)) return error;
+    if (error.code === 'CLOCK_MOVED_BACKWARDS' && this.#switchWorker) this.#holder.requestSwitch();
+    const phase = this.#holder.phase;
+    if (error.code === 'LEASE_LOST' && phase !== 'holding') {
+      const why = phase === 'closed' ? 'the worker is closed' : 'its lease was lost and a new one is being acquired';
+      return new IdMintError('LEASE_LOST', `worker ${this.#generator.workerId} issues no IDs: ${why}`, { cause: error, details: { workerId: this.#generator.workerId } });
     }
-    await lease.release(unchanged(lease)).catch(() => {});
-    this.#stats.workerSwitches++;
-    this.#emit('switched-worker', `${behind.message}; switched to worker ${other.lease.workerId}, last used before the clock`);
-    return other;
-  }
-
-  /**
-   * The previous holder reserved up to `lease.lastTimestamp` (a horizon above anything it could
-   * issue). The clock is not behind its reports, so this is no clock fault, only the end of its
-   * reservation, as after a kill: wait (without blocking the event loop) until the clock passes,
-   * keeping the lease alive meanwhile with the record left as it is.
-   */
-  async #waitForClock(lease: WorkerLease, intervalMs: number): Promise<void> {
-    let now = this.#clock.now();
-    if (now > lease.lastTimestamp) return;
-    const waitMs = lease.lastTimestamp - now;
-    if (waitMs > MAX_START_WAIT_MS) throw this.#clockBehind(lease, now);
-    this.#emit('waiting-for-clock', `worker ${lease.workerId}: waiting ${waitMs} ms for the clock to pass ${iso(lease.lastTimestamp)}, the horizon its previous holder reserved`);
-    let renewedAt = now;
-    while (now <= lease.lastTimestamp) {
-      if (this.#closed) throw new IdMintError('LEASE_LOST', 'the worker was closed while starting');
-      if (now - renewedAt >= intervalMs) {
-        renewedAt = now;
-        await lease.renew(unchanged(lease));
-      }
-      await sleep(Math.min(lease.lastTimestamp - now + 1, 250));
-      now = this.#clock.now();
-    }
+    return error;
   }
 
   /**
@@ -362,20 +350,26 @@ export class SnowflakeWorker {
   async #checkPeers(): Promise<void> {
     if (this.#peerCheck === 'off') return;
     let peers;
+    const report = { check: this.#peerCheck, checkedAt: this.#clock.now(), peers: 0, offsetMs: null, maxPeerSkewMs: this.#maxPeerSkewMs, skipped: null };
     try {
       peers = await this.#registry.peers();
     } catch (error) {
       // Only a coordinator can tell the peers' clocks. When it cannot (a start from the
       // weak-dependency cache), the check against the worker ID's own record still runs.
       if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE')) throw error;
-      this.#emit('peer-check-skipped', `could not compare the clock with the live peers' (${error.message}); starting on the check against the worker ID's record alone`, error);
+      this.#peerClock = { ...report, skipped: error.message };
+      this.#emit({ type: 'peer-check-skipped', workerId: -1, message: `could not compare the clock with the live peers' (${error.message}); starting on the check against the worker ID's record alone`, error });
       return;
     }
-    if (peers.length === 0) return;
+    if (peers.length === 0) {
+      this.#peerClock = report;
+      return;
+    }
     const now = this.#clock.now();
     // Each peer's clock now: its last report plus how long ago the coordinator received it.
     const mean = peers.reduce((sum, peer) => sum + peer.reportedAt + peer.ageMs, 0) / peers.length;
     const offset = Math.round(now - mean);
+    this.#peerClock = { ...report, checkedAt: now, peers: peers.length, offsetMs: offset };
     if (Math.abs(offset) <= this.#maxPeerSkewMs) return;
     const error = new IdMintError(
       'CLOCK_SKEW',
@@ -383,210 +377,21 @@ export class SnowflakeWorker {
       { details: { clockMs: now, peersMeanMs: Math.round(mean), offsetMs: offset, peers: peers.length, limitMs: this.#maxPeerSkewMs } },
     );
     if (this.#peerCheck === 'refuse') throw error;
-    this.#emit('peer-clock-skew', error.message, error);
+    this.#emit({ type: 'peer-clock-skew', workerId: -1, message: error.message, error });
   }
 
-  #clockBehind(lease: WorkerLease, now: number): IdMintError {
-    const offset = lease.reportedAt - now;
-    return new IdMintError(
-      'CLOCK_MOVED_BACKWARDS',
-      `worker ${lease.workerId}: the local clock reads ${iso(now)}, ${offset} ms behind ${iso(lease.reportedAt)}, the time its previous holder's clock showed at its last report to the ${this.#registry.backend} registry (its IDs reach ${iso(lease.lastTimestamp)}); refusing to start rather than risk repeating IDs: fix the clock, or start once it has passed that time`,
-      { details: { workerId: lease.workerId, clockMs: now, recordedMs: lease.reportedAt, lastTimestamp: lease.lastTimestamp, offsetMs: offset } },
-    );
-  }
-
-  // ---- renewing -----------------------------------------------------------------------------
-
-  /**
-   * Renews the lease, reporting a horizon: everything the generator can issue before the new
-   * fence. Only once the registry confirms is the fence moved up to it.
-   */
-  async #renew(holding: Holding): Promise<void> {
-    const t0 = this.#clock.now();
-    const { lease, generator } = holding;
-    const fence = t0 + lease.ttlMs - this.#marginMs;
-    const horizon = Math.max(fence + this.#leadMs, generator.lastTimestamp(), holding.recorded);
-    const renewal = lease.renew({ lastTimestamp: horizon, reportedAt: t0 });
-    const granted = await withTimeout(renewal, Math.max(1000, this.#renewIntervalMs(lease)), () =>
-      new IdMintError('REGISTRY_UNAVAILABLE', `${this.#registry.backend} registry did not confirm the renewal of worker ${lease.workerId} in time`),
-    );
-    holding.recorded = horizon;
-    // A renewal that finishes after the holding was retired (lost, switched, closed) must not
-    // lift the fence that retired it.
-    if (holding.retired) return;
-    this.#stats.lastRenewedAt = t0;
-    // A TTL granted shorter than asked shortens the fence; a longer one never lifts it past the
-    // horizon just recorded.
-    generator.setValidUntil(Math.min(t0 + granted - this.#marginMs, horizon - this.#leadMs));
-  }
-
-  #renewIntervalMs(lease: WorkerLease): number {
-    const usable = lease.ttlMs - this.#marginMs;
-    const interval = this.#options.renewIntervalMs ?? Math.min(DEFAULT_RENEW_INTERVAL_MS, Math.floor(usable / 3));
-    if (interval < 1 || usable < 2 * interval) {
-      throw new IdMintError(
-        'INVALID_ARGUMENT',
-        `the lease TTL (${lease.ttlMs} ms) minus safetyMarginMs (${this.#marginMs}) must hold at least two renewals of ${interval} ms (renewIntervalMs): raise the TTL or lower the interval or margin`,
-      );
-    }
-    return interval;
-  }
-
-  #schedule(delayMs: number): void {
-    if (this.#closed) return;
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#tick = this.#onTick().finally(() => {
-        this.#tick = undefined;
-      });
-    }, delayMs);
-    // The lease is the host's business to end (close()); it must not keep a process alive.
-    this.#timer.unref?.();
-  }
-
-  async #onTick(): Promise<void> {
-    const holding = this.#holding;
-    if (this.#closed) return;
-    if (holding === undefined) return this.#recover();
-    const interval = this.#renewIntervalMs(holding.lease);
+  #emit(event: SnowflakeWorkerEvent): void {
     try {
-      await this.#renew(holding);
-      this.#stats.renewFailures = 0;
-      this.#schedule(interval);
-    } catch (error) {
-      const failure = asIdMintError(error);
-      this.#stats.lastError = failure.message;
-      if (failure.code === 'LEASE_LOST') {
-        this.#lose(holding, failure);
-        return;
-      }
-      this.#stats.renewFailures++;
-      this.#stats.renewFailuresTotal++;
-      this.#emit('renew-failed', `renewing worker ${holding.lease.workerId} failed (${this.#stats.renewFailures} in a row); IDs stop at ${iso(holding.generator.validUntil())} unless a renewal succeeds first`, failure);
-      this.#schedule(Math.max(100, Math.floor(interval / 3)));
-    }
-  }
-
-  // ---- losing and recovering ----------------------------------------------------------------
-
-  #adopt(holding: Holding): void {
-    // The generator is undefined only before the first lease.
-    if ((this.#generator as SnowflakeGenerator | undefined) !== undefined) this.#rollbacksBefore += this.#generator.rollbackCount();
-    this.#holding = holding;
-    this.#generator = holding.generator;
-    const { lost } = holding.lease;
-    if (lost.aborted) queueMicrotask(() => this.#lose(holding, asIdMintError(lost.reason)));
-    else lost.addEventListener('abort', () => this.#lose(holding, asIdMintError(lost.reason)), { once: true });
-  }
-
-  /** The lease is gone: stop issuing at once, then acquire a new one in the background. */
-  #lose(holding: Holding, error: IdMintError): void {
-    if (this.#holding !== holding || this.#closed) return;
-    retire(holding);
-    this.#remember(holding);
-    this.#holding = undefined;
-    this.#stats.leaseLosses++;
-    this.#stats.lastError = error.message;
-    this.#emit('lease-lost', `lost the lease on worker ${holding.lease.workerId}: issuing stopped; acquiring a new worker ID`, error);
-    this.#schedule(0);
-  }
-
-  async #recover(): Promise<void> {
-    try {
-      const holding = await this.#establish({});
-      if (this.#closed) {
-        await holding.lease.release(this.#finalReport(holding)).catch(() => {});
-        return;
-      }
-      this.#adopt(holding);
-      this.#emit('recovered', `acquired worker ${holding.lease.workerId} again; issuing resumed`);
-      this.#schedule(this.#renewIntervalMs(holding.lease));
-    } catch (error) {
-      const failure = asIdMintError(error);
-      this.#stats.lastError = failure.message;
-      this.#emit('recovery-failed', `acquiring a new worker ID failed: ${failure.message}`, failure);
-      this.#schedule(this.#options.renewIntervalMs ?? DEFAULT_RENEW_INTERVAL_MS);
-    }
-  }
-
-  // ---- switch-worker ------------------------------------------------------------------------
-
-  /** Turns a generator error into the caller's; a large rollback under `switch-worker` starts a switch. */
-  #failed(error: unknown): unknown {
-    if (!isIdMintError(error)) return error;
-    if (error.code === 'CLOCK_MOVED_BACKWARDS' && this.#switchWorker) this.#requestSwitch();
-    if (error.code === 'LEASE_LOST' && this.#holding === undefined) {
-      const why = this.#closed ? 'the worker is closed' : 'its lease was lost and a new one is being acquired';
-      return new IdMintError('LEASE_LOST', `worker ${this.#generator.workerId} issues no IDs: ${why}`, { cause: error, details: { workerId: this.#generator.workerId } });
-    }
-    return error;
-  }
-
-  #requestSwitch(): void {
-    const now = this.#clock.now();
-    if (this.#switching !== undefined || this.#closed || this.#holding === undefined) return;
-    // At most one attempt per renewal interval: every refused call would otherwise ask again.
-    if (now - this.#lastSwitchAttempt < (this.#options.renewIntervalMs ?? DEFAULT_RENEW_INTERVAL_MS) && now >= this.#lastSwitchAttempt) return;
-    this.#lastSwitchAttempt = now;
-    this.#switching = this.#switch().finally(() => {
-      this.#switching = undefined;
-    });
-  }
-
-  /**
-   * The clock went back further than the generator waits out: take another worker ID, one last
-   * used before the clock's current reading, so IDs continue at once and stay unique; then fence
-   * and release the old ID with its exact last timestamp.
-   */
-  async #switch(): Promise<void> {
-    const old = this.#holding;
-    if (old === undefined) return;
-    try {
-      const next = await this.#establish({ exclude: [old.lease.workerId], lastTimestampBelow: this.#clock.now() });
-      if (this.#closed || this.#holding !== old) {
-        await next.lease.release(this.#finalReport(next)).catch(() => {});
-        return;
-      }
-      retire(old);
-      this.#remember(old);
-      this.#adopt(next);
-      this.#stats.workerSwitches++;
-      this.#emit('switched-worker', `the clock went back past what the rollback policy waits out; switched from worker ${old.lease.workerId} to worker ${next.lease.workerId}`);
-      await old.lease.release(this.#finalReport(old)).catch((error: unknown) => {
-        this.#stats.lastError = asIdMintError(error).message;
-      });
-    } catch (error) {
-      const failure = asIdMintError(error);
-      this.#stats.lastError = failure.message;
-      this.#emit('switch-failed', `switch-worker found no worker ID to move to: ${failure.message}`, failure);
-    }
-  }
-
-  // ---- helpers ------------------------------------------------------------------------------
-
-  /** What release records: the exact last timestamp, never below what the registry had. */
-  #finalReport(holding: Holding): WorkerReport {
-    this.#remember(holding);
-    return { lastTimestamp: Math.max(holding.generator.lastTimestamp(), holding.lease.lastTimestamp), reportedAt: this.#clock.now() };
-  }
-
-  #remember(holding: Holding): void {
-    const id = holding.lease.workerId;
-    this.#highWater.set(id, Math.max(this.#highWater.get(id) ?? -1, holding.generator.lastTimestamp()));
-  }
-
-  #emit(type: SnowflakeWorkerEvent['type'], message: string, error?: IdMintError): void {
-    try {
-      this.#options.onEvent?.({ type, workerId: this.#holding?.lease.workerId ?? this.#generator?.workerId ?? -1, message, error });
+      this.#onEvent?.(event);
     } catch {
       // A logging hook must not break the lease logic.
     }
   }
 }
 
-function asIdMintError(error: unknown): IdMintError {
-  if (error instanceof IdMintError) return error;
-  return new IdMintError('REGISTRY_UNAVAILABLE', error instanceof Error ? error.message : String(error), { cause: error });
+/** Why a batch is bounded, for the error that refuses a larger one (library and route alike). */
+export function batchBoundReason(layout: Layout, limit: number): string {
+  return `layout "${layout.name}" issues ${limit} IDs in ${BATCH_WINDOW_MS} ms, the most one batch may take; ask for more in several requests`;
 }
 
 function integer(name: string, value: number, min: number, max: number): number {
@@ -594,19 +399,4 @@ function integer(name: string, value: number, min: number, max: number): number 
     throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
   }
   return value;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Stops a holding's generator for good. */
-function retire(holding: Holding): void {
-  holding.retired = true;
-  holding.generator.setValidUntil(Number.NEGATIVE_INFINITY);
-}
-
-/** A report that leaves a lease's record as the registry had it. */
-function unchanged(lease: WorkerLease): WorkerReport {
-  return { lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt };
 }

@@ -1,4 +1,6 @@
+import { sqlDriverUrl } from '../shared/connection-url.ts';
 import { withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
+import { loadDriver } from '../shared/load-driver.ts';
 
 /** Per-query options idmint sets, so BIGINT and TIMESTAMP come back as exact strings whatever the pool's defaults. */
 export interface MysqlQueryOptions {
@@ -32,6 +34,12 @@ export interface MysqlPoolLike {
 
 /** ER_DUP_ENTRY */
 const DUPLICATE_ENTRY = 1062;
+/**
+ * ER_CANT_AGGREGATE_2COLLATIONS (a tag compared with a column whose set cannot hold it),
+ * ER_CANT_AGGREGATE_NCOLLATIONS, ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string value"),
+ * ER_INVALID_CHARACTER_STRING, ER_DATA_TOO_LONG.
+ */
+const VALUE_REFUSED = new Set([1267, 1271, 1366, 1300, 1406]);
 
 export const mysqlDialect: SqlDialect = {
   backend: 'mysql',
@@ -41,11 +49,21 @@ export const mysqlDialect: SqlDialect = {
   // NOW(3) is converted from the session time zone, which open() sets to UTC, so the repeated
   // hour of a daylight-saving change cannot make the clock jump back.
   nowMs: 'CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)',
+  // Leaf's own definition (scripts/leaf_alloc.sql).
+  autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP`,
+  // utf8mb4 holds every tag idmint accepts, whatever the server's default set (latin1 on many
+  // servers); the binary collation compares tags exactly, as the other backends do (no case or
+  // accent folding; trailing spaces are still ignored, as in every MySQL PAD SPACE collation).
+  castToBigint: (expr) => `CAST(${expr} AS SIGNED)`,
+  tableOptions: ' DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin',
   insertIfAbsent(table, columns, values) {
     return `INSERT IGNORE INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')})`;
   },
   isDuplicateKey(error) {
     return (error as { errno?: unknown } | null)?.errno === DUPLICATE_ENTRY;
+  },
+  isValueRefused(error) {
+    return VALUE_REFUSED.has(Number((error as { errno?: unknown } | null)?.errno));
   },
 };
 
@@ -103,9 +121,11 @@ export class MysqlDriver implements SqlDriver {
 
 /** Opens a `mysql2` Pool on `url` (MySQL or MariaDB), loading the driver only now. */
 export async function openMysqlPool(url: string, options: SqlPoolOptions): Promise<MysqlPoolLike> {
-  const mysql = await import('mysql2/promise');
+  const mysql = await loadDriver('mysql2', 'a mysql:// URL', () => import('mysql2/promise'));
   const pool = mysql.createPool({
-    uri: url,
+    // Rebuilt by shared/connection-url.ts: a raw password with `@` or `/` in it reads as written,
+    // and mariadb:// is mysql2's mysql://.
+    uri: sqlDriverUrl(url),
     connectionLimit: options.poolSize,
     connectTimeout: options.timeoutMs,
     enableKeepAlive: true,

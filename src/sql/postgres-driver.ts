@@ -1,4 +1,6 @@
+import { sqlDriverUrl } from '../shared/connection-url.ts';
 import { insertOnConflictDoNothing, withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
+import { loadDriver } from '../shared/load-driver.ts';
 
 /** The part of a `pg` PoolClient idmint uses (a structural subset: idmint never imports pg's types). */
 export interface PgClientLike {
@@ -20,6 +22,9 @@ export interface PgTypesLike {
   getTypeParser(oid: number, format?: string): (value: string) => unknown;
 }
 
+/** string_data_right_truncation, character_not_in_repertoire, untranslatable_character. */
+const VALUE_REFUSED = new Set(['22001', '22021', '22P05']);
+
 export const postgresDialect: SqlDialect = {
   backend: 'postgres',
   supportsReturning: true,
@@ -27,9 +32,15 @@ export const postgresDialect: SqlDialect = {
   nowTimestamp: "(now() AT TIME ZONE 'UTC')",
   // clock_timestamp(), not now(): now() is frozen at the start of the transaction.
   nowMs: '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint',
+  autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT (now() AT TIME ZONE 'UTC')`,
+  castToBigint: (expr) => `CAST(${expr} AS BIGINT)`,
+  tableOptions: '',
   insertIfAbsent: insertOnConflictDoNothing,
   isDuplicateKey(error) {
     return (error as { code?: unknown } | null)?.code === '23505'; // unique_violation
+  },
+  isValueRefused(error) {
+    return VALUE_REFUSED.has(String((error as { code?: unknown } | null)?.code));
   },
 };
 
@@ -100,9 +111,10 @@ export class PostgresDriver implements SqlDriver {
 
 /** Opens a `pg` Pool on `url`, loading the driver only now. */
 export async function openPostgresPool(url: string, options: SqlPoolOptions): Promise<PgPoolLike> {
-  const { default: pg } = await import('pg');
+  const { default: pg } = await loadDriver('pg', 'a postgres:// URL', () => import('pg'));
   const pool = new pg.Pool({
-    connectionString: url,
+    // Rebuilt by shared/connection-url.ts: a raw password with `@` or `/` in it reads as written.
+    connectionString: sqlDriverUrl(url),
     max: options.poolSize,
     connectionTimeoutMillis: options.timeoutMs,
     query_timeout: options.timeoutMs,

@@ -44,6 +44,25 @@ export interface SqlDialect {
    * frozen at the start of a transaction). Leases are judged by this one clock.
    */
   readonly nowMs: string;
+  /**
+   * The definition of a `timestamp` column (no zone, UTC) that a row inserted without it gets
+   * the current time in, and, where the database can, every update too: Leaf's `update_time`
+   * (`DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on MySQL, scripts/leaf_alloc.sql).
+   */
+  autoTimestampColumn(name: string): string;
+  /**
+   * `expr` as a 64-bit integer, for arithmetic that must not overflow a 32-bit `int` column
+   * (PostgreSQL computes `int * int` in 32 bits and fails past 2^31).
+   */
+  castToBigint(expr: string): string;
+  /** Appended to CREATE TABLE: table options the backend needs (a character set), or ''. */
+  readonly tableOptions: string;
+  /**
+   * True when `error` says the database cannot store or compare a value its column cannot hold
+   * (a character outside the column's character set, a string too long): the value is bad input,
+   * not a database outage.
+   */
+  isValueRefused(error: unknown): boolean;
   /** An INSERT of one row that affects 0 rows, without an error, when its primary key exists. */
   insertIfAbsent(table: string, columns: readonly string[], values: readonly string[]): string;
   /** True when `error` is a primary-key or unique violation. */

@@ -26,10 +26,15 @@ export const sqliteDialect: SqlDialect = {
   nowTimestamp: 'CURRENT_TIMESTAMP',
   // 'now' is fixed for the duration of one statement, so every use in it agrees.
   nowMs: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+  autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP`,
+  castToBigint: (expr) => `CAST(${expr} AS INTEGER)`,
+  tableOptions: '',
   insertIfAbsent: insertOnConflictDoNothing,
   isDuplicateKey(error) {
     return DUPLICATE_KEY_CODES.has((error as { errcode?: number } | null)?.errcode ?? 0);
   },
+  // SQLite stores any text of any length in any column.
+  isValueRefused: () => false,
 };
 
 /**

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -28,11 +28,14 @@ describe('openSegmentStore', () => {
     await store.close();
   });
 
-  it('maps postgres://, postgresql:// and mysql:// to their adapters without connecting', async () => {
+  it('maps postgres://, postgresql://, mysql://, mariadb://, redis:// and rediss:// to their adapters without connecting', async () => {
     for (const [url, backend] of [
       ['postgres://nobody@127.0.0.1:1/db', 'postgres'],
       ['postgresql://nobody@127.0.0.1:1/db', 'postgres'],
       ['mysql://nobody@127.0.0.1:1/db', 'mysql'],
+      ['mariadb://nobody@127.0.0.1:1/db', 'mysql'],
+      ['redis://127.0.0.1:1/0', 'redis'],
+      ['rediss://127.0.0.1:1/15', 'redis'],
     ] as const) {
       const store = await openSegmentStore(url, { timeoutMs: 200 });
       assert.equal(store.backend, backend, url);
@@ -41,16 +44,45 @@ describe('openSegmentStore', () => {
     }
   });
 
-  it('refuses anything else with CONFIG_INVALID naming the value and the allowed forms, password hidden', async () => {
-    for (const url of ['mongodb://u:secret@h/db', 'sqlite:', 'sqlite://', 'http://h', 'idmint.db', '', 'rediss://h']) {
+  it('refuses anything else with CONFIG_INVALID naming the setting, the value and the accepted forms, password hidden', async () => {
+    for (const url of ['mongodb://u:secret@h/db', 'sqlite:', 'sqlite://', 'http://h', 'idmint.db', '', 'postgres://u:secret@h']) {
       await assert.rejects(openSegmentStore(url, { source: 'IDMINT_SEGMENT_STORE' }), (error: unknown) => {
         assert.ok(isIdMintError(error, 'CONFIG_INVALID'), url);
-        assert.match(error.message, /^IDMINT_SEGMENT_STORE ".*" is not a supported store; use one of: sqlite:\.\/data\/idmint\.db .*sqlite::memory:, postgres:\/\/.*mysql:\/\/.*redis:\/\//);
+        assert.match(error.message, /^IDMINT_SEGMENT_STORE ".*": .*; accepted forms: sqlite:\.\/data\/idmint\.db .*sqlite::memory:, postgres:\/\/.*mysql:\/\/.*mariadb:\/\/.*redis:\/\/.*rediss:\/\//);
         assert.doesNotMatch(error.message, /secret/);
         return true;
       });
     }
     await assert.rejects(openSegmentStore('sqlite::memory:', { table: 'no way' }), /table must be an identifier/);
+  });
+
+  it('a Redis database out of 0..15 is refused before connecting: /99 is not silently database 0, /abc no crash', async () => {
+    for (const [url, got] of [['redis://127.0.0.1:1/99', '99'], ['redis://127.0.0.1:1/abc', 'abc'], ['redis://127.0.0.1:1/16', '16']]) {
+      await assert.rejects(openSegmentStore(url ?? ''), (error: unknown) => {
+        assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
+        assert.match(error.message, new RegExp(`the Redis database must be a number from 0 to 15, got "${got}"`));
+        return true;
+      });
+    }
+  });
+
+  it('names the setting and the reason when a SQLite file cannot be opened (STORE_UNAVAILABLE, not a stack)', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'idmint-open-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'plain-file'), '');
+    mkdirSync(join(dir, 'a-directory.db'));
+    const cases: [string, RegExp][] = [
+      [join(dir, 'plain-file', 'ids.db'), /plain-file is not a directory/],
+      [join(dir, 'a-directory.db'), /it is a directory/],
+    ];
+    for (const [path, reason] of cases) {
+      await assert.rejects(openSegmentStore(`sqlite:${path}`, { source: 'IDMINT_SEGMENT_STORE' }), (error: unknown) => {
+        assert.ok(isIdMintError(error, 'STORE_UNAVAILABLE'), String(error));
+        assert.ok(error.message.startsWith(`cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): `), error.message);
+        assert.match(error.message, reason);
+        return true;
+      });
+    }
   });
 
   it('never loads pg, mysql2 or ioredis for SQLite, nor when the package is imported', () => {

@@ -1,19 +1,17 @@
-import { IdMintError } from '../core/errors.ts';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { IdMintError, isIdMintError } from '../core/errors.ts';
+import { MAX_SEGMENT_DATABASES } from '../core/segment-limits.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
 import type { ConnectSegmentStoreOptions } from './sql/sql-segment-store.ts';
-import { redactUrl, sqlitePathOf } from '../service/connection-url.ts';
+import { SEGMENT_STORE_URL_FORMS, parseConnectionUrl, redactUrl } from '../shared/connection-url.ts';
+import type { MultiSegmentStore, SetMemberStore } from './multi/multi-segment-store.ts';
 
 /** The embedded default: a SQLite file under ./data, created on first use. */
 export const DEFAULT_SEGMENT_STORE_URL = 'sqlite:./data/idmint.db';
 
-/** The URL forms {@link openSegmentStore} accepts, for messages and `--help`. */
-export const SEGMENT_STORE_URL_FORMS = [
-  'sqlite:./data/idmint.db (a file; its directory is created)',
-  'sqlite::memory:',
-  'postgres://user@host:5432/db (or postgresql://)',
-  'mysql://user@host:3306/db (MySQL or MariaDB)',
-  'redis://host:6379/0',
-] as const;
+/** The URL forms {@link openSegmentStore} accepts, for messages and `--help` (owned by shared/connection-url.ts). */
+export { SEGMENT_STORE_URL_FORMS };
 
 /** Options for {@link openSegmentStore}: `table`, `timeoutMs`, `poolSize` (PostgreSQL, MySQL), and: */
 export interface OpenSegmentStoreOptions extends ConnectSegmentStoreOptions {
@@ -29,23 +27,31 @@ export interface OpenSegmentStoreOptions extends ConnectSegmentStoreOptions {
 
 /**
  * Opens the SegmentStore a URL names. The driver is loaded only for the scheme used, so a SQLite
- * deployment never loads pg, mysql2 or ioredis. Throws CONFIG_INVALID for an unknown form (the
- * message names the value and the allowed forms) and INVALID_ARGUMENT for bad options;
- * connection problems surface later, as STORE_UNAVAILABLE from the first call.
+ * deployment never loads pg, mysql2 or ioredis. Throws CONFIG_INVALID for a URL that is not an
+ * accepted form (the message names the setting, the value with its password hidden, and the
+ * forms), INVALID_ARGUMENT for bad options, and STORE_UNAVAILABLE for a SQLite file that cannot
+ * be opened; a server database's connection problems surface later, as STORE_UNAVAILABLE from
+ * the first call.
  */
 export async function openSegmentStore(url: string, options: OpenSegmentStoreOptions = {}): Promise<SegmentStore> {
-  const scheme = typeof url === 'string' ? /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase() : undefined;
+  const setting = options.source ?? 'segment store URL';
+  const parsed = parseConnectionUrl(url, 'segment-store', setting);
   let store: SegmentStore;
-  switch (scheme) {
+  switch (parsed.kind) {
     case 'sqlite': {
-      const path = sqlitePathOf(url);
-      if (path === undefined) throw invalidUrl(url, options.source);
       const { SqliteSegmentStore } = await import('./sqlite/sqlite-segment-store.ts');
-      store = new SqliteSegmentStore({ ...options, path });
+      try {
+        store = new SqliteSegmentStore({ ...options, path: parsed.path });
+      } catch (error) {
+        if (isIdMintError(error)) throw error;
+        throw new IdMintError('STORE_UNAVAILABLE', `cannot open SQLite file ${parsed.path} (${setting}): ${whySqliteCannotOpen(parsed.path, error)}`, {
+          cause: error,
+          details: { backend: 'sqlite', setting, path: parsed.path },
+        });
+      }
       break;
     }
-    case 'postgres':
-    case 'postgresql': {
+    case 'postgres': {
       const { PostgresSegmentStore } = await import('./postgres/postgres-segment-store.ts');
       store = await PostgresSegmentStore.connect(url, options);
       break;
@@ -61,9 +67,10 @@ export async function openSegmentStore(url: string, options: OpenSegmentStoreOpt
       break;
     }
     default:
-      throw invalidUrl(url, options.source);
+      // parseConnectionUrl admits only the segment store kinds.
+      throw new IdMintError('CONFIG_INVALID', `${setting}: not a segment store URL`);
   }
-  if (options.init ?? scheme === 'sqlite') {
+  if (options.init ?? parsed.kind === 'sqlite') {
     try {
       await store.init();
     } catch (error) {
@@ -74,9 +81,80 @@ export async function openSegmentStore(url: string, options: OpenSegmentStoreOpt
   return store;
 }
 
-function invalidUrl(url: unknown, source: string | undefined): IdMintError {
-  const shown = typeof url === 'string' ? JSON.stringify(redactUrl(url)) : String(url);
-  return new IdMintError('CONFIG_INVALID', `${source === undefined ? 'segment store URL' : source} ${shown} is not a supported store; use one of: ${SEGMENT_STORE_URL_FORMS.join(', ')}`, {
-    details: { key: source ?? 'segmentStore', value: typeof url === 'string' ? redactUrl(url) : String(url) },
+/** Options for {@link openSegmentStores}: those of {@link openSegmentStore}, and: */
+export interface OpenSegmentStoresOptions extends Omit<OpenSegmentStoreOptions, 'residue'> {
+  /**
+   * Check every database that answers before returning (MultiSegmentStore.verify): each row must
+   * be of its database's class, else CONFIG_INVALID. Default true; `idmint db init`, which forms
+   * the set, and `idmint tags list`, which shows it, open without the check.
+   */
+  readonly verify?: boolean;
+  /** After a database fails it is skipped for this long, doubling per failure in a row. Default 1000. */
+  readonly backoffMs?: number;
+  /** The longest a failing database is skipped. Default 10000. */
+  readonly maxBackoffMs?: number;
+}
+
+/**
+ * Opens a set of segment databases (src/stores/multi/): database r (the URL at index r) issues
+ * only IDs ≡ r (mod the number of URLs). Each URL is any form {@link openSegmentStore} accepts
+ * (a mix of SQL and Redis is fine), checked and opened the same way; its password never reaches
+ * a message. Throws CONFIG_INVALID for an empty or too long list, a URL listed twice, or a set
+ * whose rows disagree with the list (see {@link OpenSegmentStoresOptions.verify}).
+ */
+export async function openSegmentStores(urls: readonly string[], options: OpenSegmentStoresOptions = {}): Promise<MultiSegmentStore> {
+  const setting = options.source ?? 'segment store URLs';
+  if (!Array.isArray(urls) || urls.length < 1 || urls.length > MAX_SEGMENT_DATABASES) {
+    throw new IdMintError('CONFIG_INVALID', `${setting}: a set of segment databases needs 1 to ${MAX_SEGMENT_DATABASES} URLs, got ${Array.isArray(urls) ? urls.length : String(urls)}`, { details: { key: setting } });
+  }
+  urls.forEach((url, index) => {
+    parseConnectionUrl(url, 'segment-store', `${setting}[${index}]`);
+    const first = urls.indexOf(url);
+    if (first !== index) throw new IdMintError('CONFIG_INVALID', `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ${index}); each database of a set is listed once`, { details: { key: setting } });
   });
+  const { MultiSegmentStore } = await import('./multi/multi-segment-store.ts');
+  const { verify = true, backoffMs, maxBackoffMs, ...storeOptions } = options;
+  const opened: SegmentStore[] = [];
+  try {
+    for (const [index, url] of urls.entries()) {
+      opened.push(await openSegmentStore(url, { ...storeOptions, init: false, residue: { offset: index, increment: urls.length }, source: `${setting}[${index}]` }));
+    }
+    const store = new MultiSegmentStore({
+      databases: opened.map((member, index) => ({ store: member as SetMemberStore, name: redactUrl(urls[index] as string) })),
+      ...(backoffMs === undefined ? {} : { backoffMs }),
+      ...(maxBackoffMs === undefined ? {} : { maxBackoffMs }),
+    });
+    if (options.init ?? urls.every((url) => url.startsWith('sqlite:'))) await store.init();
+    if (verify) await store.verify();
+    return store;
+  } catch (error) {
+    await Promise.all(opened.map((member) => member.close().catch(() => undefined)));
+    throw error;
+  }
+}
+
+/** Why a SQLite file could not be opened, in words: the file system's reason where there is one. */
+function whySqliteCannotOpen(path: string, error: unknown): string {
+  const { code, path: where } = error as { code?: unknown; path?: unknown };
+  const place = typeof where === 'string' ? where : path;
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+      return `permission denied (${place})`;
+    case 'EEXIST':
+    case 'ENOTDIR':
+      return `${place} is not a directory`;
+    case 'EROFS':
+      return 'read-only file system';
+    case 'ENOSPC':
+      return 'no space left on device';
+  }
+  // node:sqlite says only "unable to open database file"; find out why where that is cheap.
+  try {
+    if (existsSync(path) && statSync(path).isDirectory()) return 'it is a directory';
+    accessSync(existsSync(path) ? path : dirname(path), constants.R_OK | constants.W_OK);
+  } catch (reason) {
+    if ((reason as { code?: unknown }).code === 'EACCES') return `permission denied (${place})`;
+  }
+  return error instanceof Error ? error.message : String(error);
 }

@@ -1,9 +1,11 @@
 // What every SegmentStore adapter shares: options, the bounded call that turns driver failures
 // into STORE_UNAVAILABLE, and parsing of stored values into exact bigints.
 import { IdMintError, isIdMintError } from '../core/errors.ts';
-import { checkDescription, checkSegmentId, checkStep, checkTag } from '../core/segment-limits.ts';
-import { withDeadline } from '../core/timeout.ts';
-import type { NewTag, TagRecord } from '../ports/segment-store.ts';
+import { OPAQUE_SEGMENT_DOMAIN } from '../core/opaque.ts';
+import { MAX_SEGMENT_DATABASES, checkDescription, checkSegmentId, checkStartId, checkStep, checkTag } from '../core/segment-limits.ts';
+import { MAX_TIMER_MS } from '../core/time.ts';
+import { withDeadline } from '../shared/timeout.ts';
+import type { NewTag, SegmentRange, SegmentResidue, TagRecord } from '../ports/segment-store.ts';
 import { checkTableName } from '../sql/sql-driver.ts';
 
 /** Options every store adapter takes. */
@@ -12,20 +14,102 @@ export interface SegmentStoreOptions {
   readonly table?: string;
   /** Every store call is abandoned after this many ms with STORE_UNAVAILABLE. Default 3000. */
   readonly timeoutMs?: number;
+  /**
+   * This store is database `offset` of a set of `increment` databases (src/stores/multi/): it
+   * allocates only from rows of that residue class, in ranges of stride `increment`, and its
+   * table carries the `id_offset` and `id_increment` columns (added by `init()`). Absent: a store
+   * of its own, on Leaf's table as it is.
+   */
+  readonly residue?: SegmentResidue;
 }
 
 export const DEFAULT_SEGMENT_TABLE = 'leaf_alloc';
 export const DEFAULT_STORE_TIMEOUT_MS = 3000;
+/** A store call's timeout ends up in a timer, so it stays below 2^31 ms (Node clamps longer ones to 1 ms). */
+export const STORE_TIMEOUT_BOUNDS = { min: 1, max: MAX_TIMER_MS } as const;
 
-/** The table name and timeout, validated. */
-export function resolveStoreOptions(options: SegmentStoreOptions = {}): { table: string; timeoutMs: number } {
+/** The table name, timeout and residue class, validated. */
+export function resolveStoreOptions(options: SegmentStoreOptions = {}): { table: string; timeoutMs: number; residue: SegmentResidue | undefined } {
   // Also the Redis key prefix: the same plain-identifier rule keeps keys and tables alike.
   const table = checkTableName(options.table ?? DEFAULT_SEGMENT_TABLE);
   const timeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-    throw new IdMintError('INVALID_ARGUMENT', `timeoutMs must be a positive integer number of ms, got ${String(timeoutMs)}`);
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < STORE_TIMEOUT_BOUNDS.min || timeoutMs > STORE_TIMEOUT_BOUNDS.max) {
+    throw new IdMintError('INVALID_ARGUMENT', `timeoutMs must be a positive integer number of ms, at most ${STORE_TIMEOUT_BOUNDS.max}, got ${String(timeoutMs)}`);
   }
-  return { table, timeoutMs };
+  return { table, timeoutMs, residue: options.residue === undefined ? undefined : checkResidue(options.residue) };
+}
+
+/** `residue` if it names one database of a set: increment 1 to 64, offset 0 to increment - 1. */
+export function checkResidue(residue: SegmentResidue): SegmentResidue {
+  const { offset, increment } = residue ?? {};
+  if (!Number.isSafeInteger(increment) || increment < 1 || increment > MAX_SEGMENT_DATABASES || !Number.isSafeInteger(offset) || offset < 0 || offset >= increment) {
+    throw new IdMintError('INVALID_ARGUMENT', `residue must be { offset, increment } with increment an integer from 1 to ${MAX_SEGMENT_DATABASES} and offset from 0 to increment - 1, got ${JSON.stringify(residue)}`);
+  }
+  return { offset, increment };
+}
+
+/** The smallest ID at or above `id` in the residue class: where database `offset` of `increment` may start. */
+export function alignUp(id: bigint, residue: SegmentResidue): bigint {
+  const n = BigInt(residue.increment);
+  return id + ((BigInt(residue.offset) - (id % n) + n) % n);
+}
+
+/** What one allocation of `step` IDs may add to max_id in a set: the range, and a realignment of at most increment - 1 first. */
+export function residueRoom(step: number, residue: SegmentResidue): bigint {
+  return BigInt(step) * BigInt(residue.increment) + BigInt(residue.increment - 1);
+}
+
+/** The range of `step` IDs of the class below `end` (the new max_id); a set of one gives consecutive IDs, with no stride. */
+export function residueRange(tag: string, end: bigint, step: number, tagStep: number, residue: SegmentResidue): SegmentRange {
+  const n = residue.increment;
+  return { tag, start: end - BigInt(step) * BigInt(n), end, step, ...(n === 1 ? {} : { stride: n }), tagStep };
+}
+
+/** True when `id` is in the residue class. */
+export function inResidue(id: bigint, residue: SegmentResidue): boolean {
+  return id % BigInt(residue.increment) === BigInt(residue.offset);
+}
+
+/**
+ * A row's residue class from its stored `id_offset` and `id_increment` (a SQL row with the
+ * columns, a Redis hash with the fields), or undefined when it has neither: a plain Leaf row.
+ */
+export function storedResidue(offset: unknown, increment: unknown): SegmentResidue | undefined {
+  if ((offset === undefined || offset === null) && (increment === undefined || increment === null)) return undefined;
+  return { offset: offset === undefined || offset === null ? 0 : Number(toBigInt(offset, 'id_offset')), increment: increment === undefined || increment === null ? 1 : Number(toBigInt(increment, 'id_increment')) };
+}
+
+/** True for a row of no set: no residue columns, or `{ offset: 0, increment: 1 }`. */
+export function isPlainResidue(residue: SegmentResidue | undefined): boolean {
+  return residue === undefined || (residue.increment === 1 && residue.offset === 0);
+}
+
+/** True when a row's residue (absent: plain) is exactly `expected`. */
+export function sameResidue(found: SegmentResidue | undefined, expected: SegmentResidue): boolean {
+  const f = found ?? { offset: 0, increment: 1 };
+  return f.offset === expected.offset && f.increment === expected.increment;
+}
+
+/** A residue as text for messages: "database 1 of 3", "fenced", "a plain row". */
+export function residueText(residue: SegmentResidue | undefined): string {
+  if (isPlainResidue(residue)) return 'a plain row (no set)';
+  if (residue?.increment === 0) return 'fenced (id_increment 0) while idmint db init re-forms a set';
+  return `database ${residue?.offset} of a set of ${residue?.increment}`;
+}
+
+/**
+ * The error for a row whose residue class is not the store's: a row of a set read by a store of
+ * its own (`expected` undefined), or a row of another database or set size. Nothing is allocated
+ * from it: issuing from it would repeat IDs another database issues.
+ */
+export function residueMismatch(tag: string, found: SegmentResidue | undefined, expected: SegmentResidue | undefined): IdMintError {
+  const fix =
+    expected === undefined
+      ? 'a database of a set is used only through the whole set (segment.stores, in order), never alone'
+      : `this store is ${residueText(expected)}: list the set's URLs in the same order everywhere, and run "idmint db init" with them after changing the set (docs/segments.md, Several databases)`;
+  return new IdMintError('TAG_MISCONFIGURED', `tag "${tag}": its row is ${residueText(found)} (id_offset ${found?.offset ?? 0}, id_increment ${found?.increment ?? 1}); ${fix}; nothing was allocated from it`, {
+    details: { tag, column: 'id_increment', value: String(found?.increment ?? 1), offset: found?.offset ?? 0 },
+  });
 }
 
 /**
@@ -83,15 +167,35 @@ export function toDate(value: unknown): Date | null {
   return null;
 }
 
-/** A row of Leaf's table, as the adapter read it, as a TagRecord. */
-export function tagRecord(row: { biz_tag: unknown; max_id: unknown; step: unknown; description: unknown; update_time: unknown }): TagRecord {
+/** A row of Leaf's table, as the adapter read it, as a TagRecord (with its residue class where the row has one; `opaque` is absent on a Leaf table). */
+export function tagRecord(row: { biz_tag: unknown; max_id: unknown; step: unknown; description: unknown; update_time: unknown; id_offset?: unknown; id_increment?: unknown; opaque?: unknown }): TagRecord {
+  const residue = storedResidue(row.id_offset, row.id_increment);
   return {
     tag: String(row.biz_tag),
     maxId: toBigInt(row.max_id, 'max_id'),
     step: toStep(row.step),
     description: row.description === null || row.description === undefined ? null : String(row.description),
     updatedAt: toDate(row.update_time),
+    ...(residue === undefined ? {} : { residue }),
+    opaque: toOpaqueFlag(row.opaque),
   };
+}
+
+/**
+ * A stored opaque mark as a boolean: absent, null, 0 or '0' is a plain tag; anything else opaque.
+ * A value written outside idmint (2, 'yes') errs on the side that leaks nothing.
+ */
+export function toOpaqueFlag(value: unknown): boolean {
+  return !(value === undefined || value === null || value === '' || value === false || value === 0 || value === 0n || value === '0');
+}
+
+/** Validates {@link TagUpdate.opaque}: absent, or true; false is refused (an opaque tag never turns back). */
+export function checkOpaqueUpdate(opaque: unknown): boolean {
+  if (opaque === undefined) return false;
+  if (opaque !== true) {
+    throw new IdMintError('INVALID_ARGUMENT', `opaque can only be set to true, got ${String(opaque)}: an opaque tag stays opaque (its opaque IDs are numbers its dense IDs could one day reach), and a plain tag stays plain unless marked`);
+  }
+  return true;
 }
 
 /** Sorts tag records by name in JavaScript string order, whatever the database's collation. */
@@ -99,20 +203,39 @@ export function byTag(a: TagRecord, b: TagRecord): number {
   return a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0;
 }
 
-/** Validates a new tag; shared by every store. */
-export function checkNewTag(tag: NewTag): { tag: string; step: number; startId: bigint; description: string | null } {
+/**
+ * Validates a new tag; shared by every store. The start must leave room for one range, and for
+ * an opaque tag lie inside the opaque domain (its first ID must have an opaque form). A store of
+ * a set starts the tag at the first ID of its class at or above `startId`, with room for one
+ * range of `step` IDs `increment` apart.
+ */
+export function checkNewTag(tag: NewTag, residue?: SegmentResidue): { tag: string; step: number; startId: bigint; description: string | null; opaque: boolean } {
   if (tag === null || typeof tag !== 'object') throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
-  return {
-    tag: checkTag(tag.tag),
-    step: checkStep(tag.step),
-    startId: tag.startId === undefined ? 1n : checkSegmentId(tag.startId, 'startId'),
-    description: checkDescription(tag.description),
-  };
+  const step = checkStep(tag.step);
+  if (tag.opaque !== undefined && typeof tag.opaque !== 'boolean') throw new IdMintError('INVALID_ARGUMENT', `opaque must be true or false, got ${String(tag.opaque)}`);
+  const opaque = tag.opaque === true;
+  const given = tag.startId === undefined ? 1n : checkStartId(tag.startId, step);
+  const startId = residue === undefined ? given : checkStartId(alignUp(given, residue), Number(residueRoom(step, residue)));
+  if (opaque) checkOpaqueStart(tag.tag, startId);
+  return { tag: checkTag(tag.tag), step, startId, description: checkDescription(tag.description), opaque };
 }
 
-/** Validates the bounds of a release; shared by every store. */
-export function checkRelease(from: bigint, to: bigint): void {
+/** INVALID_ARGUMENT unless an opaque tag's next ID, `next`, still has an opaque form. */
+export function checkOpaqueStart(tag: string, next: bigint): void {
+  const limit = OPAQUE_SEGMENT_DOMAIN.denseLimit;
+  if (next >= limit) {
+    throw new IdMintError('INVALID_ARGUMENT', `tag "${String(tag)}" cannot be opaque from ID ${next}: opaque segment IDs encode dense IDs below ${limit} (10^15) only`, {
+      details: { tag: String(tag) },
+    });
+  }
+}
+
+/** Validates the bounds of a release; shared by every store. A store of a set takes only bounds of its class. */
+export function checkRelease(from: bigint, to: bigint, residue?: SegmentResidue): void {
   checkSegmentId(from, 'from');
   checkSegmentId(to, 'to');
   if (from >= to) throw new IdMintError('INVALID_ARGUMENT', `release needs from < to, got [${from}, ${to})`);
+  if (residue !== undefined && !(inResidue(from, residue) && inResidue(to, residue))) {
+    throw new IdMintError('INVALID_ARGUMENT', `release of [${from}, ${to}) on ${residueText(residue)}: both bounds must be ≡ ${residue.offset} (mod ${residue.increment})`);
+  }
 }

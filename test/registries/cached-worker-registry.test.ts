@@ -8,9 +8,10 @@ import { decomposeId, getLayout } from '../../src/core/layout.ts';
 import type { WorkerRegistry } from '../../src/ports/worker-registry.ts';
 import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
 import { SnowflakeWorker } from '../../src/service/snowflake-worker.ts';
-import { deleteRedisNamespace, viaProxy } from '../support/registry-admin.ts';
+import { deleteRedisNamespace, redisRecord, sqlRecord, viaProxy } from '../support/registry-admin.ts';
 import { SERVICES, describeWithServices, hostPort, uniqueName } from '../support/services.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
+import { runInterleavingSuite } from '../support/worker-registry-suite.ts';
 import { delay, tempDir, waitFor } from '../support/workers.ts';
 
 // Leaf's weak dependency, on Redis cut off by a TCP proxy: a node restarts from its local cache
@@ -104,3 +105,28 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await worker.close().catch(() => {});
   });
 });
+
+// The interleavings through the cache: each node with a cache file of its own, in front of an
+// embedded and a networked coordinator.
+const cacheDir = await tempDir('cache-interleavings');
+const cacheFile = () => join(cacheDir.path, `${uniqueName('node')}.json`);
+const sqliteFile = join(cacheDir.path, 'workers.db');
+await runInterleavingSuite({
+  backend: 'sqlite with a local cache',
+  services: [],
+  ttlMs: 3000,
+  url: () => `sqlite:${sqliteFile}`,
+  options: (name) => ({ name, ttlMs: 3000, cacheFile: cacheFile() }),
+  cleanup: async () => {},
+  record: (name, workerId) => sqlRecord(`sqlite:${sqliteFile}`, 'worker_node', name, workerId),
+});
+await runInterleavingSuite({
+  backend: 'redis with a local cache',
+  services: ['redis'],
+  ttlMs: 3000,
+  url: () => redis,
+  options: (name) => ({ name, ttlMs: 3000, operationTimeoutMs: 1500, cacheFile: cacheFile() }),
+  cleanup: (name) => deleteRedisNamespace(redis, name),
+  record: (name, workerId) => redisRecord(redis, name, workerId),
+});
+await cacheDir.dispose();

@@ -1,8 +1,9 @@
 import { sqlServerHarness } from '../support/registry-admin.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
-import { runWorkerRegistrySuite } from '../support/worker-registry-suite.ts';
+import { runInterleavingSuite, runWorkerRegistrySuite } from '../support/worker-registry-suite.ts';
 
 const { harness, dropTable } = sqlServerHarness('mysql');
 await runWorkerRegistrySuite(harness);
+await runInterleavingSuite(harness);
 await runWorkerProcessScenarios(harness);
 await dropTable();

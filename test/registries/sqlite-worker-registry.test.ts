@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
-import { runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
+import { sqlRecord } from '../support/registry-admin.ts';
+import { runInterleavingSuite, runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
 import { tempDir } from '../support/workers.ts';
 
 // Embedded: no server to cut off, so the suite injects coordinator faults at the port instead.
@@ -13,8 +14,10 @@ const harness: RegistryHarness = {
   url: () => `sqlite:${file}`,
   options: (name) => ({ name, ttlMs: 3000 }),
   cleanup: async () => {},
+  record: (name, workerId) => sqlRecord(`sqlite:${file}`, 'worker_node', name, workerId),
 };
 
 await runWorkerRegistrySuite(harness);
+await runInterleavingSuite(harness);
 await runWorkerProcessScenarios(harness);
 await dir.dispose();

@@ -4,8 +4,12 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { StaticWorkerRegistry } from '../../src/registries/static/static-worker-registry.ts';
+import { stateFileRecord } from '../support/registry-admin.ts';
+import { startServe } from '../support/serve-process.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
-import { tempDir } from '../support/workers.ts';
+import { WorkerProcess, assertNoDuplicates } from '../support/worker-processes.ts';
+import { runInterleavingSuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
+import { delay, tempDir } from '../support/workers.ts';
 
 const dir = await tempDir('static-registry');
 const identity = { host: '10.0.0.1', port: 8080 };
@@ -43,22 +47,112 @@ describe('static worker registry', () => {
     await assert.rejects(registry.acquire({ identity, maxWorkers: 64 }), (error) => isIdMintError(error, 'CONFIG_INVALID') && /0 to 63/.test(error.message));
     await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
+    // While it is held, switch-worker's request to leave it is refused for what it is.
+    await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED') && /worker IDs 64 were excluded/.test(error.message));
     await lease.release({ lastTimestamp: 10_000, reportedAt: 10_000 });
     await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, lastTimestampBelow: 9000 }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
   });
 });
 
+const harness: RegistryHarness = {
+  backend: 'static',
+  services: [],
+  ttlMs: 3000,
+  url: () => 'static:0',
+  options: (name) => ({ stateDir: join(dir.path, name) }),
+  cleanup: async () => {},
+  record: (name) => stateFileRecord(join(dir.path, name, 'idmint-worker-0.json')),
+};
+
+describe('static worker registry: one holder per state file', () => {
+  const other = { host: '10.0.0.2', port: 9090 };
+
+  it('refuses a second holder of the same state file in one process, in one line naming the file and the holder; the next starts once it is released', async () => {
+    const stateDir = join(dir.path, 'lock-1');
+    const one = new StaticWorkerRegistry({ workerId: 3, stateDir });
+    const two = new StaticWorkerRegistry({ workerId: 3, stateDir });
+    const lease = await one.acquire({ identity, maxWorkers: 1024 });
+    await assert.rejects(two.acquire({ identity: other, maxWorkers: 1024 }), (error) => {
+      assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
+      assert.ok(error.message.includes(one.stateFile), error.message);
+      assert.match(error.message, new RegExp(`pid ${process.pid}\\b.*port 8080`));
+      assert.ok(!error.message.includes('\n'));
+      return true;
+    });
+    // Another worker ID in the same directory is another state file: no conflict.
+    const neighbour = await new StaticWorkerRegistry({ workerId: 4, stateDir }).acquire({ identity: other, maxWorkers: 1024 });
+    await neighbour.release({ lastTimestamp: 1, reportedAt: 1 });
+    await lease.release({ lastTimestamp: 10_000, reportedAt: 10_001 });
+    const next = await two.acquire({ identity: other, maxWorkers: 1024 });
+    assert.deepEqual([next.lastTimestamp, next.reportedAt], [10_000, 10_001]);
+    // Closing a registry frees the file as a crash does: without a last report.
+    await two.close();
+    const after = await one.acquire({ identity, maxWorkers: 1024 });
+    await after.release({ lastTimestamp: 10_000, reportedAt: 10_002 });
+    await one.close();
+  });
+
+  it('two processes with one worker ID and state directory: the second is refused, naming the first; after a SIGKILL of the first, the next starts after its IDs', { timeout: 120_000 }, async (t) => {
+    const options = { stateDir: join(dir.path, 'lock-2') };
+    const nodes: WorkerProcess[] = [];
+    const node = (port: number) => {
+      const child = new WorkerProcess({ url: 'static:5', options, identity: { host: '10.0.0.1', port }, layout: 'idmint', renewIntervalMs: 500, safetyMarginMs: 500, batch: 50, everyMs: 10 });
+      nodes.push(child);
+      return child;
+    };
+    t.after(() => Promise.all(nodes.map((child) => (child.child.exitCode === null ? child.kill() : undefined))));
+    const first = node(8081);
+    await first.loaded;
+    first.start();
+    await first.started;
+    const second = node(8082);
+    await second.loaded;
+    second.start();
+    await assert.rejects(second.started, (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'WORKER_IDS_EXHAUSTED');
+      assert.ok(error.message.includes(join(options.stateDir, 'idmint-worker-5.json')), error.message);
+      assert.match(error.message, new RegExp(`pid ${first.child.pid}\\b.*port 8081`));
+      return true;
+    });
+    assert.equal(await second.exited, 3);
+    await delay(300);
+    await first.kill();
+    const third = node(8083);
+    await third.loaded;
+    third.start();
+    await third.started;
+    await delay(300);
+    assert.equal(await third.stop(), 0);
+    assertNoDuplicates([first, third]);
+    const firstMax = first.ids.reduce((max, { id }) => (id > max ? id : max), 0n);
+    assert.ok(first.ids.length > 0 && third.ids.length > 0 && third.ids.every(({ id }) => id > firstMax));
+  });
+
+  it('`idmint serve` twice in one directory with the defaults: the second refuses in one line naming the state file and the first process; after a SIGKILL of the first, the next starts', { timeout: 120_000 }, async () => {
+    const cwd = join(dir.path, 'serve');
+    await mkdir(cwd, { recursive: true });
+    const first = await startServe([], { cwd });
+    try {
+      const refused = await startServe([], { cwd }).then(
+        (server) => server.stop().then(() => assert.fail('a second server started on the same state file')),
+        (error: Error) => error.message,
+      );
+      const stderr = refused.slice(refused.indexOf('stderr: ') + 'stderr: '.length).trim();
+      assert.equal(stderr.split('\n').length, 1, `one line, got: ${stderr}`);
+      assert.match(stderr, /^idmint serve: /);
+      assert.ok(stderr.includes(join('data', 'idmint-worker-0.json')), stderr);
+      assert.match(stderr, new RegExp(`pid ${first.child.pid}\\b`));
+    } finally {
+      await first.stop('SIGKILL');
+    }
+    const next = await startServe([], { cwd });
+    assert.equal(await next.stop(), 0);
+  });
+});
+
+// Nodes of one state directory are processes on one host sharing worker 0.
+await runInterleavingSuite(harness);
 // A killed static node restarts at once, but waits out the horizon it had reserved; a node
 // restarted with its clock set back is refused.
-await runWorkerProcessScenarios(
-  {
-    backend: 'static',
-    services: [],
-    ttlMs: 3000,
-    url: () => 'static:0',
-    options: (name) => ({ stateDir: join(dir.path, name) }),
-    cleanup: async () => {},
-  },
-  { configured: true },
-);
+await runWorkerProcessScenarios(harness, { configured: true });
 await dir.dispose();

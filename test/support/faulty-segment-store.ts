@@ -1,5 +1,5 @@
 import { IdMintError } from '../../src/core/errors.ts';
-import type { NewTag, SegmentRange, SegmentStore, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
 
 /** How the next store calls behave. */
 export type FaultMode =
@@ -12,7 +12,13 @@ export type FaultMode =
   /** Forward (the store commits), then never answer: the caller cannot know the outcome. */
   | 'lose-reply';
 
-type Operation = 'allocate' | 'release' | 'listTags' | 'getTag' | 'createTag' | 'updateTag';
+export type Operation = 'allocate' | 'release' | 'listTags' | 'getTag' | 'createTag' | 'updateTag' | 'reassign';
+
+/** A gate calls wait at, for the operations it applies to (all when undefined). */
+interface Gate {
+  readonly opened: Promise<void>;
+  readonly operations: readonly Operation[] | undefined;
+}
 
 /**
  * Wraps a real SegmentStore to inject faults: delays, failures, hangs, lost replies, and a gate
@@ -27,28 +33,62 @@ export class FaultySegmentStore implements SegmentStore {
   /** Every call waits this long first (real ms). */
   delayMs = 0;
   /** Calls per operation, counted when they start. */
-  readonly calls: Record<Operation, number> = { allocate: 0, release: 0, listTags: 0, getTag: 0, createTag: 0, updateTag: 0 };
+  readonly calls: Record<Operation, number> = { allocate: 0, release: 0, listTags: 0, getTag: 0, createTag: 0, updateTag: 0, reassign: 0 };
   /** The `step` argument of every allocate call, in order. */
   readonly requestedSteps: (number | undefined)[] = [];
   /** Every range the real store allocated, reply delivered or not. */
   readonly committed: SegmentRange[] = [];
-  #gate: Promise<void> | undefined;
+  #gate: Gate | undefined;
+  #replyGate: (Gate & { readonly answered: () => void }) | undefined;
 
   constructor(inner: SegmentStore) {
     this.inner = inner;
     this.backend = inner.backend;
   }
 
-  /** Holds every call that starts from now on until the returned function is called. */
-  hold(): () => void {
+  /** The real store's residue class: a faulty database of a set is still that database. */
+  get residue(): SegmentResidue | undefined {
+    return this.inner.residue;
+  }
+
+  /** Forwards a set's compare-and-set (MultiSegmentStore.join) to a real store that has it. */
+  reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+    const inner = this.inner as SegmentStore & { reassign?: FaultySegmentStore['reassign'] };
+    return this.#through('reassign', () => (inner.reassign === undefined ? Promise.reject(new Error('the real store has no reassign')) : inner.reassign(tag, from, to)));
+  }
+
+  /**
+   * Holds every call that starts from now on (only calls of `operations`, when given) before it
+   * reaches the real store, until the returned function is called. A later hold replaces this
+   * one for calls that start after it, so two holds release two groups of calls separately.
+   */
+  hold(operations?: readonly Operation[]): () => void {
     let open: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => {
-      open = resolve;
-    });
+    const gate: Gate = { opened: new Promise<void>((resolve) => (open = resolve)), operations };
     this.#gate = gate;
     return () => {
       if (this.#gate === gate) this.#gate = undefined;
       open();
+    };
+  }
+
+  /**
+   * Lets the next calls of `operation` run on the real store, then holds their answers until
+   * `release()`: the interleaving of a call that has read and not yet landed. `answered`
+   * resolves when the first of them has its answer from the real store.
+   */
+  holdReplies(operation: Operation): { readonly answered: Promise<void>; readonly release: () => void } {
+    let open: () => void = () => undefined;
+    let answered: () => void = () => undefined;
+    const reached = new Promise<void>((resolve) => (answered = resolve));
+    const gate = { opened: new Promise<void>((resolve) => (open = resolve)), operations: [operation], answered };
+    this.#replyGate = gate;
+    return {
+      answered: reached,
+      release: () => {
+        if (this.#replyGate === gate) this.#replyGate = undefined;
+        open();
+      },
     };
   }
 
@@ -92,11 +132,17 @@ export class FaultySegmentStore implements SegmentStore {
   async #through<T>(operation: Operation, forward: () => Promise<T>): Promise<T> {
     this.calls[operation]++;
     const mode = this.mode;
-    if (this.#gate !== undefined) await this.#gate;
+    const gate = this.#gate;
+    if (gate !== undefined && (gate.operations === undefined || gate.operations.includes(operation))) await gate.opened;
+    const replyGate = this.#replyGate?.operations?.includes(operation) === true ? this.#replyGate : undefined;
     if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     if (mode === 'fail') throw new IdMintError('STORE_UNAVAILABLE', `injected failure: ${operation}`);
     if (mode === 'hang') return never();
     const result = await forward();
+    if (replyGate !== undefined) {
+      replyGate.answered();
+      await replyGate.opened;
+    }
     if (mode === 'lose-reply') return never();
     return result;
   }

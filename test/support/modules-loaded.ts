@@ -17,7 +17,7 @@ export function modulesLoadedBy(script: string, options: { cwd?: string } = {}):
   try {
     const stdout = execFileSync(
       process.execPath,
-      ['--experimental-strip-types', '--disable-warning=ExperimentalWarning', '--import', HOOKS, '--input-type=module', '-e', script],
+      ['--disable-warning=ExperimentalWarning', '--import', HOOKS, '--input-type=module', '-e', script],
       { encoding: 'utf8', cwd: options.cwd ?? fileURLToPath(new URL('../../', import.meta.url)), env: { ...process.env, IDMINT_IMPORT_LOG: log } },
     );
     return { urls: readFileSync(log, 'utf8').split('\n').filter((line) => line !== ''), stdout };

@@ -97,8 +97,134 @@ export function sqlServerHarness(service: 'postgres' | 'mysql'): { harness: Regi
       url: (_name, proxy) => viaProxy(url, proxy),
       options: (name) => ({ name, table, ttlMs: 3000, operationTimeoutMs: 1500 }),
       cleanup: async () => {},
+      record: (name, workerId) => sqlRecord(url, table, name, workerId),
     },
     // Nothing to drop when the suite was skipped because the server is unreachable.
     dropTable: () => dropSqlTable(url, table).catch(() => {}),
   };
+}
+
+/** A worker ID's record as the backend stores it, read behind the registry's back. */
+export interface StoredRecord {
+  readonly lastTimestamp: number;
+  readonly reportedAt: number;
+}
+
+/** The Redis record of `workerId` in namespace `name`. */
+export async function redisRecord(url: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(url, { lazyConnect: true });
+  await client.connect();
+  try {
+    const [last, reported] = await client.hmget(`idmint:workers:{${name}}:record:${workerId}`, 'lastTimestamp', 'reportedAt');
+    return last === null || reported === null ? undefined : { lastTimestamp: Number(last), reportedAt: Number(reported) };
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** The etcd record of `workerId` in namespace `name`. */
+export async function etcdRecord(hosts: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts });
+  try {
+    const value = await client.get(`/idmint/workers/${name}/record/${workerId}`).string();
+    return value === null ? undefined : recordOf(JSON.parse(value));
+  } finally {
+    client.close();
+  }
+}
+
+/** The ZooKeeper record (`/snowflake/<name>/workers/<id>`) of `workerId`. */
+export async function zooKeeperRecord(connectionString: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+  const zookeeper = await import('node-zookeeper-client');
+  const client = zookeeper.createClient(connectionString, { sessionTimeout: 10_000 });
+  await new Promise<void>((resolve) => {
+    client.once('connected', resolve);
+    client.connect();
+  });
+  try {
+    const data = await new Promise<Buffer | undefined>((resolve, reject) =>
+      client.getData(`/snowflake/${name}/workers/${workerId}`, (error, value) => {
+        if (error === null || error === undefined) resolve(value);
+        else if ((error as { code?: number }).code === zookeeper.Exception.NO_NODE) resolve(undefined);
+        else reject(error);
+      }),
+    );
+    return data === undefined ? undefined : recordOf(JSON.parse(data.toString()));
+  } finally {
+    client.close();
+  }
+}
+
+/** The row of `workerId` in a SQL registry table (PostgreSQL, MySQL, or a SQLite file). */
+export async function sqlRecord(url: string, table: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+  const sql = `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ?`;
+  let rows: Record<string, unknown>[];
+  if (url.startsWith('mysql:')) {
+    const mysql = await import('mysql2/promise');
+    const connection = await mysql.createConnection(url);
+    try {
+      rows = (await connection.query(sql, [name, workerId]))[0] as Record<string, unknown>[];
+    } finally {
+      await connection.end();
+    }
+  } else if (url.startsWith('sqlite:')) {
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(url.slice('sqlite:'.length));
+    try {
+      rows = db.prepare(sql).all(name, workerId) as Record<string, unknown>[];
+    } finally {
+      db.close();
+    }
+  } else {
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      rows = (await client.query(sql.replace('?', '$1').replace('?', '$2'), [name, workerId])).rows as Record<string, unknown>[];
+    } finally {
+      await client.end();
+    }
+  }
+  const [row] = rows;
+  return row === undefined ? undefined : { lastTimestamp: Number(row['last_timestamp']), reportedAt: Number(row['reported_at']) };
+}
+
+/** The static registry's state file. */
+export async function stateFileRecord(path: string): Promise<StoredRecord | undefined> {
+  const { readFile } = await import('node:fs/promises');
+  const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  return text === undefined ? undefined : recordOf(JSON.parse(text));
+}
+
+function recordOf(value: { lastTimestamp?: unknown; reportedAt?: unknown }): StoredRecord {
+  return { lastTimestamp: Number(value.lastTimestamp), reportedAt: Number(value.reportedAt) };
+}
+
+/**
+ * Writes a worker ID's ZooKeeper nodes directly, as an older idmint or a node killed right after
+ * its claim leaves them: Leaf's entry for `address` and a record at version 0 (never written
+ * since its creation).
+ */
+export async function seedZooKeeperRecord(connectionString: string, name: string, address: string, workerId: number, record: StoredRecord): Promise<void> {
+  const zookeeper = await import('node-zookeeper-client');
+  const client = zookeeper.createClient(connectionString, { sessionTimeout: 10_000 });
+  await new Promise<void>((resolve) => {
+    client.once('connected', resolve);
+    client.connect();
+  });
+  const call = (run: (cb: (error: unknown) => void) => void) => new Promise<void>((resolve, reject) => run((error) => (error ? reject(error) : resolve())));
+  try {
+    for (const dir of ['forever', 'workers', 'live']) await call((cb) => client.mkdirp(`/snowflake/${name}/${dir}`, cb));
+    const [ip, port] = address.split(':');
+    const entry = Buffer.from(JSON.stringify({ ip, port, timestamp: record.lastTimestamp }));
+    await call((cb) => client.create(`/snowflake/${name}/forever/${address}-${String(workerId).padStart(10, '0')}`, entry, zookeeper.CreateMode.PERSISTENT, cb));
+    await call((cb) => client.create(`/snowflake/${name}/workers/${workerId}`, Buffer.from(JSON.stringify(record)), zookeeper.CreateMode.PERSISTENT, cb));
+  } finally {
+    client.close();
+  }
 }

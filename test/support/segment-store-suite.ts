@@ -60,23 +60,83 @@ export function runSegmentStoreSuite(options: { create: () => Promise<SegmentSto
   });
 
   it('refuses bad tags, steps, start IDs and descriptions with INVALID_ARGUMENT', async () => {
-    const bad: [Promise<unknown>, RegExp][] = [
-      [store.createTag({ tag: '', step: 10 }), /tag must be/],
-      [store.createTag({ tag: 'has space', step: 10 }), /tag must be/],
-      [store.createTag({ tag: 'x'.repeat(129), step: 10 }), /tag must be/],
-      [store.createTag({ tag: 'ok-tag', step: 0 }), /step must be an integer from 1 to 2147483647/],
-      [store.createTag({ tag: 'ok-tag', step: 1.5 }), /step must be/],
-      [store.createTag({ tag: 'ok-tag', step: 2 ** 31 }), /step must be/],
-      [store.createTag({ tag: 'ok-tag', step: 10, startId: -1n }), /startId must be a bigint from 0/],
-      [store.createTag({ tag: 'ok-tag', step: 10, startId: MAX_SEGMENT_ID + 1n }), /startId must be/],
-      [store.createTag({ tag: 'ok-tag', step: 10, description: 'd'.repeat(257) }), /description must be/],
-      [store.allocate('bad tag'), /tag must be/],
-      [store.allocate('ok-tag', 0), /step must be/],
-      [store.release('ok-tag', 10n, 10n), /from < to/],
-      [store.updateTag('ok-tag', { step: -5 }), /step must be/],
+    const bad: [() => Promise<unknown>, RegExp][] = [
+      [() => store.createTag({ tag: '', step: 10 }), /tag must be 1 to 128 characters/],
+      [() => store.createTag({ tag: 'x'.repeat(129), step: 10 }), /tag must be/],
+      // 129 code points (258 UTF-16 units): longer than varchar(128) holds.
+      [() => store.createTag({ tag: '\u{1F600}'.repeat(129), step: 10 }), /tag must be/],
+      [() => store.createTag({ tag: 'nul\u0000tag', step: 10 }), /none of them U\+0000 or an unpaired surrogate/],
+      [() => store.createTag({ tag: 'lone\uD800', step: 10 }), /tag must be/],
+      [() => store.createTag({ tag: 'ok-tag', step: 0 }), /step must be an integer from 1 to 2147483647/],
+      [() => store.createTag({ tag: 'ok-tag', step: 1.5 }), /step must be/],
+      [() => store.createTag({ tag: 'ok-tag', step: 2 ** 31 }), /step must be/],
+      [() => store.createTag({ tag: 'ok-tag', step: 10, startId: -1n }), /startId must be a bigint from 0/],
+      [() => store.createTag({ tag: 'ok-tag', step: 10, startId: MAX_SEGMENT_ID + 1n }), /startId must be/],
+      [() => store.createTag({ tag: 'ok-tag', step: 10, description: 'd'.repeat(257) }), /description must be null or a string of at most 256 characters/],
+      [() => store.createTag({ tag: 'ok-tag', step: 10, description: 'a\u0000b' }), /description must be .*none of them U\+0000/],
+      [() => store.createTag({ tag: 'ok-tag', step: 10, description: 'x\uDC00' }), /description must be/],
+      [() => store.allocate('nul\u0000tag'), /tag must be/],
+      [() => store.allocate('ok-tag', 0), /step must be/],
+      [() => store.release('ok-tag', 10n, 10n), /from < to/],
+      [() => store.updateTag('ok-tag', { step: -5 }), /step must be/],
+      [() => store.getTag('x'.repeat(129)), /tag must be/],
     ];
-    for (const [promise, message] of bad) await rejectsWith(promise, 'INVALID_ARGUMENT', message);
+    for (const [call, message] of bad) await rejectsWith(call(), 'INVALID_ARGUMENT', message);
     assert.equal(await store.getTag('ok-tag'), undefined);
+  });
+
+  it('one rule for descriptions: U+0000 is refused on create and update alike; any other text up to 256 code points is kept exactly', async () => {
+    await store.createTag({ tag: 'described', step: 10, description: 'before' });
+    await rejectsWith(store.updateTag('described', { description: 'a\u0000b' }), 'INVALID_ARGUMENT', /U\+0000/);
+    assert.equal((await store.getTag('described'))?.description, 'before', 'nothing changed');
+    for (const description of ['tab\tnew\nline "quoted" \\ back', '\u{1F600}'.repeat(256), '\u00e4'.repeat(256), '']) {
+      assert.equal((await store.updateTag('described', { description })).description, description);
+      assert.equal((await store.getTag('described'))?.description, description);
+    }
+  });
+
+  it('stores and serves any tag a Leaf varchar(128) holds: spaces, /, :, braces, Unicode, 128 code points', async () => {
+    const tags = [
+      'has space',
+      ' lead and trail',
+      '\u8ba2\u5355/\u652f\u4ed8',
+      'x:tag:y',
+      'tags',
+      '{slot}',
+      'a{b}c:d',
+      'tab\there "quote" back\\slash %20',
+      '\u{1F600}'.repeat(128),
+      '\u4e2d'.repeat(128),
+      // Distinct on every store: the table idmint creates on MySQL compares exactly (utf8mb4_bin).
+      'Case-A',
+      'case-a',
+      '\u00e4-tag',
+      'a-tag',
+    ];
+    for (const [i, tag] of tags.entries()) {
+      const created = await store.createTag({ tag, step: 10, startId: BigInt(i * 100) });
+      assert.equal(created.tag, tag);
+      assert.deepEqual(await store.getTag(tag), created);
+    }
+    for (const [i, tag] of tags.entries()) {
+      assert.deepEqual(await store.allocate(tag), { tag, start: BigInt(i * 100), end: BigInt(i * 100 + 10), step: 10, tagStep: 10 }, tag);
+      assert.equal(await store.release(tag, BigInt(i * 100 + 3), BigInt(i * 100 + 10)), true);
+      assert.equal((await store.updateTag(tag, { step: 20 })).maxId, BigInt(i * 100 + 3));
+    }
+    const listed = new Map((await store.listTags()).map((record) => [record.tag, record]));
+    for (const [i, tag] of tags.entries()) assert.equal(listed.get(tag)?.maxId, BigInt(i * 100 + 3), `listed ${JSON.stringify(tag)}`);
+    // The Redis key of tag 'tags' is not the tag set, and a tag with ':' is not another namespace.
+    assert.equal(await store.getTag('x'), undefined);
+    assert.equal(await store.getTag('tag:x'), undefined);
+  });
+
+  it('refuses a start with no room for one range below 2^63-1 at creation, rather than a tag that can only be exhausted', async () => {
+    await rejectsWith(store.createTag({ tag: 'at-top', step: 10, startId: MAX_SEGMENT_ID - 9n }), 'INVALID_ARGUMENT', /startId must leave room for one range of step 10 below 9223372036854775807: at most 9223372036854775797, got 9223372036854775798n/);
+    await rejectsWith(store.createTag({ tag: 'at-top', step: 1, startId: MAX_SEGMENT_ID }), 'INVALID_ARGUMENT', /startId must leave room/);
+    assert.equal(await store.getTag('at-top'), undefined);
+    await store.createTag({ tag: 'at-top', step: 10, startId: MAX_SEGMENT_ID - 10n });
+    assert.deepEqual(await store.allocate('at-top'), { tag: 'at-top', start: MAX_SEGMENT_ID - 10n, end: MAX_SEGMENT_ID, step: 10, tagStep: 10 });
+    await rejectsWith(store.allocate('at-top'), 'ID_SPACE_EXHAUSTED');
   });
 
   it('lists every tag, sorted by name', async () => {
@@ -135,7 +195,9 @@ export function runSegmentStoreSuite(options: { create: () => Promise<SegmentSto
     await rejectsWith(store.allocate('top', 1), 'ID_SPACE_EXHAUSTED');
     assert.equal((await store.getTag('top'))?.maxId, MAX_SEGMENT_ID);
 
-    await store.createTag({ tag: 'near-top', step: 2 ** 31 - 1, startId: MAX_SEGMENT_ID - 50n });
+    // A step raised after creation may no longer fit: refused, nothing changed.
+    await store.createTag({ tag: 'near-top', step: 50, startId: MAX_SEGMENT_ID - 50n });
+    await store.updateTag('near-top', { step: 2 ** 31 - 1 });
     await rejectsWith(store.allocate('near-top'), 'ID_SPACE_EXHAUSTED');
     await rejectsWith(store.allocate('near-top', 51), 'ID_SPACE_EXHAUSTED');
     assert.equal((await store.getTag('near-top'))?.maxId, MAX_SEGMENT_ID - 50n);

@@ -1,19 +1,35 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { IDMINT_BIN } from './cli.ts';
 
-/** An `idmint serve` process started as a user would, listening on a port of its own choosing. */
-export interface ServeProcess {
-  /** `http://127.0.0.1:<port>`, from the "idmint listening" log line. */
-  readonly url: string;
+/** How an `idmint serve` process ended: its exit code, or the signal that ended it. */
+export interface ServeExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** An `idmint serve` process, from the moment it is started. */
+export interface ServeChild {
   readonly child: ChildProcess;
   /** Every JSON log line the process wrote to stdout so far. */
   readonly logs: Record<string, unknown>[];
   /** Everything it wrote to stderr so far. */
   stderr(): string;
+  /** Resolves when the process has ended and closed its pipes. */
+  readonly exited: Promise<ServeExit>;
+  /** Resolves with the first log line `match` accepts (already written or to come); rejects if the process ends first. */
+  logLine(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   /**
    * Sends `signal` (to the whole process group when started with `group`, as a terminal's
-   * Ctrl-C does) and resolves with the exit code (null when killed by a signal).
+   * Ctrl-C does) unless the process has ended, and resolves with how it ended.
    */
+  kill(signal?: NodeJS.Signals): Promise<ServeExit>;
+}
+
+/** An `idmint serve` process started as a user would, listening on a port of its own choosing. */
+export interface ServeProcess extends ServeChild {
+  /** `http://127.0.0.1:<port>`, from the "idmint listening" log line. */
+  readonly url: string;
+  /** {@link ServeChild.kill}, resolving with the exit code only (null when killed by a signal). */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -27,15 +43,17 @@ export interface ServeOptions {
    * the `--port 0 --host 127.0.0.1` and `args` appended, and its own process group.
    */
   readonly command?: readonly string[];
+  /** Run in a process group of its own, so kill() signals the group (as a terminal's Ctrl-C does). */
+  readonly group?: boolean;
 }
 
 /**
- * Runs `idmint serve --port 0 --host 127.0.0.1 <args>` and resolves once it logs that it listens.
- * Rejects with the process's stderr if it exits first or does not listen within `timeoutMs`.
+ * Runs `idmint serve --port 0 --host 127.0.0.1 <args>` and returns at once, without waiting for
+ * it to listen: for watching start-up itself (failures, signals while it starts).
  */
-export function startServe(args: readonly string[] = [], options: ServeOptions = {}): Promise<ServeProcess> {
+export function spawnServe(args: readonly string[] = [], options: ServeOptions = {}): ServeChild {
   const [file, ...prefix] = options.command ?? [process.execPath, IDMINT_BIN, 'serve'];
-  const group = options.command !== undefined;
+  const group = options.group === true || options.command !== undefined;
   const child = spawn(file ?? process.execPath, [...prefix, '--port', '0', '--host', '127.0.0.1', ...args], {
     cwd: options.cwd,
     env: { ...process.env, ...options.env },
@@ -43,48 +61,77 @@ export function startServe(args: readonly string[] = [], options: ServeOptions =
     detached: group,
   });
   const logs: Record<string, unknown>[] = [];
+  const waiting = new Set<(line: Record<string, unknown>) => void>();
   let stderr = '';
   let pending = '';
-  // 'close', not 'exit': it waits for every process writing to the pipes (npm's child too).
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`idmint serve did not listen within ${options.timeoutMs ?? 30_000} ms; stderr: ${stderr}`));
-    }, options.timeoutMs ?? 30_000);
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString('utf8');
-    });
-    child.stdout?.on('data', (chunk: Buffer) => {
-      pending += chunk.toString('utf8');
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) {
-        // The server's lines are JSON; a wrapper such as npm may print lines of its own.
-        if (!line.startsWith('{')) continue;
-        const entry = JSON.parse(line) as Record<string, unknown>;
-        logs.push(entry);
-        if (entry['msg'] === 'idmint listening') {
-          clearTimeout(timer);
-          resolve({
-            url: String(entry['url']),
-            child,
-            logs,
-            stderr: () => stderr,
-            stop(signal = 'SIGTERM') {
-              if (child.exitCode === null && child.signalCode === null) {
-                if (group && child.pid !== undefined) process.kill(-child.pid, signal);
-                else child.kill(signal);
-              }
-              return exited;
-            },
-          });
-        }
-      }
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`idmint serve exited with ${code} before listening; stderr: ${stderr}`));
-    });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
   });
+  child.stdout?.on('data', (chunk: Buffer) => {
+    pending += chunk.toString('utf8');
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      // The server's lines are JSON; a wrapper such as npm may print lines of its own.
+      if (!line.startsWith('{')) continue;
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      logs.push(entry);
+      for (const notify of waiting) notify(entry);
+    }
+  });
+  // 'close', not 'exit': it waits for every process writing to the pipes (npm's child too).
+  const exited = new Promise<ServeExit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  return {
+    child,
+    logs,
+    exited,
+    stderr: () => stderr,
+    logLine(match) {
+      const found = logs.find(match);
+      if (found !== undefined) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const notify = (line: Record<string, unknown>) => {
+          if (!match(line)) return;
+          waiting.delete(notify);
+          resolve(line);
+        };
+        waiting.add(notify);
+        void exited.then((how) => {
+          if (!waiting.delete(notify)) return;
+          reject(new Error(`idmint serve ended (${how.signal ?? how.code}) before the log line awaited; stderr: ${stderr}`));
+        });
+      });
+    },
+    kill(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) {
+        if (group && child.pid !== undefined) process.kill(-child.pid, signal);
+        else child.kill(signal);
+      }
+      return exited;
+    },
+  };
+}
+
+/**
+ * Runs `idmint serve --port 0 --host 127.0.0.1 <args>` and resolves once it logs that it listens.
+ * Rejects with the process's stderr if it exits first or does not listen within `timeoutMs`.
+ */
+export async function startServe(args: readonly string[] = [], options: ServeOptions = {}): Promise<ServeProcess> {
+  const serve = spawnServe(args, options);
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const listening = await Promise.race([
+      serve.logLine((line) => line['msg'] === 'idmint listening'),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          serve.child.kill('SIGKILL');
+          reject(new Error(`idmint serve did not listen within ${timeoutMs} ms; stderr: ${serve.stderr()}`));
+        }, timeoutMs);
+      }),
+    ]);
+    return { ...serve, url: String(listening['url']), stop: async (signal) => (await serve.kill(signal)).code };
+  } finally {
+    clearTimeout(timer);
+  }
 }

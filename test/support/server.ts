@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { buildServer, type IdMintServer, type ServerOptions } from '../../src/server/app.ts';
-import { defineConfig } from '../../src/server/config.ts';
+import { defineConfig } from '../../src/config/load.ts';
 
 /** A server built in-process for `app.inject()`, with its log lines captured. */
 export interface TestServer extends IdMintServer {

@@ -14,7 +14,32 @@ const oneWorker: LayoutSpec = { name: 'one-worker', timeBits: 41, workerBits: 0,
 /** One worker ID and 32 IDs per ms: bursts make a `borrow` generator run ahead of its clock. */
 const leading: LayoutSpec = { name: 'leading', timeBits: 48, workerBits: 0, sequenceBits: 5, totalBits: 53, epoch: EPOCH };
 
-const timestamp = (id: bigint, spec: LayoutSpec) => decomposeId(id, defineLayout(spec)).timestamp;
+/** An ID a worker process printed, with the wall time of its burst. */
+export interface PrintedId {
+  readonly at: number;
+  readonly id: bigint;
+}
+
+/**
+ * What the SIGKILL scenario checks, from every ID the killed holder and its successor printed:
+ * how far the killed one ran ahead of its clock, its last timestamp, the successor's first.
+ * A loop, not `Math.max(...values)`: a fast machine prints several hundred thousand IDs, and
+ * spreading that many arguments overflows the stack.
+ */
+export function killFigures(dead: readonly PrintedId[], next: readonly PrintedId[], spec: LayoutSpec): { lead: number; deadMax: number; nextMin: number } {
+  const layout = defineLayout(spec);
+  const timestampOf = (id: bigint) => decomposeId(id, layout).timestamp;
+  let lead = Number.NEGATIVE_INFINITY;
+  let deadMax = Number.NEGATIVE_INFINITY;
+  for (const { at, id } of dead) {
+    const t = timestampOf(id);
+    if (t - at > lead) lead = t - at;
+    if (t > deadMax) deadMax = t;
+  }
+  let nextMin = Number.POSITIVE_INFINITY;
+  for (const { id } of next) nextMin = Math.min(nextMin, timestampOf(id));
+  return { lead, deadMax, nextMin };
+}
 
 /**
  * Uniqueness under faults, with real OS processes: each scenario starts `worker-process.ts`
@@ -79,14 +104,12 @@ export async function runWorkerProcessScenarios(harness: RegistryHarness, option
       await dead.kill();
       const killedAt = Date.now();
       next.start();
-      const lead = Math.max(...dead.ids.map(({ at, id }) => timestamp(id, leading) - at));
-      assert.ok(lead > 100, `the killed holder ran only ${lead} ms ahead of its clock; the scenario needs it ahead`);
       const started = await next.started;
       await delay(300);
       await next.stop();
       assertNoDuplicates([dead, next]);
-      const deadMax = Math.max(...dead.ids.map(({ id }) => timestamp(id, leading)));
-      const nextMin = Math.min(...next.ids.map(({ id }) => timestamp(id, leading)));
+      const { lead, deadMax, nextMin } = killFigures(dead.ids, next.ids, leading);
+      assert.ok(lead > 100, `the killed holder ran only ${lead} ms ahead of its clock; the scenario needs it ahead`);
       assert.ok(nextMin > deadMax, `next holder's first timestamp ${nextMin} is not after the dead one's last ${deadMax}`);
       if (options.configured !== true) {
         assert.ok(next.retries.some((r) => r.code === 'WORKER_IDS_EXHAUSTED'), 'the ID was refused while the dead lease was live');
@@ -116,7 +139,7 @@ export async function runWorkerProcessScenarios(harness: RegistryHarness, option
         const fenced = cut.errors.find((e) => e.code === 'LEASE_LOST');
         assert.ok(fenced !== undefined, `the cut-off holder never fenced: ${JSON.stringify(cut.errors)}`);
         assert.ok(fenced.at < started.at, `fenced at ${fenced.at}, after the ID was reassigned at ${started.at}`);
-        const lastCut = Math.max(...cut.ids.map(({ at }) => at));
+        const lastCut = cut.ids.reduce((max, { at }) => Math.max(max, at), Number.NEGATIVE_INFINITY);
         assert.ok(lastCut < started.at, 'the cut-off holder issued after its ID was reassigned');
         assertNoDuplicates([cut, next]);
         const cutMax = cut.ids.reduce((max, { id }) => (id > max ? id : max), 0n);

@@ -19,7 +19,7 @@ export class WorkerProcess {
   stderr = '';
 
   constructor(config: WorkerProcessConfig, env: NodeJS.ProcessEnv = {}) {
-    this.child = spawn(process.execPath, ['--experimental-strip-types', '--disable-warning=ExperimentalWarning', CHILD, JSON.stringify(config)], {
+    this.child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', CHILD, JSON.stringify(config)], {
       env: { ...process.env, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });

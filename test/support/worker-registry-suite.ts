@@ -4,10 +4,13 @@ import { ManualClock } from '../../src/clocks/manual-clock.ts';
 import { MonotonicClock } from '../../src/clocks/monotonic-clock.ts';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { decomposeId, defineLayout } from '../../src/core/layout.ts';
+import { SnowflakeGenerator } from '../../src/core/snowflake.ts';
+import type { Interleave } from '../../src/registries/common.ts';
 import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
 import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../../src/registries/open-worker-registry.ts';
-import { SnowflakeWorker, type SnowflakeWorkerOptions } from '../../src/service/snowflake-worker.ts';
+import { SnowflakeWorker, type SnowflakeWorkerEvent, type SnowflakeWorkerOptions } from '../../src/service/snowflake-worker.ts';
 import { FaultyRegistry } from './faulty-registry.ts';
+import type { StoredRecord } from './registry-admin.ts';
 import { describeWithServices, uniqueName, type ServiceName } from './services.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { delay, waitFor } from './workers.ts';
@@ -28,6 +31,13 @@ export interface RegistryHarness {
   options(name: string): OpenWorkerRegistryOptions;
   /** Removes everything created under namespace `name`. */
   cleanup(name: string): Promise<void>;
+  /** The record of `workerId` in namespace `name` as the backend stores it (read directly). */
+  record(name: string, workerId: number): Promise<StoredRecord | undefined>;
+  /**
+   * Writes a record for `identity` directly, the way the backend can hold one that no registry
+   * call of today leaves behind (ZooKeeper: a record at version 0); the interleavings run on it too.
+   */
+  seedRecord?(name: string, identity: { host: string; port: number }, workerId: number, record: StoredRecord): Promise<void>;
 }
 
 const A = { host: '10.0.0.1', port: 8080 };
@@ -265,7 +275,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
           });
         }
         const takenAt = Date.now();
-        const lastByA = Math.max(...issued.map((i) => i.at));
+        const lastByA = issued.reduce((max, i) => Math.max(max, i.at), 0);
         assert.ok(fencedAt > cutAt && fencedAt < takenAt, `A fenced at +${fencedAt - cutAt} ms, B took the ID at +${takenAt - cutAt} ms`);
         assert.ok(lastByA < takenAt, 'A issued nothing once B could');
         const fromB = b.nextBatch(1000);
@@ -337,6 +347,209 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       const old = await registry.acquire({ identity: B, maxWorkers: 8, workerId: first });
       assert.ok(old.lastTimestamp >= T0 + 2);
       await release(old);
+    });
+  });
+}
+
+/**
+ * Interleavings: a registry paused between two steps of its protocol (its `interleave` hook, see
+ * src/registries/common.ts) while another node runs a whole cycle on the same worker ID. The
+ * outcome of calls made one after another says nothing about these gaps; most duplicate-ID bugs
+ * live in them. Each scenario issues real IDs through the worker and a generator, as the service
+ * does, checks that none repeats, and reads the stored record behind the registry's back to check
+ * it never went below what a running holder was fenced at. Runs on every backend, the static
+ * registry and the weak-dependency cache included.
+ */
+export async function runInterleavingSuite(harness: RegistryHarness): Promise<void> {
+  await describeWithServices(`${harness.backend} worker registry, interleavings`, harness.services, () => {
+    const renew = { renewIntervalMs: Math.floor(harness.ttlMs / 6), safetyMarginMs: Math.floor(harness.ttlMs / 6) };
+    const opened: WorkerRegistry[] = [];
+    const names: string[] = [];
+    const namespace = () => {
+      const name = uniqueName('i');
+      names.push(name);
+      return name;
+    };
+    const open = async (name: string, interleave?: Interleave) => {
+      const registry = await openWorkerRegistry(harness.url(name), { ...harness.options(name), interleave });
+      opened.push(registry);
+      return registry;
+    };
+    // Every node of a scenario has the same identity (processes on one host): the registry's
+    // preference for an identity's old ID then sends them all to the same one.
+    const startWorker = (registry: WorkerRegistry, clock: ManualClock, onEvent?: (event: SnowflakeWorkerEvent) => void) =>
+      SnowflakeWorker.start({ registry, identity: A, layout: oneWorker, clock, ...renew, onEvent });
+    const timestampOf = (id: bigint) => decomposeId(id, oneWorker).timestamp;
+    const assertUnique = (ids: readonly bigint[]) => {
+      const repeated = ids.length - new Set(ids).size;
+      assert.equal(repeated, 0, `${repeated} of ${ids.length} IDs were issued twice`);
+    };
+    /** The stored record covers every ID issued: whoever holds the ID next starts after them. */
+    const assertCovers = async (name: string, ids: readonly bigint[], when: string) => {
+      const record = await harness.record(name, 0);
+      const last = Math.max(...ids.map(timestampOf));
+      assert.ok(record !== undefined && record.lastTimestamp >= last, `${when}: the stored record ${JSON.stringify(record)} is below the last ID issued (${last})`);
+    };
+
+    after(async () => {
+      await Promise.all(opened.map((registry) => registry.close().catch(() => {})));
+      for (const name of names) await harness.cleanup(name);
+    });
+
+    /** Leaves a record behind for worker 0, so a paused node has an old one to read. */
+    const oldRecords: [string, (name: string) => Promise<bigint[]>][] = [
+      [
+        'a previous holder released',
+        async (name) => {
+          const first = await startWorker(await open(name), new ManualClock(T0 - 60_000));
+          const ids = first.nextBatch(5);
+          await first.close();
+          return ids;
+        },
+      ],
+    ];
+    const seed = harness.seedRecord;
+    if (seed !== undefined) {
+      oldRecords.push([
+        'seeded directly',
+        async (name) => {
+          await seed(name, A, 0, { lastTimestamp: T0 - 60_000, reportedAt: T0 - 60_000 });
+          return [];
+        },
+      ]);
+    }
+
+    for (const [how, leaveRecord] of oldRecords) {
+      it(`a node paused between its read and its claim, while another acquires, issues and releases the ID, starts from the record as it stands after its own claim (old record: ${how})`, { timeout: 60_000 }, async () => {
+        const name = namespace();
+        const issued = await leaveRecord(name);
+
+        let pauses = 0;
+        const paused = await open(name, async (step) => {
+          if (step.point !== 'before-claim' || pauses++ > 0) return;
+          // The gap: node C, its clock at T0, takes the same ID, issues and releases it.
+          const c = await startWorker(await open(name), new ManualClock(T0));
+          issued.push(...c.nextBatch(5));
+          await c.close();
+          assert.equal((await harness.record(name, 0))?.lastTimestamp, T0, "C's release records its exact last timestamp");
+        });
+        // B's clock reads what C's did: C's IDs are in B's current millisecond. Waiting for the clock
+        // to pass C's last timestamp is the right outcome; the test then lets it pass.
+        const clockB = new ManualClock(T0);
+        const b = await startWorker(paused, clockB, (event) => {
+          if (event.type === 'waiting-for-clock') clockB.set(T0 + 1);
+        });
+        const fromB = b.nextBatch(5);
+        assert.equal(pauses >= 1, true, 'the registry paused before its claim');
+        await assertCovers(name, [...issued, ...fromB], 'while B runs');
+        issued.push(...fromB);
+        await b.close();
+        assertUnique(issued);
+        await assertCovers(name, issued, 'after B released');
+      });
+    }
+
+    it('a node paused before its claim never gets an ID whose record rose past what it asked for (lastTimestampBelow) in between', { timeout: 60_000 }, async () => {
+      const name = namespace();
+      // The ID was last used long before T0: it qualifies when the paused node reads it.
+      const first = await (await open(name)).acquire({ identity: A, maxWorkers: 1 });
+      await first.release({ lastTimestamp: T0 - 60_000, reportedAt: T0 - 60_000 });
+      let pauses = 0;
+      let gap: unknown = 'never ran';
+      const paused = await open(name, async (step) => {
+        if (step.point !== 'before-claim' || pauses++ > 0) return;
+        // The gap: another node takes the only ID and leaves it last used at T0 + 10.
+        gap = await (await open(name))
+          .acquire({ identity: B, maxWorkers: 1 })
+          .then((c) => c.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 }))
+          .catch((error: unknown) => error);
+      });
+      // switch-worker asks for an ID last used before its clock, to start on it at once.
+      await assert.rejects(paused.acquire({ identity: A, maxWorkers: 1, lastTimestampBelow: T0 }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
+      assert.equal(gap, undefined, 'the other node acquired and released the ID in the gap');
+      // Nothing was left claimed: the ID goes to the next node at once, with the record C left.
+      const next = await (await open(name)).acquire({ identity: B, maxWorkers: 1 });
+      assert.deepEqual([next.workerId, next.lastTimestamp], [0, T0 + 10]);
+      await next.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 });
+    });
+
+    it("a renewal still on its way when its lease is released never writes into the next holder's record", { timeout: 60_000 }, async () => {
+      const name = namespace();
+      let land: (() => void) | undefined;
+      const a = await open(name, (step) => {
+        if (step.point !== 'before-renew-write' || step.report?.lastTimestamp !== T0 + 50_000 || land !== undefined) return;
+        return new Promise<void>((resolve) => {
+          land = resolve;
+        });
+      });
+      const lease = await a.acquire({ identity: A, maxWorkers: 1 });
+      const late = lease.renew({ lastTimestamp: T0 + 50_000, reportedAt: T0 + 1000 });
+      await waitFor('the renewal to be on its way', () => land !== undefined);
+      // The holder stops and releases; the next node (on the same host) takes the ID and records
+      // its own report.
+      await lease.release({ lastTimestamp: T0, reportedAt: T0 });
+      const next = await (await open(name)).acquire({ identity: A, maxWorkers: 1 });
+      assert.deepEqual([next.lastTimestamp, next.reportedAt], [T0, T0], 'the released record, exactly');
+      await next.renew({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
+      land?.();
+      const outcome = await late.then(
+        () => 'it landed',
+        (error: unknown) => error,
+      );
+      assert.ok(isIdMintError(outcome, 'LEASE_LOST'), `the late renewal: ${String(outcome)}`);
+      const record = await harness.record(name, 0);
+      assert.deepEqual(record && [record.lastTimestamp, record.reportedAt], [T0 + 2000, T0 + 1500], "the next holder's record, untouched");
+      await next.release({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
+    });
+
+    it('renewals landing out of order never lower the record below the running fence', { timeout: 60_000 }, async () => {
+      const name = namespace();
+      const H1 = T0 + 2000;
+      const H2 = T0 + 2100;
+      let land: (() => void) | undefined;
+      const a = await open(name, (step) => {
+        if (step.point !== 'before-renew-write' || step.report?.lastTimestamp !== H1 || land !== undefined) return;
+        return new Promise<void>((resolve) => {
+          land = resolve;
+        });
+      });
+      // Node A, as the service runs a lease: a generator fenced at what the registry confirmed.
+      const lease = await a.acquire({ identity: A, maxWorkers: 1 });
+      const clockA = new ManualClock(T0);
+      const generator = new SnowflakeGenerator({ clock: clockA, layout: oneWorker, workerId: lease.workerId });
+      generator.setValidUntil(Number.NEGATIVE_INFINITY);
+      // A renewal gives up (it is slow to land) and the retry, with a higher horizon, lands first.
+      const late = lease.renew({ lastTimestamp: H1, reportedAt: T0 });
+      await waitFor('the first renewal to be on its way', () => land !== undefined);
+      await lease.renew({ lastTimestamp: H2, reportedAt: T0 + 100 });
+      generator.setValidUntil(H2);
+      land?.();
+      await late.catch(() => {}); // its outcome does not matter to A any more; where it lands does
+      const afterLate = await harness.record(name, lease.workerId);
+      clockA.set(H2 - 1);
+      const fromA = generator.nextBatch(5);
+      // A dies without a release; the next holder takes the ID once its lease is gone.
+      await a.close();
+      const next = await open(name);
+      const clockB = new ManualClock(H2 - 1);
+      let b: SnowflakeWorker | undefined;
+      while (b === undefined) {
+        b = await startWorker(next, clockB, (event) => {
+          if (event.type === 'waiting-for-clock') clockB.set(H2 + 1);
+        }).catch(async (error: unknown) => {
+          assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
+          await delay(100);
+          return undefined;
+        });
+      }
+      const fromB = b.nextBatch(5);
+      await b.close();
+      assertUnique([...fromA, ...fromB]);
+      assert.ok(
+        afterLate !== undefined && afterLate.lastTimestamp >= H2 && afterLate.reportedAt >= T0 + 100,
+        `the late renewal lowered the record to ${JSON.stringify(afterLate)}, below the fence A ran with (${H2})`,
+      );
+      await assertCovers(name, [...fromA, ...fromB], 'after the next holder released');
     });
   });
 }

@@ -1,5 +1,6 @@
 import { IdMintError } from '../../core/errors.ts';
-import { configKeys, originText, showValue } from '../../server/config.ts';
+import { originText, redacted, showValue } from '../../config/load.ts';
+import { configKeys } from '../../config/schema.ts';
 import { parseCommandArgs } from '../args.ts';
 import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
 import type { CliCommand } from '../io.ts';
@@ -10,7 +11,8 @@ export const configCommand: CliCommand = {
   help: `Usage: idmint config check [--config FILE] [--json] [flags]
 
 Reads the configuration exactly as "idmint serve" would (file < environment < flags), validates
-it, and prints every key with its value and where the value came from. Tokens are never printed.
+it, and prints every key with its value and where the value came from. Tokens and passwords in
+URLs are never printed.
 Exits 0 when the configuration is valid, 2 with a one-line message naming the key otherwise.
 
 Options:
@@ -29,7 +31,9 @@ ${configFlagHelp()}
     }
     const { config, origins } = configFromFlags(values);
     const rows = configKeys().map((key) => {
-      const value = key.key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], config);
+      const raw = key.key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], config);
+      // Backend URLs may carry a password: never printed, like tokens.
+      const value = redacted(raw);
       const origin = originText(origins.get(key.key) ?? 'default');
       return { key: key.key, value: showValue(key, value), json: key.spec.secret === true ? showValue(key, value) : value, origin };
     });
@@ -39,7 +43,7 @@ ${configFlagHelp()}
     }
     const width = Math.max(...rows.map((r) => r.key.length)) + 2;
     const valueWidth = Math.min(48, Math.max(...rows.map((r) => r.value.length))) + 2;
-    await io.out(`configuration is valid\n\n${rows.map((r) => `${r.key.padEnd(width)}${r.value.padEnd(valueWidth)}${r.origin}`).join('\n')}\n`);
+    await io.out(`configuration is valid\n\n${rows.map((r) => `${r.key.padEnd(width)}${r.value.length >= valueWidth ? `${r.value}  ` : r.value.padEnd(valueWidth)}${r.origin}`).join('\n')}\n`);
     return 0;
   },
 };

@@ -1,7 +1,24 @@
-import { buildServer } from '../../server/app.ts';
+import { buildServer, type IdMintServer } from '../../server/app.ts';
+import type { ServerConfig } from '../../config/schema.ts';
+import { withTimeout } from '../../shared/timeout.ts';
 import { parseCommandArgs } from '../args.ts';
 import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
-import type { CliCommand } from '../io.ts';
+import { backendFailure, listenFailure, type BackendSetting } from '../environment-errors.ts';
+import type { CliCommand, CliExit, CliIo } from '../io.ts';
+
+/**
+ * After SIGTERM or SIGINT during start-up, how long the start-up may take to wind down (stop at
+ * its next step, close what it opened) before the process exits anyway. A step in flight is
+ * bounded by its own timeout, which may be minutes; an operator's Ctrl-C must not wait for it.
+ */
+const STARTUP_STOP_GRACE_MS = 2000;
+
+/**
+ * The same signal again within this long is a copy of the first, not a second request: under
+ * `npm start`, a terminal's Ctrl-C reaches the server twice, once from the terminal (to the whole
+ * process group) and once from npm, which passes the signals it gets on to its child.
+ */
+const DUPLICATE_SIGNAL_MS = 1000;
 
 export const serveCommand: CliCommand = {
   name: 'serve',
@@ -9,11 +26,16 @@ export const serveCommand: CliCommand = {
   help: `Usage: idmint serve [--config FILE] [flags]
 
 Runs the ID server until SIGTERM or SIGINT, then shuts down gracefully: stops accepting, lets
-in-flight requests finish, releases the worker-ID lease and closes the store. A second signal
-exits at once.
+in-flight requests finish, releases the worker-ID lease and gives unissued segment IDs back to
+the store, and exits 0. A second signal exits at once (the same signal again within a second
+counts as a copy of the first: npm start passes a terminal's Ctrl-C on). A signal during start-up (a store or
+registry slow to answer) stops it within a few seconds; the process then ends by that signal.
 
 With no configuration at all it listens on 127.0.0.1:8080, keeps segment tags in
 ./data/idmint.db (SQLite) and issues snowflake IDs as worker 0.
+
+Exit status: 0 after a graceful shutdown; 2 for an invalid configuration; 1 when the environment
+is at fault (port in use, host not of this machine, store or registry unreachable).
 
 Options:
 ${configFlagHelp()}
@@ -26,29 +48,40 @@ ${configFlagHelp()}
       return 0;
     }
     const { config } = configFromFlags(values);
-    // Signals are caught before anything is opened: one that arrives while the store is opened or
-    // the lease acquired still leads to a clean shutdown (right after start-up finishes).
+    // Signals are caught before anything is opened. One during start-up aborts it; one while
+    // serving starts the graceful shutdown; a second one exits at once (but for a copy of the first).
+    const startup = new AbortController();
     const stop = new Promise<NodeJS.Signals>((resolve) => {
       const first = (signal: NodeJS.Signals) => {
+        const firstAt = performance.now();
         process.off('SIGTERM', first);
         process.off('SIGINT', first);
         const again = (second: NodeJS.Signals) => {
+          if (second === signal && performance.now() - firstAt < DUPLICATE_SIGNAL_MS) return;
           io.err(`idmint serve: second signal (${second}): exiting without finishing shutdown\n`);
           process.exit(1);
         };
-        process.once('SIGTERM', again);
-        process.once('SIGINT', again);
+        process.on('SIGTERM', again);
+        process.on('SIGINT', again);
+        startup.abort(new Error(`${signal} during start-up`));
         resolve(signal);
       };
       process.on('SIGTERM', first);
       process.on('SIGINT', first);
     });
-    const server = await buildServer(config);
+
+    const building = buildServer(config, { signal: startup.signal });
+    const started = await Promise.race([building.then((server) => ({ server })), stop.then((signal) => ({ signal }))]).catch(async (error: unknown) => {
+      throw (await backendFailure(error, backendSettings(config))) ?? error;
+    });
+    if ('signal' in started) return stopStartup(building, started.signal, io);
+
+    const { server } = started;
     try {
       await server.listen();
     } catch (error) {
       await server.close();
-      throw error;
+      throw listenFailure(error, config.host, config.port) ?? error;
     }
     const signal = await stop;
     server.log.info({ signal }, 'signal received');
@@ -56,3 +89,27 @@ ${configFlagHelp()}
     return 0;
   },
 };
+
+/** The backend URLs serve opens, with the variables that set them. */
+function backendSettings(config: ServerConfig): BackendSetting[] {
+  return [
+    { url: config.segment.store, role: 'segment-store', name: 'IDMINT_SEGMENT_STORE' },
+    { url: config.snowflake.registry, role: 'worker-registry', name: 'IDMINT_WORKER_REGISTRY' },
+  ];
+}
+
+/**
+ * A signal arrived while the server was starting: start-up stops at its next step and closes
+ * what it opened. If it has not within {@link STARTUP_STOP_GRACE_MS} (a step still waiting on a
+ * slow store), the process ends anyway: a lease acquired meanwhile expires on its own, as a
+ * killed node's does, and no ID was served.
+ */
+async function stopStartup(building: Promise<IdMintServer>, signal: NodeJS.Signals, io: CliIo): Promise<CliExit> {
+  const deadline = Date.now() + STARTUP_STOP_GRACE_MS;
+  const left = () => Math.max(0, deadline - Date.now());
+  const timedOut = () => new Error('start-up did not stop in time');
+  const server = await withTimeout(building, left(), timedOut).catch(() => undefined);
+  if (server !== undefined) await withTimeout(server.close(), left(), timedOut).catch(() => undefined);
+  io.err(`idmint serve: ${signal} during start-up: stopped before serving\n`);
+  return { signal };
+}

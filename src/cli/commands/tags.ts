@@ -1,9 +1,11 @@
 import { IdMintError } from '../../core/errors.ts';
+import { checkNewTagName } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
-import { tagJson } from '../../server/routes/tags.ts';
-import { openSegmentStore } from '../../stores/open-segment-store.ts';
+import { tagJson } from '../../shared/tag-json.ts';
+import { openSegmentStore, openSegmentStores } from '../../stores/open-segment-store.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
+import { backendFailure } from '../environment-errors.ts';
 import type { CliCommand, CliIo } from '../io.ts';
 
 const SUBCOMMANDS = ['list', 'create', 'set-step'] as const;
@@ -12,21 +14,28 @@ export const tagsCommand: CliCommand = {
   name: 'tags',
   summary: 'list, create and re-step segment tags in the configured store',
   help: `Usage: idmint tags list [--json]
-       idmint tags create <tag> --step N [--start-id ID] [--description TEXT] [--json]
+       idmint tags create <tag> --step N [--start-id ID] [--description TEXT] [--opaque] [--json]
        idmint tags set-step <tag> <step> [--json]
 
 Works directly on the segment store the configuration names (segment.store, IDMINT_SEGMENT_STORE;
-default sqlite:./data/idmint.db), the same one "idmint serve" uses; no server needs to run.
-A new step applies from the next range a server loads.
+default sqlite:./data/idmint.db), the same one "idmint serve" uses; no server needs to run. With a
+set of databases (segment.stores, IDMINT_SEGMENT_STORES, --stores) a tag is created and re-stepped
+in every database, database r at the first ID ≡ r (mod N) at or above --start-id; every database
+must answer, and running it again completes a create that one of them missed.
+A new step is taken as Leaf takes it: by the first loads after a restart, and as the floor of
+the dynamic step from the next range on (docs/segments.md, Steps).
 
 Options:
   -s, --store URL                       the segment store (same as --segment-store)
+      --stores URLS                     a set of databases, comma-separated (same as --segment-stores)
   -t, --table NAME                      its table (same as --segment-table)
       --step N                          IDs per range for a new tag (Leaf's step), 1 to 2147483647
       --start-id ID                     first ID a new tag issues (default 1)
       --description TEXT                free text, up to 256 characters
+      --opaque                          a new tag's IDs are served in their opaque form (FF1 under
+                                        the servers' IDMINT_OPAQUE_KEYS; docs/formats.md); for good
       --json                            print JSON (one object per tag) instead of a table
-${configFlagHelp()}
+${configFlagHelp('segment')}
   -h, --help                            show this help`,
 
   async run(argv, io) {
@@ -35,10 +44,12 @@ ${configFlagHelp()}
       {
         ...configFlagOptions(),
         store: { type: 'string', short: 's' },
+        stores: { type: 'string' },
         table: { type: 'string', short: 't' },
         step: { type: 'string' },
         'start-id': { type: 'string' },
         description: { type: 'string' },
+        opaque: { type: 'boolean' },
         json: { type: 'boolean' },
       },
       { min: 1, max: 3, name: 'list|create|set-step' },
@@ -55,20 +66,38 @@ ${configFlagHelp()}
     if (args.length !== expected) {
       throw new IdMintError('INVALID_ARGUMENT', args.length < expected ? `missing argument: idmint tags ${sub} ${sub === 'create' ? '<tag>' : '<tag> <step>'}` : `unexpected argument "${args[expected]}"`);
     }
-    if (sub !== 'create' && (values.step !== undefined || values['start-id'] !== undefined || values.description !== undefined)) {
-      throw new IdMintError('INVALID_ARGUMENT', `--step, --start-id and --description belong to "idmint tags create"`);
+    if (sub !== 'create' && (values.step !== undefined || values['start-id'] !== undefined || values.description !== undefined || values.opaque !== undefined)) {
+      throw new IdMintError('INVALID_ARGUMENT', `--step, --start-id, --description and --opaque belong to "idmint tags create"`);
     }
     // --store and --table, as for `idmint db init`, are short for --segment-store and --segment-table.
     const flags: Record<string, string | boolean | undefined> = values;
-    const { config } = configFromFlags({ ...flags, 'segment-store': flags['segment-store'] ?? values.store, 'segment-table': flags['segment-table'] ?? values.table });
-    const { store: url, table, timeoutMs, poolSize } = config.segment;
-    const store = await openSegmentStore(url, { table, timeoutMs, poolSize, source: 'segment.store' });
+    const { config } = configFromFlags({
+      ...flags,
+      'segment-store': flags['segment-store'] ?? values.store,
+      'segment-stores': flags['segment-stores'] ?? values.stores,
+      'segment-table': flags['segment-table'] ?? values.table,
+    });
+    const { store: single, stores, table, timeoutMs, poolSize } = config.segment;
+    const set = stores.length > 0;
+    const url = set ? (stores[0] as string) : single;
+    const source = set
+      ? values.stores !== undefined ? '--stores' : flags['segment-stores'] !== undefined ? '--segment-stores' : 'IDMINT_SEGMENT_STORES'
+      : values.store !== undefined ? '--store' : flags['segment-store'] !== undefined ? '--segment-store' : 'IDMINT_SEGMENT_STORE';
+    // Every store call is bounded by timeoutMs and close() by as much again, so a store that
+    // never answers ends this command with one line, never a hang.
+    let records: TagRecord[];
     try {
-      const records = await runSubcommand(store, sub as (typeof SUBCOMMANDS)[number], args, values);
-      await print(io, records, values.json === true);
-    } finally {
-      await store.close();
+      // A set is checked as `idmint serve` checks it, except for listing, which shows it as it is.
+      const store = set ? await openSegmentStores(stores, { table, timeoutMs, poolSize, source, verify: sub !== 'list' }) : await openSegmentStore(url, { table, timeoutMs, poolSize, source });
+      try {
+        records = await runSubcommand(store, sub as (typeof SUBCOMMANDS)[number], args, values);
+      } finally {
+        await store.close();
+      }
+    } catch (error) {
+      throw (await backendFailure(error, [{ url, role: 'segment-store', name: source }])) ?? error;
     }
+    await print(io, records, values.json === true);
     return 0;
   },
 };
@@ -93,10 +122,11 @@ async function runSubcommand(
       const description = values['description'];
       return [
         await store.createTag({
-          tag,
+          tag: checkNewTagName(tag),
           step,
           ...(typeof startId === 'string' ? { startId: BigInt(startId) } : {}),
           ...(typeof description === 'string' ? { description } : {}),
+          ...(values['opaque'] === true ? { opaque: true } : {}),
         }),
       ];
     }
@@ -114,7 +144,7 @@ async function print(io: CliIo, records: readonly TagRecord[], json: boolean): P
     await io.out(records.map((record) => `${JSON.stringify(tagJson(record))}\n`).join(''));
     return;
   }
-  const rows = [['TAG', 'MAX_ID', 'STEP', 'DESCRIPTION'], ...records.map((r) => [r.tag, r.maxId.toString(), String(r.step), r.description ?? ''])];
-  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => (row[i] ?? '').length)) + 2);
-  await io.out(rows.map((row) => row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] ?? 0) : cell)).join('').trimEnd()).join('\n') + '\n');
+  const rows = [['TAG', 'MAX_ID', 'STEP', 'OPAQUE', 'DESCRIPTION'], ...records.map((r) => [r.tag, r.maxId.toString(), String(r.step), r.opaque === true ? 'yes' : 'no', r.description ?? ''])];
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((row) => (row[i] ?? '').length)) + 2);
+  await io.out(rows.map((row) => row.map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell)).join('').trimEnd()).join('\n') + '\n');
 }

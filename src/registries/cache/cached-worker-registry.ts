@@ -47,6 +47,8 @@ export class CachedWorkerRegistry implements WorkerRegistry {
   readonly #inner: WorkerRegistry;
   readonly #file: string;
   readonly #offlineTtlMs: number;
+  /** Writes of the cache file, one after another in the order they were asked for. */
+  #writes: Promise<unknown> = Promise.resolve();
 
   constructor(inner: WorkerRegistry, options: CachedWorkerRegistryOptions) {
     this.#inner = inner;
@@ -87,7 +89,7 @@ export class CachedWorkerRegistry implements WorkerRegistry {
 
   /** A coordinator lease whose reports go to the file first. */
   #online(lease: WorkerLease, identity: NodeIdentity): WorkerLease {
-    let confirmed: WorkerReport = { lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt };
+    const file = this.#reports(identity, lease.workerId, { lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt });
     const online: RegistryLease = new RegistryLease({
       backend: this.backend,
       workerId: lease.workerId,
@@ -95,10 +97,9 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       reportedAt: lease.reportedAt,
       ttlMs: lease.ttlMs,
       write: async (kind, report) => {
-        await this.#record(identity, lease.workerId, report, confirmed);
+        await file.sending(kind, report);
         const ttlMs = kind === 'renew' ? await lease.renew(report) : (await lease.release(report), 0);
-        confirmed = report;
-        await this.#record(identity, lease.workerId, report, confirmed);
+        await file.confirmed(kind, report);
         return ttlMs;
       },
     });
@@ -109,7 +110,7 @@ export class CachedWorkerRegistry implements WorkerRegistry {
   /** A lease from the file, renewed locally until the coordinator answers again. */
   #offline(cached: CacheState, request: AcquireRequest): WorkerLease {
     const { identity, workerId } = cached;
-    let confirmed = cached.confirmed;
+    const file = this.#reports(identity, workerId, cached.confirmed, { lastTimestamp: cached.lastTimestamp, reportedAt: cached.reportedAt });
     let reclaimed: WorkerLease | undefined;
     const offline: RegistryLease = new RegistryLease({
       backend: this.backend,
@@ -118,7 +119,7 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       reportedAt: cached.reportedAt,
       ttlMs: this.#offlineTtlMs,
       write: async (kind, report) => {
-        await this.#record(identity, workerId, report, confirmed);
+        await file.sending(kind, report);
         if (reclaimed === undefined) {
           try {
             reclaimed = await this.#inner.acquire({ identity, maxWorkers: request.maxWorkers, workerId });
@@ -127,6 +128,7 @@ export class CachedWorkerRegistry implements WorkerRegistry {
             if (isIdMintError(error, 'WORKER_IDS_EXHAUSTED')) throw leaseLost(this.backend, workerId, 'the coordinator gave it to another node meanwhile');
             throw error;
           }
+          const confirmed = file.lastConfirmed();
           if (reclaimed.lastTimestamp !== confirmed.lastTimestamp || reclaimed.reportedAt !== confirmed.reportedAt) {
             const held = reclaimed;
             await held.release({ lastTimestamp: Math.max(held.lastTimestamp, report.lastTimestamp), reportedAt: report.reportedAt }).catch(() => {});
@@ -136,17 +138,41 @@ export class CachedWorkerRegistry implements WorkerRegistry {
           held.lost.addEventListener('abort', () => offline.lose(held.lost.reason as IdMintError), { once: true });
         }
         const ttlMs = kind === 'renew' ? await reclaimed.renew(report) : (await reclaimed.release(report), 0);
-        confirmed = report;
-        await this.#record(identity, workerId, report, confirmed);
+        await file.confirmed(kind, report);
         return ttlMs;
       },
     });
     return offline;
   }
 
-  /** Writes `report` (and the last report the coordinator confirmed) to the file. */
-  #record(identity: NodeIdentity, workerId: number, report: WorkerReport, confirmed: WorkerReport): Promise<void> {
-    return this.#write({ backend: this.backend, identity, workerId, ...report, confirmed });
+  /**
+   * The file's side of one lease. Both numbers follow the coordinator's rule: a renewal never
+   * lowers them (one that lands after a later one changes nothing), a release records its report
+   * exactly; so `confirmed` stays what the coordinator holds, and the file is never behind it.
+   * Writes go one at a time, in the order they were asked for.
+   */
+  #reports(identity: NodeIdentity, workerId: number, confirmed: WorkerReport, latest: WorkerReport = confirmed) {
+    const merge = (kind: 'renew' | 'release', old: WorkerReport, report: WorkerReport): WorkerReport =>
+      kind === 'release' ? report : { lastTimestamp: Math.max(old.lastTimestamp, report.lastTimestamp), reportedAt: Math.max(old.reportedAt, report.reportedAt) };
+    const save = (change: () => void) =>
+      this.#serially(() => {
+        change();
+        return this.#write({ backend: this.backend, identity, workerId, ...latest, confirmed });
+      });
+    return {
+      /** Before `report` is sent: the file is never behind what the coordinator may record. */
+      sending: (kind: 'renew' | 'release', report: WorkerReport) => save(() => (latest = merge(kind, latest, report))),
+      /** Once the coordinator confirmed `report`. */
+      confirmed: (kind: 'renew' | 'release', report: WorkerReport) => save(() => (confirmed = merge(kind, confirmed, report))),
+      lastConfirmed: () => confirmed,
+    };
+  }
+
+  /** Runs `task` after every write asked for before it has finished. */
+  #serially(task: () => Promise<void>): Promise<void> {
+    const run = this.#writes.then(task);
+    this.#writes = run.catch(() => {});
+    return run;
   }
 
   async #read(): Promise<CacheState | undefined> {

@@ -1,9 +1,10 @@
-import { withTimeout } from '../../core/timeout.ts';
+import { withTimeout } from '../../shared/timeout.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
   RegistryLease,
+  allows,
   candidateWorkerIds,
   checkName,
   checkTtl,
@@ -11,22 +12,40 @@ import {
   planAcquire,
   registryUnavailable,
   workerIdsExhausted,
+  type Interleave,
   type KnownWorker,
 } from '../common.ts';
+import { loadDriver } from '../../shared/load-driver.ts';
 
-/** An operation for a transaction (etcd3's PutBuilder and DeleteBuilder). */
+/** An operation for a transaction (etcd3's PutBuilder, DeleteBuilder and SingleRangeBuilder). */
 export interface EtcdOperationLike {
   op(): Promise<object>;
 }
 
+/** A key as etcd returns it. */
+export interface EtcdKeyValueLike {
+  readonly key: Buffer;
+  readonly value: Buffer;
+  readonly lease: string;
+  readonly mod_revision: string;
+}
+
+/** A transaction being built (etcd3's ComparatorBuilder). */
+export interface EtcdTransactionLike {
+  and(key: string, column: 'Create' | 'Mod' | 'Lease', cmp: '==', value: string | number): EtcdTransactionLike;
+  then(...operations: EtcdOperationLike[]): EtcdTransactionLike;
+  else(...operations: EtcdOperationLike[]): EtcdTransactionLike;
+  /** `responses` answer the operations of the branch taken, in order; `header.revision` is the store's revision after it. */
+  commit(): Promise<{ succeeded: boolean; header: { revision: string }; responses: { response_range?: { kvs: EtcdKeyValueLike[] } | null }[] }>;
+}
+
 /** The part of an `etcd3` client (`Etcd3` or a namespace of it) the registry uses. */
 export interface EtcdLike {
-  if(key: string, column: 'Create' | 'Lease', cmp: '==', value: string | number): {
-    then(...operations: EtcdOperationLike[]): { commit(): Promise<{ succeeded: boolean }> };
-  };
+  if(key: string, column: 'Create' | 'Mod' | 'Lease', cmp: '==', value: string | number): EtcdTransactionLike;
   put(key: string): EtcdOperationLike & { value(value: string): EtcdOperationLike & { lease(id: string): EtcdOperationLike } };
   delete(): { key(key: string): EtcdOperationLike };
-  getAll(): { prefix(prefix: string): { exec(): Promise<{ kvs: { key: Buffer; value: Buffer; lease: string }[] }> } };
+  get(key: string): EtcdOperationLike & { exec(): Promise<{ kvs: EtcdKeyValueLike[] }> };
+  getAll(): { prefix(prefix: string): { exec(): Promise<{ kvs: EtcdKeyValueLike[] }> } };
   lease(ttlSeconds: number, options: { autoKeepAlive: boolean }): EtcdLeaseLike;
   watch(): { key(key: string): { create(): Promise<EtcdWatcherLike> } };
   /** Used for one call, leaseTimeToLive, which etcd3 exposes only on its raw client. */
@@ -58,6 +77,8 @@ export interface EtcdWorkerRegistryOptions {
   readonly where?: string;
   /** Close `client` in {@link EtcdWorkerRegistry.close}. Default false. */
   readonly ownsClient?: boolean;
+  /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
+  readonly interleave?: Interleave;
 }
 
 interface EtcdRecord {
@@ -67,15 +88,25 @@ interface EtcdRecord {
   readonly port: number;
 }
 
+/** A record as this holder last saw it, with its mod revision ("0": none), for compare-and-swap. */
+interface KnownRecord {
+  record: EtcdRecord | undefined;
+  modRevision: string;
+}
+
 /**
  * Worker IDs leased in etcd. Keys under `/idmint/workers/<name>/`:
  *
  * - `lease/<id>`: the claim, created in a transaction only if absent (`create_revision == 0`) and
- *   bound to an etcd lease, so it disappears when the lease expires or is revoked;
+ *   bound to an etcd lease, so it disappears when the lease expires or is revoked. The same
+ *   transaction reads `record/<id>`, so the lease starts from the record as it stands after the
+ *   claim, whatever happened since the candidates were listed;
  * - `record/<id>`: `{"lastTimestamp","reportedAt","host","port"}`, written only in transactions
- *   that check `lease/<id>` is still bound to the writer's lease, and kept after it is gone.
+ *   that check `lease/<id>` is still bound to the writer's lease, and kept after it is gone. A
+ *   renewal writes the larger of the stored and the reported values, compare-and-swap on the
+ *   record's mod revision, so one that lands late never lowers it.
  *
- * The worker renews (one keep-alive plus the guarded record write) every few seconds; etcd3's own
+ * The worker renews (the guarded record write, then one keep-alive) every few seconds; etcd3's own
  * background keep-alive is off, so a lease never outlives the renewals that fence the generator.
  * A watch on the claim key tells the holder at once when etcd deletes it.
  */
@@ -87,6 +118,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
   readonly #where: string;
   readonly #ownsClient: boolean;
   readonly #watchers = new Set<EtcdWatcherLike>();
+  readonly #interleave: Interleave | undefined;
 
   constructor(options: EtcdWorkerRegistryOptions) {
     this.#client = options.client;
@@ -94,6 +126,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
     this.#ttlSeconds = Math.ceil(checkTtl(options.ttlMs ?? DEFAULT_TTL_MS) / 1000);
     this.#where = options.where ?? 'etcd';
     this.#ownsClient = options.ownsClient ?? false;
+    this.#interleave = options.interleave;
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
@@ -110,9 +143,21 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       const value = JSON.stringify({ host: plan.identity.host, port: plan.identity.port });
       for (const workerId of candidateWorkerIds(plan, known)) {
         const claimKey = this.#key('lease/', workerId);
-        const { succeeded } = await client.if(claimKey, 'Create', '==', 0).then(client.put(claimKey).value(value).lease(leaseId)).commit();
-        if (succeeded) return await this.#lease(workerId, leaseId, etcdLease, records.get(workerId), plan.identity);
-        // another node claimed it first: try the next ID
+        if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
+        const { succeeded, responses } = await client
+          .if(claimKey, 'Create', '==', 0)
+          .then(client.put(claimKey).value(value).lease(leaseId), client.get(this.#key('record/', workerId)))
+          .commit();
+        if (!succeeded) continue; // another node claimed it first: try the next ID
+        // The record as the claim left it, not as listed: another node may have acquired, issued
+        // and released this ID in between.
+        const stored = responses[1]?.response_range?.kvs[0];
+        const record = stored === undefined ? undefined : (JSON.parse(stored.value.toString()) as EtcdRecord);
+        if (allows(plan, workerId, record?.lastTimestamp ?? -1)) {
+          return await this.#lease(workerId, leaseId, etcdLease, { record, modRevision: stored?.mod_revision ?? '0' }, plan.identity);
+        }
+        // Used since it was listed, past what the caller asked for: give it back untouched.
+        await client.if(claimKey, 'Lease', '==', leaseId).then(client.delete().key(claimKey)).commit();
       }
       throw workerIdsExhausted(this.backend, plan, live.size);
     } catch (error) {
@@ -151,7 +196,8 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
     if (this.#ownsClient) this.#client.close();
   }
 
-  async #lease(workerId: number, leaseId: string, etcdLease: EtcdLeaseLike, record: EtcdRecord | undefined, identity: NodeIdentity): Promise<WorkerLease> {
+  async #lease(workerId: number, leaseId: string, etcdLease: EtcdLeaseLike, known: KnownRecord, identity: NodeIdentity): Promise<WorkerLease> {
+    const { record } = known;
     const client = this.#client;
     const claimKey = this.#key('lease/', workerId);
     const recordKey = this.#key('record/', workerId);
@@ -169,21 +215,19 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       ttlMs: this.#ttlSeconds * 1000,
       write: async (kind, report) => {
         try {
-          let ttlMs = 0;
-          if (kind === 'renew') {
-            const { TTL } = await etcdLease.keepaliveOnce();
-            ttlMs = Number(TTL) * 1000;
-          }
-          const value = JSON.stringify({ ...report, host: identity.host, port: identity.port });
-          const write = client.put(recordKey).value(value);
-          const operations = kind === 'renew' ? [write] : [write, client.delete().key(claimKey)];
-          const { succeeded } = await client.if(claimKey, 'Lease', '==', leaseId).then(...operations).commit();
-          if (!succeeded) throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
           if (kind === 'release') {
+            const value = JSON.stringify({ ...report, host: identity.host, port: identity.port });
+            const { succeeded } = await client.if(claimKey, 'Lease', '==', leaseId).then(client.put(recordKey).value(value), client.delete().key(claimKey)).commit();
+            if (!succeeded) throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
             stop();
             await etcdLease.revoke().catch(() => {});
+            return 0;
           }
-          return ttlMs;
+          // The record first (guarded by the lease), the keep-alive last: the TTL granted counts
+          // from the keep-alive, so nothing after it delays the answer that moves the fence.
+          await this.#renewRecord(workerId, leaseId, known, report, identity);
+          const { TTL } = await etcdLease.keepaliveOnce();
+          return Number(TTL) * 1000;
         } catch (error) {
           throw this.#failed(error, workerId);
         }
@@ -194,6 +238,45 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       lease.lose(leaseLost(this.backend, workerId, 'etcd deleted its key (lease expired or revoked)'));
     });
     return lease;
+  }
+
+  /**
+   * Writes the larger of the stored and the reported values while `lease/<id>` is bound to
+   * `leaseId`: compare-and-swap on the record's mod revision. While the lease is held only its
+   * holder writes the record, so the record this holder last saw (`known`) is normally current
+   * and the swap takes one round trip; when it is not (a renewal sent earlier landed in between),
+   * the failed swap returns the record as it is, and it is tried again from that.
+   */
+  async #renewRecord(workerId: number, leaseId: string, known: KnownRecord, report: WorkerReport, identity: NodeIdentity): Promise<void> {
+    const client = this.#client;
+    const claimKey = this.#key('lease/', workerId);
+    const recordKey = this.#key('record/', workerId);
+    let seen = { ...known };
+    // Only this holder's own renewals compete for the record, one or two at a time.
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      const record: EtcdRecord = {
+        lastTimestamp: Math.max(seen.record?.lastTimestamp ?? -1, report.lastTimestamp),
+        reportedAt: Math.max(seen.record?.reportedAt ?? -1, report.reportedAt),
+        host: identity.host,
+        port: identity.port,
+      };
+      if (this.#interleave !== undefined) await this.#interleave({ point: 'before-renew-write', backend: this.backend, workerId, report });
+      const { succeeded, header, responses } = await client
+        .if(claimKey, 'Lease', '==', leaseId)
+        .and(recordKey, 'Mod', '==', seen.modRevision)
+        .then(client.put(recordKey).value(JSON.stringify(record)))
+        .else(client.get(claimKey), client.get(recordKey))
+        .commit();
+      if (succeeded) {
+        // The put's mod revision is the revision the transaction made.
+        if (BigInt(header.revision) > BigInt(known.modRevision)) Object.assign(known, { record, modRevision: header.revision });
+        return;
+      }
+      if (responses[0]?.response_range?.kvs[0]?.lease !== leaseId) throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
+      const stored = responses[1]?.response_range?.kvs[0];
+      seen = { record: stored === undefined ? undefined : (JSON.parse(stored.value.toString()) as EtcdRecord), modRevision: stored?.mod_revision ?? '0' };
+    }
+    throw new Error(`the record of worker ${workerId} kept changing under its renewal`);
   }
 
   #failed(error: unknown, workerId: number): Error {
@@ -226,7 +309,7 @@ export interface ConnectEtcdOptions extends Omit<EtcdWorkerRegistryOptions, 'cli
 
 /** Connects to etcd at `hosts` (`http://host:2379`, comma-separated) with etcd3, loaded only now. */
 export async function connectEtcdWorkerRegistry(hosts: string, options: ConnectEtcdOptions = {}): Promise<EtcdWorkerRegistry> {
-  const { Etcd3 } = await import('etcd3');
+  const { Etcd3 } = await loadDriver('etcd3', 'an etcd:// worker registry', () => import('etcd3'));
   const timeout = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   // A broken watch stream is re-opened after a constant, short pause: the default backoff grows
   // to 30 s, on a timer that outlives close() and holds the process open.

@@ -1,3 +1,4 @@
+import { hostText, redisConnectOptions } from '../../shared/connection-url.ts';
 import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -9,17 +10,20 @@ import {
   planAcquire,
   registryUnavailable,
   workerIdsExhausted,
+  type Interleave,
+  type InterleaveStep,
 } from '../common.ts';
+import { loadDriver } from '../../shared/load-driver.ts';
 
 /**
- * The part of an ioredis client the registry uses. Give the registry a client of its own: after a
- * command times out, the registry makes it reconnect.
+ * The part of an ioredis client the registry uses. The client may be shared: a call that times
+ * out leaves the connection, and every other call on it, alone.
  */
 export interface RedisLike {
   eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   quit(): Promise<unknown>;
-  /** Drops the connection (and reconnects when `reconnect`). */
-  disconnect(reconnect?: boolean): void;
+  /** Drops the connection. */
+  disconnect(): void;
 }
 
 /** Options for {@link RedisWorkerRegistry}. */
@@ -33,6 +37,8 @@ export interface RedisWorkerRegistryOptions {
   readonly where?: string;
   /** Quit `client` in {@link RedisWorkerRegistry.close}. Default false. */
   readonly ownsClient?: boolean;
+  /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
+  readonly interleave?: Interleave;
 }
 
 // Keys, under the prefix `idmint:workers:{<name>}:` (one hash slot, so a cluster keeps them on
@@ -83,15 +89,25 @@ return { -1, live }
 
 /**
  * Renews (ARGV[6] = 'renew') or releases a lease if the token still holds it, recording the
- * report with Redis's own time beside it (for peers' report ages). 1 = done, 0 = not the holder.
+ * report with Redis's own time beside it (for peers' report ages). A renewal keeps the larger of
+ * the stored and the reported value of each number (one that lands after a later one changes
+ * nothing); a release stores the report exactly. 1 = done, 0 = not the holder.
  */
 const WRITE = `
 local p, id, token = KEYS[1], ARGV[1], ARGV[2]
-local lease = p .. 'lease:' .. id
+local lease, record = p .. 'lease:' .. id, p .. 'record:' .. id
 if redis.call('GET', lease) ~= token then return 0 end
-if ARGV[6] == 'renew' then redis.call('PEXPIRE', lease, ARGV[3]) else redis.call('DEL', lease) end
+local last, reported = ARGV[4], ARGV[5]
+if ARGV[6] == 'renew' then
+  redis.call('PEXPIRE', lease, ARGV[3])
+  local r = redis.call('HMGET', record, 'lastTimestamp', 'reportedAt')
+  if r[1] and tonumber(r[1]) > tonumber(last) then last = r[1] end
+  if r[2] and tonumber(r[2]) > tonumber(reported) then reported = r[2] end
+else
+  redis.call('DEL', lease)
+end
 local t = redis.call('TIME')
-redis.call('HSET', p .. 'record:' .. id, 'lastTimestamp', ARGV[4], 'reportedAt', ARGV[5],
+redis.call('HSET', record, 'lastTimestamp', last, 'reportedAt', reported,
   'reportedServerMs', string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)))
 return 1
 `;
@@ -130,6 +146,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   readonly #ttlMs: number;
   readonly #where: string;
   readonly #ownsClient: boolean;
+  readonly #interleave: Interleave | undefined;
 
   constructor(options: RedisWorkerRegistryOptions) {
     this.#client = options.client;
@@ -137,12 +154,15 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
     this.#where = options.where ?? 'redis';
     this.#ownsClient = options.ownsClient ?? false;
+    this.#interleave = options.interleave;
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     const plan = planAcquire(request);
     const { host, port } = plan.identity;
     const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+    // The script reads and claims in one atomic step: the pause can only come before both.
+    if (this.#interleave !== undefined) await this.#step({ point: 'before-claim', backend: this.backend, workerId: plan.only ?? -1 });
     const result = (await this.#eval(ACQUIRE, host, port, this.#ttlMs, plan.maxWorkers, plan.only ?? -1, below, [...plan.exclude].join(','))) as unknown[];
     const workerId = Number(result[0]);
     if (workerId < 0) throw workerIdsExhausted(this.backend, plan, Number(result[1]));
@@ -174,18 +194,29 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   }
 
   async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
+    if (kind === 'renew' && this.#interleave !== undefined) await this.#step({ point: 'before-renew-write', backend: this.backend, workerId, report });
     const done = await this.#eval(WRITE, workerId, token, this.#ttlMs, report.lastTimestamp, report.reportedAt, kind);
     if (Number(done) !== 1) throw leaseLost(this.backend, workerId, 'its key expired or holds another token');
     return this.#ttlMs;
+  }
+
+  /** Runs the test hook; its failure is the step's, as a request that never arrived. */
+  async #step(step: InterleaveStep): Promise<void> {
+    try {
+      await this.#interleave?.(step);
+    } catch (error) {
+      throw registryUnavailable(this.backend, this.#where, error);
+    }
   }
 
   async #eval(script: string, ...args: (string | number)[]): Promise<unknown> {
     try {
       return await this.#client.eval(script, 1, this.#prefix, ...args);
     } catch (error) {
-      // A reply that never came leaves the connection out of step: the next reply would answer
-      // the abandoned command. Start over on a new connection.
-      if (error instanceof Error && /timed out/i.test(error.message)) this.#client.disconnect(true);
+      // A call that timed out stays in ioredis's command queue until its reply comes, and that
+      // reply is matched to it (replies come in the order of the commands), so the connection is
+      // still in step: nothing to reset, and the calls in flight behind it are answered. (The
+      // call itself may still land: renewals never lower a record, so a late one is harmless.)
       throw registryUnavailable(this.backend, this.#where, error);
     }
   }
@@ -199,9 +230,12 @@ export interface ConnectRedisOptions extends Omit<RedisWorkerRegistryOptions, 'c
 
 /** Connects to Redis at `url` (`redis://host:6379/0`) with ioredis, loaded only now. */
 export async function connectRedisWorkerRegistry(url: string, options: ConnectRedisOptions = {}): Promise<RedisWorkerRegistry> {
-  const { Redis } = await import('ioredis');
+  // Read here, never by ioredis: it would run on database 0 when the one named cannot be selected.
+  const target = redisConnectOptions(url);
+  const { Redis } = await loadDriver('ioredis', 'a redis:// worker registry', () => import('ioredis'));
   const timeout = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
-  const client = new Redis(url, {
+  const client = new Redis({
+    ...target,
     lazyConnect: true,
     connectTimeout: timeout,
     commandTimeout: timeout,
@@ -211,9 +245,16 @@ export async function connectRedisWorkerRegistry(url: string, options: ConnectRe
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     retryStrategy: (attempt: number) => Math.min(attempt * 200, 2000),
+    // A connection that gets no byte at all for twice the operation timeout while calls wait is
+    // dead (a partition with no reset can keep it open for minutes): ioredis drops it and
+    // reconnects. One slow reply does not, and a timeout alone never resets a connection.
+    socketTimeout: 2 * timeout,
+    // Calls cut off with the connection fail (their callers retry): none is sent a second time,
+    // long after its caller gave up on it.
+    autoResendUnfulfilledCommands: false,
   });
   client.on('error', () => {}); // reported through the failing commands, not as an unhandled event
-  const where = new URL(url).host;
+  const where = hostText({ host: target.host, port: target.port });
   // Open even while Redis is down (the weak-dependency cache needs the registry then); the
   // client keeps reconnecting in the background.
   await client.connect().catch(() => {});

@@ -1,10 +1,10 @@
 import { IdMintError } from '../../core/errors.ts';
-import { withDeadline } from '../../core/timeout.ts';
+import { withDeadline } from '../../shared/timeout.ts';
 import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';
 import { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
 import { checkTableName, type SqlDialect, type SqlDriver, type SqlResult, type SqlRow, type SqlValue } from '../../sql/sql-driver.ts';
-import { sqlitePathOf } from '../../service/connection-url.ts';
+import { connectionTarget, parseConnectionUrl, sqlitePathOf } from '../../shared/connection-url.ts';
 import { SqliteDriver, sqliteDialect } from '../../sql/sqlite-driver.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -18,6 +18,7 @@ import {
   planAcquire,
   registryUnavailable,
   workerIdsExhausted,
+  type Interleave,
   type KnownWorker,
 } from '../common.ts';
 
@@ -40,6 +41,8 @@ export interface SqlWorkerRegistryOptions {
    * outlasts it is REGISTRY_UNAVAILABLE and its connection is destroyed, never reused.
    */
   readonly operationTimeoutMs?: number;
+  /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
+  readonly interleave?: Interleave;
 }
 
 /**
@@ -65,6 +68,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   readonly #where: string;
   readonly #ownsClient: boolean;
   readonly #sql: ReturnType<typeof statements>;
+  readonly #interleave: Interleave | undefined;
   #initialized: Promise<void> | undefined;
 
   constructor(options: SqlWorkerRegistryOptions) {
@@ -78,6 +82,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     this.#where = options.where ?? this.backend;
     this.#ownsClient = options.ownsClient ?? false;
     this.#sql = statements(checkTableName(options.table ?? 'worker_node'), dialect);
+    this.#interleave = options.interleave;
   }
 
   /** Creates the table if it is missing. Idempotent; acquire calls it once. */
@@ -98,10 +103,14 @@ export class SqlWorkerRegistry implements WorkerRegistry {
       const known = (await this.#query(this.#sql.list, [this.#name])).rows.map(knownWorker);
       for (const workerId of candidateWorkerIds(plan, known)) {
         const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+        if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
         const { affectedRows } = known.some((w) => w.workerId === workerId)
           ? await this.#query(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
           : await this.#query(this.#sql.insert, [this.#name, workerId, token, host, port, this.#ttlMs]);
         if (affectedRows !== 1) continue; // another node was faster: try the next ID
+        // The record as it stands after the claim, never the list read before it: another node may
+        // have acquired, issued and released this ID in between. No one else writes it while the
+        // token holds the row.
         const [row] = (await this.#query(this.#sql.held, [this.#name, workerId, token])).rows;
         if (row === undefined) continue;
         return new RegistryLease({
@@ -143,10 +152,14 @@ export class SqlWorkerRegistry implements WorkerRegistry {
    */
   async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
     const { lastTimestamp, reportedAt } = report;
-    const params = [lastTimestamp, reportedAt, this.#name, workerId, token];
+    const params =
+      kind === 'renew'
+        ? [this.#ttlMs, lastTimestamp, lastTimestamp, reportedAt, reportedAt, this.#name, workerId, token]
+        : [lastTimestamp, reportedAt, this.#name, workerId, token];
     let matched: number;
     try {
-      matched = (await this.#query(this.#sql[kind], kind === 'renew' ? [this.#ttlMs, ...params] : params)).affectedRows;
+      if (kind === 'renew' && this.#interleave !== undefined) await this.#interleave({ point: 'before-renew-write', backend: this.backend, workerId, report });
+      matched = (await this.#query(this.#sql[kind], params)).affectedRows;
     } catch (error) {
       throw this.#unavailable(error);
     }
@@ -219,8 +232,14 @@ function statements(table: string, dialect: SqlDialect) {
       dialect.insertIfAbsent(table, ['name', 'worker_id', 'holder', 'host', 'port', 'lease_expires_at', 'fence'], ['?', '?', '?', '?', '?', '{now} + ?', '1']),
     ),
     held: sql(`SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? AND holder = ?`),
+    // A renewal never lowers the record (one that lands after a later one changes nothing); the
+    // larger value is chosen in the statement itself, so it is atomic. CASE rather than GREATEST,
+    // which SQLite lacks. Release below stores the exact values.
     renew: sql(
-      `UPDATE ${table} SET lease_expires_at = {now} + ?, last_timestamp = ?, reported_at = ?, reported_db_at = {now}
+      `UPDATE ${table} SET lease_expires_at = {now} + ?,
+         last_timestamp = CASE WHEN last_timestamp > ? THEN last_timestamp ELSE ? END,
+         reported_at = CASE WHEN reported_at > ? THEN reported_at ELSE ? END,
+         reported_db_at = {now}
        WHERE name = ? AND worker_id = ? AND holder = ?`,
     ),
     release: sql(
@@ -242,6 +261,7 @@ const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: s
   'postgres:': { dialect: postgresDialect, open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
   'postgresql:': { dialect: postgresDialect, open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
   'mysql:': { dialect: mysqlDialect, open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
+  'mariadb:': { dialect: mysqlDialect, open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
   'sqlite:': { dialect: sqliteDialect, open: async (url, timeoutMs) => SqliteDriver.open(sqlitePath(url), { timeoutMs }) },
 };
 
@@ -253,7 +273,8 @@ const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: s
 export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlOptions = {}): Promise<SqlWorkerRegistry> {
   const backend = SQL_BACKENDS[url.slice(0, url.indexOf(':') + 1)];
   if (backend === undefined) throw new IdMintError('INVALID_ARGUMENT', `not a SQL registry URL: ${url}`);
-  const where = url.startsWith('sqlite:') ? url : new URL(url).host;
+  // Read by shared/connection-url.ts, which also reads a raw password with `@` or `/` in it.
+  const where = connectionTarget(parseConnectionUrl(url, 'worker-registry'));
   let client: SqlDriver;
   try {
     client = await backend.open(url, options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);

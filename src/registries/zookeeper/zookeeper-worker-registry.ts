@@ -1,5 +1,5 @@
 import { IdMintError } from '../../core/errors.ts';
-import { withTimeout } from '../../core/timeout.ts';
+import { withTimeout } from '../../shared/timeout.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
@@ -13,11 +13,14 @@ import {
   registryUnavailable,
   workerIdsExhausted,
   type AcquirePlan,
+  type Interleave,
 } from '../common.ts';
+import { loadDriver } from '../../shared/load-driver.ts';
 
 /** A znode's metadata, as node-zookeeper-client reports it (times are 8-byte big-endian ms). */
 export interface ZooKeeperStat {
   readonly mtime: Buffer;
+  readonly version: number;
   readonly cversion: number;
 }
 
@@ -64,6 +67,8 @@ export interface ZooKeeperWorkerRegistryOptions {
   readonly operationTimeoutMs?: number;
   /** Where ZooKeeper is, for error messages. Default `zookeeper`. */
   readonly where?: string;
+  /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
+  readonly interleave?: Interleave;
 }
 
 // ZooKeeper protocol constants (the same in every client).
@@ -85,6 +90,14 @@ interface ZkRecord {
   readonly lastTimestamp: number;
   readonly reportedAt: number;
 }
+
+/** A record with the znode version it was read at, for claims and writes that check it. */
+interface StoredRecord {
+  readonly record: ZkRecord;
+  readonly version: number;
+}
+
+const NO_RECORD: ZkRecord = { lastTimestamp: -1, reportedAt: -1 };
 
 /** A Leaf-layout entry: `/snowflake/<name>/forever/<ip>:<port>-<seq>`. */
 interface ForeverEntry {
@@ -120,6 +133,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   readonly #recycleAfterMs: number;
   readonly #timeoutMs: number;
   readonly #where: string;
+  readonly #interleave: Interleave | undefined;
   #session: Promise<Session> | undefined;
   #current: Session | undefined;
   #closed = false;
@@ -131,6 +145,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     this.#recycleAfterMs = options.recycleAfterMs ?? 10_000;
     this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
     this.#where = options.where ?? 'zookeeper';
+    this.#interleave = options.interleave;
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
@@ -163,23 +178,33 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     let raced = 0;
 
     // 1. Entries with no live holder: this node's own (as Leaf reuses them), then others' (recycled).
+    // Every claim checks, in the same multi-op, that the record and the entry are still at the
+    // versions read: a node that read, then claimed after another acquired, issued and released
+    // the ID in between, loses the race and reads again instead of starting from an old record.
     for (const entry of entries) {
       const found = await zk.getData(this.#path('forever', entry.node)).catch(ifCode(NO_NODE, undefined));
       if (found === undefined) continue; // recycled by another node meanwhile
-      const [data, stat] = found;
+      const [data, entryStat] = found;
       const ours = await this.#record(zk, entry.workerId);
-      const record = ours ?? leafRecord(data);
-      if (!allows(plan, entry.workerId, record.lastTimestamp)) continue;
       const mine = entry.address === address;
       // An idmint holder always has a liveness node, so without one the entry is free. An entry
       // only Leaf wrote has none even while its Leaf node runs: free only once it went stale.
-      if (ours === undefined && !mine && zkNow - readMs(stat.mtime) < this.#recycleAfterMs) continue;
-      await this.#ensureRecord(zk, entry.workerId, record);
-      const claim = zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL);
+      if (ours === undefined && !mine && zkNow - readMs(entryStat.mtime) < this.#recycleAfterMs) continue;
+      if (!allows(plan, entry.workerId, (ours?.record ?? leafRecord(data)).lastTimestamp)) continue;
+      const stored = ours ?? (await this.#createRecord(zk, entry.workerId, leafRecord(data)));
+      if (stored === undefined || !allows(plan, entry.workerId, stored.record.lastTimestamp)) continue;
+      const { record } = stored;
       const name = mine ? entry.node : entryName(address, entry.workerId);
-      // Recycling moves the entry to this node's ip:port, keeping its seq (the worker ID).
-      if (!mine) claim.remove(this.#path('forever', entry.node)).create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
-      if (await commitClaim(claim)) return this.#lease(session, entry.workerId, name, record, plan.identity);
+      const claim = zk
+        .transaction()
+        .check(this.#path('workers', entry.workerId), stored.version)
+        .create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL);
+      // Recycling moves the entry to this node's ip:port, keeping its seq (the worker ID). The
+      // entry's version guards it only once it was written since its creation (see #record).
+      if (mine) claim.check(this.#path('forever', entry.node), entryStat.version);
+      else claim.remove(this.#path('forever', entry.node), entryStat.version).create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+      await this.#beforeClaim(entry.workerId);
+      if (await this.#commitClaim(zk, claim)) return this.#lease(session, entry.workerId, name, record, plan.identity);
       raced++;
     }
 
@@ -189,15 +214,19 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     const named = new Set(parsed.map((e) => e.workerId));
     for (let id = 0; id < Math.min(foreverStat.cversion, plan.maxWorkers); id++) {
       if (named.has(id) || live.has(id) || (plan.only !== undefined && id !== plan.only)) continue;
-      const record = (await this.#record(zk, id)) ?? { lastTimestamp: -1, reportedAt: -1 };
-      if (!allows(plan, id, record.lastTimestamp)) continue;
-      await this.#ensureRecord(zk, id, record);
+      const existing = await this.#record(zk, id);
+      if (!allows(plan, id, existing?.record.lastTimestamp ?? -1)) continue;
+      const stored = existing ?? (await this.#createRecord(zk, id, NO_RECORD));
+      if (stored === undefined || !allows(plan, id, stored.record.lastTimestamp)) continue;
+      const { record } = stored;
       const name = entryName(address, id);
       const claim = zk
         .transaction()
+        .check(this.#path('workers', id), stored.version)
         .create(this.#path('live', id), holderData(plan.identity), EPHEMERAL)
         .create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
-      if (await commitClaim(claim)) return this.#lease(session, id, name, record, plan.identity);
+      await this.#beforeClaim(id);
+      if (await this.#commitClaim(zk, claim)) return this.#lease(session, id, name, record, plan.identity);
       raced++;
     }
 
@@ -206,12 +235,17 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       const path = await zk.create(`${this.#base}/forever/${address}-`, leafData(plan.identity, 0), PERSISTENT_SEQUENTIAL);
       const entry = parseEntry(path.slice(path.lastIndexOf('/') + 1));
       if (entry !== undefined && entry.workerId < plan.maxWorkers) {
-        const record = (await this.#record(zk, entry.workerId)) ?? { lastTimestamp: -1, reportedAt: -1 };
         // The liveness node first: until it exists, others see an entry without a record,
         // which they leave alone while it is fresh.
-        if (allows(plan, entry.workerId, record.lastTimestamp) && (await commitClaim(zk.transaction().create(this.#path('live', entry.workerId), holderData(plan.identity), EPHEMERAL)))) {
-          await this.#ensureRecord(zk, entry.workerId, record);
-          return this.#lease(session, entry.workerId, entry.node, record, plan.identity);
+        await this.#beforeClaim(entry.workerId);
+        const livePath = this.#path('live', entry.workerId);
+        if (await this.#commitClaim(zk, zk.transaction().create(livePath, holderData(plan.identity), EPHEMERAL))) {
+          // Read once the ID is held: no one else can write its record now.
+          const stored = (await this.#record(zk, entry.workerId)) ?? (await this.#createRecord(zk, entry.workerId, NO_RECORD));
+          if (stored !== undefined && allows(plan, entry.workerId, stored.record.lastTimestamp)) {
+            return this.#lease(session, entry.workerId, entry.node, stored.record, plan.identity);
+          }
+          await zk.remove(livePath).catch(() => {});
         }
         raced++;
       }
@@ -252,6 +286,8 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   }
 
   #lease(session: Session, workerId: number, entry: string, record: ZkRecord, identity: NodeIdentity): WorkerLease {
+    /** Set when the release is sent: no write of this holding may be sent after it. */
+    const holding = { ending: false };
     const livePath = this.#path('live', workerId);
     const lease: RegistryLease = new RegistryLease({
       backend: this.backend,
@@ -260,21 +296,17 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       reportedAt: record.reportedAt,
       ttlMs: session.ttlMs,
       write: async (kind, report) => {
-        // One multi-op through this session: it succeeds only while the session (and so its
-        // liveness node) is alive, so a success proves nobody else can hold the ID.
-        const transaction = session.zk
-          .transaction()
-          .check(livePath)
-          .setData(this.#path('forever', entry), leafData(identity, report.lastTimestamp))
-          .setData(this.#path('workers', workerId), Buffer.from(JSON.stringify(report)));
-        if (kind === 'release') transaction.remove(livePath);
         try {
-          await session.zk.commit(transaction);
+          if (kind === 'renew') await this.#renewRecord(session, workerId, entry, report, identity, holding);
+          else {
+            holding.ending = true;
+            await session.zk.commit(this.#guardedWrite(session, workerId, entry, report, identity, -1).remove(livePath));
+            session.leases.delete(lease);
+          }
         } catch (error) {
           if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED) throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
           throw this.#failed(error);
         }
-        if (kind === 'release') session.leases.delete(lease);
         return session.ttlMs;
       },
     });
@@ -282,6 +314,59 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     // Tell the holder at once if the liveness node disappears (session expired, or deleted).
     session.zk.watchDeletion(livePath, () => lease.lose(leaseLost(this.backend, workerId, 'its liveness node was deleted')));
     return lease;
+  }
+
+  /**
+   * One multi-op through the holder's session that records `report`: it succeeds only while the
+   * session (and so its liveness node) is alive, so a success proves nobody else can hold the ID.
+   * `version` guards the record (-1: any).
+   */
+  #guardedWrite(session: Session, workerId: number, entry: string, report: WorkerReport, identity: NodeIdentity, version: number): ZooKeeperTransactionLike {
+    return session.zk
+      .transaction()
+      .check(this.#path('live', workerId))
+      .setData(this.#path('forever', entry), leafData(identity, report.lastTimestamp))
+      .setData(this.#path('workers', workerId), Buffer.from(JSON.stringify({ lastTimestamp: report.lastTimestamp, reportedAt: report.reportedAt })), version);
+  }
+
+  /**
+   * Writes the larger of the stored and the reported values: compare-and-swap on the record's
+   * version, read again when another write of this holder (a renewal sent earlier, landing now)
+   * changed it in between. A renewal that lands late never lowers the record.
+   */
+  async #renewRecord(session: Session, workerId: number, entry: string, report: WorkerReport, identity: NodeIdentity, holding: { ending: boolean }): Promise<void> {
+    // Only this holder's own renewals compete for the record, one or two at a time.
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      const stored = await this.#record(session.zk, workerId);
+      if (stored === undefined) throw leaseLost(this.backend, workerId, 'its record is gone');
+      const merged = {
+        lastTimestamp: Math.max(stored.record.lastTimestamp, report.lastTimestamp),
+        reportedAt: Math.max(stored.record.reportedAt, report.reportedAt),
+      };
+      if (this.#interleave !== undefined) await this.#interleave({ point: 'before-renew-write', backend: this.backend, workerId, report });
+      // The multi-op checks that a liveness node exists, not whose it is: once the release is
+      // sent, another session may own the next one. Requests of one session are handled in the
+      // order sent, so a write not sent before the release is never sent.
+      if (holding.ending) throw leaseLost(this.backend, workerId, 'it was released');
+      try {
+        await session.zk.commit(this.#guardedWrite(session, workerId, entry, merged, identity, stored.version));
+        return;
+      } catch (error) {
+        if (codeOf(error) !== BAD_VERSION) throw error;
+      }
+    }
+    throw new Error(`the record of worker ${workerId} kept changing under its renewal`);
+  }
+
+  /** Commits a claim, bounded by the operation timeout; false when another node won the race. */
+  async #commitClaim(zk: Zk, claim: ZooKeeperTransactionLike): Promise<boolean> {
+    try {
+      await zk.commit(claim);
+      return true;
+    } catch (error) {
+      if ([NODE_EXISTS, NO_NODE, BAD_VERSION, NOT_EMPTY].includes(codeOf(error))) return false;
+      throw error;
+    }
   }
 
   /** The session, connecting first if there is none (or it expired); one attempt for all callers. */
@@ -332,13 +417,30 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     return readMs((await zk.setData(`${this.#base}/live`, Buffer.alloc(0))).mtime);
   }
 
-  async #record(zk: Zk, workerId: number): Promise<ZkRecord | undefined> {
-    const found = await zk.getData(this.#path('workers', workerId)).catch(ifCode(NO_NODE, undefined));
-    return found === undefined ? undefined : (JSON.parse(found[0].toString()) as ZkRecord);
+  async #beforeClaim(workerId: number): Promise<void> {
+    if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
   }
 
-  async #ensureRecord(zk: Zk, workerId: number, record: ZkRecord): Promise<void> {
+  /** The record of `workerId` and a version a multi-op can check, or undefined when there is none. */
+  async #record(zk: Zk, workerId: number): Promise<StoredRecord | undefined> {
+    const path = this.#path('workers', workerId);
+    for (;;) {
+      const found = await zk.getData(path).catch(ifCode(NO_NODE, undefined));
+      if (found === undefined) return undefined;
+      const [data, stat] = found;
+      if (stat.version !== 0) return { record: JSON.parse(data.toString()) as ZkRecord, version: stat.version };
+      // node-zookeeper-client's multi-ops take version 0 for "any version" (`version || -1`), so
+      // checking a record never written since its creation would check nothing. Write it once,
+      // unchanged, with a plain setData, which does honour version 0 (and fails if another write
+      // came first); then read it again.
+      await zk.setData(path, data, 0).catch(ifCode(BAD_VERSION, undefined));
+    }
+  }
+
+  /** Creates the record of `workerId` unless another node did first, then reads it. */
+  async #createRecord(zk: Zk, workerId: number, record: ZkRecord): Promise<StoredRecord | undefined> {
     await zk.create(this.#path('workers', workerId), Buffer.from(JSON.stringify(record)), PERSISTENT).catch(ifCode(NODE_EXISTS, ''));
+    return this.#record(zk, workerId);
   }
 
   #path(dir: 'forever' | 'workers' | 'live', child: string | number): string {
@@ -391,8 +493,9 @@ class Zk {
     return this.#call((cb) => this.#client.remove(path, -1, cb));
   }
 
-  setData(path: string, data: Buffer): Promise<ZooKeeperStat> {
-    return this.#call((cb) => this.#client.setData(path, data, -1, cb));
+  /** Sets `path`'s data if its version is `version` (-1: any). */
+  setData(path: string, data: Buffer, version = -1): Promise<ZooKeeperStat> {
+    return this.#call((cb) => this.#client.setData(path, data, version, cb));
   }
 
   getData(path: string): Promise<[Buffer, ZooKeeperStat]> {
@@ -428,17 +531,6 @@ class Zk {
     });
     return withTimeout(call, this.#timeoutMs, () => new Error(`no answer from ${this.#where()} within ${this.#timeoutMs} ms`));
   }
-}
-
-/** Commits a claim; false when another node won the race for the same ID. */
-async function commitClaim(claim: ZooKeeperTransactionLike): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    claim.commit((error) => {
-      if (!error) resolve(true);
-      else if ([NODE_EXISTS, NO_NODE, BAD_VERSION, NOT_EMPTY].includes(codeOf(error))) resolve(false);
-      else reject(error);
-    });
-  });
 }
 
 function codeOf(error: unknown): number {
@@ -495,10 +587,30 @@ export type ConnectZooKeeperOptions = Omit<ZooKeeperWorkerRegistryOptions, 'crea
  * node-zookeeper-client loaded only now. Sessions are opened on first use.
  */
 export async function connectZooKeeperWorkerRegistry(connectionString: string, options: ConnectZooKeeperOptions = {}): Promise<ZooKeeperWorkerRegistry> {
-  const zookeeper = await import('node-zookeeper-client');
+  const zookeeper = await loadDriver('node-zookeeper-client', 'a zookeeper:// worker registry', () => import('node-zookeeper-client'));
+  const closeWithinMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   return new ZooKeeperWorkerRegistry({
     ...options,
     where: connectionString,
-    createClient: (sessionTimeout) => zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }),
+    createClient: (sessionTimeout) => closedWithin(zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }), closeWithinMs),
   });
+}
+
+/**
+ * node-zookeeper-client's close() sends CLOSE_SESSION and waits for the server to end the
+ * connection. A server that accepted the connection but never answers never does, and the open
+ * socket keeps the process alive forever. Once the close has had `ms` (one round trip's bound),
+ * the socket is destroyed: the client is then closed, and the server ends the session on its own.
+ */
+function closedWithin<T extends { close(): void }>(client: T, ms: number): T {
+  const close = client.close.bind(client);
+  client.close = () => {
+    close();
+    // The client's connection manager is not part of its typed API: reached defensively.
+    const manager = (client as { connectionManager?: { socket?: { destroy(): void; destroyed?: boolean } } }).connectionManager;
+    setTimeout(() => {
+      if (manager?.socket !== undefined && manager.socket.destroyed !== true) manager.socket.destroy();
+    }, ms).unref();
+  };
+  return client;
 }

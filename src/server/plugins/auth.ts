@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
-import type { ServerConfig } from '../config.ts';
+import type { ServerConfig } from '../../config/schema.ts';
 import { TAG_PATTERN } from '../../core/segment-limits.ts';
 
 /**

@@ -1,39 +1,113 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
-import { IdMintError, isIdMintError } from '../../core/errors.ts';
+import { ERROR_CODES, IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
 import { clip } from '../input.ts';
 
 /** Content type of every JSON answer. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
+/** The codes whose status is 5xx: the server's trouble, not the client's. */
+type ServerErrorCode = { [K in ErrorCode]: (typeof ERROR_CODES)[K]['status'] extends 500 | 501 | 502 | 503 | 504 ? K : never }[ErrorCode];
+
+/**
+ * What a client is told for each 5xx code, written here and never taken from the error: a 5xx
+ * message is built from whatever failed (a driver's message, a SQL statement, the address of a
+ * database or coordinator), which is the operator's to read in the log, not the client's. The
+ * type makes a new 5xx code fail to compile until it has its sentence here.
+ */
+const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
+  INTERNAL_ERROR: 'internal error',
+  LAYOUT_INVALID: "the server's snowflake layout is invalid",
+  CONFIG_INVALID: "the server's configuration is invalid",
+  DRIVER_MISSING: 'a driver the server needs is not installed',
+  SERVER_UNAVAILABLE: 'the server is unavailable; retry',
+  SEGMENTS_NOT_READY: "the tag's next range of IDs is not loaded yet; retry",
+  STORE_UNAVAILABLE: 'the segment store is unavailable; retry',
+  ID_SPACE_EXHAUSTED: "the tag's IDs are used up: its next range would pass 2^63-1",
+  TAG_MISCONFIGURED: 'its row in the segment store has a step or max_id no range can come from; an operator must fix the row',
+  REGISTRY_UNAVAILABLE: 'the worker registry is unavailable; retry',
+  WORKER_IDS_EXHAUSTED: 'every worker ID is in use; retry',
+  CLOCK_MOVED_BACKWARDS: "the server's clock is behind the last time it used; retry after Retry-After seconds",
+  CLOCK_SKEW: "the server's clock is too far from its peers' clocks",
+  LEASE_LOST: "this node's worker-ID lease is not confirmed, so it issues no snowflake IDs; retry",
+  MONOTONIC_OVERFLOW: "this millisecond's monotonic IDs are used up; retry",
+  OPAQUE_DOMAIN_EXHAUSTED: "the tag's IDs have outgrown the space of its opaque IDs; none is issued",
+  OPAQUE_UNAVAILABLE: 'opaque IDs are not set up on this server (opaque keys, or the opaque column of the segment table)',
+  TIME_OVERFLOW: "the snowflake layout's time field is used up; no ID can be issued",
+};
+
+/** Options of {@link installErrorHandling}. */
+export interface ErrorHandlingOptions {
+  /** Called after a request that matched no route was answered (metrics count it). */
+  readonly onNotFound?: (reply: FastifyReply) => void;
+  /** Told the code of every error answer {@link sendError} sends (the error counts by code). */
+  readonly onError?: (code: ErrorCode) => void;
+}
+
+/** Where {@link sendError} finds the app's `onError`: a decoration of the Fastify instance. */
+const ON_ERROR = Symbol('idmint.onError');
+
 /**
  * Turns every failure into `{ "error": { "code", "message" } }` with the code's status, plus
  * `Retry-After` when retrying can help. Unknown routes, malformed bodies and framework errors get
- * the same shape, so a client needs one error parser; a bug is INTERNAL_ERROR, logged with its
- * stack, never a bare 500 page.
+ * the same shape, so a client needs one error parser. A 5xx answer carries its code and a fixed
+ * sentence with the request's id; the log line with the same id has what failed (message, cause
+ * chain, stack). A bug is INTERNAL_ERROR, never a bare 500 page.
  */
-export function installErrorHandling(app: FastifyInstance, log: Logger): void {
+export function installErrorHandling(app: FastifyInstance, log: Logger, options: ErrorHandlingOptions = {}): void {
   const throttle = new LogThrottle(log);
+  if (options.onError !== undefined) app.decorate(ON_ERROR, options.onError);
   app.setErrorHandler((error: FastifyError | IdMintError, request, reply) => {
-    const known = toIdMintError(error);
-    if (known.code === 'INTERNAL_ERROR') throttle.error(known.code, { err: error, method: request.method, url: request.url }, 'unexpected error');
-    else if (known.status >= 500) throttle.error(known.code, { code: known.code, err: known.message }, 'request failed');
-    sendError(reply, known);
+    const known = toIdMintError(error, request.headers['content-type']);
+    let loggedAs: string | undefined;
+    if (known.status >= 500) {
+      loggedAs = throttle.error(
+        known.code,
+        request.id,
+        { method: request.method, url: request.url, code: known.code, err: known.code === 'INTERNAL_ERROR' ? error : known },
+        known.code === 'INTERNAL_ERROR' ? 'unexpected error' : 'request failed',
+      );
+    }
+    sendError(reply, known, loggedAs);
   });
+  const { onNotFound } = options;
   app.setNotFoundHandler((request, reply) => {
     sendError(reply, new IdMintError('ROUTE_NOT_FOUND', `no route ${request.method} ${clip(request.url.split('?')[0] ?? '')}; the routes are listed at /openapi.json`));
+    onNotFound?.(reply);
   });
 }
 
-/** Writes an IdMintError as the JSON error body with its status (and Retry-After when retryable). */
-export function sendError(reply: FastifyReply, error: IdMintError): FastifyReply {
+/**
+ * Writes an IdMintError as the JSON error body with its status (and Retry-After when retryable).
+ * A 5xx gets its public sentence and the request id instead of its own message; `loggedAs` is
+ * the request whose log line has the details, when it is not this one (see LogThrottle).
+ */
+export function sendError(reply: FastifyReply, error: IdMintError, loggedAs?: string): FastifyReply {
   if (error.retryable) reply.header('retry-after', String(retryAfterSeconds(error)));
   // RFC 7235: a 401 says which scheme would work.
   if (error.code === 'UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="idmint"');
-  return reply
-    .code(error.status)
-    .type(JSON_TYPE)
-    .send(`{"error":{"code":"${error.code}","message":${JSON.stringify(error.message)}}}`);
+  (reply.server as unknown as { [ON_ERROR]?: (code: ErrorCode) => void })[ON_ERROR]?.(error.code);
+  return reply.code(error.status).type(JSON_TYPE).send(errorJson(error.code, publicMessage(error, reply.request.id, loggedAs)));
+}
+
+/**
+ * The message a client may see: the error's own for a 4xx; for a 5xx a fixed sentence (naming
+ * the tag asked for, where there is one), the request id, and, when this request's failure was not logged on its own line, the request
+ * whose line has the details.
+ */
+export function publicMessage(error: IdMintError, requestId: string, loggedAs?: string): string {
+  if (error.status < 500) return error.message;
+  const fixed = (PUBLIC_MESSAGES as Partial<Record<ErrorCode, string>>)[error.code] ?? 'the server failed';
+  // The tag is the client's own input, so naming it leaks nothing and says which tag failed.
+  const tag = error.details?.['tag'];
+  const sentence = typeof tag === 'string' ? `tag ${JSON.stringify(tag)}: ${fixed}` : fixed;
+  const where = loggedAs === undefined || loggedAs === requestId ? 'the server log has the details' : `the server log has the details under request ${loggedAs}`;
+  return `${sentence} (request ${requestId}; ${where})`;
+}
+
+/** The error body, `{"error":{"code":...,"message":...}}`, as a string. */
+export function errorJson(code: ErrorCode, message: string): string {
+  return `{"error":{"code":"${code}","message":${JSON.stringify(message)}}}`;
 }
 
 /** Seconds a client should wait: how far the clock is behind, else one second. */
@@ -42,8 +116,11 @@ function retryAfterSeconds(error: IdMintError): number {
   return typeof offset === 'number' && offset > 0 ? Math.ceil(offset / 1000) : 1;
 }
 
-/** Maps Fastify's own errors (body parsing, validation, bad URLs) to idmint codes. */
-export function toIdMintError(error: unknown): IdMintError {
+/**
+ * Maps Fastify's own errors (body parsing, validation, bad URLs) to idmint codes. `contentType`
+ * is the request's, named in a 415.
+ */
+export function toIdMintError(error: unknown, contentType?: string): IdMintError {
   if (isIdMintError(error)) return error;
   const fastify = error as Partial<FastifyError> & { validation?: unknown };
   const message = typeof fastify.message === 'string' ? fastify.message : String(error);
@@ -51,7 +128,7 @@ export function toIdMintError(error: unknown): IdMintError {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new IdMintError('PAYLOAD_TOO_LARGE', 'request body is larger than api.bodyLimit allows', { cause: error });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new IdMintError('UNSUPPORTED_MEDIA_TYPE', 'request body must be JSON (Content-Type: application/json)', { cause: error });
+      return new IdMintError('UNSUPPORTED_MEDIA_TYPE', unsupportedMediaTypeMessage(contentType), { cause: error });
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new IdMintError('INVALID_ARGUMENT', 'request body is not valid JSON', { cause: error });
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -68,6 +145,15 @@ export function toIdMintError(error: unknown): IdMintError {
     return new IdMintError('INVALID_ARGUMENT', text, { cause: error });
   }
   return new IdMintError('INTERNAL_ERROR', 'internal error; the server log has the details', { cause: error });
+}
+
+/**
+ * A 415 naming what is accepted and what was sent: JSON sent as text/plain (curl -d without
+ * -H 'content-type: application/json') is the usual case.
+ */
+function unsupportedMediaTypeMessage(contentType: string | undefined): string {
+  const sent = contentType === undefined || contentType.trim() === '' ? 'none' : clip(contentType.trim());
+  return `request body must be JSON sent with Content-Type: application/json (Content-Type was ${sent})`;
 }
 
 interface ValidationIssue {
@@ -94,26 +180,31 @@ function validationMessage(error: { validation?: unknown; validationContext?: st
 
 /**
  * Logs at most one line per error code per interval: during a database outage every request
- * fails the same way, and 50,000 identical lines a second would bury the one that matters.
+ * fails the same way, and 50,000 identical lines a second would bury the one that matters. A
+ * line carries its request's id (`reqId`) and how many were suppressed before it; a suppressed
+ * request is answered with the id of the line that was logged for its code.
  */
 class LogThrottle {
   readonly #log: Logger;
   readonly #intervalMs: number;
-  readonly #last = new Map<string, { at: number; suppressed: number }>();
+  readonly #last = new Map<string, { at: number; reqId: string; suppressed: number }>();
 
   constructor(log: Logger, intervalMs = 5000) {
     this.#log = log;
     this.#intervalMs = intervalMs;
   }
 
-  error(key: string, fields: Record<string, unknown>, message: string): void {
+  /** Logs the failure of request `reqId`, or counts it; returns the request whose line has the details. */
+  error(key: string, reqId: string, fields: Record<string, unknown>, message: string): string {
     const now = Date.now();
     const entry = this.#last.get(key);
     if (entry !== undefined && now - entry.at < this.#intervalMs) {
       entry.suppressed++;
-      return;
+      return entry.reqId;
     }
-    this.#log.error(entry !== undefined && entry.suppressed > 0 ? { ...fields, suppressed: entry.suppressed } : fields, message);
-    this.#last.set(key, { at: now, suppressed: 0 });
+    const suppressed = entry === undefined || entry.suppressed === 0 ? {} : { suppressed: entry.suppressed };
+    this.#log.error({ reqId, ...fields, ...suppressed }, message);
+    this.#last.set(key, { at: now, reqId, suppressed: 0 });
+    return reqId;
   }
 }

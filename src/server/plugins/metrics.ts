@@ -1,6 +1,6 @@
-import type { FastifyInstance, onResponseHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, onResponseHookHandler } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
-import type { SegmentEvent, SegmentServiceStats } from '../../core/segment-service.ts';
+import type { SegmentEvent, SegmentServiceStats } from '../../service/segment-service.ts';
 import type { SnowflakeWorkerState } from '../../service/snowflake-worker.ts';
 
 /**
@@ -29,6 +29,8 @@ export interface MetricsSources {
 
 /** Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the information is. */
 const REQUEST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5];
+/** The `route` label of requests that matched no route. */
+export const UNMATCHED_ROUTE = 'unmatched';
 /** Range load buckets (s): one database round trip, usually a few ms; the store times out at seconds. */
 const LOAD_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -42,6 +44,7 @@ export class ServerMetrics {
   readonly #requests: LatencyHistogram;
   readonly #loads: LatencyHistogram;
   readonly #loadSeries = new Map<string, LatencySeries>();
+  readonly #unmatched = new Map<number, LatencySeries>();
   readonly #prefix: string;
 
   #sources: MetricsSources = {};
@@ -49,6 +52,12 @@ export class ServerMetrics {
   constructor(prefix = 'idmint_') {
     this.#prefix = prefix;
     collectDefaultMetrics({ register: this.registry, prefix });
+    // prom-client's sums of the labelled active-handle/request/resource gauges end in `_total`,
+    // a suffix reserved for counters (`promtool check metrics` refuses them); the labelled gauges
+    // stay, and sum() over them gives the same figure.
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+      this.registry.removeSingleMetric(`${prefix}${name}`);
+    }
     const issued = this.issued;
     const hasSnowflake = () => this.#sources.snowflake !== undefined;
     new Counter({
@@ -110,6 +119,16 @@ export class ServerMetrics {
       total('snowflake_clock_rollbacks_total', 'Times the generator found the clock behind a time it had already used.', (s) => s.clockRollbacks);
       total('snowflake_lease_renew_failures_total', 'Lease renewals that failed (the node is fenced if they go on past the lease).', (s) => s.renewFailuresTotal);
       total('snowflake_lease_losses_total', 'Leases lost (expired or taken over); a new worker ID is acquired each time.', (s) => s.leaseLosses);
+      new Gauge({
+        name: `${prefix}snowflake_peer_clock_offset_seconds`,
+        help: "This node's clock minus the mean of its live peers' clocks, measured at start-up; no sample when there was nothing to compare.",
+        registers,
+        collect() {
+          const peer = snowflake.state().peerClock;
+          this.reset();
+          if (peer !== null && peer.offsetMs !== null) this.set(peer.offsetMs / 1000);
+        },
+      });
     }
     const segments = sources.segments;
     if (segments === undefined) return;
@@ -156,6 +175,27 @@ export class ServerMetrics {
   }
 
   /**
+   * The request histogram as it stands: its bucket bounds (s) and every series (route, status,
+   * per-bucket counts). Live objects, to read and never change: the dashboard samples them.
+   */
+  requestHistogram(): RequestHistogramView {
+    return this.#requests.view();
+  }
+
+  /**
+   * Times a request that matched no route (a 404 from the not-found handler), under the route
+   * label `unmatched`: routes are all paths, so it cannot clash with one. Call once the answer is sent.
+   */
+  observeUnmatched(reply: FastifyReply): void {
+    let target = this.#unmatched.get(reply.statusCode);
+    if (target === undefined) {
+      target = this.#requests.series({ route: UNMATCHED_ROUTE, status: String(reply.statusCode) });
+      this.#unmatched.set(reply.statusCode, target);
+    }
+    target.observe(reply.elapsedTime / 1000);
+  }
+
+  /**
    * Times every route's requests. Each route gets its own hook with its path and per-status
    * series bound once, so a response costs a Map lookup and a short bucket search. This is the
    * one per-request cost metrics add (about 3% of a single-ID route's throughput, measured):
@@ -178,6 +218,13 @@ export class ServerMetrics {
       route.onResponse = route.onResponse === undefined ? [hook] : [...[route.onResponse].flat(), hook];
     });
   }
+}
+
+/** A read-only look at a latency histogram, for windows over it (see ServerMetrics.requestHistogram). */
+export interface RequestHistogramView {
+  /** Upper bounds of the buckets, in s; counts have one slot more (above every bound). */
+  readonly bounds: readonly number[];
+  readonly series: readonly { readonly labels: Readonly<Record<string, string>>; readonly counts: Float64Array; readonly count: number }[];
 }
 
 /** One label set's counts in a {@link LatencyHistogram}. */
@@ -245,6 +292,10 @@ class LatencyHistogram {
       values.push({ labels: { ...series.labels }, value: series.count, metricName: `${this.name}_count` });
     }
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  view(): RequestHistogramView {
+    return { bounds: this.#bounds, series: this.#series };
   }
 
   /** Part of prom-client's metric interface (`registry.resetMetrics()`). */

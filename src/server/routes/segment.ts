@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
-import type { SegmentService } from '../../core/segment-service.ts';
+import type { SegmentService } from '../../service/segment-service.ts';
+import { failOpaqueTag, segmentIdText, segmentIdTexts, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { ERRORS, TEXT_TYPE, idsJson } from './shared.ts';
+import { ERRORS, idsJson, leafContentType, leafRoute } from './shared.ts';
 
 /** What the segment routes need. */
 export interface SegmentRouteDeps {
@@ -13,6 +14,8 @@ export interface SegmentRouteDeps {
   readonly service: SegmentService | undefined;
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
+  /** The opaque keys; absent when none are configured (an opaque tag is then OPAQUE_UNAVAILABLE). */
+  readonly opaque?: OpaqueIds | undefined;
 }
 
 /**
@@ -21,6 +24,10 @@ export interface SegmentRouteDeps {
  * The single-ID route answers from the tag's buffer without a Promise whenever an ID is buffered,
  * which is all but a few requests per range; only a miss (unknown tag, range being loaded, store
  * trouble) takes the async path, where the tag is checked and the service waits or fails.
+ *
+ * Both routes serve any tag a store holds (core's checkTag: up to 128 characters, Unicode,
+ * spaces, `/`), sent percent-encoded in the path as Leaf's clients send it; the router decodes it
+ * (`%2F` included, which stays inside the one path segment).
  */
 export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): void {
   const { maxBatch, issued } = deps;
@@ -31,29 +38,55 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     return deps.service;
   };
 
-  const slowSingle = async (tag: string, reply: FastifyReply): Promise<void> => {
-    const id = await service().next(checkTag(tag));
-    issued.addSegment(tag, 1);
-    reply.type(TEXT_TYPE).send(id.toString());
+  const { opaque: keys } = deps;
+  // An opaque tag on a node without keys is refused before an ID is drawn for it.
+  const checkKeys = (segments: SegmentService, tag: string): boolean => {
+    const opaque = segments.isOpaque(tag);
+    if (opaque && keys === undefined) failOpaqueTag(tag);
+    return opaque;
   };
 
-  app.get<{ Params: { tag: string } }>(
+  const slowSingle = async (tag: string, request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const segments = service();
+    const wasOpaque = checkKeys(segments, checkTag(tag));
+    const id = await segments.next(tag);
+    // Known as opaque before the draw (a tag dropped meanwhile) or after it (a tag first looked up now).
+    const text = segmentIdText(keys, tag, id, wasOpaque || segments.isOpaque(tag));
+    issued.addSegment(tag, 1);
+    reply.type(leafContentType(request.headers.accept)).send(text);
+  };
+
+  leafRoute<{ Params: { tag: string } }>(
+    app,
     '/api/segment/get/:tag',
     {
       config: { access: 'tag', docs: { params: TAG_PARAMS } },
       schema: {
-        summary: "The tag's next ID as plain text (Leaf-compatible)",
+        summary: "The tag's next ID (Leaf-compatible; any method): text/plain, or the same bare number as JSON for Accept: application/json. An opaque tag's ID is its opaque form: 19 digits, a signed BIGINT",
         tags: ['leaf'],
-        response: { 200: { description: 'The ID in decimal.', content: { 'text/plain': { schema: { type: 'string', examples: ['1001'] } } } }, ...ERRORS },
+        response: {
+          200: {
+            description: 'The ID in decimal.',
+            content: {
+              'text/plain': { schema: { type: 'string', examples: ['1001'] } },
+              'application/json': { schema: { type: 'integer', examples: [1001] } },
+            },
+          },
+          ...ERRORS,
+        },
       },
     },
     (request, reply) => {
       const tag = request.params.tag;
-      // Only tags the service already holds can have a buffered ID, so the fast path needs no tag check.
-      const id = deps.service?.nextSync(tag);
-      if (id === undefined) return slowSingle(tag, reply);
+      const segments = deps.service;
+      // Only tags the service already holds can have a buffered ID, so the fast path needs no tag
+      // check. Drawing and encoding run without a pause: the tag's opaque mark cannot change between.
+      const opaque = segments !== undefined && checkKeys(segments, tag);
+      const id = segments?.nextSync(tag);
+      if (id === undefined) return slowSingle(tag, request, reply);
+      const text = segmentIdText(keys, tag, id, opaque);
       issued.addSegment(tag, 1);
-      reply.type(TEXT_TYPE).send(id.toString());
+      reply.type(leafContentType(request.headers.accept)).send(text);
       return undefined;
     },
   );
@@ -63,7 +96,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     {
       config: { access: 'tag', docs: { params: TAG_PARAMS, querystring: countQuery(maxBatch) } },
       schema: {
-        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside)",
+        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order",
         tags: ['segment'],
         response: {
           200: {
@@ -80,10 +113,12 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
       const tag = checkTag(request.params.tag);
       const count = parseCount(request.query.count, maxBatch);
       const segments = service();
+      const wasOpaque = checkKeys(segments, tag);
       const ids = segments.nextBatchSync(tag, count) ?? (await segments.nextBatch(tag, count));
+      const texts = segmentIdTexts(keys, tag, ids, wasOpaque || segments.isOpaque(tag));
       issued.addSegment(tag, count);
-      // The tag passed checkTag, so it needs no JSON escaping.
-      return reply.type(JSON_TYPE).send(idsJson(`{"tag":"${tag}",`, ids));
+      // A tag may hold quotes, backslashes and control characters: escaped as JSON.
+      return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
     },
   );
 }

@@ -1,3 +1,6 @@
+import type { FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault, RouteGenericInterface, RouteHandlerMethod, RouteShorthandOptions } from 'fastify';
+import { JSON_TYPE } from '../plugins/errors.ts';
+
 /** Content type of Leaf-compatible single-ID answers. */
 export const TEXT_TYPE = 'text/plain; charset=utf-8';
 
@@ -15,6 +18,70 @@ export const ERRORS = {
  * generic serializer on 10,000-element arrays. `head` is the opening brace and any fields before
  * `ids`, ending in a comma.
  */
-export function idsJson(head: string, ids: readonly bigint[]): string {
+export function idsJson(head: string, ids: readonly (bigint | string)[]): string {
   return ids.length === 0 ? `${head}"ids":[]}` : `${head}"ids":["${ids.join('","')}"]}`;
+}
+
+/**
+ * The methods Leaf's ID routes answer. LeafController's `@RequestMapping` names no method, so
+ * Spring maps every one to it (a HEAD draws an ID and sends no body there too); OPTIONS Spring
+ * answers itself with the allowed methods (see {@link leafRoute}).
+ */
+export const LEAF_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/** What `OPTIONS` on a Leaf route answers in `Allow`, without drawing an ID (Spring's answer for such a mapping). */
+export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
+
+/**
+ * Registers a Leaf-compatible route the way Leaf's Spring mappings answer: every method in
+ * {@link LEAF_METHODS} runs `handler` (GET is the one the OpenAPI document shows, the others are
+ * hidden beside it), and OPTIONS answers 200 with `Allow` and draws nothing. The routes live in a
+ * scope of their own where any request body, of any type, is read (up to api.bodyLimit) and
+ * ignored, as Spring ignores a body the mapping binds nothing from: a Leaf client that POSTs a
+ * form still gets its answer, where idmint's JSON routes would say 415. Auth, errors, metrics and
+ * the OpenAPI document come from `app` as for any route.
+ */
+export function leafRoute<G extends RouteGenericInterface>(app: FastifyInstance, url: string, options: RouteShorthandOptions, handler: RouteHandlerMethod<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, G>): void {
+  app.register(async (leaf) => {
+    leaf.removeAllContentTypeParsers();
+    leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
+    leaf.get<G>(url, options, handler);
+    leaf.route<G>({ method: LEAF_METHODS.filter((method) => method !== 'GET'), url, ...(options.config === undefined ? {} : { config: options.config }), schema: { hide: true }, handler });
+    leaf.options(url, { schema: { hide: true } }, (_request, reply) => {
+      reply.header('allow', LEAF_ALLOW).code(200).send();
+    });
+  });
+}
+
+/**
+ * The content type of a Leaf ID answer for a request's `Accept` header. Leaf's controller returns
+ * a String, which Spring writes as it is (StringHttpMessageConverter comes before Jackson, and
+ * takes every media type) under the type the client asked for: `Accept: application/json` gets
+ * the bare decimal, a JSON number, as `application/json`. Every other Accept, and none, gets
+ * text/plain (Spring would echo a type such as text/html; the body is the same).
+ *
+ * Media ranges are ranked by quality, then concrete types before `type/*` before `*\/*`, then in
+ * the header's order (RFC 9110); a q=0 range is a refused one. `application/json`, any
+ * `application/...+json` and `application/*` pick JSON; `text/...` and `*\/*` pick text/plain.
+ */
+export function leafContentType(accept: string | undefined): string {
+  // The hot path: no Accept, or one naming no application type (curl's `*/*`), is text/plain.
+  if (accept === undefined || !accept.includes('application/')) return TEXT_TYPE;
+  const ranges = accept
+    .split(',')
+    .map((part, index) => {
+      const [range = '', ...params] = part.split(';').map((piece) => piece.trim().toLowerCase());
+      const q = params.find((param) => param.startsWith('q='));
+      const quality = q === undefined ? 1 : Number(q.slice(2));
+      const [type = '', subtype = ''] = range.split('/');
+      const specificity = type === '*' ? 0 : subtype === '*' ? 1 : 2;
+      return { type, subtype, quality: Number.isFinite(quality) ? quality : 0, specificity, index };
+    })
+    .filter((range) => range.quality > 0)
+    .sort((a, b) => b.quality - a.quality || b.specificity - a.specificity || a.index - b.index);
+  for (const { type, subtype } of ranges) {
+    if (type === 'application' && (subtype === 'json' || subtype.endsWith('+json') || subtype === '*')) return JSON_TYPE;
+    if (type === 'text' || type === '*') return TEXT_TYPE;
+  }
+  return TEXT_TYPE;
 }

@@ -1,12 +1,14 @@
 import type { FastifyInstance } from 'fastify';
-import { IdMintError } from '../../core/errors.ts';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { decomposeId, type Layout } from '../../core/layout.ts';
-import type { SnowflakeWorker } from '../../service/snowflake-worker.ts';
+import { BATCH_WINDOW_MS, maxBatchFor } from '../../core/snowflake.ts';
+import { batchBoundReason, type SnowflakeWorker } from '../../service/snowflake-worker.ts';
 import { checkTag } from '../../core/segment-limits.ts';
-import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
+import { TAG_PARAMS, parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
-import { ERRORS, TEXT_TYPE, idsJson } from './shared.ts';
+import { ERRORS, idsJson, leafContentType, leafRoute } from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -14,6 +16,7 @@ export interface SnowflakeRouteDeps {
   readonly worker: SnowflakeWorker | undefined;
   /** Layout used to decode IDs (the worker's, or the configured one when the mode is off). */
   readonly layout: Layout;
+  /** api.maxBatch; a batch is also bounded by what the layout issues in BATCH_WINDOW_MS (maxBatchFor). */
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
 }
@@ -24,6 +27,9 @@ const ID_PARAM = {
   properties: { id: { type: 'string', pattern: '^(0|[1-9][0-9]{0,18})$', description: 'A snowflake ID in decimal.' } },
 } as const;
 
+/** IDs turned into JSON text per slice, with the event loop let run between slices (~3 ms each). */
+const JSON_SLICE = 16_384;
+
 /**
  * Snowflake mode: Leaf's `/api/snowflake/get/{tag}` and `/decodeSnowflakeId`, and the JSON
  * `/v1/snowflake` routes. IDs come from the worker without any I/O; the routes only check input
@@ -31,6 +37,21 @@ const ID_PARAM = {
  */
 export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps): void {
   const { layout, maxBatch, issued } = deps;
+  // The worker's bound counts its sequenceSpread; with the mode off, the layout's alone (the
+  // route answers MODE_DISABLED then, but the document still shows a bound).
+  const layoutBound = deps.worker?.maxBatch ?? maxBatchFor(layout);
+  const batchLimit = Math.min(maxBatch, layoutBound);
+  const parseBatchCount = (raw: unknown): number => {
+    try {
+      return parseCount(raw, batchLimit);
+    } catch (error) {
+      // The same words as the library's nextBatchAsync, when the layout is what bounds it.
+      if (batchLimit < maxBatch && isIdMintError(error, 'INVALID_ARGUMENT')) {
+        throw new IdMintError('INVALID_ARGUMENT', `${error.message}: ${batchBoundReason(layout, batchLimit)}`);
+      }
+      throw error;
+    }
+  };
   const worker = (): SnowflakeWorker => {
     if (deps.worker === undefined) {
       throw new IdMintError('MODE_DISABLED', 'snowflake mode is turned off on this server (snowflake.enabled / IDMINT_SNOWFLAKE_ENABLED)');
@@ -38,34 +59,44 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     return deps.worker;
   };
 
-  app.get<{ Params: { tag: string } }>(
+  leafRoute<{ Params: { tag: string } }>(
+    app,
     '/api/snowflake/get/:tag',
     {
       config: { access: 'any', docs: { params: TAG_PARAMS } },
       schema: {
-        summary: 'One snowflake ID as plain text (Leaf-compatible; Leaf ignores the tag, and so does idmint)',
+        summary: 'One snowflake ID (Leaf-compatible; any method; Leaf ignores the tag, and so does idmint): text/plain, or the bare number as JSON for Accept: application/json',
         tags: ['leaf'],
-        response: { 200: { description: 'The ID in decimal.', content: { 'text/plain': { schema: { type: 'string', examples: ['117600667735949312'] } } } }, ...ERRORS },
+        response: {
+          200: {
+            description: 'The ID in decimal.',
+            content: {
+              'text/plain': { schema: { type: 'string', examples: ['117600667735949312'] } },
+              'application/json': { schema: { type: 'integer', description: 'The same digits: a JSON number, exact only up to 2^53 in JavaScript clients.' } },
+            },
+          },
+          ...ERRORS,
+        },
       },
     },
     (request, reply) => {
       checkTag(request.params.tag);
       const id = worker().nextString();
       issued.snowflake++;
-      reply.type(TEXT_TYPE).send(id);
+      reply.type(leafContentType(request.headers.accept)).send(id);
     },
   );
 
   app.get<{ Querystring: { count?: string } }>(
     '/v1/snowflake',
     {
-      config: { access: 'any', docs: { querystring: countQuery(maxBatch) } },
+      config: { access: 'any', docs: { querystring: batchCountQuery(batchLimit, maxBatch, layout) } },
       schema: {
-        summary: 'A batch of snowflake IDs, strictly increasing',
+        summary: 'A batch of snowflake IDs, strictly increasing: always exactly `count` of them',
         tags: ['snowflake'],
         response: {
           200: {
-            description: 'The IDs, as decimal strings (they exceed 2^53), and the worker that made them.',
+            description: 'Exactly `count` IDs, as decimal strings (they exceed 2^53), and the worker that made them.',
             type: 'object',
             required: ['workerId', 'ids'],
             properties: { workerId: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
@@ -74,12 +105,14 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
         },
       },
     },
-    (request, reply) => {
-      const count = parseCount(request.query.count, maxBatch);
+    async (request, reply) => {
+      const count = parseBatchCount(request.query.count);
       const source = worker();
-      const ids = source.nextBatch(count);
+      // Minted between time units with the event loop running: a large batch never stalls
+      // health checks, lease renewals or other requests.
+      const ids = await source.nextBatchAsync(count);
       issued.snowflake += count;
-      reply.type(JSON_TYPE).send(idsJson(`{"workerId":${source.workerId},`, ids));
+      return reply.type(JSON_TYPE).send(await idsJsonInSlices(`{"workerId":${decomposeId(ids[0] ?? 0n, layout).workerId},`, ids));
     },
   );
 
@@ -114,7 +147,10 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     },
   );
 
-  app.get<{ Querystring: { snowflakeId?: string } }>(
+  // Any method, as Leaf's mapping; the ID is read from the query string only (Spring would also
+  // read it from a form body).
+  leafRoute<{ Querystring: { snowflakeId?: string } }>(
+    app,
     '/decodeSnowflakeId',
     {
       config: {
@@ -154,4 +190,27 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
       };
     },
   );
+}
+
+/** The `count` query parameter of `/v1/snowflake`, for OpenAPI. */
+function batchCountQuery(limit: number, maxBatch: number, layout: Layout) {
+  const bound = limit < maxBatch ? `${limit}: what layout "${layout.name}" issues in ${BATCH_WINDOW_MS} ms` : `${limit} (api.maxBatch)`;
+  return {
+    type: 'object',
+    properties: { count: { type: 'integer', minimum: 1, maximum: limit, default: 1, description: `How many IDs, 1 to ${bound}. More is 400 INVALID_ARGUMENT naming the bound.` } },
+  } as const;
+}
+
+/**
+ * {@link idsJson} for batches of any size: the text is built a slice at a time with the event
+ * loop let run between slices, since joining 400,000 IDs at once takes 60 ms or more.
+ */
+async function idsJsonInSlices(head: string, ids: readonly bigint[]): Promise<string> {
+  if (ids.length <= JSON_SLICE) return idsJson(head, ids);
+  const parts: string[] = [];
+  for (let i = 0; i < ids.length; i += JSON_SLICE) {
+    if (i > 0) await yieldToEventLoop();
+    parts.push(ids.slice(i, i + JSON_SLICE).join('","'));
+  }
+  return `${head}"ids":["${parts.join('","')}"]}`;
 }

@@ -1,7 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
-import { MAX_DESCRIPTION_LENGTH, MAX_TAG_STEP, checkTag, tagNotFound } from '../../core/segment-limits.ts';
+import { MAX_DESCRIPTION_LENGTH, MAX_TAG_STEP, checkDescription, checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
+import { noOpaqueKeys, type OpaqueIds } from '../../service/opaque-ids.ts';
+import { checkOpaqueStart } from '../../stores/store-support.ts';
+import { tagJson } from '../../shared/tag-json.ts';
 import { TAG_PARAMS, TAG_SCHEMA } from '../input.ts';
 import { ERRORS } from './shared.ts';
 
@@ -9,45 +12,32 @@ import { ERRORS } from './shared.ts';
 export interface TagRouteDeps {
   /** Absent when segment mode is off: the routes then answer MODE_DISABLED. */
   readonly store: SegmentStore | undefined;
-  /** Called (and awaited) after a tag is created or changed, so the ID routes see it at once. */
-  readonly onTagChanged?: (tag: string) => Promise<void>;
-}
-
-/** A tag on the wire: `maxId` as a decimal string (it may exceed 2^53), dates as ISO strings. */
-export interface TagJson {
-  readonly tag: string;
-  readonly maxId: string;
-  readonly step: number;
-  readonly description: string | null;
-  readonly updatedAt: string | null;
-}
-
-/** Converts a stored tag to its JSON form. */
-export function tagJson(record: TagRecord): TagJson {
-  return {
-    tag: record.tag,
-    maxId: record.maxId.toString(),
-    step: record.step,
-    description: record.description,
-    updatedAt: record.updatedAt === null ? null : record.updatedAt.toISOString(),
-  };
+  /** Called (and awaited) after a tag is created or changed, with the record written, so the ID routes see it at once. */
+  readonly onTagChanged?: (record: TagRecord) => Promise<void>;
+  /** The opaque keys; absent when none are configured: then no tag can be made opaque here. */
+  readonly opaque?: OpaqueIds | undefined;
 }
 
 const TAG_JSON_SCHEMA = {
   $id: 'Tag',
   type: 'object',
-  required: ['tag', 'maxId', 'step', 'description', 'updatedAt'],
+  required: ['tag', 'maxId', 'step', 'description', 'updatedAt', 'opaque'],
   properties: {
     tag: { type: 'string' },
     maxId: { type: 'string', description: "Where the next range starts (Leaf's max_id), in decimal." },
     step: { type: 'integer', description: 'IDs per range as configured; the server may load larger ranges under load.' },
     description: { type: ['string', 'null'] },
     updatedAt: { type: ['string', 'null'], format: 'date-time' },
+    opaque: { type: 'boolean', description: 'True when the tag answers its IDs in their opaque form (docs/formats.md).' },
   },
 } as const;
 
 const STEP_SCHEMA = { type: 'integer', minimum: 1, maximum: MAX_TAG_STEP, description: 'IDs per range (Leaf\'s step).' } as const;
 const DESCRIPTION_SCHEMA = { type: ['string', 'null'], maxLength: MAX_DESCRIPTION_LENGTH } as const;
+const OPAQUE_SCHEMA = {
+  type: 'boolean',
+  description: 'Answer the tag\'s IDs in their opaque form (FF1 under the server\'s keys; docs/formats.md). Once opaque, a tag stays opaque: false is refused on an opaque tag.',
+} as const;
 /**
  * Tag administration over the segment store: list, read, create (409 if it exists), change the
  * step or description. Writes need the admin token when auth is on.
@@ -59,6 +49,10 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     }
     return deps.store;
   };
+  // A tag this node could not serve is not made opaque here: it would have no IDs at all.
+  const checkKeys = (tag: string) => {
+    if (deps.opaque === undefined) throw noOpaqueKeys(`making tag "${tag}" opaque`, { tag });
+  };
   app.addSchema(TAG_JSON_SCHEMA);
 
   app.get(
@@ -66,9 +60,13 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     {
       config: { access: 'any' },
       schema: {
+        operationId: 'listTags',
         summary: 'Every tag (those the token may use, when auth is on), sorted by name',
         tags: ['tags'],
-        response: { 200: { type: 'object', required: ['tags'], properties: { tags: { type: 'array', items: { $ref: 'Tag#' } } } }, ...ERRORS },
+        response: {
+          200: { description: 'The tags.', type: 'object', required: ['tags'], properties: { tags: { type: 'array', items: { $ref: 'Tag#' } } } },
+          ...ERRORS,
+        },
       },
     },
     async (request) => {
@@ -83,7 +81,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     '/v1/tags/:tag',
     {
       config: { access: 'tag', docs: { params: TAG_PARAMS } },
-      schema: { summary: 'One tag', tags: ['tags'], response: { 200: { $ref: 'Tag#' }, ...ERRORS } },
+      schema: { operationId: 'getTag', summary: 'One tag', tags: ['tags'], response: { 200: { description: 'The tag.', $ref: 'Tag#' }, ...ERRORS } },
     },
     async (request) => {
       const tag = checkTag(request.params.tag);
@@ -93,11 +91,12 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  app.post<{ Body: { tag: string; step: number; startId?: string | number; description?: string | null } }>(
+  app.post<{ Body: { tag: string; step: number; startId?: string | number; description?: string | null; opaque?: boolean } }>(
     '/v1/tags',
     {
       config: { access: 'admin' },
       schema: {
+        operationId: 'createTag',
         summary: 'Create a tag (409 TAG_EXISTS if it exists)',
         tags: ['tags'],
         body: {
@@ -115,44 +114,67 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
               ],
             },
             description: DESCRIPTION_SCHEMA,
+            opaque: OPAQUE_SCHEMA,
           },
         },
-        response: { 201: { $ref: 'Tag#' }, ...ERRORS },
+        response: { 201: { description: 'The tag, created.', $ref: 'Tag#' }, ...ERRORS },
       },
     },
     async (request, reply) => {
-      const { tag, step, startId, description } = request.body;
-      const record = await store().createTag({
+      const { tag, step, startId, description, opaque } = request.body;
+      const segments = store();
+      if (opaque === true) checkKeys(tag);
+      const record = await segments.createTag({
         tag,
         step,
         ...(startId === undefined ? {} : { startId: BigInt(startId) }),
-        ...(description === undefined ? {} : { description }),
+        ...(description === undefined ? {} : { description: checkDescription(description) }),
+        ...(opaque === true ? { opaque } : {}),
       });
-      await deps.onTagChanged?.(tag);
+      await deps.onTagChanged?.(record);
       return reply.code(201).send(tagJson(record));
     },
   );
 
-  app.patch<{ Params: { tag: string }; Body: { step?: number; description?: string | null } }>(
+  app.patch<{ Params: { tag: string }; Body: { step?: number; description?: string | null; opaque?: boolean } }>(
     '/v1/tags/:tag',
     {
       config: { access: 'admin', docs: { params: TAG_PARAMS } },
       schema: {
-        summary: "Change a tag's step or description (a new step applies from the next range loaded)",
+        operationId: 'updateTag',
+        summary: "Change a tag's step or description, or make it opaque (servers take a new step as Leaf does: see docs/segments.md, Steps)",
         tags: ['tags'],
         body: {
           type: 'object',
           additionalProperties: false,
           minProperties: 1,
-          properties: { step: STEP_SCHEMA, description: DESCRIPTION_SCHEMA },
+          properties: { step: STEP_SCHEMA, description: DESCRIPTION_SCHEMA, opaque: OPAQUE_SCHEMA },
         },
-        response: { 200: { $ref: 'Tag#' }, ...ERRORS },
+        response: { 200: { description: 'The tag, changed.', $ref: 'Tag#' }, ...ERRORS },
       },
     },
     async (request) => {
       const tag = checkTag(request.params.tag);
-      const record = await store().updateTag(tag, request.body);
-      await deps.onTagChanged?.(tag);
+      const { step, description, opaque } = request.body;
+      const segments = store();
+      if (opaque !== undefined) {
+        const current = await segments.getTag(tag);
+        if (current === undefined) throw tagNotFound(tag);
+        if (opaque === false && current.opaque === true) {
+          throw new IdMintError('INVALID_ARGUMENT', `tag "${tag}" is opaque and stays opaque: its opaque IDs are numbers its dense IDs could one day reach, so turning it back could repeat an ID; create a new tag instead`);
+        }
+        if (opaque === true && current.opaque !== true) {
+          checkKeys(tag);
+          // The next range starts at max_id: its IDs must still have an opaque form.
+          checkOpaqueStart(tag, current.maxId);
+        }
+      }
+      const record = await segments.updateTag(tag, {
+        ...(step === undefined ? {} : { step }),
+        ...(description === undefined ? {} : { description: checkDescription(description) }),
+        ...(opaque === true ? { opaque } : {}),
+      });
+      await deps.onTagChanged?.(record);
       return tagJson(record);
     },
   );

@@ -1,12 +1,15 @@
 import { IdMintError } from '../../core/errors.ts';
-import { checkDescription, checkStep, checkTag, idSpaceExhausted, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
-import { byTag, checkNewTag, checkRelease, resolveStoreOptions, storeCall, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
+import { MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import { redisConnectOptions } from '../../shared/connection-url.ts';
+import { withTimeout } from '../../shared/timeout.ts';
+import { byTag, checkNewTag, checkOpaqueUpdate, checkRelease, residueMismatch, residueRange, resolveStoreOptions, storeCall, storedResidue, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
+import { loadDriver } from '../../shared/load-driver.ts';
 
 /** The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua script. */
 export interface RedisClientLike {
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
-  /** Drops the connection, failing every queued command; with `reconnect` opens a new one. */
+  /** Drops the connection, failing every queued command; with `reconnect` opens a new one. Used only when a reply is found out of step. */
   disconnect(reconnect?: boolean): void;
   quit(): Promise<unknown>;
 }
@@ -20,70 +23,129 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 }
 
 // Keys: `<prefix>:tag:<tag>` is a hash with Leaf's columns (max_id, step, description,
-// update_time as ms since the epoch); `<prefix>:tags` is the set of tag names, for listing.
+// update_time as ms since the epoch, and, on a database of a set, id_offset and id_increment) and
+// idmint's `opaque` ('1' on an opaque tag, else absent); `<prefix>:tags` is the set of tag names,
+// for listing. A hash without id_offset and id_increment is a plain row (0 and 1). A tag
+// may hold any character idmint accepts (`:`, `{`, `}`, `/`, spaces, Unicode): keys are binary-safe,
+// and the prefix is a plain identifier with no `:`, so `<prefix>:tag:` ends where the tag starts and
+// no tag's key can be another prefix's key or a tag set. On a single Redis, hash slots play no
+// part, so `{` and `}` in a tag change nothing (a Redis Cluster is not supported: creating and
+// listing tags touch several keys, which a cluster refuses across slots whatever the tags).
 //
 // Lua numbers are doubles, exact only to 2^53, so no script does arithmetic on max_id: HINCRBY
 // adds in 64-bit integers (and refuses to overflow, changing nothing), and max_id travels as the
 // hash's decimal string.
+//
+/** Fields `read` returns per tag. */
+const FIELDS = 7;
 
-/** HMGET of a tag's fields, in tagRecord's order. */
-const READ = `local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time') end
+// Every script takes a nonce as its last argument and returns it first, so the client can check
+// that a reply answers the command it is given to (see RedisSegmentStore.#run).
+
+/**
+ * The nonce, taken off ARGV; HMGET of a tag's fields in tagRecord's order; the server's time in
+ * ms; a row's residue class as stored (a hash without the fields is plain: '0' and '1').
+ */
+const PRELUDE = `local nonce = table.remove(ARGV)
+local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset', 'id_increment', 'opaque') end
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
+local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
 `;
 
-// KEYS[1] tag hash; ARGV[1] step or '' for the stored one. HINCRBY is the only write before the
-// reply is built, so an overflow error leaves the hash untouched.
-const ALLOCATE = `${READ}
+// KEYS[1] tag hash; ARGV[1] step or '' for the stored one; ARGV[2], ARGV[3] the store's offset and
+// increment, or '' for a store of its own. A row written outside idmint may hold a step or max_id
+// no range can come from: refused, unchanged; so is a row of another residue class (a store of its
+// own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the only
+// write before the reply is built, so an overflow error leaves the hash untouched.
+//
+// In a set of N, max_id is first raised to the next ID of class r, then advanced by step * N.
+// max_id mod N is computed digit by digit from its decimal string (Lua numbers are doubles, exact
+// only to 2^53); the amount added is below 2^38, exact, and formatted without an exponent.
+const ALLOCATE = `${PRELUDE}
 local stored = redis.call('HGET', KEYS[1], 'step')
-if not stored then return {'not_found'} end
+if not stored then return {nonce, 'not_found'} end
+local offset, increment = residue(KEYS[1])
+if ARGV[3] == '' and increment ~= '1' then return {nonce, 'residue', offset, increment} end
+if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then return {nonce, 'residue', offset, increment} end
+if not (string.match(stored, '^[1-9]%d*$') and #stored <= 10 and tonumber(stored) <= ${MAX_TAG_STEP}) then return {nonce, 'misconfigured', 'step', stored} end
+local max_id = redis.call('HGET', KEYS[1], 'max_id')
+if not (max_id and string.match(max_id, '^%d+$')) then return {nonce, 'misconfigured', 'max_id', max_id or '(missing)'} end
 local step = ARGV[1] ~= '' and ARGV[1] or stored
-local added = redis.pcall('HINCRBY', KEYS[1], 'max_id', step)
-if type(added) == 'table' and added.err then return {'exhausted', redis.call('HGET', KEYS[1], 'max_id'), step, added.err} end
+local add = step
+if ARGV[3] ~= '' then
+  local n = tonumber(ARGV[3])
+  local m = 0
+  for i = 1, #max_id do m = (m * 10 + tonumber(string.sub(max_id, i, i))) % n end
+  add = string.format('%.0f', (tonumber(ARGV[2]) - m + n) % n + tonumber(step) * n)
+end
+local added = redis.pcall('HINCRBY', KEYS[1], 'max_id', add)
+if type(added) == 'table' and added.err then return {nonce, 'exhausted', max_id, step, added.err} end
 redis.call('HSET', KEYS[1], 'update_time', now())
-return {'ok', redis.call('HGET', KEYS[1], 'max_id'), stored}`;
+return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored}`;
 
-// KEYS[1] tag hash; ARGV from, to. Compare-and-set on the exact decimal strings.
-const RELEASE = `${READ}
-if redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[2] then return 0 end
+// KEYS[1] tag hash; ARGV from, to, and the store's offset and increment ('' for a store of its
+// own). Compare-and-set on the exact decimal strings; a set's store also on the residue class.
+const RELEASE = `${PRELUDE}
+if redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[2] then return {nonce, 0} end
+local offset, increment = residue(KEYS[1])
+if ARGV[4] ~= '' and (offset ~= ARGV[3] or increment ~= ARGV[4]) then return {nonce, 0} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[1], 'update_time', now())
-return 1`;
+return {nonce, 1}`;
 
-// KEYS[1] tag hash, KEYS[2] tag set; ARGV tag, max_id, step, description or '' with ARGV[5] = '1' when present.
-const CREATE = `${READ}
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+// KEYS[1] tag hash; ARGV expected max_id, offset, increment, then the new ones. Re-forms a set
+// (MultiSegmentStore.join): a compare-and-set on max_id and the residue class together.
+const REASSIGN = `${PRELUDE}
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[1] then return {nonce, 0} end
+local offset, increment = residue(KEYS[1])
+if offset ~= ARGV[2] or increment ~= ARGV[3] then return {nonce, 0} end
+redis.call('HSET', KEYS[1], 'max_id', ARGV[4], 'id_offset', ARGV[5], 'id_increment', ARGV[6], 'update_time', now())
+return {nonce, 1}`;
+
+// KEYS[1] tag hash, KEYS[2] tag set; ARGV tag, max_id, step, description or '' with ARGV[5] = '1'
+// when present, then offset and increment ('' for a store of its own: no residue fields), then
+// ARGV[8] = '1' for an opaque tag (set in the same script: no moment without it).
+const CREATE = `${PRELUDE}
+if redis.call('EXISTS', KEYS[1]) == 1 then return {nonce, 'exists'} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[2], 'step', ARGV[3], 'update_time', now())
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'description', ARGV[4]) end
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'id_offset', ARGV[6], 'id_increment', ARGV[7]) end
+if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
 redis.call('SADD', KEYS[2], ARGV[1])
-return {'ok', unpack(read(KEYS[1]))}`;
+return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
-// KEYS[1] tag hash; ARGV step or '', description mode ('keep' | 'set' | 'clear'), description.
-const UPDATE = `${READ}
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+// KEYS[1] tag hash; ARGV step or '', description mode ('keep' | 'set' | 'clear'), description,
+// '1' to mark the tag opaque (never unmarked).
+const UPDATE = `${PRELUDE}
+if redis.call('EXISTS', KEYS[1]) == 0 then return {nonce, 'not_found'} end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[1]) end
+if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
 if ARGV[2] == 'set' then redis.call('HSET', KEYS[1], 'description', ARGV[3]) end
 if ARGV[2] == 'clear' then redis.call('HDEL', KEYS[1], 'description') end
 redis.call('HSET', KEYS[1], 'update_time', now())
-return {'ok', unpack(read(KEYS[1]))}`;
+return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
 // KEYS[1] tag hash.
-const GET = `${READ}
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-return {'ok', unpack(read(KEYS[1]))}`;
+const GET = `${PRELUDE}
+if redis.call('EXISTS', KEYS[1]) == 0 then return {nonce, 'not_found'} end
+return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
 // KEYS[1] tag set; ARGV[1] hash key prefix. One consistent snapshot: a flat list of tag + fields.
-const LIST = `${READ}
-local out = {}
+// A missing field is false in Lua, and a false in a reply table is nil to the client: the list
+// stays aligned.
+const LIST = `${PRELUDE}
+local out = {nonce}
 for _, tag in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local fields = read(ARGV[1] .. tag)
   if fields[1] then
     table.insert(out, tag)
-    for i = 1, 4 do table.insert(out, fields[i]) end
+    for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
   end
 end
 return out`;
 
 /**
- * Leaf's table as Redis hashes, through `ioredis`. Every operation is one Lua script, so it is
+ * Leaf's table as Redis hashes, through `ioredis`. With the `residue` option the store is one
+ * database of a set (src/stores/multi/), as the SQL stores are: see SqlSegmentStore. Every operation is one Lua script, so it is
  * atomic on the server; allocation is HINCRBY on max_id (Redis INCRBY backing whole ranges).
  *
  * Durability is Redis's: without AOF (`appendonly yes`, `appendfsync always` or `everysec`), a
@@ -97,9 +159,17 @@ export class RedisSegmentStore implements SegmentStore {
   readonly #client: RedisClientLike;
   readonly #closeClient: boolean;
   readonly #timeoutMs: number;
+  /** Nonces are `<this store's random id>:<count>`: unique among every command on a shared client. */
+  readonly #nonceId = globalThis.crypto.randomUUID().slice(0, 8);
+  #commands = 0;
+  readonly residue?: SegmentResidue;
+  /** ARGV of the residue class: offset and increment, or two '' for a store of its own. */
+  readonly #residueArgs: [string, string];
 
   constructor(options: RedisSegmentStoreOptions) {
-    const { table, timeoutMs } = resolveStoreOptions(options);
+    const { table, timeoutMs, residue } = resolveStoreOptions(options);
+    if (residue !== undefined) this.residue = residue;
+    this.#residueArgs = residue === undefined ? ['', ''] : [String(residue.offset), String(residue.increment)];
     if (options.client === undefined || typeof options.client.eval !== 'function') {
       throw new TypeError('RedisSegmentStore needs { client } (an ioredis client); use RedisSegmentStore.connect(url) to open one');
     }
@@ -109,11 +179,17 @@ export class RedisSegmentStore implements SegmentStore {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Opens a client of its own on `url` (`redis://host:6379/0`), quit by close(). Loads `ioredis` on first use. */
+  /**
+   * Opens a client of its own on `url` (`redis://host:6379/0`, `rediss://` for TLS), quit by
+   * close(). Loads `ioredis` on first use. The URL is read by shared/connection-url.ts, never by
+   * ioredis, which would run on database 0 when the one named cannot be selected.
+   */
   static async connect(url: string, options: SegmentStoreOptions = {}): Promise<RedisSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
-    const { Redis } = await import('ioredis');
-    const client = new Redis(url, {
+    const target = redisConnectOptions(url);
+    const { Redis } = await loadDriver('ioredis', 'a redis:// segment store', () => import('ioredis'));
+    const client = new Redis({
+      ...target,
       connectTimeout: timeoutMs,
       // Fail a command after one reconnection attempt instead of queueing it for many: the
       // segment service backs off and retries on its own, so a queue would only pile up.
@@ -121,8 +197,11 @@ export class RedisSegmentStore implements SegmentStore {
       // A command cut off by a dropped connection is not sent again: the store call already
       // failed, and a silent second allocation would only waste a range.
       autoResendUnfulfilledCommands: false,
-      // No commandTimeout: the store's own timer bounds each call and, unlike ioredis's, drops
-      // the connection when it fires (see #run).
+      // No commandTimeout: the store's own timer bounds each call (see #run). A connection that
+      // receives nothing at all for twice that bound while commands wait is dead (a peer gone
+      // without a reset, a black hole): ioredis then destroys it and reconnects. A stall shorter
+      // than that (a slow script, a fork) fails only the calls it outlasts, not the connection.
+      socketTimeout: 2 * timeoutMs,
     });
     // Connection errors surface as failed commands; without a listener ioredis would log each one.
     client.on('error', () => undefined);
@@ -136,46 +215,61 @@ export class RedisSegmentStore implements SegmentStore {
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const reply = await this.#list('allocate', ALLOCATE, [this.#key(tag)], [step === undefined ? '' : String(step)]);
+    const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag)], [step === undefined ? '' : String(step), ...this.#residueArgs]);
     if (reply[0] === 'not_found') throw tagNotFound(tag);
+    if (reply[0] === 'residue') throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
+    if (reply[0] === 'misconfigured') throw tagMisconfigured(tag, reply[1] === 'step' ? 'step' : 'max_id', reply[2]);
     if (reply[0] === 'exhausted') {
-      if (!String(reply[3]).includes('overflow')) throw new IdMintError('STORE_UNAVAILABLE', `redis store: tag "${tag}" has a malformed max_id: ${String(reply[3])}`);
+      // HINCRBY fails only on overflow or on a max_id Redis does not read as an integer ("007").
+      if (!String(reply[3]).includes('overflow')) throw tagMisconfigured(tag, 'max_id', reply[1]);
       throw idSpaceExhausted(tag, toBigInt(reply[1], 'max_id'), toStep(reply[2]));
     }
     const end = toBigInt(reply[1], 'max_id');
     const tagStep = toStep(reply[2]);
     const used = step ?? tagStep;
-    return { tag, start: end - BigInt(used), end, step: used, tagStep };
+    const residue = this.residue;
+    if (residue === undefined) return { tag, start: end - BigInt(used), end, step: used, tagStep };
+    return residueRange(tag, end, used, tagStep, residue);
   }
 
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     checkTag(tag);
-    checkRelease(from, to);
-    const reply = await this.#run('release', RELEASE, [this.#key(tag)], [from.toString(), to.toString()]);
-    return Number(reply) === 1;
+    checkRelease(from, to, this.residue);
+    const reply = await this.#run('release', RELEASE, [this.#key(tag)], [from.toString(), to.toString(), ...this.#residueArgs]);
+    return Number(reply[0]) === 1;
+  }
+
+  /** Re-forms a set, for MultiSegmentStore.join only: see SqlSegmentStore.reassign. */
+  async reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+    checkTag(tag);
+    const args = [from.maxId, from.residue.offset, from.residue.increment, to.maxId, to.residue.offset, to.residue.increment].map(String);
+    const reply = await this.#run('reassign', REASSIGN, [this.#key(tag)], args);
+    return Number(reply[0]) === 1;
   }
 
   async listTags(): Promise<TagRecord[]> {
-    const flat = await this.#list('listTags', LIST, [`${this.table}:tags`], [this.#key('')]);
+    const flat = await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')]);
     const records: TagRecord[] = [];
-    for (let i = 0; i + 4 < flat.length; i += 5) records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + 5)));
+    for (let i = 0; i + FIELDS < flat.length; i += FIELDS + 1) records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + FIELDS + 1)));
     return records.sort(byTag);
   }
 
   async getTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
-    const reply = await this.#list('getTag', GET, [this.#key(tag)], []);
+    const reply = await this.#run('getTag', GET, [this.#key(tag)], []);
     return reply[0] === 'ok' ? this.#record(tag, reply.slice(1)) : undefined;
   }
 
   async createTag(tag: NewTag): Promise<TagRecord> {
-    const v = checkNewTag(tag);
-    const reply = await this.#list('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`], [
+    const v = checkNewTag(tag, this.residue);
+    const reply = await this.#run('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`], [
       v.tag,
       v.startId.toString(),
       String(v.step),
       v.description ?? '',
       v.description === null ? '0' : '1',
+      ...this.#residueArgs,
+      v.opaque ? '1' : '0',
     ]);
     if (reply[0] === 'exists') throw new IdMintError('TAG_EXISTS', `tag "${v.tag}" already exists`, { details: { tag: v.tag } });
     return this.#record(v.tag, reply.slice(1));
@@ -186,36 +280,54 @@ export class RedisSegmentStore implements SegmentStore {
     const step = update.step === undefined ? '' : String(checkStep(update.step));
     const description = update.description === undefined ? undefined : checkDescription(update.description);
     const mode = description === undefined ? 'keep' : description === null ? 'clear' : 'set';
-    const reply = await this.#list('updateTag', UPDATE, [this.#key(tag)], [step, mode, description ?? '']);
+    const opaque = checkOpaqueUpdate(update.opaque) ? '1' : '0';
+    const reply = await this.#run('updateTag', UPDATE, [this.#key(tag)], [step, mode, description ?? '', opaque]);
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     return this.#record(tag, reply.slice(1));
   }
 
   async close(): Promise<void> {
-    if (this.#closeClient) await this.#client.quit().catch(() => undefined);
+    if (!this.#closeClient) return;
+    // QUIT waits for Redis's reply; a Redis that accepts connections but never answers would
+    // keep close() (and the process) waiting forever. Wait as long as for any call, then drop
+    // the connection either way.
+    await withTimeout(this.#client.quit(), this.#timeoutMs, () => new Error('QUIT timed out')).catch(() => undefined);
+    this.#client.disconnect();
   }
 
   #key(tag: string): string {
     return `${this.table}:tag:${tag}`;
   }
 
-  async #run(operation: string, script: string, keys: string[], args: string[]): Promise<unknown> {
-    return storeCall(this.backend, operation, this.#timeoutMs, (signal) => {
-      // Replies are matched to commands by order on the connection: if a request was lost, the
-      // next reply would answer the wrong command (another tag's range). On timeout the
-      // connection is dropped, failing everything queued on it, and a fresh one is opened.
-      signal.addEventListener('abort', () => this.#client.disconnect(true), { once: true });
-      return this.#client.eval(script, keys.length, ...keys, ...args);
+  /**
+   * Runs one script, bounded by the store's timeout. A timeout abandons only this call: ioredis
+   * matches replies to commands by their order on the connection, and TCP loses nothing without
+   * failing the connection, so a late reply still lands on its own (abandoned) command and every
+   * other command in flight keeps its own reply. Dropping the connection on a timeout, as this
+   * store once did, failed every allocation in flight for one slow one.
+   *
+   * Each reply must carry the nonce its command sent. One that carries another (a proxy that lost
+   * a request or a reply without closing the connection) means every later reply on the
+   * connection is shifted too, so the connection is dropped and reopened at once. The check runs
+   * even for a call already abandoned, whose reply is the first to show the shift.
+   */
+  async #run(operation: string, script: string, keys: string[], args: string[]): Promise<unknown[]> {
+    const nonce = `${this.#nonceId}:${++this.#commands}`;
+    return storeCall(this.backend, operation, this.#timeoutMs, () =>
+      this.#client.eval(script, keys.length, ...keys, ...args, nonce).then((reply) => this.#answerTo(operation, nonce, reply)),
+    );
+  }
+
+  /** The reply without its nonce, if the nonce is `nonce`; else the connection is out of step. */
+  #answerTo(operation: string, nonce: string, reply: unknown): unknown[] {
+    if (Array.isArray(reply) && reply[0] === nonce) return reply.slice(1);
+    this.#client.disconnect(true);
+    throw new IdMintError('STORE_UNAVAILABLE', `redis store: ${operation} got a reply meant for another command (the connection lost data on the way); the connection was reset`, {
+      details: { backend: this.backend, operation },
     });
   }
 
-  async #list(operation: string, script: string, keys: string[], args: string[]): Promise<unknown[]> {
-    const reply = await this.#run(operation, script, keys, args);
-    if (!Array.isArray(reply)) throw new IdMintError('STORE_UNAVAILABLE', `redis store: ${operation} returned ${String(reply)}`);
-    return reply as unknown[];
-  }
-
   #record(tag: string, fields: unknown[]): TagRecord {
-    return tagRecord({ biz_tag: tag, max_id: fields[0], step: fields[1], description: fields[2] ?? null, update_time: fields[3] });
+    return tagRecord({ biz_tag: tag, max_id: fields[0], step: fields[1], description: fields[2] ?? null, update_time: fields[3], id_offset: fields[4], id_increment: fields[5], opaque: fields[6] });
   }
 }

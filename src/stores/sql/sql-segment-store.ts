@@ -1,10 +1,38 @@
 import { IdMintError } from '../../core/errors.ts';
-import { MAX_SEGMENT_ID, checkDescription, checkStep, checkTag, idSpaceExhausted, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
-import type { SqlConnection, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
-import { byTag, checkNewTag, checkRelease, resolveStoreOptions, storeCall, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
+import { MAX_SEGMENT_ID, MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, storedStep, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import type { SqlConnection, SqlDialect, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
+import {
+  byTag,
+  checkNewTag,
+  checkOpaqueUpdate,
+  checkRelease,
+  isPlainResidue,
+  residueMismatch,
+  residueRange,
+  residueRoom,
+  resolveStoreOptions,
+  sameResidue,
+  storeCall,
+  storedResidue,
+  tagRecord,
+  toBigInt,
+  toStep,
+  type SegmentStoreOptions,
+} from '../store-support.ts';
 
-const COLUMNS = 'biz_tag, max_id, step, description, update_time';
+/** The residue columns of a set's databases (TinyId's `remainder` and `delta`), and their values on a plain row. */
+const RESIDUE_COLUMNS = [
+  ['id_offset', 0],
+  ['id_increment', 1],
+] as const;
+
+/**
+ * idmint's column for opaque tags: 1 marks one (docs/segments.md, Opaque tags). A Leaf table lacks
+ * it until `idmint db init` adds it; rows are read whole (`SELECT *`), so a table without it reads
+ * as having no opaque tags, and only marking a tag opaque needs it.
+ */
+const OPAQUE_COLUMN = 'opaque';
 
 /**
  * A SegmentStore on Leaf's `leaf_alloc` table, for any SQL backend: SQLite, PostgreSQL, MySQL and
@@ -13,7 +41,15 @@ const COLUMNS = 'biz_tag, max_id, step, description, update_time';
  * Allocation is one atomic step: `UPDATE ... SET max_id = max_id + step ... RETURNING` where the
  * dialect has it (SQLite, PostgreSQL); otherwise the same UPDATE and a SELECT of the row inside
  * one transaction, the row locked by the UPDATE until commit (MySQL, MariaDB: Leaf's own way).
- * The UPDATE's WHERE clause refuses a step that would pass 2^63-1, so nothing changes then.
+ * The UPDATE's WHERE clause refuses a step that would pass 2^63-1, and a row whose stored step or
+ * max_id no range can come from (written outside idmint), so nothing changes then.
+ *
+ * With the `residue` option the store is one database of a set (src/stores/multi/): its table has
+ * two more columns, `id_offset` and `id_increment`, and an allocation is still one atomic step,
+ * guarded by them: `max_id` is raised to the first ID of the class and advanced by `step *
+ * increment`, only on a row of exactly this class. Rows are read whole (`SELECT *`), so a store
+ * of its own sees those columns where a table has them and refuses a row of a set rather than
+ * issue every ID from it.
  */
 export class SqlSegmentStore implements SegmentStore {
   readonly backend: string;
@@ -22,16 +58,23 @@ export class SqlSegmentStore implements SegmentStore {
   readonly #driver: SqlDriver;
   readonly #timeoutMs: number;
   readonly #sql: ReturnType<typeof statements>;
+  readonly residue?: SegmentResidue;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
-    const { table, timeoutMs } = resolveStoreOptions(options);
+    const { table, timeoutMs, residue } = resolveStoreOptions(options);
     this.backend = driver.dialect.backend;
     this.table = table;
     this.#driver = driver;
     this.#timeoutMs = timeoutMs;
-    this.#sql = statements(table, driver.dialect.nowTimestamp);
+    if (residue !== undefined) this.residue = residue;
+    this.#sql = statements(table, driver.dialect, residue);
   }
 
+  /**
+   * Creates the table if missing. A store of a set also adds the residue columns to a table
+   * that lacks them (a Leaf table, a table of a store of its own): every row then reads as a
+   * plain row, which the set refuses until `idmint db init` joins it (MultiSegmentStore.join).
+   */
   init(): Promise<void> {
     return this.#call('init', false, async (db) => {
       try {
@@ -40,6 +83,8 @@ export class SqlSegmentStore implements SegmentStore {
         // Two `IF NOT EXISTS` racing on PostgreSQL: the loser trips over the winner's catalog row.
         if (!this.#driver.dialect.isDuplicateKey(error)) throw error;
       }
+      if (this.residue !== undefined) await this.#addResidueColumns(db);
+      await this.#addOpaqueColumn(db);
     });
   }
 
@@ -59,14 +104,36 @@ export class SqlSegmentStore implements SegmentStore {
       const end = toBigInt(row['max_id'], 'max_id');
       const tagStep = toStep(row['step']);
       const used = step ?? tagStep;
-      return { tag, start: end - BigInt(used), end, step: used, tagStep };
+      const residue = this.residue;
+      if (residue === undefined) {
+        // A row of a set, read by a store of its own: its range spans every database's IDs.
+        // MySQL's transaction rolls back; with RETURNING the update is made, and its range is
+        // skipped, never issued (the set's own allocations raise max_id to their class anyway).
+        const found = storedResidue(row['id_offset'], row['id_increment']);
+        if (!isPlainResidue(found)) throw residueMismatch(tag, found, undefined);
+        return { tag, start: end - BigInt(used), end, step: used, tagStep };
+      }
+      return residueRange(tag, end, used, tagStep, residue);
+    }, () => {
+      throw tagNotFound(tag);
     });
   }
 
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     checkTag(tag);
-    checkRelease(from, to);
-    return this.#call('release', false, async (db) => (await db.query(this.#sql.release, [from, tag, to])).affectedRows === 1);
+    checkRelease(from, to, this.residue);
+    return this.#call('release', false, async (db) => (await db.query(this.#sql.release, [from, tag, to])).affectedRows === 1, () => false);
+  }
+
+  /**
+   * Re-forms a set, for MultiSegmentStore.join (`idmint db init`) only: sets the row's `max_id`
+   * and residue class to `to` if they are still exactly `from` (compare-and-set). Resolves true
+   * when set. The table must have the residue columns (a store of a set adds them in init()).
+   */
+  async reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+    checkTag(tag);
+    const params = [to.maxId, to.residue.offset, to.residue.increment, tag, from.maxId, from.residue.offset, from.residue.increment];
+    return this.#call('reassign', false, async (db) => (await db.query(this.#sql.reassign, params)).affectedRows === 1, () => false);
   }
 
   listTags(): Promise<TagRecord[]> {
@@ -75,17 +142,20 @@ export class SqlSegmentStore implements SegmentStore {
 
   async getTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
-    return this.#call('getTag', false, (db) => this.#read(db, tag));
+    return this.#call('getTag', false, (db) => this.#read(db, tag), () => undefined);
   }
 
   async createTag(tag: NewTag): Promise<TagRecord> {
-    const values = checkNewTag(tag);
+    const values = checkNewTag(tag, this.residue);
+    const residue = this.residue === undefined ? [] : [this.residue.offset, this.residue.increment];
     return this.#call('createTag', false, async (db) => {
       try {
-        await db.query(this.#sql.insert, [values.tag, values.startId, values.step, values.description]);
+        // The opaque column is named only when it is set: a Leaf table without it takes plain tags.
+        await db.query(values.opaque ? this.#sql.insertOpaque : this.#sql.insert, [values.tag, values.startId, values.step, values.description, ...residue]);
       } catch (error) {
         if (this.#driver.dialect.isDuplicateKey(error)) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
-        throw error;
+        if (values.opaque && !(await this.#hasOpaqueColumn(db))) throw this.#noOpaqueColumn(values.tag, error);
+        throw this.#refusedValue(error, values.tag);
       }
       return (await this.#read(db, values.tag)) ?? failRead(values.tag);
     });
@@ -103,12 +173,24 @@ export class SqlSegmentStore implements SegmentStore {
       sets.push('description = ?');
       params.push(checkDescription(update.description));
     }
+    const opaque = checkOpaqueUpdate(update.opaque);
+    // Only ever set to 1, never back to 0 (see TagUpdate.opaque).
+    if (opaque) sets.push(`${OPAQUE_COLUMN} = 1`);
     return this.#call('updateTag', false, async (db) => {
-      if (sets.length > 0) await db.query(`UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`, [...params, tag]);
+      if (sets.length > 0) {
+        try {
+          await db.query(`UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`, [...params, tag]);
+        } catch (error) {
+          if (opaque && !(await this.#hasOpaqueColumn(db))) throw this.#noOpaqueColumn(tag, error);
+          throw this.#refusedValue(error, tag);
+        }
+      }
       // Read back rather than trust affectedRows: MySQL counts only rows whose values changed.
       const record = await this.#read(db, tag);
       if (record === undefined) throw tagNotFound(tag);
       return record;
+    }, () => {
+      throw tagNotFound(tag);
     });
   }
 
@@ -116,8 +198,62 @@ export class SqlSegmentStore implements SegmentStore {
     return this.#driver.close();
   }
 
-  #call<T>(operation: string, transaction: boolean, run: (db: SqlConnection) => Promise<T>): Promise<T> {
-    return storeCall(this.backend, operation, this.#timeoutMs, (signal) => this.#driver.withConnection(run, { transaction, signal }));
+  /**
+   * Runs `run` on one connection, bounded by the store's timeout. `absent`, when given, answers
+   * for a tag the table cannot hold, which the database refuses even to compare (a tag with a
+   * character a Leaf table's character set lacks): no row can have it.
+   */
+  #call<T>(operation: string, transaction: boolean, run: (db: SqlConnection) => Promise<T>, absent?: () => T): Promise<T> {
+    const guarded =
+      absent === undefined
+        ? run
+        : async (db: SqlConnection) => {
+            try {
+              return await run(db);
+            } catch (error) {
+              if (this.#driver.dialect.isValueRefused(error)) return absent();
+              throw error;
+            }
+          };
+    return storeCall(this.backend, operation, this.#timeoutMs, (signal) => this.#driver.withConnection(guarded, { transaction, signal }));
+  }
+
+  /**
+   * Adds the opaque column where the table lacks it (a Leaf table, or one made before idmint had
+   * it). Neither MySQL nor SQLite has `ADD COLUMN IF NOT EXISTS`, so the column is looked for
+   * first; a concurrent init that added it first is not an error.
+   */
+  async #addOpaqueColumn(db: SqlConnection): Promise<void> {
+    if (await this.#hasOpaqueColumn(db)) return;
+    try {
+      await db.query(`ALTER TABLE ${this.table} ADD COLUMN ${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`, []);
+    } catch (error) {
+      if (!(await this.#hasOpaqueColumn(db))) throw error;
+    }
+  }
+
+  #hasOpaqueColumn(db: SqlConnection): Promise<boolean> {
+    return db.query(`SELECT ${OPAQUE_COLUMN} FROM ${this.table} WHERE 1 = 0`, []).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  #noOpaqueColumn(tag: string, cause: unknown): IdMintError {
+    return new IdMintError('OPAQUE_UNAVAILABLE', `tag "${tag}" cannot be made opaque: table ${this.table} has no ${OPAQUE_COLUMN} column (a Leaf table); run "idmint db init" on it to add the column (plain tags keep working without it)`, {
+      cause,
+      details: { tag },
+    });
+  }
+
+  /** A write the database refused because the table cannot hold a value: bad input, not an outage. */
+  #refusedValue(error: unknown, tag: string): unknown {
+    if (!this.#driver.dialect.isValueRefused(error)) return error;
+    const reason = error instanceof Error ? error.message : String(error);
+    return new IdMintError('INVALID_ARGUMENT', `tag "${tag}": table ${this.table} cannot store this tag or description (${reason}); on MySQL, a table in the utf8mb4 character set holds every tag`, {
+      cause: error,
+      details: { tag },
+    });
   }
 
   async #read(db: SqlConnection, tag: string): Promise<TagRecord | undefined> {
@@ -125,35 +261,113 @@ export class SqlSegmentStore implements SegmentStore {
     return row === undefined ? undefined : asRecord(row);
   }
 
-  /** The guarded UPDATE matched no row: no such tag, or the step would pass 2^63-1. */
+  /**
+   * Adds `id_offset` and `id_increment` where the table lacks them. Neither MySQL nor SQLite has
+   * `ADD COLUMN IF NOT EXISTS`, so each column is looked for first; a concurrent init that added
+   * it first is not an error.
+   */
+  async #addResidueColumns(db: SqlConnection): Promise<void> {
+    const has = (column: string) =>
+      db.query(`SELECT ${column} FROM ${this.table} WHERE 1 = 0`, []).then(
+        () => true,
+        () => false,
+      );
+    for (const [column, plain] of RESIDUE_COLUMNS) {
+      if (await has(column)) continue;
+      try {
+        await db.query(`ALTER TABLE ${this.table} ADD COLUMN ${column} int NOT NULL DEFAULT ${plain}`, []);
+      } catch (error) {
+        if (!(await has(column))) throw error;
+      }
+    }
+  }
+
+  /** The guarded UPDATE matched no row: no such tag, a row of another class, a row no range can come from, or the step would pass 2^63-1. */
   async #whyNotAllocated(db: SqlConnection, tag: string, step: number | undefined): Promise<IdMintError> {
     const row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
     if (row === undefined) return tagNotFound(tag);
+    const residue = this.residue;
+    const found = storedResidue(row['id_offset'], row['id_increment']);
+    if (residue !== undefined && !sameResidue(found, residue)) return residueMismatch(tag, found, residue);
+    const stored = storedStep(row['step']);
+    if (stored === undefined) return tagMisconfigured(tag, 'step', row['step']);
     const maxId = toBigInt(row['max_id'], 'max_id');
-    const used = step ?? toStep(row['step']);
+    if (maxId < 0n) return tagMisconfigured(tag, 'max_id', maxId);
+    const used = step ?? stored;
+    // Room for the range and, in a set, for raising max_id to the class first (at most increment - 1).
+    const needed = residue === undefined ? BigInt(used) : residueRoom(used, residue);
     // Otherwise the tag was created between the two statements: the caller may simply retry.
-    return maxId > MAX_SEGMENT_ID - BigInt(used) ? idSpaceExhausted(tag, maxId, used) : tagNotFound(tag);
+    return maxId > MAX_SEGMENT_ID - needed ? idSpaceExhausted(tag, maxId, used) : tagNotFound(tag);
   }
 }
 
-function statements(table: string, now: string) {
+function statements(table: string, dialect: SqlDialect, residue: SegmentResidue | undefined) {
+  const now = dialect.nowTimestamp;
   const step = 'COALESCE(?, step)';
-  const allocate = `UPDATE ${table} SET max_id = max_id + ${step}, update_time = ${now} WHERE biz_tag = ? AND max_id <= ${MAX_SEGMENT_ID} - ${step}`;
+  // Leaf's columns and types (scripts/leaf_alloc.sql), so Leaf's own table works unchanged and
+  // vice versa; update_time as Leaf's: set on insert (and on update where the database can).
+  const leafColumns = `biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, ${dialect.autoTimestampColumn('update_time')}`;
+  // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
+  const opaqueColumn = `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`;
+  const release = `UPDATE ${table} SET max_id = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ?`;
+  const insert = `INSERT INTO ${table} (biz_tag, max_id, step, description, update_time`;
+  const shared = {
+    // Whole rows: a store of its own must see a set's residue columns where the table has them.
+    readMaxId: `SELECT * FROM ${table} WHERE biz_tag = ?`,
+    list: `SELECT * FROM ${table}`,
+    get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
+    reassign: `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?`,
+  };
+  if (residue === undefined) {
+    // A row written outside idmint may hold a step of 0 or less (no range, or one going backwards)
+    // or a negative max_id: such a row is never updated (#whyNotAllocated names it). CASE, not AND,
+    // so the overflow guard is evaluated only for a valid step: `MAX - step` with a negative step
+    // overflows (an error on PostgreSQL and MySQL, a lossy float on SQLite), and SQL promises no
+    // order for the terms of an AND.
+    const allocate = `UPDATE ${table} SET max_id = max_id + ${step}, update_time = ${now} WHERE biz_tag = ? AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 THEN max_id <= ${MAX_SEGMENT_ID} - ${step} ELSE 1 = 0 END`;
+    return {
+      ...shared,
+      createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ${opaqueColumn})${dialect.tableOptions}`,
+      allocate,
+      allocateReturning: `${allocate} RETURNING *`,
+      release,
+      insert: `${insert}) VALUES (?, ?, ?, ?, ${now})`,
+      insertOpaque: `${insert}, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, 1)`,
+    };
+  }
+  // Database r of a set of N. Offset and increment are validated integers, written into the
+  // statements as literals. max_id is first raised to the next ID of class r (a row a Leaf node or
+  // a store of its own moved is realigned, skipping only IDs of class r that no one issued), then
+  // advanced by step * N (in 64 bits: PostgreSQL multiplies two ints in 32); the range is the step
+  // IDs of class r below the new max_id. The residue columns guard the row: a row of another class
+  // or set size, or one fenced (id_increment 0) while a set is re-formed, is never updated. The
+  // overflow guard leaves room for the realignment (at most N - 1: residueRoom).
+  const { offset: r, increment: n } = residue;
+  const wide = dialect.castToBigint(step);
+  const guard = `id_offset = ${r} AND id_increment = ${n}`;
+  const allocate = `UPDATE ${table} SET max_id = max_id + (${r + n} - max_id % ${n}) % ${n} + ${wide} * ${n}, update_time = ${now} WHERE biz_tag = ? AND ${guard} AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 THEN max_id <= ${MAX_SEGMENT_ID} - ${wide} * ${n} - ${n - 1} ELSE 1 = 0 END`;
   return {
-    // Leaf's columns and types, so Leaf's own table works unchanged and vice versa.
-    createTable: `CREATE TABLE IF NOT EXISTS ${table} (biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, update_time timestamp NULL DEFAULT NULL)`,
+    ...shared,
+    createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ${opaqueColumn})${dialect.tableOptions}`,
     allocate,
-    allocateReturning: `${allocate} RETURNING max_id, step`,
-    readMaxId: `SELECT max_id, step FROM ${table} WHERE biz_tag = ?`,
-    release: `UPDATE ${table} SET max_id = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ?`,
-    list: `SELECT ${COLUMNS} FROM ${table}`,
-    get: `SELECT ${COLUMNS} FROM ${table} WHERE biz_tag = ?`,
-    insert: `INSERT INTO ${table} (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, ${now})`,
+    allocateReturning: `${allocate} RETURNING *`,
+    release: `${release} AND ${guard}`,
+    insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
+    insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
   };
 }
 
 function asRecord(row: SqlRow): TagRecord {
-  return tagRecord({ biz_tag: row['biz_tag'], max_id: row['max_id'], step: row['step'], description: row['description'], update_time: row['update_time'] });
+  return tagRecord({
+    biz_tag: row['biz_tag'],
+    max_id: row['max_id'],
+    step: row['step'],
+    description: row['description'],
+    update_time: row['update_time'],
+    id_offset: row['id_offset'],
+    id_increment: row['id_increment'],
+    opaque: row[OPAQUE_COLUMN],
+  });
 }
 
 function failRead(tag: string): never {

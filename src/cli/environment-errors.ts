@@ -1,0 +1,82 @@
+// Failures of the environment (a port in use, a host that does not resolve, a store that does
+// not answer) put in one line naming the setting to look at, with exit status 1. Configuration
+// mistakes are caught earlier, by the configuration (exit 2); what is left here is what only
+// trying can tell.
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { isIdMintError } from '../core/errors.ts';
+import { parseConnectionUrl, type UrlRole } from '../shared/connection-url.ts';
+import { withTimeout } from '../shared/timeout.ts';
+import { EXIT_FAILURE } from './exit-codes.ts';
+import { CommandFailure } from './io.ts';
+
+/** How long a host name may take to resolve when explaining a failure. */
+const LOOKUP_TIMEOUT_MS = 2000;
+
+/** Why `listen(host, port)` failed, in one line naming IDMINT_HOST or IDMINT_PORT; undefined for an error it does not know. */
+export function listenFailure(error: unknown, host: string, port: number): CommandFailure | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  const fail = (message: string) => new CommandFailure(message, EXIT_FAILURE, { cause: error });
+  switch (code) {
+    case 'EADDRINUSE':
+      return fail(`port ${port} (IDMINT_PORT) is in use by another process`);
+    case 'EADDRNOTAVAIL':
+      return fail(`host ${host} (IDMINT_HOST) is not an address of this machine`);
+    case 'EACCES':
+      return fail(`port ${port} (IDMINT_PORT) needs privileges this process lacks: ports below 1024 are reserved (use 1024 or above, or grant CAP_NET_BIND_SERVICE)`);
+    case 'ENOTFOUND':
+    case 'EAI_NONAME':
+    case 'EAI_AGAIN':
+      return fail(`host "${host}" (IDMINT_HOST) does not resolve`);
+    case 'EAFNOSUPPORT':
+      return fail(`host ${host} (IDMINT_HOST): this machine has no network of that address family`);
+    default:
+      return undefined;
+  }
+}
+
+/** A backend URL and the variable that sets it, for {@link backendFailure}. */
+export interface BackendSetting {
+  readonly url: string;
+  readonly role: UrlRole;
+  /** `IDMINT_SEGMENT_STORE`, `IDMINT_WORKER_REGISTRY`, `--store`. */
+  readonly name: string;
+}
+
+/**
+ * A store or registry failure (STORE_UNAVAILABLE, REGISTRY_UNAVAILABLE) in one line naming the
+ * setting: `host "db.example" in the segment store URL (IDMINT_SEGMENT_STORE) does not resolve`
+ * when a host of its URL does not resolve, else the failure itself prefixed with the setting.
+ * Undefined for any other error (it is already as clear as it gets, or a configuration error).
+ */
+export async function backendFailure(error: unknown, settings: readonly BackendSetting[]): Promise<CommandFailure | undefined> {
+  const role: UrlRole | undefined = isIdMintError(error, 'STORE_UNAVAILABLE') ? 'segment-store' : isIdMintError(error, 'REGISTRY_UNAVAILABLE') ? 'worker-registry' : undefined;
+  const setting = settings.find((s) => s.role === role);
+  if (setting === undefined || !(error instanceof Error)) return undefined;
+  const what = role === 'segment-store' ? 'segment store' : 'worker registry';
+  const unresolved = await unresolvedHost(setting.url, setting.role);
+  if (unresolved !== undefined) return new CommandFailure(`host "${unresolved}" in the ${what} URL (${setting.name}) does not resolve`, EXIT_FAILURE, { cause: error });
+  // A message that names its setting already (`cannot open SQLite file ... (IDMINT_SEGMENT_STORE)`) stays as it is.
+  if (error.message.includes(setting.name)) return new CommandFailure(error.message, EXIT_FAILURE, { cause: error });
+  return new CommandFailure(`${what} (${setting.name}): ${error.message}`, EXIT_FAILURE, { cause: error });
+}
+
+/** The first host name of `url` that does not resolve, if any (IP addresses are not looked up). */
+async function unresolvedHost(url: string, role: UrlRole): Promise<string | undefined> {
+  let hosts: string[];
+  try {
+    const parsed = parseConnectionUrl(url, role);
+    hosts = 'hosts' in parsed ? parsed.hosts.map((h) => h.host) : 'host' in parsed ? [parsed.host.host] : [];
+  } catch {
+    return undefined;
+  }
+  for (const host of hosts) {
+    if (host === '' || isIP(host) !== 0) continue;
+    const found = await withTimeout(lookup(host), LOOKUP_TIMEOUT_MS, () => new Error('lookup timed out')).then(
+      () => true,
+      (reason: unknown) => !['ENOTFOUND', 'EAI_NONAME', 'EAI_FAIL', 'EAI_NODATA'].includes(String((reason as { code?: unknown }).code)),
+    );
+    if (!found) return host;
+  }
+  return undefined;
+}

@@ -1,0 +1,22 @@
+import Type from 'typebox';
+import { oneOf, onOff } from './keys.ts';
+
+/** What the server tells its operators: Prometheus metrics and JSON log lines. */
+
+/** pino's levels, most severe first, and `silent`. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export const MetricsConfig = Type.Object(
+  {
+    enabled: onOff({ env: 'IDMINT_METRICS', default: true, doc: 'Serve Prometheus metrics at `/metrics`.' }),
+  },
+  { additionalProperties: false },
+);
+
+export const LogConfig = Type.Object(
+  {
+    level: oneOf({ env: 'IDMINT_LOG_LEVEL', default: 'info', values: LOG_LEVELS, doc: 'Least severe log level written (JSON lines on stdout).' }),
+    requests: onOff({ env: 'IDMINT_LOG_REQUESTS', default: false, doc: 'Log one line per request. Off by default: at these request rates it costs throughput.' }),
+  },
+  { additionalProperties: false },
+);

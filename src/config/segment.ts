@@ -1,0 +1,105 @@
+import Type from 'typebox';
+import { MAX_SEGMENT_DATABASES, MAX_TAG_STEP, SEGMENT_SERVICE_BOUNDS } from '../core/segment-limits.ts';
+import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
+import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
+import { DEFAULT_SEGMENT_STORE_URL } from '../stores/open-segment-store.ts';
+import { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS, STORE_TIMEOUT_BOUNDS } from '../stores/store-support.ts';
+import type { Static } from 'typebox';
+import { backendUrl, backendUrlList, decimal, duration, integer, onOff, text } from './keys.ts';
+import type { ConfigRule, Frozen } from './rules.ts';
+
+/**
+ * Segment mode: the store and the service over it. Where a library component checks the same
+ * value (SegmentService, the stores, the step policy), its bound is imported, never retyped; the
+ * configuration's own upper limits are tighter, operator-sized ones, and a test proves the library
+ * accepts each of them.
+ */
+
+
+
+const service = SEGMENT_SERVICE_BOUNDS;
+
+export const SegmentConfig = Type.Object(
+  {
+    enabled: onOff({ env: 'IDMINT_SEGMENT_ENABLED', default: true, doc: 'Serve segment mode (`/api/segment`, `/v1/segment`, `/v1/tags`).' }),
+    store: backendUrl({
+      env: 'IDMINT_SEGMENT_STORE',
+      default: DEFAULT_SEGMENT_STORE_URL,
+      role: 'segment-store',
+      doc: 'Where tags and their ranges live: sqlite:FILE, sqlite::memory:, postgres://, mysql:// or mariadb://, redis:// or rediss://.',
+    }),
+    table: text({
+      env: 'IDMINT_SEGMENT_TABLE',
+      default: DEFAULT_SEGMENT_TABLE,
+      doc: "Table (SQL) or key prefix (Redis) of the tags; Leaf's own `leaf_alloc` by default, so a Leaf database works as is.",
+      pattern: SQL_IDENTIFIER,
+      allowed: SQL_IDENTIFIER_RULE,
+    }),
+    timeoutMs: duration({
+      env: 'IDMINT_SEGMENT_TIMEOUT_MS',
+      default: DEFAULT_STORE_TIMEOUT_MS,
+      min: STORE_TIMEOUT_BOUNDS.min,
+      max: 600_000,
+      doc: 'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose allocation timed out is skipped, never guessed.',
+    }),
+    poolSize: integer({ env: 'IDMINT_SEGMENT_POOL_SIZE', default: 10, min: 1, max: 1000, doc: 'Database connections in the pool (PostgreSQL, MySQL).' }),
+    prefetchThreshold: decimal({
+      env: 'IDMINT_SEGMENT_PREFETCH_THRESHOLD',
+      default: service.prefetchThreshold.fallback,
+      min: service.prefetchThreshold.min,
+      max: service.prefetchThreshold.max,
+      doc: 'Share of a range issued before the next one is loaded in the background (Leaf: 10%).',
+    }),
+    waitTimeoutMs: duration({
+      env: 'IDMINT_SEGMENT_WAIT_TIMEOUT_MS',
+      default: service.waitTimeoutMs.fallback,
+      min: service.waitTimeoutMs.min,
+      max: 600_000,
+      doc: 'How long a request waits for a range being loaded before SEGMENTS_NOT_READY.',
+    }),
+    retryAfterMs: duration({
+      env: 'IDMINT_SEGMENT_RETRY_AFTER_MS',
+      default: service.retryAfterMs.fallback,
+      min: service.retryAfterMs.min,
+      max: 600_000,
+      doc: 'After a failed load, how long requests that find nothing buffered fail fast before the store is tried again.',
+    }),
+    tagRefreshMs: duration({
+      env: 'IDMINT_SEGMENT_TAG_REFRESH_MS',
+      default: service.tagRefreshMs.fallback,
+      min: service.tagRefreshMs.min,
+      max: 86_400_000,
+      doc: 'How often the tag list is re-read (tags created elsewhere appear, deleted ones go); 0: never.',
+    }),
+    maxStep: integer({
+      env: 'IDMINT_SEGMENT_MAX_STEP',
+      default: DEFAULT_STEP_POLICY.maxStep,
+      min: 1,
+      max: MAX_TAG_STEP,
+      doc: "The dynamic step never grows past this, unless a tag's own step is larger (Leaf: 1,000,000).",
+    }),
+    rangeDurationMs: integer({
+      env: 'IDMINT_SEGMENT_RANGE_DURATION_MS',
+      default: DEFAULT_STEP_POLICY.growBelowMs,
+      min: 1,
+      max: 86_400_000,
+      doc: 'Target lifetime of a range: one used up faster doubles the step, one lasting over twice as long halves it (Leaf: 15 min).',
+    }),
+    stores: backendUrlList({
+      env: 'IDMINT_SEGMENT_STORES',
+      default: [],
+      role: 'segment-store',
+      max: MAX_SEGMENT_DATABASES,
+      doc: 'A set of databases in place of segment.store, so segment mode has no single database to lose: the one at index r issues only IDs ≡ r (mod their number). Same order everywhere; after changing it, run `idmint db init` (docs/segments.md, Several databases).',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+/** Rules between the segment keys. */
+export const SEGMENT_RULES: readonly ConfigRule<Frozen<Static<typeof SegmentConfig>>>[] = [
+  (segment, check) => {
+    // Two places naming the databases would leave it unclear which one serves.
+    if (segment.stores.length > 0 && check.isSet('segment.store')) check.fail('segment.stores', 'segment.store and segment.stores are both set: use segment.stores alone for a set of databases, segment.store alone for one');
+  },
+];

@@ -1,0 +1,412 @@
+import type { Clock } from '../ports/clock.ts';
+import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
+import { IdMintError, isIdMintError } from '../core/errors.ts';
+import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentTagStats } from '../core/segment-buffer.ts';
+import { SEGMENT_SERVICE_BOUNDS, checkTag, tagNotFound } from '../core/segment-limits.ts';
+import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
+import { withTimeout } from '../shared/timeout.ts';
+
+/** Options for {@link SegmentService}; every duration is in ms. */
+export interface SegmentServiceOptions {
+  /** Where ranges come from. The service never closes it: whoever opened it does. */
+  readonly store: SegmentStore;
+  /** Time for the dynamic step, retry delays and the negative cache. Required: core never reads the system time. */
+  readonly clock: Clock;
+  /** Dynamic step constants (Leaf's by default). */
+  readonly step?: StepPolicyOptions;
+  /** Fraction of a range issued before the next range is loaded, 0 to 1. Default 0.1 (Leaf); 1 loads only when empty. */
+  readonly prefetchThreshold?: number;
+  /** How long a request waits for a range being loaded before SEGMENTS_NOT_READY. Default 2000. */
+  readonly waitTimeoutMs?: number;
+  /** How long one store call may take before it is abandoned (its range skipped). Default 5000. */
+  readonly loadTimeoutMs?: number;
+  /** After a failed load, how long requests that find nothing buffered fail fast before the store is tried again. Default 1000. */
+  readonly retryAfterMs?: number;
+  /** How often the tag list is re-read from the store; 0 disables the timer. Default 60000. */
+  readonly tagRefreshMs?: number;
+  /** How long a tag the store does not have is answered TAG_NOT_FOUND without asking again. Default 2000. */
+  readonly negativeCacheMs?: number;
+  /** Called after every range load and tag refresh, for logs and metrics. Must not throw. */
+  readonly onEvent?: (event: SegmentEvent) => void;
+}
+
+/** A tag-list refresh, successful or not. */
+export interface SegmentRefreshEvent {
+  readonly type: 'refresh';
+  /** Tags in the store; absent when the refresh failed. */
+  readonly tags?: number;
+  readonly error?: IdMintError;
+}
+
+export type SegmentEvent = SegmentLoadEvent | SegmentRefreshEvent;
+
+/** A snapshot of the service, for metrics and the admin API. */
+export interface SegmentServiceStats {
+  /** One entry per cached tag, sorted by tag. */
+  readonly tags: SegmentTagStats[];
+  readonly tagRefreshes: number;
+  readonly tagRefreshFailures: number;
+  /** Clock time of the last successful tag refresh; null before the first. */
+  readonly lastTagRefreshAt: number | null;
+  /** Unknown tag names currently answered from the negative cache. */
+  readonly negativeCacheSize: number;
+  /** The service's clock when the snapshot was taken (lastTagRefreshAt is on the same clock). */
+  readonly at: number;
+}
+
+/** What {@link SegmentService.close} gave back to the store and what it had to waste. */
+export interface SegmentShutdownReport {
+  /** Unissued IDs handed back to the store: the next allocation starts right after the last ID issued. */
+  readonly releasedIds: number;
+  /** Unissued IDs lost: another node allocated after ours, the store was down, or a gap between ranges. */
+  readonly wastedIds: number;
+  /** Tags whose give-back failed (the store was down or too slow): their IDs are counted in wastedIds. */
+  readonly failedReleases: readonly SegmentReleaseFailure[];
+}
+
+/** A give-back that failed at shutdown: the tag, the IDs it could not return, and why. */
+export interface SegmentReleaseFailure {
+  readonly tag: string;
+  readonly ids: number;
+  readonly error: IdMintError;
+}
+
+
+/** Unknown names cached at most; beyond this the oldest entry goes, so random names cannot grow memory. */
+const NEGATIVE_CACHE_MAX = 10_000;
+/** Largest batch: 10 million bigints are ~0.5 GB; larger requests are a client bug. */
+export const MAX_SEGMENT_BATCH = 10_000_000;
+
+/**
+ * Segment mode: per business tag, dense increasing 64-bit IDs handed out from ranges the store
+ * allocates, double-buffered so the store is off the request path (Meituan Leaf's segment mode,
+ * with its known gaps closed: tags loaded at start-up, batches, bounded waits, fail-fast outages,
+ * a shutdown that gives unissued IDs back).
+ *
+ * Use {@link nextSync} on hot paths (no Promise when the ID is buffered, which is almost always)
+ * and fall back to {@link next}: `service.nextSync(tag) ?? await service.next(tag)`.
+ */
+export class SegmentService {
+  readonly #store: SegmentStore;
+  readonly #clock: Clock;
+  readonly #settings: SegmentBufferSettings;
+  readonly #waitTimeoutMs: number;
+  readonly #loadTimeoutMs: number;
+  readonly #tagRefreshMs: number;
+  readonly #negativeCacheMs: number;
+  readonly #onEvent: ((event: SegmentEvent) => void) | undefined;
+
+  readonly #buffers = new Map<string, SegmentBuffer>();
+  /**
+   * Tags known to be opaque. Only ever added to while a tag exists: a store never turns an opaque
+   * tag back, so a record that says otherwise is an older read, never a change to follow.
+   */
+  readonly #opaque = new Set<string>();
+  /** When each buffer was created, as a count of buffers created so far (see #refresh). */
+  readonly #createdAt = new WeakMap<SegmentBuffer, number>();
+  #created = 0;
+  /** Unknown tag -> clock time until which it is answered TAG_NOT_FOUND from memory. */
+  readonly #negative = new Map<string, number>();
+  /** Store look-ups in flight, shared by every request for the same unknown tag. */
+  readonly #lookups = new Map<string, Promise<SegmentBuffer>>();
+  #refreshing: Promise<void> | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #closing: Promise<SegmentShutdownReport> | undefined;
+  #tagRefreshes = 0;
+  #tagRefreshFailures = 0;
+  #lastTagRefreshAt: number | null = null;
+
+  constructor(options: SegmentServiceOptions) {
+    if (options === null || typeof options !== 'object' || options.store === undefined || options.clock === undefined) {
+      throw new IdMintError('INVALID_ARGUMENT', 'SegmentService needs options with a store and a clock');
+    }
+    const bounds = SEGMENT_SERVICE_BOUNDS;
+    const prefetchThreshold = options.prefetchThreshold ?? bounds.prefetchThreshold.fallback;
+    if (typeof prefetchThreshold !== 'number' || !(prefetchThreshold >= bounds.prefetchThreshold.min && prefetchThreshold <= bounds.prefetchThreshold.max)) {
+      throw new IdMintError('INVALID_ARGUMENT', `prefetchThreshold must be a number from ${bounds.prefetchThreshold.min} to ${bounds.prefetchThreshold.max}, got ${String(prefetchThreshold)}`);
+    }
+    this.#waitTimeoutMs = checkMs('waitTimeoutMs', options.waitTimeoutMs);
+    this.#loadTimeoutMs = checkMs('loadTimeoutMs', options.loadTimeoutMs);
+    this.#tagRefreshMs = checkMs('tagRefreshMs', options.tagRefreshMs);
+    this.#negativeCacheMs = checkMs('negativeCacheMs', options.negativeCacheMs);
+    this.#store = options.store;
+    this.#clock = options.clock;
+    this.#onEvent = options.onEvent;
+    const loadTimeoutMs = this.#loadTimeoutMs;
+    this.#settings = {
+      allocate: (tag, step) =>
+        withTimeout(this.#store.allocate(tag, step), loadTimeoutMs, () =>
+          new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": allocating a range took longer than ${loadTimeoutMs} ms; its outcome is unknown, so that range is skipped`, {
+            details: { tag, timeoutMs: loadTimeoutMs, abandoned: true },
+          }),
+        ),
+      clock: this.#clock,
+      stepPolicy: resolveStepPolicy(options.step),
+      prefetchThreshold,
+      retryAfterMs: checkMs('retryAfterMs', options.retryAfterMs),
+      onEvent: options.onEvent,
+    };
+  }
+
+  /**
+   * Loads the tag list and starts its periodic refresh, so every tag is served from the first
+   * request (Leaf loads lazily and fails its first minute). Ranges themselves load on first use.
+   * Rejects (STORE_UNAVAILABLE) if the store cannot be read; the refresh timer runs anyway and
+   * tags are still looked up on demand, so a caller may log the error and carry on.
+   */
+  async start(): Promise<void> {
+    if (this.#closing !== undefined) throw closedError();
+    if (this.#timer === undefined && this.#tagRefreshMs > 0) {
+      this.#timer = setInterval(() => {
+        this.refreshTags().catch(() => undefined); // reported through onEvent and stats
+      }, this.#tagRefreshMs);
+      // A forgotten close() must not keep the process alive.
+      this.#timer.unref?.();
+    }
+    await this.refreshTags();
+  }
+
+  /**
+   * The next ID for `tag` if one is buffered, else undefined (then call {@link next}, which
+   * waits). Never throws and never waits: a counter increment on the hot path. Starts loading
+   * the next range in the background when the threshold is crossed.
+   */
+  nextSync(tag: string): bigint | undefined {
+    const buffer = this.#buffers.get(tag);
+    return buffer === undefined ? undefined : buffer.nextSync();
+  }
+
+  /**
+   * The next ID for `tag`. Waits (up to `waitTimeoutMs`) for a range being loaded rather than
+   * failing. Throws IdMintError: INVALID_ARGUMENT, TAG_NOT_FOUND, SEGMENTS_NOT_READY (the load did
+   * not finish in time; retryable), STORE_UNAVAILABLE (the store failed and nothing is buffered;
+   * retryable, fails fast for `retryAfterMs`), ID_SPACE_EXHAUSTED, TAG_MISCONFIGURED (the tag's
+   * row allows no allocation; not retryable).
+   */
+  async next(tag: string): Promise<bigint> {
+    const id = this.nextSync(tag);
+    if (id !== undefined) return id;
+    const [first] = await this.#draw(tag, 1);
+    return first as bigint;
+  }
+
+  /**
+   * True when `tag` is opaque as far as this service has read (its records from start-up,
+   * refreshes, look-ups and {@link tagChanged}). The IDs it hands out are dense either way;
+   * the edge encodes an opaque tag's (service/opaque-ids.ts) and must never answer them bare.
+   */
+  isOpaque(tag: string): boolean {
+    return this.#opaque.has(tag);
+  }
+
+  /**
+   * Takes a tag record just written (created or changed on this node) at once: its step and its
+   * opaque mark, without waiting for a refresh, whose read may have started before the write.
+   */
+  tagChanged(record: TagRecord): void {
+    if (this.#closing === undefined) this.#adopt(record);
+  }
+
+  /**
+   * `count` IDs (1 to 10,000,000) for `tag`, increasing, if all are buffered now; else undefined
+   * (nothing is taken; call {@link nextBatch}).
+   */
+  nextBatchSync(tag: string, count: number): bigint[] | undefined {
+    const buffer = this.#buffers.get(tag);
+    if (buffer === undefined || !Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BATCH || count > buffer.available()) return undefined;
+    const ids: bigint[] = [];
+    buffer.take(ids, count);
+    return ids;
+  }
+
+  /**
+   * `count` IDs (1 to 10,000,000) for `tag`, increasing. A batch may be larger than a range: it
+   * takes what is buffered and waits for further ranges, each wait bounded by `waitTimeoutMs`,
+   * so it always ends. Throws as {@link next}; on a failure part-way, the IDs already taken are
+   * lost (never reissued).
+   */
+  async nextBatch(tag: string, count: number): Promise<bigint[]> {
+    if (!Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BATCH) {
+      throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(count)}`);
+    }
+    return this.nextBatchSync(tag, count) ?? this.#draw(tag, count);
+  }
+
+  /**
+   * Re-reads the tag list: new tags appear, deleted ones go (an empty table empties the cache).
+   * Runs every `tagRefreshMs`; call it to apply a change at once. Concurrent calls share one read.
+   */
+  refreshTags(): Promise<void> {
+    this.#refreshing ??= this.#refresh().finally(() => {
+      this.#refreshing = undefined;
+    });
+    return this.#refreshing;
+  }
+
+  /** A snapshot for metrics: per tag its step, buffered IDs, loads, latency and failures. */
+  stats(): SegmentServiceStats {
+    return {
+      tags: [...this.#buffers.values()].map((buffer) => buffer.stats()).sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0)),
+      tagRefreshes: this.#tagRefreshes,
+      tagRefreshFailures: this.#tagRefreshFailures,
+      lastTagRefreshAt: this.#lastTagRefreshAt,
+      negativeCacheSize: this.#negative.size,
+      at: this.#clock.now(),
+    };
+  }
+
+  /**
+   * IDs handed out so far per tag with a buffer, cheap enough to read every second (no sort, no
+   * per-tag object): the dashboard's draw rates are the growth of these totals.
+   */
+  issuedByTag(): Map<string, number> {
+    const totals = new Map<string, number>();
+    for (const [tag, buffer] of this.#buffers) totals.set(tag, buffer.issued());
+    return totals;
+  }
+
+  /**
+   * Graceful shutdown: stops issuing at once (later calls get SEGMENTS_NOT_READY), lets loads in
+   * flight settle, then gives each tag's unissued tail back to the store where nobody allocated
+   * after us, so a restart continues right after the last ID issued instead of wasting the
+   * buffered ranges. Idempotent. Does not close the store.
+   */
+  close(): Promise<SegmentShutdownReport> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<SegmentShutdownReport> {
+    clearInterval(this.#timer);
+    const buffers = [...this.#buffers.values()];
+    this.#buffers.clear();
+    let releasedIds = 0;
+    let wastedIds = 0;
+    const failedReleases: SegmentReleaseFailure[] = [];
+    await Promise.all(
+      buffers.map(async (buffer) => {
+        const { tails, wasted } = await buffer.close();
+        wastedIds += wasted;
+        // One tail per residue class: with a set of databases, each goes back to its own database.
+        for (const tail of tails) {
+          const size = tail.ids;
+          // A release whose outcome is unknown is harmless: we issue nothing from the tail either way.
+          const released = await withTimeout(this.#store.release(buffer.tag, tail.from, tail.to), this.#loadTimeoutMs, () => storeTimeout('releasing a range', this.#loadTimeoutMs)).catch((error: unknown) => {
+            failedReleases.push({ tag: buffer.tag, ids: size, error: isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `tag "${buffer.tag}": releasing a range failed: ${String(error)}`, { cause: error }) });
+            return false;
+          });
+          if (released) releasedIds += size;
+          else wastedIds += size;
+        }
+      }),
+    );
+    return { releasedIds, wastedIds, failedReleases };
+  }
+
+  async #draw(tag: string, count: number): Promise<bigint[]> {
+    if (this.#closing !== undefined) throw closedError();
+    const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
+    const ids: bigint[] = [];
+    for (;;) {
+      buffer.take(ids, count - ids.length);
+      if (ids.length === count) return ids;
+      // Each wait is bounded and each wake-up follows a load (or a failure, which throws), so a
+      // batch larger than a range makes progress every round and always ends.
+      await withTimeout(buffer.whenReady(), this.#waitTimeoutMs, () => {
+        return new IdMintError('SEGMENTS_NOT_READY', `tag "${tag}": no buffered IDs left and the next range did not load within ${this.#waitTimeoutMs} ms; retry`, {
+          details: { tag, waitTimeoutMs: this.#waitTimeoutMs },
+        });
+      });
+    }
+  }
+
+  /** A tag missing from the cache: ask the store (once, however many requests ask) before TAG_NOT_FOUND. */
+  #lookup(tag: string): Promise<SegmentBuffer> {
+    checkTag(tag);
+    const until = this.#negative.get(tag);
+    if (until !== undefined) {
+      if (this.#clock.now() < until) return Promise.reject(tagNotFound(tag));
+      this.#negative.delete(tag);
+    }
+    let pending = this.#lookups.get(tag);
+    if (pending === undefined) {
+      pending = withTimeout(this.#store.getTag(tag), this.#loadTimeoutMs, () => storeTimeout(`looking up tag "${tag}"`, this.#loadTimeoutMs))
+        .then((record) => {
+          // Exactly this name: a case-insensitive (or PAD SPACE) MySQL collation returns the row
+          // of "orders" for "ORDERS" or "orders ". Leaf's cache is keyed by the exact biz_tag, so
+          // Leaf refuses those names; serving them would also ask the store on every request.
+          if (record !== undefined && record.tag === tag) return this.#adopt(record);
+          if (this.#negative.size >= NEGATIVE_CACHE_MAX) this.#negative.delete(this.#negative.keys().next().value as string);
+          this.#negative.set(tag, this.#clock.now() + this.#negativeCacheMs);
+          throw tagNotFound(tag);
+        })
+        .finally(() => this.#lookups.delete(tag));
+      this.#lookups.set(tag, pending);
+    }
+    return pending;
+  }
+
+  /** The buffer for a tag the store has, created on first sight. */
+  #adopt(record: TagRecord): SegmentBuffer {
+    if (this.#closing !== undefined) throw closedError();
+    let buffer = this.#buffers.get(record.tag);
+    if (buffer === undefined) {
+      buffer = new SegmentBuffer(record.tag, record.step, this.#settings);
+      this.#buffers.set(record.tag, buffer);
+      this.#createdAt.set(buffer, ++this.#created);
+    } else {
+      buffer.setTagStep(record.step);
+    }
+    if (record.opaque === true) this.#opaque.add(record.tag);
+    this.#negative.delete(record.tag);
+    return buffer;
+  }
+
+  async #refresh(): Promise<void> {
+    // Buffers created after this point may be for tags the list read below predates (a tag
+    // created and looked up while the read is on its way): the list cannot say they are gone.
+    const createdBeforeRead = this.#created;
+    let records: TagRecord[];
+    try {
+      records = await withTimeout(this.#store.listTags(), this.#loadTimeoutMs, () => storeTimeout('listing tags', this.#loadTimeoutMs));
+    } catch (error) {
+      this.#tagRefreshFailures++;
+      const failure = isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `listing tags failed: ${String(error)}`, { cause: error });
+      this.#onEvent?.({ type: 'refresh', error: failure });
+      throw failure;
+    }
+    if (this.#closing !== undefined) return;
+    const present = new Set<string>();
+    for (const record of records) {
+      present.add(record.tag);
+      this.#adopt(record);
+    }
+    // Deleted tags go; an empty table clears everything (Leaf kept serving deleted tags forever
+    // when the table became empty). Only buffers older than the read: dropping a newer one would
+    // lose its ranges, and a request still drawing from it would then issue IDs below the fresh
+    // buffer's (no longer increasing).
+    for (const [tag, buffer] of this.#buffers) {
+      if (!present.has(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
+        this.#buffers.delete(tag);
+        this.#opaque.delete(tag);
+      }
+    }
+    this.#tagRefreshes++;
+    this.#lastTagRefreshAt = this.#clock.now();
+    this.#onEvent?.({ type: 'refresh', tags: records.length });
+  }
+}
+
+function storeTimeout(what: string, ms: number): IdMintError {
+  return new IdMintError('STORE_UNAVAILABLE', `${what} took longer than ${ms} ms`, { details: { timeoutMs: ms } });
+}
+
+/** A duration option, or its default; INVALID_ARGUMENT naming it when outside its bounds. */
+function checkMs(name: keyof typeof SEGMENT_SERVICE_BOUNDS, given: number | undefined): number {
+  const { min, max, fallback } = SEGMENT_SERVICE_BOUNDS[name];
+  const value: unknown = given ?? fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max} ms, got ${String(value)}`);
+  }
+  return value;
+}

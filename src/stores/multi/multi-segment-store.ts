@@ -1,0 +1,537 @@
+import { IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
+import { MAX_SEGMENT_DATABASES, checkDescription, checkStep, checkTag, tagNotFound } from '../../core/segment-limits.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import { alignUp, byTag, checkNewTag, checkRelease, residueText, sameResidue } from '../store-support.ts';
+
+/**
+ * A store that can be one database of a set: the SegmentStore port opened with a residue class,
+ * plus the compare-and-set that re-forms a set. SqlSegmentStore and RedisSegmentStore are both.
+ */
+export interface SetMemberStore extends SegmentStore {
+  readonly residue?: SegmentResidue;
+  /** Sets the row's max_id and residue class to `to` if they are still exactly `from`; true when set. */
+  reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean>;
+}
+
+/** One database of a set. */
+export interface SetDatabase {
+  /** Its store, opened with `residue: { offset: <its index>, increment: <databases in the set> }`. */
+  readonly store: SetMemberStore;
+  /** How messages, logs and stats name it: its URL with the password hidden. */
+  readonly name: string;
+}
+
+/** Options for {@link MultiSegmentStore}; durations in ms. */
+export interface MultiSegmentStoreOptions {
+  /** The databases, in order: the one at index r issues only IDs ≡ r (mod the number of databases). */
+  readonly databases: readonly SetDatabase[];
+  /** After a database fails, it is skipped for this long, doubling with each failure in a row. Default 1000. */
+  readonly backoffMs?: number;
+  /** The longest a failing database is skipped before it is tried again. Default 10000. */
+  readonly maxBackoffMs?: number;
+  /** Time in ms for backoffs (default: `performance.now()`); tests pass a manual clock's. */
+  readonly now?: () => number;
+}
+
+/** One database's health and counters, for stats and the health route. */
+export interface SetDatabaseStats {
+  /** Its index r: it issues IDs ≡ r (mod databases). */
+  readonly index: number;
+  readonly name: string;
+  readonly backend: string;
+  /** False while it is skipped after a failure. */
+  readonly up: boolean;
+  /** Failures in a row (0 when its last call succeeded). */
+  readonly failuresInRow: number;
+  /** Ms until it is tried again; 0 when up. */
+  readonly retryInMs: number;
+  /** Ranges it allocated. */
+  readonly allocations: number;
+  /** Calls that failed on it (the database unavailable or timing out). */
+  readonly failures: number;
+  /** The latest failure's message while it is down; else null. */
+  readonly lastError: string | null;
+}
+
+/** What {@link MultiSegmentStore.join} did to each tag. */
+export interface SetJoinReport {
+  readonly tags: readonly { readonly tag: string; readonly action: 'unchanged' | 'completed' | 'reformed'; readonly maxId: bigint }[];
+}
+
+/** Re-reading a tag's rows after a compare-and-set lost to a live writer, at most this often. */
+const JOIN_ATTEMPTS = 20;
+
+interface Health {
+  failuresInRow: number;
+  retryAt: number;
+  allocations: number;
+  failures: number;
+  lastError: string | null;
+}
+
+interface Outcome<T> {
+  readonly index: number;
+  readonly value?: T;
+  readonly error?: IdMintError;
+}
+
+/**
+ * Segment mode over a set of N databases, any mix of the SQL and Redis stores (Leaf's table in
+ * each), with no single database to lose: database r holds each tag's row with offset r and
+ * increment N, and only ever issues IDs ≡ r (mod N) (MySQL's auto_increment_offset and
+ * auto_increment_increment, TinyId's remainder and delta). A range from it is `step` IDs of that
+ * class, `N` apart (SegmentRange.stride), so ranges from different databases never share an ID
+ * and need no coordination between the databases.
+ *
+ * Allocation goes round-robin over the databases that are up; one that fails (unavailable, or
+ * timing out) is skipped with a doubling backoff and tried again afterwards, and the same call
+ * moves on to the next database, so allocation goes on while any one database answers. A
+ * database that lacks the tag, or whose row is not of its class, is passed over for that call.
+ *
+ * Tag administration goes to every database: a tag is created, re-stepped and listed in all of
+ * them. {@link join} forms or re-forms the set (a Leaf table joining it, a database added) and
+ * {@link verify} refuses, at start-up, a database whose rows are of another class.
+ */
+export class MultiSegmentStore implements SegmentStore {
+  readonly backend = 'multi';
+  readonly #databases: readonly SetDatabase[];
+  readonly #health: Health[];
+  readonly #backoffMs: number;
+  readonly #maxBackoffMs: number;
+  readonly #now: () => number;
+  /** Where the next allocation starts its round. */
+  #turn = 0;
+
+  constructor(options: MultiSegmentStoreOptions) {
+    const databases = options?.databases;
+    if (!Array.isArray(databases) || databases.length < 1 || databases.length > MAX_SEGMENT_DATABASES) {
+      throw new IdMintError('INVALID_ARGUMENT', `a set needs 1 to ${MAX_SEGMENT_DATABASES} databases, got ${Array.isArray(databases) ? databases.length : String(databases)}`);
+    }
+    const n = databases.length;
+    databases.forEach((db: SetDatabase, index) => {
+      const residue = db?.store?.residue;
+      if (residue === undefined || residue.offset !== index || residue.increment !== n || typeof db.store.reassign !== 'function') {
+        throw new IdMintError('INVALID_ARGUMENT', `database ${index} of the set (${String(db?.name)}) must be a store opened with residue { offset: ${index}, increment: ${n} }, got ${JSON.stringify(residue)}`);
+      }
+    });
+    this.#databases = [...databases];
+    this.#health = databases.map(() => ({ failuresInRow: 0, retryAt: 0, allocations: 0, failures: 0, lastError: null }));
+    this.#backoffMs = checkMs('backoffMs', options.backoffMs ?? 1000);
+    this.#maxBackoffMs = checkMs('maxBackoffMs', options.maxBackoffMs ?? 10_000);
+    this.#now = options.now ?? (() => performance.now());
+  }
+
+  /** How many databases the set has: N, the stride of every range. */
+  get size(): number {
+    return this.#databases.length;
+  }
+
+  /** Creates each database's table (with the residue columns), or adds the columns to an existing one. Every database must answer. */
+  async init(): Promise<void> {
+    this.#all('init', await this.#each(this.#indexes(), (db) => db.store.init()));
+  }
+
+  async allocate(tag: string, step?: number): Promise<SegmentRange> {
+    checkTag(tag);
+    if (step !== undefined) checkStep(step);
+    const { order, skipped } = this.#round();
+    const failed: Outcome<never>[] = [];
+    for (const index of order) {
+      const db = this.#databases[index] as SetDatabase;
+      try {
+        const range = await db.store.allocate(tag, step);
+        this.#succeeded(index);
+        (this.#health[index] as Health).allocations++;
+        return range;
+      } catch (cause) {
+        const error = asStoreError(cause, db.name, 'allocate');
+        if (error.code === 'INVALID_ARGUMENT') throw error;
+        this.#failed(index, error);
+        failed.push({ index, error });
+      }
+    }
+    throw this.#combined(`tag "${tag}": no database of the set allocated a range`, failed, skipped);
+  }
+
+  /** Gives a tail back to the database of its class (`from mod N`). */
+  async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
+    checkTag(tag);
+    checkRelease(from, to);
+    const index = Number(from % BigInt(this.size));
+    const db = this.#databases[index] as SetDatabase;
+    try {
+      const released = await db.store.release(tag, from, to);
+      this.#succeeded(index);
+      return released;
+    } catch (cause) {
+      const error = asStoreError(cause, db.name, 'release');
+      this.#failed(index, error);
+      throw error;
+    }
+  }
+
+  /**
+   * Every tag of every database that answers, merged by name (see {@link getTag}). A database
+   * that is down is left out; STORE_UNAVAILABLE only when none answers.
+   */
+  async listTags(): Promise<TagRecord[]> {
+    const { order, skipped } = this.#round();
+    const outcomes = await this.#each(order, (db) => db.store.listTags());
+    // By index, so a merged record takes step and description from the lowest database.
+    const answered = outcomes.filter((o) => o.value !== undefined).sort((a, b) => a.index - b.index);
+    if (answered.length === 0) throw this.#combined('listing tags: no database of the set answered', outcomes, skipped);
+    const byName = new Map<string, TagRecord[]>();
+    for (const { value } of answered) for (const record of value ?? []) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
+    return [...byName.values()].map(merge).sort(byTag);
+  }
+
+  /**
+   * The tag as the databases that answer hold it, merged: `maxId` the highest (every ID issued
+   * is below it only if every database answered), step and description of the lowest database
+   * that has it. Undefined when every database that answered lacks it: a tag is created in all of
+   * them, so one answer is enough. STORE_UNAVAILABLE only when none answers.
+   */
+  async getTag(tag: string): Promise<TagRecord | undefined> {
+    checkTag(tag);
+    const { order, skipped } = this.#round();
+    const outcomes = await this.#each(order, (db) => db.store.getTag(tag));
+    const answered = outcomes.filter((o) => o.error === undefined).sort((a, b) => a.index - b.index);
+    if (answered.length === 0) throw this.#combined(`looking up tag "${tag}": no database of the set answered`, outcomes, skipped);
+    const found = answered.flatMap((o) => (o.value === undefined ? [] : [o.value]));
+    return found.length === 0 ? undefined : merge(found);
+  }
+
+  /**
+   * Creates the tag in every database, database r at the first ID of its class at or above
+   * `startId`. Every database must answer first; where some already have the tag (a create cut
+   * short), the others get it above their highest `max_id`, and the call completes it. TAG_EXISTS
+   * only when every database has it.
+   */
+  async createTag(tag: NewTag): Promise<TagRecord> {
+    const values = checkNewTag(tag);
+    // Every database's start must have room for a range (it starts up to N - 1 higher), checked
+    // before anything is written, so a bad start is refused whole, never created in some databases.
+    for (const index of this.#indexes()) checkNewTag(tag, { offset: index, increment: this.size });
+    const existing = this.#all(`creating tag "${values.tag}"`, await this.#each(this.#indexes(), (db) => db.store.getTag(values.tag)));
+    const present = existing.filter((record): record is TagRecord => record !== undefined);
+    if (present.length === this.size) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
+    const floor = present.reduce((highest, record) => (record.maxId > highest ? record.maxId : highest), values.startId);
+    const missing = this.#indexes().filter((index) => existing[index] === undefined);
+    const created = await this.#each(missing, (db) =>
+      db.store.createTag({ ...tag, startId: floor }).catch(async (error: unknown) => {
+        // Created meanwhile by another caller: what matters is that the row exists.
+        if (isIdMintError(error, 'TAG_EXISTS')) return (await db.store.getTag(values.tag)) ?? Promise.reject(error);
+        throw error;
+      }),
+    );
+    const made = this.#all(`creating tag "${values.tag}" (created in ${describeIndexes(created.filter((o) => o.value !== undefined))}; run it again when every database answers, to complete it)`, created);
+    // `made` is indexed by database: the ones that already had the tag are holes.
+    return merge([...present, ...made.filter((record): record is TagRecord => record !== undefined)]);
+  }
+
+  /**
+   * Changes the tag in every database that has it. Every database must answer; if one fails after
+   * others changed, the error says so and running it again completes it.
+   */
+  async updateTag(tag: string, update: TagUpdate): Promise<TagRecord> {
+    checkTag(tag);
+    if (update?.step !== undefined) checkStep(update.step);
+    if (update?.description !== undefined) checkDescription(update.description);
+    const outcomes = await this.#each(this.#indexes(), (db) => db.store.updateTag(tag, update).catch((error: unknown) => (isIdMintError(error, 'TAG_NOT_FOUND') ? undefined : Promise.reject(error))));
+    const updated = this.#all(`updating tag "${tag}" (updated in ${describeIndexes(outcomes.filter((o) => o.value !== undefined))}; run it again when every database answers)`, outcomes);
+    const found = updated.filter((record): record is TagRecord => record !== undefined);
+    if (found.length === 0) throw tagNotFound(tag);
+    return merge(found);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#databases.map((db) => db.store.close().catch(() => undefined)));
+  }
+
+  /** Per database: up or backing off, failures, allocations. */
+  stats(): SetDatabaseStats[] {
+    const now = this.#now();
+    return this.#databases.map((db, index) => {
+      const h = this.#health[index] as Health;
+      const up = h.retryAt <= now;
+      return {
+        index,
+        name: db.name,
+        backend: db.store.backend,
+        up,
+        failuresInRow: h.failuresInRow,
+        retryInMs: up ? 0 : Math.ceil(h.retryAt - now),
+        allocations: h.allocations,
+        failures: h.failures,
+        lastError: up ? null : h.lastError,
+      };
+    });
+  }
+
+  /**
+   * Start-up check: every row of every database that answers must be of that database's class
+   * (`id_offset` r, `id_increment` N). Throws CONFIG_INVALID naming each database and row that is
+   * not (a database listed in another order or another set, a Leaf table not yet joined, a set
+   * whose re-forming was cut short), so it is never used. A database that does not answer is
+   * left to the guard every allocation carries (it allocates only from a row of its class), and
+   * resolves in the returned list.
+   */
+  async verify(): Promise<{ readonly unreachable: readonly string[] }> {
+    const outcomes = await this.#each(this.#indexes(), (db) => db.store.listTags());
+    const problems: string[] = [];
+    for (const { index, value } of outcomes) {
+      const expected = { offset: index, increment: this.size };
+      for (const record of value ?? []) {
+        if (!sameResidue(record.residue, expected)) problems.push(`database ${index} (${this.#name(index)}) holds tag "${record.tag}" as ${residueText(record.residue)}`);
+      }
+    }
+    if (problems.length > 0) {
+      const shown = problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; and ${problems.length - 5} more` : '');
+      throw new IdMintError(
+        'CONFIG_INVALID',
+        `the set of ${this.size} segment databases disagrees with their rows, so it is not used: ${shown}. Each database must be listed at its index in the same order everywhere; after forming the set, adding a database or changing the order, run "idmint db init" with the new list (docs/segments.md, Several databases)`,
+        { details: { key: 'segment.stores', databases: this.size, problems: problems.length } },
+      );
+    }
+    return { unreachable: outcomes.filter((o) => o.error !== undefined).map((o) => this.#name(o.index)) };
+  }
+
+  /**
+   * Forms or re-forms the set (`idmint db init`): creates the tables (with the residue columns),
+   * then gives every tag a row of its class in every database, above every ID any of them ever
+   * issued. Every database must answer. Safe while nodes run, whatever set they were configured
+   * with, as long as every writer of these rows is an idmint node (a Leaf node must be stopped):
+   *
+   * - A tag whose rows are all of their class (or missing) is completed: a missing row is created
+   *   above the highest `max_id` of the others. Only database r ever issues class r, so that is
+   *   enough.
+   * - Otherwise every row is first fenced (`id_increment` 0, a compare-and-set on what was read):
+   *   no store of any set allocates from a fenced row, and a store of its own refuses it too.
+   *   With every row fenced, `max_id` can no longer move, so the highest of them, H, is above
+   *   every ID issued by any database under any set. Each row is then set to database r of N at
+   *   the first ID of class r at or above H (compare-and-set again). A compare-and-set that loses
+   *   to a node still allocating makes it read the rows again and start over.
+   *
+   * A tag whose rows say it was in a set of M databases must have all M of them in the list:
+   * leaving one out would leave its IDs out of H, so the join is refused.
+   */
+  async join(): Promise<SetJoinReport> {
+    await this.init();
+    const lists = this.#all('joining the set', await this.#each(this.#indexes(), (db) => db.store.listTags()));
+    this.#checkNoEmptyMember(lists);
+    const names = [...new Set(lists.flatMap((records) => records.map((record) => record.tag)))].sort();
+    const tags: SetJoinReport['tags'][number][] = [];
+    for (const tag of names) tags.push(await this.#joinTag(tag));
+    return { tags };
+  }
+
+  async #joinTag(tag: string): Promise<SetJoinReport['tags'][number]> {
+    const n = this.size;
+    const target = (index: number): SegmentResidue => ({ offset: index, increment: n });
+    const read = async () => this.#all(`joining tag "${tag}"`, await this.#each(this.#indexes(), (db) => db.store.getTag(tag)));
+    const highest = (rows: readonly (TagRecord | undefined)[]) => rows.reduce((h, row) => (row !== undefined && row.maxId > h ? row.maxId : h), 0n);
+    for (let attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
+      let rows = await read();
+      const template = rows.find((row) => row !== undefined);
+      if (template === undefined) return { tag, action: 'unchanged', maxId: 0n }; // deleted meanwhile
+      const create = (index: number, floor: bigint) =>
+        (this.#databases[index] as SetDatabase).store.createTag({ tag, step: template.step, description: template.description, startId: floor, opaque: template.opaque === true }).then(
+          () => true,
+          (error: unknown) => (isIdMintError(error, 'TAG_EXISTS') ? false : Promise.reject(error)),
+        );
+      if (rows.every((row, index) => row === undefined || sameResidue(row.residue, target(index)))) {
+        const missing = this.#indexes().filter((index) => rows[index] === undefined);
+        if (missing.length === 0) return { tag, action: 'unchanged', maxId: highest(rows) };
+        const floor = highest(rows);
+        if ((await Promise.all(missing.map((index) => create(index, floor)))).every(Boolean)) return { tag, action: 'completed', maxId: floor };
+        continue;
+      }
+      // Before anything is fenced (a run cut short leaves fenced rows, whose old set is no longer known).
+      if (!rows.some((row) => row?.residue?.increment === 0)) this.#checkWholeSets(tag, rows);
+      // Fence: no allocation from any row while max_id is read.
+      let lost = false;
+      for (const [index, row] of rows.entries()) {
+        if (row === undefined || row.residue?.increment === 0) continue;
+        const residue = row.residue ?? { offset: 0, increment: 1 };
+        if (!(await this.#reassign(index, tag, { maxId: row.maxId, residue }, { maxId: row.maxId, residue: { offset: residue.offset, increment: 0 } }))) lost = true;
+      }
+      if (lost) continue;
+      rows = await read();
+      if (rows.some((row) => row !== undefined && row.residue?.increment !== 0)) continue;
+      const floor = highest(rows);
+      for (const [index, row] of rows.entries()) {
+        const to = { maxId: alignUp(floor, target(index)), residue: target(index) };
+        const done = row === undefined ? await create(index, floor) : await this.#reassign(index, tag, { maxId: row.maxId, residue: row.residue as SegmentResidue }, to);
+        if (!done) lost = true;
+      }
+      if (!lost) return { tag, action: 'reformed', maxId: floor };
+    }
+    throw new IdMintError('STORE_UNAVAILABLE', `joining tag "${tag}": its rows changed under every one of ${JOIN_ATTEMPTS} attempts; stop the nodes that allocate it outside idmint (Leaf) and run it again`, { details: { tag } });
+  }
+
+  /**
+   * A tag whose rows come from a set of M must list all M databases of it, or their IDs would be
+   * missed. (A set of this set's size is this list itself: every index is in it.)
+   */
+  #checkWholeSets(tag: string, rows: readonly (TagRecord | undefined)[]): void {
+    const sets = new Map<number, Set<number>>();
+    for (const row of rows) {
+      const residue = row?.residue;
+      if (residue === undefined || residue.increment < 2 || residue.increment === this.size) continue;
+      sets.set(residue.increment, (sets.get(residue.increment) ?? new Set()).add(residue.offset));
+    }
+    for (const [increment, offsets] of sets) {
+      if (offsets.size === increment) continue;
+      const absent = Array.from({ length: increment }, (_, r) => r).filter((r) => !offsets.has(r));
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `tag "${tag}": its rows say it is in a set of ${increment} databases, but database${absent.length === 1 ? '' : 's'} ${absent.join(', ')} of that set ${absent.length === 1 ? 'is' : 'are'} not in the list; a database that issued IDs is never left out of its set (list all of them, in their order, then the new ones)`,
+        { details: { tag, increment } },
+      );
+    }
+  }
+
+  /**
+   * Refuses a database with no tags at all in a set whose other databases are already a set of
+   * this size: it most likely replaces a database of the set, whose IDs no other database knows,
+   * so a row created above the others' max_id could repeat them.
+   */
+  #checkNoEmptyMember(lists: readonly (readonly TagRecord[])[]): void {
+    const formed = lists.some((records, index) => records.some((record) => sameResidue(record.residue, { offset: index, increment: this.size })));
+    const empty = this.#indexes().filter((index) => (lists[index] ?? []).length === 0);
+    if (!formed || empty.length === 0 || this.size === 1) return;
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `database ${empty.map((index) => `${index} (${this.#name(index)})`).join(', ')} has no tags, but the other databases are already a set of ${this.size}: if it replaces a database of the set, that database's IDs are known only to it, so copy its table to the new database instead (rows and max_id as they are); if tags were created while it was down, complete each with "idmint tags create" (docs/segments.md, Several databases)`,
+      { details: { key: 'segment.stores', databases: this.size } },
+    );
+  }
+
+  async #reassign(index: number, tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+    const db = this.#databases[index] as SetDatabase;
+    try {
+      return await db.store.reassign(tag, from, to);
+    } catch (cause) {
+      throw asStoreError(cause, db.name, 'reassign');
+    }
+  }
+
+  #indexes(): number[] {
+    return this.#databases.map((_, index) => index);
+  }
+
+  #name(index: number): string {
+    return (this.#databases[index] as SetDatabase).name;
+  }
+
+  /**
+   * The databases to try, in round-robin order: those that are up, and the ones backing off left
+   * out (`skipped`). When every one is backing off, the one whose backoff ends first is tried, so
+   * a set that is wholly down costs one attempt per call and is found again when it is back.
+   */
+  #round(): { order: number[]; skipped: number[] } {
+    const n = this.size;
+    const start = this.#turn;
+    this.#turn = (start + 1) % n;
+    const now = this.#now();
+    const rotated = Array.from({ length: n }, (_, k) => (start + k) % n);
+    const up = rotated.filter((index) => (this.#health[index] as Health).retryAt <= now);
+    if (up.length > 0) return { order: up, skipped: rotated.filter((index) => !up.includes(index)) };
+    const soonest = rotated.reduce((a, b) => ((this.#health[a] as Health).retryAt <= (this.#health[b] as Health).retryAt ? a : b));
+    return { order: [soonest], skipped: rotated.filter((index) => index !== soonest) };
+  }
+
+  #succeeded(index: number): void {
+    const h = this.#health[index] as Health;
+    h.failuresInRow = 0;
+    h.retryAt = 0;
+    h.lastError = null;
+  }
+
+  /** A database that is unavailable or timed out is skipped for a backoff; other errors (no such tag) say nothing of its health. */
+  #failed(index: number, error: IdMintError): void {
+    if (error.code !== 'STORE_UNAVAILABLE') return;
+    const h = this.#health[index] as Health;
+    h.failures++;
+    h.failuresInRow++;
+    h.lastError = error.message;
+    h.retryAt = this.#now() + Math.min(this.#maxBackoffMs, this.#backoffMs * 2 ** Math.min(h.failuresInRow - 1, 30));
+  }
+
+  /** Runs `run` on each database of `indexes` at once; each outcome is its value or its IdMintError (health updated). */
+  async #each<T>(indexes: readonly number[], run: (db: SetDatabase) => Promise<T>): Promise<Outcome<T>[]> {
+    return Promise.all(
+      indexes.map(async (index): Promise<Outcome<T>> => {
+        const db = this.#databases[index] as SetDatabase;
+        try {
+          const value = await run(db);
+          this.#succeeded(index);
+          return { index, value };
+        } catch (cause) {
+          const error = asStoreError(cause, db.name, 'call');
+          this.#failed(index, error);
+          return { index, error };
+        }
+      }),
+    );
+  }
+
+  /** Every outcome's value at its database's index (holes where `outcomes` skipped one), or the combined error when any database failed. */
+  #all<T>(what: string, outcomes: readonly Outcome<T>[]): T[] {
+    const failed = outcomes.filter((o) => o.error !== undefined);
+    if (failed.length > 0) throw this.#combined(`${what}: every database of the set must answer`, failed, []);
+    const values: T[] = [];
+    for (const o of outcomes) values[o.index] = o.value as T;
+    return values;
+  }
+
+  /**
+   * One error for a call no database could serve, naming each database and why. Its code is the
+   * most hopeful one: STORE_UNAVAILABLE (retryable) when any database was down or skipped, since
+   * it may serve once back; else the databases' own answer (TAG_MISCONFIGURED, ID_SPACE_EXHAUSTED,
+   * TAG_NOT_FOUND).
+   */
+  #combined(what: string, failed: readonly Outcome<unknown>[], skipped: readonly number[]): IdMintError {
+    const errors = failed.flatMap((o) => (o.error === undefined ? [] : [{ index: o.index, error: o.error }]));
+    const order: ErrorCode[] = ['STORE_UNAVAILABLE', 'TAG_MISCONFIGURED', 'ID_SPACE_EXHAUSTED', 'TAG_EXISTS', 'TAG_NOT_FOUND', 'INVALID_ARGUMENT'];
+    const codes = new Set(errors.map((e) => e.error.code));
+    const code: ErrorCode = skipped.length > 0 ? 'STORE_UNAVAILABLE' : (order.find((c) => codes.has(c)) ?? errors[0]?.error.code ?? 'STORE_UNAVAILABLE');
+    const parts = [
+      ...errors.map((e) => `database ${e.index} (${this.#name(e.index)}): ${e.error.message}`),
+      ...skipped.map((index) => `database ${index} (${this.#name(index)}): down, retried in ${Math.max(0, Math.ceil((this.#health[index] as Health).retryAt - this.#now()))} ms`),
+    ];
+    const first = errors.find((e) => e.error.code === code)?.error;
+    return new IdMintError(code, `${what}: ${parts.join('; ')}`, { ...(first === undefined ? {} : { cause: first }), details: { ...(first?.details ?? {}), databases: this.size } });
+  }
+}
+
+/** Merges one tag's rows from several databases into one record (see MultiSegmentStore.getTag). */
+function merge(records: readonly TagRecord[]): TagRecord {
+  const first = records[0] as TagRecord;
+  let maxId = first.maxId;
+  let updatedAt = first.updatedAt;
+  // Opaque if any database says so: a mark not yet written everywhere (an update cut short) must
+  // never let a node serve the tag's dense IDs.
+  let opaque = false;
+  for (const record of records) {
+    if (record.maxId > maxId) maxId = record.maxId;
+    if (record.updatedAt !== null && (updatedAt === null || record.updatedAt > updatedAt)) updatedAt = record.updatedAt;
+    if (record.opaque === true) opaque = true;
+  }
+  return { tag: first.tag, maxId, step: first.step, description: first.description, updatedAt, opaque };
+}
+
+/** An error from a database's store as an IdMintError (a store throws only those; anything else is an outage). */
+function asStoreError(cause: unknown, name: string, operation: string): IdMintError {
+  if (isIdMintError(cause)) return cause;
+  return new IdMintError('STORE_UNAVAILABLE', `${name}: ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+}
+
+function describeIndexes(outcomes: readonly Outcome<unknown>[]): string {
+  return outcomes.length === 0 ? 'no database' : `database${outcomes.length === 1 ? '' : 's'} ${outcomes.map((o) => o.index).join(', ')}`;
+}
+
+function checkMs(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 0 || value > 2 ** 31 - 1) throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from 0 to ${2 ** 31 - 1} ms, got ${String(value)}`);
+  return value;
+}
