@@ -1,9 +1,8 @@
 import type { Clock } from '../ports/clock.ts';
-import type { RollbackPolicy, RollbackPolicyOptions } from './clock-policy.ts';
+import type { RollbackPolicyOptions } from './clock-policy.ts';
 import { IdMintError } from './errors.ts';
-import { checkCount, describeInput } from './family-support.ts';
+import { TimeOrderedGenerator, describeInput } from './family-support.ts';
 import { HEX2, bytesToHex, hexToBytesInto } from './hex.ts';
-import { MonotonicTime } from './monotonic-time.ts';
 import { RandomPool, type RandomFill } from './random-pool.ts';
 
 // MongoDB ObjectId (the BSON ObjectId spec): 12 bytes, written as 24 lowercase hex digits.
@@ -39,9 +38,7 @@ export interface ObjectIdOptions {
  * counter start. Increasing from one ObjectId to the next, except where the counter wraps from
  * 0xffffff to 0 inside a second (once per 2^24 ObjectIds), as with every driver.
  */
-export class ObjectIdGenerator {
-  readonly #clock: Clock;
-  readonly #time: MonotonicTime;
+export class ObjectIdGenerator extends TimeOrderedGenerator {
   /** The 5 per-generator random bytes. */
   readonly #processRandom: Uint8Array;
   #second = -1;
@@ -54,22 +51,13 @@ export class ObjectIdGenerator {
   readonly #processHex: string;
 
   constructor(options: ObjectIdOptions) {
-    if (options === null || typeof options !== 'object' || options.clock === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', 'ObjectIdGenerator needs options with a clock (for example new MonotonicClock())');
-    }
-    this.#clock = options.clock;
-    this.#time = new MonotonicTime({ clock: options.clock, unitMs: 1000, maxUnit: MAX_SECONDS, family: 'ObjectId', rollback: options.rollback });
+    super(options, { generator: 'ObjectIdGenerator', family: 'ObjectId', unitMs: 1000, maxUnit: MAX_SECONDS });
     const pool = new RandomPool(options.random, 16);
     const at = pool.claim(8);
     this.#processRandom = pool.bytes.slice(at, at + 5);
     this.#processHex = bytesToHex(this.#processRandom);
     // The first ObjectId takes counter + 1, so this is "a random starting value" all the same.
     this.#counter = ((pool.bytes[at + 5] as number) << 16) | ((pool.bytes[at + 6] as number) << 8) | (pool.bytes[at + 7] as number);
-  }
-
-  /** The validated clock-rollback policy. */
-  get policy(): RollbackPolicy {
-    return this.#time.policy;
   }
 
   /** The per-generator random bytes (bytes 4-8 of every ObjectId it makes), as 10 hex digits. */
@@ -101,21 +89,8 @@ export class ObjectIdGenerator {
     return bytes;
   }
 
-  /** `count` ObjectId strings. */
-  nextBatch(count: number): string[] {
-    checkCount(count);
-    const ids = new Array<string>(count);
-    for (let i = 0; i < count; i++) ids[i] = this.nextString();
-    return ids;
-  }
-
-  /** How many clock readings were behind an earlier one (each was handled by the policy). */
-  rollbackCount(): number {
-    return this.#time.rollbackCount();
-  }
-
   #advance(): void {
-    const now = this.#clock.now();
+    const now = this.clock.now();
     const counter = (this.#counter + 1) & COUNTER_MASK;
     // Fast path: the clock is inside the current second, and the counter has not come round to
     // where this second started.
@@ -123,11 +98,11 @@ export class ObjectIdGenerator {
       this.#counter = counter;
       return;
     }
-    let second = this.#time.current(now);
+    let second = this.time.current(now);
     if (second === this.#second && counter === this.#secondStart) {
       // All 2^24 counter values of this second are used: wait for the next second (never
       // borrowed ahead: an ObjectId's time is its creation second, and tools read it as such).
-      second = this.#time.following(false);
+      second = this.time.following(false);
     }
     if (second !== this.#second) {
       this.#second = second;

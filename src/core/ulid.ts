@@ -1,8 +1,7 @@
 import type { Clock } from '../ports/clock.ts';
-import type { RollbackPolicy, RollbackPolicyOptions } from './clock-policy.ts';
+import type { RollbackPolicyOptions } from './clock-policy.ts';
 import { IdMintError } from './errors.ts';
-import { checkCount, describeInput } from './family-support.ts';
-import { MonotonicTime } from './monotonic-time.ts';
+import { TimeOrderedGenerator, describeInput } from './family-support.ts';
 import { RandomPool, type RandomFill } from './random-pool.ts';
 
 // ULID (github.com/ulid/spec): 128 bits, written as 26 characters of Crockford's base32.
@@ -56,9 +55,7 @@ export interface UlidOptions {
  * Generates monotonic ULIDs: strictly increasing, as strings and as bytes, for the life of the
  * generator, unique across generators by their 80 random bits.
  */
-export class UlidGenerator {
-  readonly #clock: Clock;
-  readonly #time: MonotonicTime;
+export class UlidGenerator extends TimeOrderedGenerator {
   readonly #pool: RandomPool;
   #ms = -1;
   /** High and low 40 bits of the last ULID's random part. */
@@ -68,22 +65,13 @@ export class UlidGenerator {
   #prefix = '';
 
   constructor(options: UlidOptions) {
-    if (options === null || typeof options !== 'object' || options.clock === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', 'UlidGenerator needs options with a clock (for example new MonotonicClock())');
-    }
-    this.#clock = options.clock;
+    super(options, { generator: 'UlidGenerator', family: 'ULID', unitMs: 1, maxUnit: MAX_ULID_MS });
     this.#pool = new RandomPool(options.random);
-    this.#time = new MonotonicTime({ clock: options.clock, unitMs: 1, maxUnit: MAX_ULID_MS, family: 'ULID', rollback: options.rollback });
-  }
-
-  /** The validated clock-rollback policy. */
-  get policy(): RollbackPolicy {
-    return this.#time.policy;
   }
 
   /** The next ULID: 26 characters of Crockford base32, upper case. */
   nextString(): string {
-    const now = this.#clock.now();
+    const now = this.clock.now();
     const low = this.#low + 1;
     // Fast path: same millisecond and no carry out of the low 20 bits, so the prefix holds.
     if (now !== this.#ms || (low & LOW_20) === 0) this.#advance(now);
@@ -95,7 +83,7 @@ export class UlidGenerator {
 
   /** The next ULID as 16 bytes (big-endian: 6 bytes of time, 10 of randomness). */
   next(): Uint8Array {
-    const now = this.#clock.now();
+    const now = this.clock.now();
     const low = this.#low + 1;
     if (now !== this.#ms || (low & LOW_20) === 0) this.#advance(now);
     else this.#low = low;
@@ -106,21 +94,8 @@ export class UlidGenerator {
     return bytes;
   }
 
-  /** `count` ULID strings, strictly increasing. */
-  nextBatch(count: number): string[] {
-    checkCount(count);
-    const ids = new Array<string>(count);
-    for (let i = 0; i < count; i++) ids[i] = this.nextString();
-    return ids;
-  }
-
-  /** How many clock readings were behind an earlier one (each was handled by the policy). */
-  rollbackCount(): number {
-    return this.#time.rollbackCount();
-  }
-
   #advance(now: number): void {
-    const ms = this.#time.current(now);
+    const ms = this.time.current(now);
     if (ms !== this.#ms) {
       const pool = this.#pool;
       const at = pool.claim(10);

@@ -1,10 +1,9 @@
 import type { Clock } from '../ports/clock.ts';
-import type { RollbackPolicy, RollbackPolicyOptions } from './clock-policy.ts';
+import type { RollbackPolicyOptions } from './clock-policy.ts';
 import { IdMintError } from './errors.ts';
 import { HEX2, bytesToHex, hexToBytesInto } from './hex.ts';
-import { MonotonicTime } from './monotonic-time.ts';
 import { RandomPool, type RandomFill } from './random-pool.ts';
-import { checkCount, describeInput } from './family-support.ts';
+import { TimeOrderedGenerator, checkCount, describeInput } from './family-support.ts';
 
 // UUIDv7 (RFC 9562, section 5.7), with idmint's counter (RFC 9562 section 6.2, Method 1:
 // "fixed bit-length dedicated counter"):
@@ -50,9 +49,7 @@ export interface UuidV7Options {
  * IDs at least), by taking the next millisecond early. Unique across generators and processes by
  * the 48 random bits of each ID (and the counter's random start).
  */
-export class UuidV7Generator {
-  readonly #clock: Clock;
-  readonly #time: MonotonicTime;
+export class UuidV7Generator extends TimeOrderedGenerator {
   readonly #pool: RandomPool;
   /** Millisecond of the last ID; -1 before the first. */
   #ms = -1;
@@ -62,22 +59,13 @@ export class UuidV7Generator {
   #prefix = '';
 
   constructor(options: UuidV7Options) {
-    if (options === null || typeof options !== 'object' || options.clock === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', 'UuidV7Generator needs options with a clock (for example new MonotonicClock())');
-    }
-    this.#clock = options.clock;
+    super(options, { generator: 'UuidV7Generator', family: 'UUIDv7', unitMs: 1, maxUnit: MAX_UUID7_MS });
     this.#pool = new RandomPool(options.random);
-    this.#time = new MonotonicTime({ clock: options.clock, unitMs: 1, maxUnit: MAX_UUID7_MS, family: 'UUIDv7', rollback: options.rollback });
-  }
-
-  /** The validated clock-rollback policy. */
-  get policy(): RollbackPolicy {
-    return this.#time.policy;
   }
 
   /** The next UUIDv7 in canonical form: 36 lowercase characters, `xxxxxxxx-xxxx-7xxx-Vxxx-xxxxxxxxxxxx`. */
   nextString(): string {
-    const now = this.#clock.now();
+    const now = this.clock.now();
     const counter = this.#counter + 1;
     // Fast path: same millisecond, and the counter stays inside the current rand_a (so the
     // cached prefix still holds). Everything else goes through #advance.
@@ -107,7 +95,7 @@ export class UuidV7Generator {
     if (!Number.isInteger(offset) || offset < 0 || offset + 16 > target.length) {
       throw new IdMintError('INVALID_ARGUMENT', `offset must leave room for 16 bytes in a target of ${target.length}, got ${String(offset)}`);
     }
-    const now = this.#clock.now();
+    const now = this.clock.now();
     const counter = this.#counter + 1;
     if (now !== this.#ms || (counter & 0x3fff) === 0) this.#advance(now);
     else this.#counter = counter;
@@ -115,22 +103,9 @@ export class UuidV7Generator {
     this.#pool.fillBytes(target, offset + 10, 6);
   }
 
-  /** `count` UUIDv7 strings, strictly increasing. */
-  nextBatch(count: number): string[] {
-    checkCount(count);
-    const ids = new Array<string>(count);
-    for (let i = 0; i < count; i++) ids[i] = this.nextString();
-    return ids;
-  }
-
-  /** How many clock readings were behind an earlier one (each was handled by the policy). */
-  rollbackCount(): number {
-    return this.#time.rollbackCount();
-  }
-
   /** Moves to the state of the next ID when the fast path cannot: new ms, new rand_a, overflow. */
   #advance(now: number): void {
-    const ms = this.#time.current(now);
+    const ms = this.time.current(now);
     if (ms !== this.#ms) {
       this.#enter(ms);
       return;
@@ -139,7 +114,7 @@ export class UuidV7Generator {
     if (counter > COUNTER_MAX) {
       // 2^25 or more IDs in one millisecond (or a long stall under `borrow`): RFC 9562 lets the
       // generator take the next millisecond early rather than wrap.
-      this.#enter(this.#time.following(true));
+      this.#enter(this.time.following(true));
       return;
     }
     this.#counter = counter;
