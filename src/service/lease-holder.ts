@@ -51,7 +51,9 @@ export type LeasePhase = 'holding' | 'recovering' | 'closed';
 
 /** Counters and the last failure, for state() and metrics. */
 export interface LeaseStats {
+  /** Clock time of the last confirmed renewal; -1 before the first. */
   readonly lastRenewedAt: number;
+  /** Renewals failed in a row (0 after a success). */
   readonly renewFailures: number;
   readonly renewFailuresTotal: number;
   readonly leaseLosses: number;

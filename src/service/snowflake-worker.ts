@@ -8,7 +8,7 @@ import type { Clock } from '../ports/clock.ts';
 import type { NodeIdentity, WorkerRegistry } from '../ports/worker-registry.ts';
 import { iso } from '../core/time.ts';
 import { sleep } from '../shared/time.ts';
-import { LeaseHolder, type LeaseEvent } from './lease-holder.ts';
+import { LeaseHolder, type LeaseEvent, type LeaseStats } from './lease-holder.ts';
 import type { LeaseTerms } from './lease-holding.ts';
 import { localNodeIdentity } from './node-identity.ts';
 
@@ -55,8 +55,8 @@ export interface SnowflakeWorkerOptions {
 /** Something a log should say about the lease. */
 export type SnowflakeWorkerEvent = LeaseEvent;
 
-/** What /readyz and metrics read; a fresh object on each call. */
-export interface SnowflakeWorkerState {
+/** What /readyz and metrics read; a fresh object on each call (with the lease holder's counters). */
+export interface SnowflakeWorkerState extends LeaseStats {
   readonly backend: string;
   /** The worker ID in use (the last one, while recovering). */
   readonly workerId: number;
@@ -72,16 +72,6 @@ export interface SnowflakeWorkerState {
   readonly ready: boolean;
   /** Clock time at which the generator stops unless the lease is renewed first. */
   readonly validUntil: number;
-  /** Clock time of the last confirmed renewal; -1 before the first. */
-  readonly lastRenewedAt: number;
-  /** Renewals failed in a row (0 after a success). */
-  readonly renewFailures: number;
-  readonly renewFailuresTotal: number;
-  readonly leaseLosses: number;
-  readonly workerSwitches: number;
-  readonly lastError: string | null;
-  /** The horizon last recorded at the registry (nothing issued here is later); -1 without a lease. */
-  readonly horizon: number;
   /** Times a generator of this worker found the clock behind a time it had used (all leases). */
   readonly clockRollbacks: number;
   /** How a clock found behind is handled: the generator's policy (`wait`, `refuse`, `borrow`, `history`) or `switch-worker`. */
