@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { IdMintClient } from '../src/client/client.ts';
 import { isIdMintError } from '../src/core/errors.ts';
+import { modulesLoadedBy } from './support/modules-loaded.ts';
 import { testServer } from './support/server.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'idmint-client-local-'));
@@ -166,5 +167,12 @@ describe('IdMintClient local mode', () => {
     } finally {
       await one.server.close();
     }
+  });
+
+  it('loads no Node-only module from the client entry (it runs wherever fetch does)', () => {
+    const { urls } = modulesLoadedBy("await import('./src/client/client.ts');");
+    const builtins = urls.filter((url) => url.startsWith('node:'));
+    assert.deepEqual(builtins, []);
+    assert.ok(urls.some((url) => url.endsWith('/src/client/local-ranges.ts')), 'the import log saw the client modules');
   });
 });
