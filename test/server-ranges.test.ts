@@ -158,11 +158,14 @@ describe("TinyId's routes", () => {
       // TinyId's client POSTs with the parameters in the query; a form body works as in Spring.
       const form = await call(url, '/tinyid/id/nextIdSimple', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `bizType=orders&token=${ORDERS}&batchSize=2` });
       assert.equal(form.body, '9,10');
+      // TinyId's own client: a POST of an empty form (HttpURLConnection's default type), parameters in the query.
+      const client = await call(url, `/tinyid/id/nextIdSimple?token=${ORDERS}&bizType=orders`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+      assert.equal(client.body, '11');
       // A segment of the tag's step (100), or the rest of the buffered range when fewer are left.
       const segment = await call(url, `/tinyid/id/nextSegmentId?bizType=orders&token=${ORDERS}`, { method: 'POST' });
       assert.equal(segment.statusCode, 200);
-      // 90 left in [1, 101): IDs (10, 100], loading from 20% in.
-      assert.equal(segment.body, '{"data":{"maxId":100,"loadingId":28,"currentId":10,"delta":1,"remainder":0},"code":200,"message":""}');
+      // 89 left in [1, 101): IDs (11, 100], loading from 20% in.
+      assert.equal(segment.body, '{"data":{"maxId":100,"loadingId":28,"currentId":11,"delta":1,"remainder":0},"code":200,"message":""}');
       const simple = await call(url, `/tinyid/id/nextSegmentIdSimple?bizType=orders&token=${ORDERS}`, { method: 'POST' });
       assert.equal(simple.body, '100,120,200,1,0');
       assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body, '201');

@@ -90,6 +90,20 @@ describe('SegmentService.nextRange', () => {
     }
   });
 
+  it("'step' asks for the tag's configured step, also for a tag first looked up by the call", async () => {
+    const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
+    await store.init();
+    const service = await serviceOn(store);
+    try {
+      // Created after start: the service holds no buffer for it until the call looks it up.
+      await store.createTag({ tag: 'late', step: 40, startId: 1n });
+      assert.deepEqual(await service.nextRange('late', 'step'), { start: 1n, end: 41n, stride: 1, count: 40 });
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
   it('refuses a bad size and an unknown tag with stable codes', async () => {
     const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await store.init();

@@ -233,28 +233,24 @@ export class SegmentService {
   }
 
   /**
-   * Up to `size` (1 to 10,000,000) of `tag`'s next IDs as one run, for a caller that issues them
-   * itself (the range route, TinyId's segment routes): `start`, `start + stride`, ... below `end`.
-   * The run comes out of the buffer like any batch, so nothing else ever gets its IDs. It never
-   * spans two ranges: when the current range has fewer than `size` left, the run is that rest
-   * (`count` says how many), so nothing is skipped. Waits for a range as {@link next}; throws as it.
+   * Up to `size` (1 to 10,000,000; `'step'`: the tag's configured step) of `tag`'s next IDs as
+   * one run, for a caller that issues them itself (the range route, TinyId's segment routes):
+   * `start`, `start + stride`, ... below `end`. The run comes out of the buffer like any batch, so
+   * nothing else ever gets its IDs. It never spans two ranges: when the current range has fewer
+   * than `size` left, the run is that rest (`count` says how many), so nothing is skipped. Waits
+   * for a range as {@link next}; throws as it.
    */
-  async nextRange(tag: string, size: number): Promise<SegmentRun> {
-    if (!Number.isSafeInteger(size) || size < 1 || size > MAX_SEGMENT_BATCH) {
+  async nextRange(tag: string, size: number | 'step'): Promise<SegmentRun> {
+    if (size !== 'step' && (!Number.isSafeInteger(size) || size < 1 || size > MAX_SEGMENT_BATCH)) {
       throw new IdMintError('INVALID_ARGUMENT', `size must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(size)}`);
     }
     if (this.#closing !== undefined) throw closedError();
     const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
     for (;;) {
-      const run = buffer.takeRun(size);
+      const run = buffer.takeRun(size === 'step' ? Math.min(MAX_SEGMENT_BATCH, Math.max(1, buffer.stats().tagStep)) : size);
       if (run !== undefined) return run;
       await this.#whenReady(tag, buffer);
     }
-  }
-
-  /** The tag's configured step as last read from the store; undefined for a tag not held. */
-  tagStep(tag: string): number | undefined {
-    return this.#buffers.get(tag)?.stats().tagStep;
   }
 
   /**

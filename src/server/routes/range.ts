@@ -39,7 +39,7 @@ export function refuseOpaque(service: SegmentService, tag: string): void {
  * (a tag first looked up by the draw is known as opaque only then): a run drawn for a tag found
  * opaque afterwards is dropped, its IDs never issued to anyone.
  */
-export async function drawRun(service: SegmentService, tag: string, size: number): Promise<SegmentRun> {
+export async function drawRun(service: SegmentService, tag: string, size: number | 'step'): Promise<SegmentRun> {
   refuseOpaque(service, tag);
   const run = await service.nextRange(tag, size);
   refuseOpaque(service, tag);

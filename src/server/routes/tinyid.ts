@@ -89,9 +89,8 @@ export function tinyIdSegment(run: SegmentRun): { currentId: bigint; loadingId: 
  * Answers are TinyId's, byte for byte where it matters to its clients: always HTTP 200; the JSON
  * routes `{"data":...,"code":200,"message":""}`, a bad token `{"data":null,"code":5,"message":
  * "token is error"}`, any other failure code 6 with a message; the Simple routes the bare text, or
- * an empty body for any failure (TinyId's client reads empty as "no answer"). idmint's own errors
- * (a batchSize that is no integer, a tag over 128 characters) come as idmint errors, as Spring's
- * binding errors come as its own.
+ * an empty body for any failure (TinyId's client reads empty as "no answer"). Only a batchSize
+ * that is no integer comes as an idmint error (400), where Spring's binding error is its own page.
  *
  * The token is TinyId's `token` parameter, checked against idmint's tokens: one whose tags allow
  * `bizType`, or the admin token; with auth off every token is accepted (docs/api.md).
@@ -127,9 +126,8 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
 
   const drawSegment = async (service: SegmentService, tag: string): Promise<ReturnType<typeof tinyIdSegment>> => {
     // A segment of the tag's configured step, as TinyId's is (the rest of the buffered range when
-    // fewer are left); a tag not looked up yet is looked up by a first draw of one.
-    const step = service.tagStep(tag);
-    const run = await drawRun(service, tag, step ?? 1);
+    // fewer are left).
+    const run = await drawRun(service, tag, 'step');
     issued.addSegment(tag, run.count);
     return tinyIdSegment(run);
   };
