@@ -193,8 +193,8 @@ export class TagRanges {
       this.#end = next.end;
       this.#stride = next.stride;
       const ids = Number((next.end - next.start) / next.stride);
-      // Up to the threshold nothing needs a look; past it the next range is fetched.
-      this.#left = Math.floor(ids * (1 - this.#s.prefetchThreshold));
+      // Up to the threshold nothing needs a look; past it the next range is fetched (1: when empty).
+      this.#left = Math.floor(ids * this.#s.prefetchThreshold);
       if (this.#left > 0) {
         this.#left--;
         const id = this.#cursor;
