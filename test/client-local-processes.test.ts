@@ -64,33 +64,40 @@ function drawInProcess(urls: readonly string[]): { ready: Promise<void>; stop():
   return { ready: Promise.race([readiness, ids.then(() => undefined)]), stop: () => child.stdin.end('stop\n'), ids, stderr: () => err };
 }
 
+/**
+ * Two `idmint serve` processes on a PostgreSQL database of the test's own, holding tag `shared`
+ * of `step`; both are killed when the test ends, whichever processes `servers` then holds.
+ */
+async function cluster(t: { after(fn: () => Promise<void>): void }, step: number): Promise<{ store: string; servers: ServeProcess[] }> {
+  const store = await ownDatabase(t);
+  const admin = await openSegmentStore(store);
+  await admin.init();
+  await admin.createTag({ tag: 'shared', step });
+  await admin.close();
+  const servers = [await serve(store), await serve(store)];
+  t.after(async () => {
+    for (const server of servers) await server.stop('SIGKILL');
+  });
+  return { store, servers };
+}
+
 const portOf = (server: ServeProcess) => Number(new URL(server.url).port);
 
 await describeWithServices('local mode: client processes, two idmint serve processes on one PostgreSQL database', ['postgres'], () => {
   it(`${CLIENTS} client processes draw while each server is killed and restarted: all distinct, each client increasing`, { timeout: 180_000 }, async (t) => {
-    const store = await ownDatabase(t);
-    const admin = await openSegmentStore(store);
-    await admin.init();
-    await admin.createTag({ tag: 'shared', step: 100 });
-    await admin.close();
-    let a = await serve(store);
-    let b = await serve(store);
-    t.after(async () => {
-      await a.stop('SIGKILL');
-      await b.stop('SIGKILL');
-    });
-    const urls = [a.url, b.url];
+    const { store, servers } = await cluster(t, 100);
+    const urls = servers.map((server) => server.url);
     const clients = Array.from({ length: CLIENTS }, () => drawInProcess(urls));
     await Promise.all(clients.map((client) => client.ready));
     await sleep(1500);
-    await a.stop('SIGKILL');
-    await sleep(1000);
-    a = await serve(store, Number(new URL(urls[0] as string).port));
-    await sleep(1000);
-    await b.stop('SIGKILL');
-    await sleep(1000);
-    b = await serve(store, Number(new URL(urls[1] as string).port));
-    await sleep(1500);
+    // Each server in turn: killed (no give-back), then started again on its port while clients draw.
+    for (const index of [0, 1]) {
+      await servers[index]?.stop('SIGKILL');
+      await sleep(1000);
+      servers[index] = await serve(store, Number(new URL(urls[index] as string).port));
+      await sleep(1000);
+    }
+    await sleep(500);
     for (const client of clients) client.stop();
     const results = await Promise.all(clients.map((client) => client.ids));
     const all = new Set<bigint>();
@@ -103,22 +110,13 @@ await describeWithServices('local mode: client processes, two idmint serve proce
     }
     assert.equal(all.size, total, 'an ID was issued to two clients (or twice to one)');
     // The servers really were replaced: the restarted ones answer on the same ports.
-    assert.deepEqual([portOf(a), portOf(b)], urls.map((url) => Number(new URL(url).port)));
+    assert.deepEqual(servers.map(portOf), urls.map((url) => Number(new URL(url).port)));
   });
 
   it('a client with every server down serves its held IDs, then RANGES_EXHAUSTED, and recovers when a server returns', { timeout: 120_000 }, async (t) => {
-    const store = await ownDatabase(t);
-    const admin = await openSegmentStore(store);
-    await admin.init();
-    await admin.createTag({ tag: 'shared', step: 1000 });
-    await admin.close();
-    let a = await serve(store);
-    const b = await serve(store);
-    t.after(async () => {
-      await a.stop('SIGKILL');
-      await b.stop('SIGKILL');
-    });
-    const client = new IdMintClient({ urls: [a.url, b.url], timeoutMs: 1000, local: { initialSize: 100, minSize: 100, maxSize: 100, prefetchThreshold: 0.5, backoffMs: 50, maxBackoffMs: 200 } });
+    const { store, servers } = await cluster(t, 1000);
+    const urls = servers.map((server) => server.url);
+    const client = new IdMintClient({ urls, timeoutMs: 1000, local: { initialSize: 100, minSize: 100, maxSize: 100, prefetchThreshold: 0.5, backoffMs: 50, maxBackoffMs: 200 } });
     const seen: bigint[] = [];
     const take = async () => {
       const id = client.nextIdSync('shared') ?? (await client.nextId('shared'));
@@ -129,11 +127,10 @@ await describeWithServices('local mode: client processes, two idmint serve proce
     await sleep(300); // the prefetch started past the threshold lands
     const held = client.localStats().tags[0]?.buffered ?? 0;
     assert.equal(held, 140);
-    await a.stop('SIGKILL');
-    await b.stop('SIGKILL');
+    for (const server of servers) await server.stop('SIGKILL');
     for (let i = 0; i < held; i++) await take();
     await assert.rejects(client.nextId('shared'), (error) => isIdMintError(error, 'RANGES_EXHAUSTED') && error.retryable);
-    a = await serve(store, Number(new URL(a.url).port));
+    servers[0] = await serve(store, Number(new URL(urls[0] as string).port));
     let recovered = false;
     for (let attempt = 0; attempt < 100 && !recovered; attempt++) {
       try {
