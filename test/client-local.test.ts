@@ -162,6 +162,7 @@ describe('IdMintClient local mode', () => {
       const client = new IdMintClient({ url: one.url });
       await assert.rejects(client.nextId('ghost'), (error) => isIdMintError(error, 'TAG_NOT_FOUND'));
       assert.equal(client.localStats().servers[0]?.down, false);
+      await assert.rejects(client.nextId(''), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /tag must be/.test(error.message));
       assert.throws(() => new IdMintClient({ url: one.url, local: { minSize: 0 } }), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /local\.minSize/.test(error.message));
       assert.throws(() => new IdMintClient({ urls: [] }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
     } finally {

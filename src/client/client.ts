@@ -168,7 +168,14 @@ export class IdMintClient {
    * RANGES_EXHAUSTED (retryable) when nothing is held and no server answers; recovers by itself.
    */
   nextId(tag: string): Promise<bigint> {
-    const ranges = this.#tags.get(tag) ?? this.#ranges(tag);
+    const ranges = this.#tags.get(tag);
+    if (ranges === undefined) {
+      try {
+        return this.#ranges(tag).next();
+      } catch (error) {
+        return Promise.reject(error as Error); // a bad tag rejects, as every other failure does
+      }
+    }
     const id = ranges.nextSync();
     return id === undefined ? ranges.next() : Promise.resolve(id);
   }
