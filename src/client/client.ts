@@ -1,11 +1,26 @@
-import { ERROR_CODES, IdMintError, type ErrorCode } from '../core/errors.ts';
+import { IdMintError } from '../core/errors.ts';
+import { errorFrom, unreachable } from './http-errors.ts';
+import { TagRanges, localSettings, type LocalModeOptions, type LocalSettings, type LocalTagStats } from './local-ranges.ts';
+import { ServerPool, type ServerState } from './server-pool.ts';
+
+export type { LocalModeOptions, LocalTagStats } from './local-ranges.ts';
+export type { ServerState } from './server-pool.ts';
 import type { TagJson } from '../shared/tag-json.ts';
 import { sleep } from '../shared/time.ts';
 
 /** Options for {@link IdMintClient}. */
 export interface IdMintClientOptions {
-  /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
-  readonly url: string;
+  /** The server's base URL, e.g. `http://127.0.0.1:8080`. One of `url` and `urls` is needed. */
+  readonly url?: string;
+  /**
+   * Several servers of one cluster, for local mode's failover ({@link IdMintClient.nextId}); the
+   * per-request methods use the first (or `url`).
+   */
+  readonly urls?: readonly string[];
+  /** Local mode's range sizes, prefetch, backoff and ordering (docs/client.md). */
+  readonly local?: LocalModeOptions;
+  /** Milliseconds for local mode's backoffs and range sizing. Default `performance.now`. */
+  readonly now?: () => number;
   /** Bearer token, when the server has auth on. */
   readonly token?: string;
   /** Each attempt is abandoned after this many ms (SERVER_UNAVAILABLE). Default 5000. */
@@ -111,22 +126,85 @@ export class IdMintClient {
   readonly #maxRetryDelayMs: number;
   readonly #fetch: typeof fetch;
 
+  readonly #bases: readonly string[];
+  readonly #local: LocalSettings;
+  readonly #now: () => number;
+  readonly #tags = new Map<string, TagRanges>();
+  #pool: ServerPool | undefined;
+  readonly #firstServer: number | undefined;
+
   constructor(options: IdMintClientOptions) {
-    let base: URL;
-    try {
-      base = new URL(options.url);
-    } catch {
-      throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(options.url)}`);
-    }
-    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-      throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL, got ${JSON.stringify(options.url)}`);
-    }
-    this.#base = base.href.replace(/\/+$/, '');
+    const urls = options.urls ?? (options.url === undefined ? [] : [options.url]);
+    if (options.urls !== undefined && options.url !== undefined) throw new IdMintError('INVALID_ARGUMENT', 'give url or urls, not both');
+    if (!Array.isArray(urls) || urls.length === 0) throw new IdMintError('INVALID_ARGUMENT', 'url (or urls, a non-empty list) is required: the idmint server, such as http://127.0.0.1:8080');
+    this.#bases = urls.map(baseOf);
+    this.#base = this.#bases[0] as string;
     this.#headers = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
     this.#timeoutMs = checkCount('timeoutMs', options.timeoutMs ?? 5000, 1);
     this.#retries = checkCount('retries', options.retries ?? 2, 0);
     this.#maxRetryDelayMs = checkCount('maxRetryDelayMs', options.maxRetryDelayMs ?? 1000, 0);
     this.#fetch = options.fetch ?? fetch;
+    this.#local = localSettings(options.local);
+    this.#now = options.now ?? (() => performance.now());
+    const first = options.local?.firstServer;
+    if (first !== undefined && (!Number.isSafeInteger(first) || first < 0 || first >= urls.length)) throw new IdMintError('INVALID_ARGUMENT', `local.firstServer must be an index into urls, 0 to ${urls.length - 1}, got ${String(first)}`);
+    this.#firstServer = first;
+  }
+
+  /**
+   * Local mode: the tag's next ID from a range held in this process, or undefined when none is
+   * held yet (a range is then being fetched; call {@link nextId}). No I/O, no Promise:
+   * `ids.nextIdSync(tag) ?? await ids.nextId(tag)`. IDs are bigints, never issued twice; with
+   * `local.ordering` `increasing` (the default) they increase per tag.
+   */
+  nextIdSync(tag: string): bigint | undefined {
+    const ranges = this.#tags.get(tag);
+    return ranges === undefined ? this.#ranges(tag).nextSync() : ranges.nextSync();
+  }
+
+  /**
+   * Local mode: the tag's next ID, from a held range when there is one (most calls), else after
+   * fetching a range from one of the servers (`GET /v1/segment/{tag}/range`). Throws
+   * RANGES_EXHAUSTED (retryable) when nothing is held and no server answers; recovers by itself.
+   */
+  nextId(tag: string): Promise<bigint> {
+    const ranges = this.#tags.get(tag);
+    if (ranges === undefined) {
+      try {
+        return this.#ranges(tag).next();
+      } catch (error) {
+        return Promise.reject(error as Error); // a bad tag rejects, as every other failure does
+      }
+    }
+    const id = ranges.nextSync();
+    return id === undefined ? ranges.next() : Promise.resolve(id);
+  }
+
+  /** Local mode's figures: per tag what is held and fetched, and each server's state. */
+  localStats(): { tags: LocalTagStats[]; servers: ServerState[] } {
+    return { tags: [...this.#tags.values()].map((ranges) => ranges.stats()), servers: this.#servers().states() };
+  }
+
+  #ranges(tag: string): TagRanges {
+    if (typeof tag !== 'string' || tag.length === 0 || tag.length > 128) throw new IdMintError('INVALID_ARGUMENT', `tag must be 1 to 128 characters, got ${JSON.stringify(tag)}`);
+    const pool = this.#servers();
+    const ranges = new TagRanges(tag, this.#local, (name, size) => pool.get(`/v1/segment/${encodeURIComponent(name)}/range?size=${size}`), this.#now);
+    this.#tags.set(tag, ranges);
+    return ranges;
+  }
+
+  #servers(): ServerPool {
+    this.#pool ??= new ServerPool({
+      bases: this.#bases,
+      headers: this.#headers,
+      timeoutMs: this.#timeoutMs,
+      backoffMs: this.#local.backoffMs,
+      maxBackoffMs: this.#local.maxBackoffMs,
+      fetch: this.#fetch,
+      now: this.#now,
+      ...(this.#firstServer === undefined ? {} : { preferred: this.#firstServer }),
+    });
+    return this.#pool;
   }
 
   /** The tag's next segment ID (Leaf's `/api/segment/get/{tag}`). */
@@ -258,33 +336,21 @@ export class IdMintClient {
   }
 }
 
-/** The server's JSON error as an IdMintError, with its status and Retry-After in `details`. */
-async function errorFrom(response: Response): Promise<IdMintError> {
-  const text = await response.text();
-  let parsed: { error?: { code?: unknown; message?: unknown } } | undefined;
-  try {
-    parsed = JSON.parse(text) as typeof parsed;
-  } catch {
-    parsed = undefined;
-  }
-  const code = typeof parsed?.error?.code === 'string' && Object.hasOwn(ERROR_CODES, parsed.error.code) ? (parsed.error.code as ErrorCode) : undefined;
-  const retryAfter = Number(response.headers.get('retry-after'));
-  const details = { status: response.status, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}) };
-  if (code === undefined) {
-    // Not an idmint answer (a proxy's error page, say): keep the status, and retry a 502-504.
-    const gateway = response.status >= 502 && response.status <= 504;
-    return new IdMintError(gateway ? 'SERVER_UNAVAILABLE' : 'INTERNAL_ERROR', `HTTP ${response.status} without an idmint error body: ${text.slice(0, 200)}`, { details });
-  }
-  return new IdMintError(code, typeof parsed?.error?.message === 'string' ? parsed.error.message : code, { details });
-}
-
-function unreachable(base: string, error: unknown): IdMintError {
-  const reason = error instanceof Error ? ((error.cause as Error | undefined)?.message ?? error.message) : String(error);
-  return new IdMintError('SERVER_UNAVAILABLE', `idmint server ${base} did not answer: ${reason}`, { cause: error });
-}
-
-
 const FAMILIES: ReadonlySet<string> = new Set(['uuid7', 'uuid4', 'ulid', 'objectid']);
+
+/** A server's base URL, checked, without its trailing slash. */
+function baseOf(url: string): string {
+  let base: URL;
+  try {
+    base = new URL(url);
+  } catch {
+    throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(url)}`);
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+    throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL, got ${JSON.stringify(url)}`);
+  }
+  return base.href.replace(/\/+$/, '');
+}
 
 function checkCount(name: string, value: number, min: number): number {
   if (!Number.isSafeInteger(value) || value < min) throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer >= ${min}, got ${String(value)}`);

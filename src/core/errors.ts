@@ -172,6 +172,16 @@ export const ERROR_CODES = {
     retryable: false,
     summary: 'Opaque IDs are asked for (an opaque tag, an opaque route) but not set up here: the server has no opaque keys (IDMINT_OPAQUE_KEYS), or the segment table lacks the opaque column (idmint db init adds it).',
   },
+  OPAQUE_RANGE_REFUSED: {
+    status: 409,
+    retryable: false,
+    summary: "A range of dense IDs (the range route, TinyId's routes) is asked for an opaque tag: a raw range would show what its opaque IDs hide, so none is handed out.",
+  },
+  RANGES_EXHAUSTED: {
+    status: 503,
+    retryable: true,
+    summary: "Client side, local mode: the tag's held ranges are used up and no server answered a range request; the client keeps trying by itself.",
+  },
   TIME_OVERFLOW: {
     status: 503,
     retryable: false,

@@ -80,6 +80,14 @@ export interface SegmentLeftover {
   readonly wasted: number;
 }
 
+/** IDs handed out as one run: `start`, `start + stride`, ... below `end`; `count` of them. */
+export interface SegmentRun {
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly stride: number;
+  readonly count: number;
+}
+
 /** An unissued tail: `from`, `from + stride`, ... below `to`; `ids` of them. */
 export interface SegmentTail {
   readonly from: bigint;
@@ -189,6 +197,29 @@ export class SegmentBuffer {
       taken += run + 1;
     }
     return taken;
+  }
+
+  /**
+   * Takes up to `max` IDs as one run of the current range: `count` IDs from `start`, `stride`
+   * apart, the run ending at `end` (exclusive). A run never spans two ranges (the next range is
+   * seldom adjacent, and never in a set of databases), so when the current range has fewer than
+   * `max` left the run is its rest: shorter, nothing skipped. Undefined when nothing is buffered
+   * (as {@link nextSync}). Crossing the prefetch threshold starts the next load, as IDs do.
+   */
+  takeRun(max: number): SegmentRun | undefined {
+    const first = this.nextSync(); // switches ranges and starts loads exactly as one ID does
+    if (first === undefined) return undefined;
+    const stride = this.#stride;
+    const run = Math.min(max - 1, Number((this.#end - this.#cursor) / stride));
+    this.#cursor += BigInt(run) * stride;
+    if (run <= this.#left) {
+      this.#left -= run;
+    } else {
+      // The run crossed the threshold: the next range must be ready or on its way.
+      const covered = this.#prefetch();
+      this.#left = covered ? Number((this.#end - this.#cursor) / stride) : 0;
+    }
+    return { start: first, end: this.#cursor, stride: Number(stride), count: run + 1 };
   }
 
   /** IDs that {@link take} can hand out right now without waiting. */

@@ -15,6 +15,8 @@ import { installOpenApi } from './plugins/openapi.ts';
 import { clientErrorHandler, createHttpServer } from './plugins/protocol.ts';
 import { READINESS_SCHEMA, healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
+import { rangeRoutes } from './routes/range.ts';
+import { tinyIdRoutes } from './routes/tinyid.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
 import { tagRoutes } from './routes/tags.ts';
 import { ErrorCounts } from './plugins/error-counts.ts';
@@ -234,6 +236,8 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   // The keys are read once; the codecs never put them in a log line or an error.
   const opaque = OpaqueIds.fromConfig(config.opaque.keys);
   segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, opaque });
+  rangeRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
+  tinyIdRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, authorizer, log });
   snowflakeRoutes(app, {
     worker: snowflake,
     layout: snowflake?.layout ?? getLayout(config.snowflake.layout),

@@ -32,12 +32,12 @@ const DIGITS = /^[0-9]{1,16}$/;
  * Parses `count` from a query string: absent means 1; otherwise plain digits in 1..max. "1e3",
  * "0x10", " 5" and "5.0" are refused rather than guessed at.
  */
-export function parseCount(raw: unknown, max: number): number {
+export function parseCount(raw: unknown, max: number, name = 'count'): number {
   if (raw === undefined) return 1;
   const value = typeof raw === 'string' && DIGITS.test(raw) ? Number(raw) : Number.NaN;
   if (value >= 1 && value <= max) return value;
   const shown = Array.isArray(raw) ? 'more than one value' : `"${clip(String(raw))}"`;
-  throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${max}, got ${shown}`);
+  throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from 1 to ${max}, got ${shown}`);
 }
 
 /** The `{tag}` path parameter, for OpenAPI. */

@@ -1,7 +1,7 @@
 import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
-import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentTagStats } from '../core/segment-buffer.ts';
+import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentRun, type SegmentTagStats } from '../core/segment-buffer.ts';
 import { SEGMENT_SERVICE_BOUNDS, checkTag, tagNotFound } from '../core/segment-limits.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
 import { withTimeout } from '../shared/timeout.ts';
@@ -233,6 +233,27 @@ export class SegmentService {
   }
 
   /**
+   * Up to `size` (1 to 10,000,000; `'step'`: the tag's configured step) of `tag`'s next IDs as
+   * one run, for a caller that issues them itself (the range route, TinyId's segment routes):
+   * `start`, `start + stride`, ... below `end`. The run comes out of the buffer like any batch, so
+   * nothing else ever gets its IDs. It never spans two ranges: when the current range has fewer
+   * than `size` left, the run is that rest (`count` says how many), so nothing is skipped. Waits
+   * for a range as {@link next}; throws as it.
+   */
+  async nextRange(tag: string, size: number | 'step'): Promise<SegmentRun> {
+    if (size !== 'step' && (!Number.isSafeInteger(size) || size < 1 || size > MAX_SEGMENT_BATCH)) {
+      throw new IdMintError('INVALID_ARGUMENT', `size must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(size)}`);
+    }
+    if (this.#closing !== undefined) throw closedError();
+    const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
+    for (;;) {
+      const run = buffer.takeRun(size === 'step' ? Math.min(MAX_SEGMENT_BATCH, Math.max(1, buffer.stats().tagStep)) : size);
+      if (run !== undefined) return run;
+      await this.#whenReady(tag, buffer);
+    }
+  }
+
+  /**
    * Re-reads the tag list: new tags appear, deleted ones go (an empty table empties the cache).
    * Runs every `tagRefreshMs`; call it to apply a change at once. Concurrent calls share one read.
    */
@@ -312,12 +333,17 @@ export class SegmentService {
       if (ids.length === count) return ids;
       // Each wait is bounded and each wake-up follows a load (or a failure, which throws), so a
       // batch larger than a range makes progress every round and always ends.
-      await withTimeout(buffer.whenReady(), this.#waitTimeoutMs, () => {
-        return new IdMintError('SEGMENTS_NOT_READY', `tag "${tag}": no buffered IDs left and the next range did not load within ${this.#waitTimeoutMs} ms; retry`, {
-          details: { tag, waitTimeoutMs: this.#waitTimeoutMs },
-        });
-      });
+      await this.#whenReady(tag, buffer);
     }
+  }
+
+  /** Waits for `buffer` to hold IDs, bounded by waitTimeoutMs (SEGMENTS_NOT_READY). */
+  #whenReady(tag: string, buffer: SegmentBuffer): Promise<void> {
+    return withTimeout(buffer.whenReady(), this.#waitTimeoutMs, () => {
+      return new IdMintError('SEGMENTS_NOT_READY', `tag "${tag}": no buffered IDs left and the next range did not load within ${this.#waitTimeoutMs} ms; retry`, {
+        details: { tag, waitTimeoutMs: this.#waitTimeoutMs },
+      });
+    });
   }
 
   /** A tag missing from the cache: ask the store (once, however many requests ask) before TAG_NOT_FOUND. */

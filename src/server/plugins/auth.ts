@@ -63,6 +63,21 @@ export class Authorizer {
     return found;
   }
 
+  /**
+   * True when `token` (sent bare, as TinyId's clients send theirs in the query) may draw from
+   * `tag`: a configured token whose tags allow it, or the admin token. Always true with auth off.
+   */
+  tokenAllows(token: string | undefined, tag: string): boolean {
+    if (!this.enabled) return true;
+    if (token === undefined || token === '') return false;
+    const presented = digest(token);
+    let found: Principal | undefined;
+    for (const entry of this.#entries) {
+      if (timingSafeEqual(presented, entry.digest)) found = entry.principal;
+    }
+    return found !== undefined && found.allows(tag);
+  }
+
   /** Checks `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */
   authorize(request: FastifyRequest, access: Access): Principal {
     const principal = this.authenticate(request.headers.authorization);

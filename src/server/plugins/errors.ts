@@ -33,6 +33,7 @@ const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
   MONOTONIC_OVERFLOW: "this millisecond's monotonic IDs are used up; retry",
   OPAQUE_DOMAIN_EXHAUSTED: "the tag's IDs have outgrown the space of its opaque IDs; none is issued",
   OPAQUE_UNAVAILABLE: 'opaque IDs are not set up on this server (opaque keys, or the opaque column of the segment table)',
+  RANGES_EXHAUSTED: "the client's ranges are used up and no server answered; retry",
   TIME_OVERFLOW: "the snowflake layout's time field is used up; no ID can be issued",
 };
 

@@ -41,6 +41,7 @@ export interface ApiInfo {
 /** The sections of the document, in order, with what each holds. */
 const TAGS = [
   { name: 'leaf', description: "Meituan Leaf's routes, unchanged: a Leaf client switches by changing the host." },
+  { name: 'tinyid', description: "Didi TinyId's routes, in TinyId's formats: a TinyId client switches by changing the host." },
   { name: 'segment', description: 'Segment mode: dense, increasing IDs per business tag, in ranges from the segment store.' },
   { name: 'snowflake', description: 'Snowflake mode: 64-bit time-ordered IDs from this node\'s leased worker ID.' },
   { name: 'tags', description: 'Business tags of segment mode: list, read, create, change.' },

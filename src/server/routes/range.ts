@@ -1,0 +1,103 @@
+import type { FastifyInstance } from 'fastify';
+import { IdMintError } from '../../core/errors.ts';
+import { checkTag } from '../../core/segment-limits.ts';
+import type { SegmentRun } from '../../core/segment-buffer.ts';
+import type { SegmentService } from '../../service/segment-service.ts';
+import { TAG_PARAMS, parseCount } from '../input.ts';
+import type { IssuedCounts } from '../plugins/metrics.ts';
+import { ERRORS } from './shared.ts';
+
+/** What the range route needs. */
+export interface RangeRouteDeps {
+  /** Absent when segment mode is off: the route then answers MODE_DISABLED. */
+  readonly service: SegmentService | undefined;
+  /** Largest `size`: api.maxBatch, the batch route's limit. */
+  readonly maxBatch: number;
+  readonly issued: IssuedCounts;
+}
+
+/** The segment service, or MODE_DISABLED. */
+export function segmentsOn(service: SegmentService | undefined): SegmentService {
+  if (service === undefined) {
+    throw new IdMintError('MODE_DISABLED', 'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)');
+  }
+  return service;
+}
+
+/**
+ * OPAQUE_RANGE_REFUSED for an opaque tag: a range (or TinyId's dense IDs) is the tag's dense
+ * numbers, exactly what its opaque IDs exist to hide.
+ */
+export function refuseOpaque(service: SegmentService, tag: string): void {
+  if (service.isOpaque(tag)) {
+    throw new IdMintError('OPAQUE_RANGE_REFUSED', `tag "${tag}" is opaque: its IDs are handed out only in their opaque form, one by one or in batches (/v1/segment/{tag}), never as a range of dense IDs`, { details: { tag } });
+  }
+}
+
+/**
+ * A run drawn for an opaque-checked tag. The tag is checked before the draw and again after it
+ * (a tag first looked up by the draw is known as opaque only then): a run drawn for a tag found
+ * opaque afterwards is dropped, its IDs never issued to anyone.
+ */
+export async function drawRun(service: SegmentService, tag: string, size: number | 'step'): Promise<SegmentRun> {
+  refuseOpaque(service, tag);
+  const run = await service.nextRange(tag, size);
+  refuseOpaque(service, tag);
+  return run;
+}
+
+/** JSON schema of the range answer, for the OpenAPI document. */
+const RANGE_SCHEMA = {
+  description: 'The range: IDs `start`, `start + stride`, ... up to `last`; `end` is exclusive. Decimal strings.',
+  type: 'object',
+  required: ['tag', 'start', 'end', 'last', 'stride', 'size'],
+  properties: {
+    tag: { type: 'string' },
+    start: { type: 'string', description: 'First ID of the range (inclusive).', examples: ['1001'] },
+    end: { type: 'string', description: 'One stride past the last ID: exclusive. `(end - start) / stride` is `size`.', examples: ['2001'] },
+    last: { type: 'string', description: 'Last ID of the range (inclusive): `end - stride`.', examples: ['2000'] },
+    stride: { type: 'integer', minimum: 1, maximum: 64, description: 'Distance between consecutive IDs: 1 from one database, N from one database of a set of N (every ID in `start`\'s residue class mod N). Step by it.' },
+    size: { type: 'integer', minimum: 1, description: 'IDs in the range: the `size` asked for, or fewer when the buffered range held fewer (never more).' },
+  },
+} as const;
+
+/**
+ * `GET /v1/segment/{tag}/range?size=N`: up to N of the tag's IDs as one contiguous run, for a
+ * caller that issues them itself (idmint's client in local mode). The run comes out of the same
+ * buffers as every other route, so no ID of it is ever handed out again. It never spans two
+ * stored ranges: when the buffered range has fewer than N left, the answer is that rest (its
+ * `size` says how many) rather than skipping it.
+ */
+export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
+  const { maxBatch, issued } = deps;
+  app.get<{ Params: { tag: string }; Querystring: { size?: string } }>(
+    '/v1/segment/:tag/range',
+    {
+      config: {
+        access: 'tag',
+        docs: {
+          params: TAG_PARAMS,
+          querystring: {
+            type: 'object',
+            required: ['size'],
+            properties: { size: { type: 'integer', minimum: 1, maximum: maxBatch, description: `How many IDs at most, 1 to ${maxBatch} (api.maxBatch).` } },
+          },
+        },
+      },
+      schema: {
+        operationId: 'segmentRange',
+        summary: "Reserves up to `size` of the tag's next IDs as one range the caller issues itself (end exclusive, step by `stride`); refused for an opaque tag",
+        tags: ['segment'],
+        response: { 200: RANGE_SCHEMA, ...ERRORS },
+      },
+    },
+    async (request) => {
+      const tag = checkTag(request.params.tag);
+      if (request.query.size === undefined) throw new IdMintError('INVALID_ARGUMENT', `size is required: how many IDs the range holds at most, 1 to ${maxBatch}`);
+      const size = parseCount(request.query.size, maxBatch, 'size');
+      const run = await drawRun(segmentsOn(deps.service), tag, size);
+      issued.addSegment(tag, run.count);
+      return { tag, start: run.start.toString(), end: run.end.toString(), last: (run.end - BigInt(run.stride)).toString(), stride: run.stride, size: run.count };
+    },
+  );
+}

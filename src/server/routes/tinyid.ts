@@ -1,0 +1,221 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { IdMintError } from '../../core/errors.ts';
+import { checkTag } from '../../core/segment-limits.ts';
+import type { SegmentRun } from '../../core/segment-buffer.ts';
+import type { SegmentService } from '../../service/segment-service.ts';
+import type { Authorizer } from '../plugins/auth.ts';
+import { JSON_TYPE, publicMessage, toIdMintError } from '../plugins/errors.ts';
+import type { IssuedCounts } from '../plugins/metrics.ts';
+import { clip } from '../input.ts';
+import { drawRun, refuseOpaque, segmentsOn } from './range.ts';
+import { LEAF_ALLOW, LEAF_METHODS, leafContentType } from './shared.ts';
+
+/** What the TinyId routes need. */
+export interface TinyIdRouteDeps {
+  readonly service: SegmentService | undefined;
+  /** TinyId's `batch.size.max`: a larger batchSize is lowered to it, as TinyId does (not refused). */
+  readonly maxBatch: number;
+  readonly issued: IssuedCounts;
+  /** Checks TinyId's `token` parameter against idmint's tokens (auth.tokens, auth.adminToken). */
+  readonly authorizer: Authorizer;
+  /** Where a 5xx's details go: TinyId's answer carries only its public sentence. */
+  readonly log: Logger;
+}
+
+/** TinyId's ErrorCode.TOKEN_ERR and ErrorCode.SYS_ERR (tinyid-server vo/ErrorCode.java). */
+const TOKEN_ERR = { code: 5, message: 'token is error' } as const;
+const SYS_ERR = 6;
+
+/** TinyId's `Response<T>` as Jackson writes it: `data`, `code` (200 on success), `message`. */
+function tinyIdJson(data: string, code = 200, message = ''): string {
+  return `{"data":${data},"code":${code},"message":${JSON.stringify(message)}}`;
+}
+
+/**
+ * The message TinyId's controller puts in a SYS_ERR answer (its exception's message). An unknown
+ * tag says what TinyId says ("can not find biztype:x"); other failures say idmint's code and, for
+ * a 5xx, only its public sentence (the log has the details, as for every idmint route).
+ */
+function sysMessage(error: IdMintError, request: FastifyRequest, tag: string): string {
+  if (error.code === 'TAG_NOT_FOUND') return `can not find biztype:${tag}`;
+  return `${error.code}: ${publicMessage(error, request.id)}`;
+}
+
+/** TinyId's parameters: Spring reads the query string, then a form body, first value wins. */
+interface TinyIdParams {
+  readonly bizType: string | undefined;
+  readonly token: string | undefined;
+  readonly batchSize: string | undefined;
+}
+
+function paramsOf(request: FastifyRequest): TinyIdParams {
+  const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
+  const form = typeof request.body === 'string' ? new URLSearchParams(request.body) : undefined;
+  const get = (name: string) => query.get(name) ?? form?.get(name) ?? undefined;
+  return { bizType: get('bizType'), token: get('token'), batchSize: get('batchSize') };
+}
+
+/**
+ * TinyId's `Integer batchSize` as Spring binds it: absent or empty is 1 (TinyId's default), past
+ * the maximum is lowered to it (TinyId's checkBatchSize); 0 or less asks for nothing. What Spring
+ * cannot bind as an Integer is a 400 (idmint's INVALID_ARGUMENT, where Spring sends its own page).
+ */
+function batchSizeOf(raw: string | undefined, max: number): number {
+  if (raw === undefined || raw.trim() === '') return 1;
+  const text = raw.trim();
+  if (!/^[-+]?[0-9]{1,10}$/.test(text) || Math.abs(Number(text)) > 2 ** 31 - 1) {
+    throw new IdMintError('INVALID_ARGUMENT', `batchSize must be an integer (TinyId's Integer), got "${clip(raw)}"`);
+  }
+  return Math.min(Number(text), max);
+}
+
+/**
+ * TinyId's SegmentId for a run: IDs are `(currentId, maxId]` stepping by `delta`, each `≡
+ * remainder (mod delta)`, and TinyId's client loads the next segment once it passes `loadingId`
+ * (20% in, TinyId's LOADING_PERCENT). currentId is one stride below the first ID.
+ */
+export function tinyIdSegment(run: SegmentRun): { currentId: bigint; loadingId: bigint; maxId: bigint; delta: number; remainder: number } {
+  const stride = BigInt(run.stride);
+  const currentId = run.start - stride;
+  return { currentId, loadingId: currentId + ((run.end - run.start) * 20n) / 100n, maxId: run.end - stride, delta: run.stride, remainder: Number(run.start % stride) };
+}
+
+const TINYID_QUERY = {
+  bizType: { type: 'string', description: 'The tag (TinyId\'s biz_type).', examples: ['order'] },
+  token: { type: 'string', description: "An idmint token allowed the tag (docs/api.md, Token mapping); any with auth off." },
+} as const;
+const BATCH_SIZE = { type: 'integer', default: 1, description: 'How many IDs; past api.maxBatch it is lowered to it, as TinyId does.' } as const;
+const TEXT = (example: string) => ({ 'text/plain': { schema: { type: 'string', examples: [example] } } });
+const TINYID_JSON = (data: Record<string, unknown>) => ({
+  'application/json': {
+    schema: {
+      type: 'object',
+      properties: { data: data, code: { type: 'integer', description: '200; 5 a bad token (data null, message "token is error"); 6 any other failure.' }, message: { type: 'string' } },
+    },
+  },
+});
+
+/** The one answer not in TinyId's shape: a request Spring could not bind or HTTP refuses. */
+const BAD_REQUEST = { description: "A batchSize that is not an integer (idmint's INVALID_ARGUMENT), or a request HTTP itself refuses.", $ref: 'Error#' } as const;
+
+/** The OpenAPI entries of the TinyId routes (their answers are built by hand, as TinyId's). */
+const TINYID_DOCS: Readonly<Record<string, { summary: string; query: Record<string, unknown>; response: Record<string, unknown> }>> = {
+  nextId: {
+    summary: "TinyId's nextId: the tag's next IDs in TinyId's Response (always HTTP 200; any method; an opaque tag refused)",
+    query: { type: 'object', properties: { ...TINYID_QUERY, batchSize: BATCH_SIZE } },
+    response: { description: "TinyId's Response with the IDs as JSON numbers.", content: TINYID_JSON({ type: ['array', 'null'], items: { type: 'integer' } }) },
+  },
+  nextIdSimple: {
+    summary: "TinyId's nextIdSimple: the tag's next IDs as comma-separated text; empty on any failure",
+    query: { type: 'object', properties: { ...TINYID_QUERY, batchSize: BATCH_SIZE } },
+    response: { description: 'The IDs, comma-separated; empty for a bad token or any failure.', content: TEXT('1001,1002') },
+  },
+  nextSegmentId: {
+    summary: "TinyId's nextSegmentId: a segment of the tag's step for TinyId's client (delta = stride, remainder = start mod stride)",
+    query: { type: 'object', properties: TINYID_QUERY },
+    response: {
+      description: "TinyId's Response with a SegmentId: IDs (currentId, maxId] stepping by delta.",
+      content: TINYID_JSON({ type: ['object', 'null'], properties: { maxId: { type: 'integer' }, loadingId: { type: 'integer' }, currentId: { type: 'integer' }, delta: { type: 'integer' }, remainder: { type: 'integer' } } }),
+    },
+  },
+  nextSegmentIdSimple: {
+    summary: "TinyId's nextSegmentIdSimple: currentId,loadingId,maxId,delta,remainder as text; empty on any failure",
+    query: { type: 'object', properties: TINYID_QUERY },
+    response: { description: 'currentId,loadingId,maxId,delta,remainder; empty for a bad token or any failure.', content: TEXT('1000,1200,2000,1,0') },
+  },
+};
+
+/**
+ * Didi TinyId's HTTP API (tinyid-server IdContronller under its `/tinyid` context path), so TinyId
+ * clients and their configuration work unchanged: `nextId`, `nextIdSimple`, `nextSegmentId`,
+ * `nextSegmentIdSimple`, every method, parameters in the query or a form body.
+ *
+ * Answers are TinyId's, byte for byte where it matters to its clients: always HTTP 200; the JSON
+ * routes `{"data":...,"code":200,"message":""}`, a bad token `{"data":null,"code":5,"message":
+ * "token is error"}`, any other failure code 6 with a message; the Simple routes the bare text, or
+ * an empty body for any failure (TinyId's client reads empty as "no answer"). Only a batchSize
+ * that is no integer comes as an idmint error (400), where Spring's binding error is its own page.
+ *
+ * The token is TinyId's `token` parameter, checked against idmint's tokens: one whose tags allow
+ * `bizType`, or the admin token; with auth off every token is accepted (docs/api.md).
+ */
+export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void {
+  const { maxBatch, issued, authorizer, log } = deps;
+
+  /** Runs `draw` for an allowed token and a served tag: its result, a bad token, or a failure. */
+  const serve = async <T>(request: FastifyRequest, ids: boolean, draw: (service: SegmentService, tag: string, params: TinyIdParams) => Promise<T>): Promise<{ ok: T } | { token: false } | { error: IdMintError; tag: string }> => {
+    const params = paramsOf(request);
+    // TinyId binds and bounds batchSize before it checks the token (nextSegmentId takes none).
+    if (ids) batchSizeOf(params.batchSize, maxBatch);
+    const tag = params.bizType;
+    if (tag === undefined || tag === '' || !authorizer.tokenAllows(params.token, tag)) return { token: false };
+    try {
+      return { ok: await draw(segmentsOn(deps.service), checkTag(tag), params) };
+    } catch (error) {
+      const failure = toIdMintError(error);
+      if (failure.status >= 500) log.error({ reqId: request.id, code: failure.code, err: failure.message }, 'tinyid route failed');
+      return { error: failure, tag };
+    }
+  };
+
+  const drawIds = async (service: SegmentService, tag: string, params: TinyIdParams): Promise<bigint[]> => {
+    const count = batchSizeOf(params.batchSize, maxBatch);
+    refuseOpaque(service, tag);
+    if (count < 1) return [];
+    const ids = service.nextBatchSync(tag, count) ?? (await service.nextBatch(tag, count));
+    refuseOpaque(service, tag);
+    issued.addSegment(tag, count);
+    return ids;
+  };
+
+  const drawSegment = async (service: SegmentService, tag: string): Promise<ReturnType<typeof tinyIdSegment>> => {
+    // A segment of the tag's configured step, as TinyId's is (the rest of the buffered range when
+    // fewer are left).
+    const run = await drawRun(service, tag, 'step');
+    issued.addSegment(tag, run.count);
+    return tinyIdSegment(run);
+  };
+
+  const route = (name: string, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<void>) => {
+    const url = `/tinyid/id/${name}`;
+    const doc = TINYID_DOCS[name];
+    app.register(async (scope) => {
+      // Spring reads form parameters from the body; any other body is read and ignored.
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+      scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
+      // GET is the one the OpenAPI document shows; the other methods answer the same, hidden beside it.
+      scope.get(url, { config: { docs: { querystring: doc?.query } }, schema: { operationId: `tinyId${name[0]?.toUpperCase()}${name.slice(1)}`, summary: doc?.summary, tags: ['tinyid'], response: { 200: doc?.response, '4XX': BAD_REQUEST } } }, handler);
+      scope.route({ method: LEAF_METHODS.filter((method) => method !== 'GET'), url, schema: { hide: true }, handler });
+      scope.options(url, { schema: { hide: true } }, (_request, reply) => {
+        reply.header('allow', LEAF_ALLOW).code(200).send();
+      });
+    });
+  };
+
+  route('nextId', async (request, reply) => {
+    const result = await serve(request, true, drawIds);
+    const body = 'ok' in result ? tinyIdJson(`[${result.ok.join(',')}]`) : 'token' in result ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message) : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
+    reply.type(JSON_TYPE).send(body);
+  });
+
+  route('nextIdSimple', async (request, reply) => {
+    const result = await serve(request, true, drawIds);
+    // TinyId joins with commas; an empty list fails in its StringBuilder and answers "".
+    reply.type(leafContentType(request.headers.accept)).send('ok' in result ? result.ok.join(',') : '');
+  });
+
+  route('nextSegmentId', async (request, reply) => {
+    const result = await serve(request, false, drawSegment);
+    const segment = (s: ReturnType<typeof tinyIdSegment>) => `{"maxId":${s.maxId},"loadingId":${s.loadingId},"currentId":${s.currentId},"delta":${s.delta},"remainder":${s.remainder}}`;
+    const body = 'ok' in result ? tinyIdJson(segment(result.ok)) : 'token' in result ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message) : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
+    reply.type(JSON_TYPE).send(body);
+  });
+
+  route('nextSegmentIdSimple', async (request, reply) => {
+    const result = await serve(request, false, drawSegment);
+    const text = 'ok' in result ? [result.ok.currentId, result.ok.loadingId, result.ok.maxId, result.ok.delta, result.ok.remainder].join(',') : '';
+    reply.type(leafContentType(request.headers.accept)).send(text);
+  });
+}
