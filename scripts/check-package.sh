@@ -5,7 +5,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+serve=
+# A server the check started never outlives it, whatever fails.
+trap '[ -z "$serve" ] || kill -KILL "$serve" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "check-package: $*" >&2; exit 1; }
 node24="$root/node_modules/node/bin/node"
 system_node=$(PATH=/usr/local/bin:/usr/bin:/bin command -v node || true)
@@ -63,14 +65,19 @@ set -e
 # The installed package serves its dashboard: the page at / and the bundle it names, nothing from
 # outside the package (an embedded store and a static worker in a directory of the check's own).
 port=$(node -e "const s=require('node:net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
-IDMINT_PORT="$port" IDMINT_SEGMENT_STORE="sqlite:$work/dashboard.db" IDMINT_WORKER_STATE_DIR="$work" npx --no-install idmint serve >"$work/serve.log" 2>&1 &
+# The installed bin itself, not `npx idmint serve`: npx does not pass SIGTERM on, so the server
+# would outlive the check.
+IDMINT_PORT="$port" IDMINT_SEGMENT_STORE="sqlite:$work/dashboard.db" IDMINT_WORKER_STATE_DIR="$work" node_modules/.bin/idmint serve >"$work/serve.log" 2>&1 &
 serve=$!
 for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
-page=$(curl -fs "http://127.0.0.1:$port/") || { kill "$serve"; cat "$work/serve.log" >&2; fail "the installed package does not serve its dashboard at /"; }
+page=$(curl -fs "http://127.0.0.1:$port/") || { cat "$work/serve.log" >&2; fail "the installed package does not serve its dashboard at /"; }
 bundle=$(printf '%s' "$page" | grep -oE '/dashboard/app-[A-Z0-9]+\.js' | head -n 1)
-[ -n "$bundle" ] && curl -fs -o /dev/null "http://127.0.0.1:$port$bundle" || { kill "$serve"; fail "the dashboard page names a bundle the server does not serve: '$bundle'"; }
+[ -n "$bundle" ] && curl -fs -o /dev/null "http://127.0.0.1:$port$bundle" || fail "the dashboard page names a bundle the server does not serve: '$bundle'"
 kill -TERM "$serve"
-wait "$serve" || true
+status=0
+wait "$serve" || status=$?
+serve=
+[ "$status" -eq 0 ] || { cat "$work/serve.log" >&2; fail "idmint serve exited with $status after SIGTERM"; }
 
 # An unsupported Node gets one line naming the version needed, from the CLI and the library.
 if [ -n "$system_node" ] && ! "$system_node" -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>22||(a===22&&b>=13)?0:1)'; then
