@@ -60,6 +60,27 @@ describe('operations routes and behaviour (in-process)', () => {
     }
   });
 
+  it('/metrics counts the ID families by mode, and opaque snowflake IDs as snowflake IDs', async () => {
+    const server = await testServer({ snowflake: { registry: 'static:9' }, opaque: { keys: '1:2b7e151628aed2a6abf7158809cf4f3c' } });
+    try {
+      assert.equal((await server.app.inject('/v1/uuid7?count=5')).statusCode, 200);
+      assert.equal((await server.app.inject('/v1/uuid7')).statusCode, 200);
+      assert.equal((await server.app.inject('/v1/ulid?count=3')).statusCode, 200);
+      assert.equal((await server.app.inject('/v1/objectid?count=2')).statusCode, 200);
+      assert.equal((await server.app.inject('/v1/opaque/snowflake?count=4')).statusCode, 200);
+      assert.equal((await server.app.inject('/api/snowflake/get/x')).statusCode, 200);
+      assert.equal((await server.app.inject('/v1/ulid?count=0')).statusCode, 400);
+      const text = (await server.app.inject('/metrics')).body;
+      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="uuid7",tag=""}'), 6);
+      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="ulid",tag=""}'), 3, 'a refused request counts nothing');
+      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="objectid",tag=""}'), 2);
+      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="uuid4",tag=""}'), undefined, 'a family never drawn from has no series');
+      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="snowflake",tag=""}'), 5);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('/metrics reports IDs per tag and mode, range loads, steps, remaining IDs, lease and request latency', async () => {
     const server = await testServer({ snowflake: { registry: 'static:9' } });
     try {

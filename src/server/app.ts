@@ -261,6 +261,7 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     opaque,
     worker: snowflake,
     store: segments?.store,
+    issued,
   });
   status.sampler.watch({
     ...(segments === undefined ? {} : { segments: segments.service }),

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, onResponseHookHandler } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { SegmentEvent, SegmentServiceStats } from '../../service/segment-service.ts';
+import type { IdFamily } from '../../service/id-families.ts';
 import type { SnowflakeWorkerState } from '../../service/snowflake-worker.ts';
 
 /**
@@ -9,15 +10,27 @@ import type { SnowflakeWorkerState } from '../../service/snowflake-worker.ts';
  * reads the totals when scraped.
  */
 export class IssuedCounts {
+  /** Snowflake IDs, plain and opaque. */
   snowflake = 0;
   readonly #segment = new Map<string, number>();
+  readonly #families = new Map<IdFamily, number>();
 
   addSegment(tag: string, count: number): void {
     this.#segment.set(tag, (this.#segment.get(tag) ?? 0) + count);
   }
 
+  /** UUIDs, ULIDs and ObjectIds made at /v1/{family}. */
+  addFamily(family: IdFamily, count: number): void {
+    this.#families.set(family, (this.#families.get(family) ?? 0) + count);
+  }
+
   segmentTotals(): ReadonlyMap<string, number> {
     return this.#segment;
+  }
+
+  /** Only the families that issued at least one ID. */
+  familyTotals(): ReadonlyMap<IdFamily, number> {
+    return this.#families;
   }
 }
 
@@ -62,13 +75,14 @@ export class ServerMetrics {
     const hasSnowflake = () => this.#sources.snowflake !== undefined;
     new Counter({
       name: `${prefix}ids_issued_total`,
-      help: 'IDs handed out, by mode and (segment mode) tag.',
+      help: 'IDs handed out, by mode (segment, snowflake, or an ID family: uuid7, uuid4, ulid, objectid) and (segment mode) tag.',
       labelNames: ['mode', 'tag'],
       registers: [this.registry],
       collect() {
         this.reset();
         if (hasSnowflake()) this.inc({ mode: 'snowflake', tag: '' }, issued.snowflake);
         for (const [tag, total] of issued.segmentTotals()) this.inc({ mode: 'segment', tag }, total);
+        for (const [family, total] of issued.familyTotals()) this.inc({ mode: family, tag: '' }, total);
       },
     });
     this.#requests = new LatencyHistogram(`${prefix}http_request_duration_seconds`, 'Time from request to response, by route and status code.', REQUEST_BUCKETS);

@@ -13,6 +13,7 @@ import { noOpaqueKeys, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { batchBoundReason, type SnowflakeWorker } from '../../service/snowflake-worker.ts';
 import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
+import type { IssuedCounts } from '../plugins/metrics.ts';
 import { ERRORS, idsJson } from './shared.ts';
 
 /** What the family and opaque routes need. */
@@ -30,6 +31,8 @@ export interface FamilyRouteDeps {
   readonly worker: SnowflakeWorker | undefined;
   /** Segment mode's store, for an opaque tag's `max_id` when decoding; absent when off. */
   readonly store: SegmentStore | undefined;
+  /** Where IDs handed out are counted (idmint_ids_issued_total). */
+  readonly issued: IssuedCounts;
 }
 
 /** IDs generated per slice, with the event loop let run between slices (a few ms each). */
@@ -97,7 +100,7 @@ const OPAQUE_DIGITS = OPAQUE_SNOWFLAKE_DOMAIN.digits + 1;
  * same token as `/v1/snowflake`; the IDs come from generators made once for the server's life.
  */
 export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void {
-  const { families, maxBatch, layout } = deps;
+  const { families, maxBatch, layout, issued } = deps;
 
   for (const route of FAMILY_ROUTES) {
     app.get<{ Querystring: { count?: string } }>(
@@ -108,7 +111,9 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
       },
       async (request, reply) => {
         const count = parseCount(request.query.count, maxBatch);
-        return reply.type(JSON_TYPE).send(await idsInSlices(count, (n) => families.next(route.family, n)));
+        const body = await idsInSlices(count, (n) => families.next(route.family, n));
+        issued.addFamily(route.family, count);
+        return reply.type(JSON_TYPE).send(body);
       },
     );
   }
@@ -171,6 +176,7 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
       }
       const codec = keys('opaque snowflake IDs');
       const ids = await worker().nextBatchAsync(count);
+      issued.snowflake += count;
       return reply.type(JSON_TYPE).send(idsJson('{', codec.snowflakeIds(ids)));
     },
   );
