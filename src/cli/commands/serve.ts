@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { buildServer, type IdMintServer } from '../../server/app.ts';
 import type { ServerConfig } from '../../config/schema.ts';
 import { withTimeout } from '../../shared/timeout.ts';
@@ -5,6 +6,8 @@ import { parseCommandArgs } from '../args.ts';
 import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
 import { backendFailure, listenFailure, type BackendSetting } from '../environment-errors.ts';
 import type { CliCommand, CliExit, CliIo } from '../io.ts';
+import { processCount, processSlot, slotFlags } from '../process-slots.ts';
+import { supervise, type ListeningMessage } from '../supervisor.ts';
 
 /**
  * After SIGTERM or SIGINT during start-up, how long the start-up may take to wind down (stop at
@@ -47,7 +50,18 @@ ${configFlagHelp()}
       await io.out(`${this.help}\n`);
       return 0;
     }
-    const { config } = configFromFlags(values);
+    const loaded = configFromFlags(values).config;
+    // --processes N: this process supervises N children, each of which runs the rest of this
+    // function in a slot of its own (src/cli/process-slots.ts) with what must not be shared.
+    const slot = cluster.isWorker ? processSlot() : undefined;
+    if (slot === undefined) {
+      const processes = processCount(loaded);
+      if (processes > 1) return supervise(loaded, processes);
+    }
+    const config = slot === undefined ? loaded : configFromFlags({ ...values, ...slotFlags(loaded, slot) }).config;
+    // A child whose supervisor is gone (killed with SIGKILL) shuts down as on SIGTERM rather
+    // than serve on with no one to restart or stop it.
+    if (slot !== undefined) process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
     // Signals are caught before anything is opened. One during start-up aborts it; one while
     // serving starts the graceful shutdown; a second one exits at once (but for a copy of the first).
     const startup = new AbortController();
@@ -78,7 +92,8 @@ ${configFlagHelp()}
 
     const { server } = started;
     try {
-      await server.listen();
+      const url = await server.listen();
+      if (slot !== undefined) process.send?.({ type: 'idmint-listening', url } satisfies ListeningMessage);
     } catch (error) {
       await server.close();
       throw listenFailure(error, config.host, config.port) ?? error;
