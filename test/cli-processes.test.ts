@@ -128,6 +128,15 @@ describe('idmint serve --processes', () => {
       assertDistinct(ids.snowflake, 'snowflake');
       // Both processes served (the cluster hands connections out in turn).
       assert.deepEqual([...new Set(ids.snowflake.map((id) => decomposeId(id, layout).workerId))].sort(), [0, 1]);
+      // Each process's metrics carry its slot, so the N series behind one port never collide.
+      const slots = new Set<string>();
+      for (let i = 0; i < 20 && slots.size < 2; i++) {
+        const agent = new Agent({ keepAlive: false });
+        const { body } = await request(agent, `${url}/metrics`);
+        for (const match of body.matchAll(/^idmint_\w+\{[^}]*process="(\d+)"/gm)) slots.add(match[1] ?? '');
+        assert.doesNotMatch(body, /^idmint_\w+(\{(?![^}]*process=)[^}]*\})? /m, 'a series without its process label');
+      }
+      assert.deepEqual([...slots].sort(), ['0', '1']);
     } finally {
       code = (await serve.kill('SIGTERM')).code;
     }

@@ -84,7 +84,7 @@ ${configFlagHelp()}
       process.on('SIGINT', first);
     });
 
-    const building = buildServer(config, { signal: startup.signal });
+    const building = buildServer(config, { signal: startup.signal, ...(slot === undefined ? {} : { processSlot: slot }) });
     const started = await Promise.race([building.then((server) => ({ server })), stop.then((signal) => ({ signal }))]).catch(async (error: unknown) => {
       throw (await backendFailure(error, backendSettings(config))) ?? error;
     });
