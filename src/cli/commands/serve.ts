@@ -37,6 +37,10 @@ registry slow to answer) stops it within a few seconds; the process then ends by
 With no configuration at all it listens on 127.0.0.1:8080, keeps segment tags in
 ./data/idmint.db (SQLite) and issues snowflake IDs as worker 0.
 
+With --processes N (or auto: one per CPU) a supervisor runs N processes on the one port, each
+with its own worker ID (static:K gives K to K+N-1) and segment ranges, restarts one that dies,
+and passes SIGTERM/SIGINT on to all of them (docs/operations.md).
+
 Exit status: 0 after a graceful shutdown; 2 for an invalid configuration; 1 when the environment
 is at fault (port in use, host not of this machine, store or registry unreachable).
 
