@@ -193,4 +193,10 @@ describe('idmint serve --processes', () => {
       assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
     }
   });
+
+  it('stops every child and exits 2 when one cannot start: static:31 with two processes needs worker 32, past twitter\'s 0-31', async () => {
+    const result = await runIdmint(['serve', '--port', '0', '--processes', '2', '--layout', 'twitter', '--worker-registry', 'static:31'], { env: clean(), cwd: mkdtempSync(join(root, 'layout-')) });
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /^idmint serve: static worker ID 32 does not fit the layout: worker IDs go from 0 to 31\n$/);
+  });
 });
