@@ -110,7 +110,7 @@ describe('server configuration', () => {
   });
 
   it('refuses unknown keys in a file, naming the known ones', () => {
-    rejects(() => loadConfig({ file: file('typo.json', JSON.stringify({ segmnt: {} })) }), /unknown key "segmnt"; known keys: host, port, api, auth, segment/);
+    rejects(() => loadConfig({ file: file('typo.json', JSON.stringify({ segmnt: {} })) }), /unknown key "segmnt"; known keys: host, port, processes, api, auth, segment/);
     rejects(() => loadConfig({ values: { segment: { stor: 'x' } } }), /unknown key "segment\.stor"; known keys under "segment": enabled, store, table, timeoutMs, poolSize, prefetchThreshold/);
     rejects(() => loadConfig({ values: { segment: 'sqlite::memory:' } }), /"segment" must be an object of keys/);
     rejects(() => loadConfig({ values: [] }), /the top level must be an object/);
@@ -180,7 +180,7 @@ describe('server configuration', () => {
     assert.equal(showValue(tokens, [{ token: TOKEN_A, tags: ['*'] }]), '(1 hidden)');
     assert.equal(showValue(tokens, []), '(none)');
     assert.equal(showValue(port, 8080), '8080');
-    assert.equal(Object.keys(ConfigSchema.properties).join(','), 'host,port,api,auth,segment,snowflake,metrics,log,opaque');
+    assert.equal(Object.keys(ConfigSchema.properties).join(','), 'host,port,processes,api,auth,segment,snowflake,metrics,log,opaque');
   });
 });
 

@@ -108,6 +108,17 @@ export function durationOrZero(options: KeyOptions<number> & { readonly min: num
   });
 }
 
+/**
+ * A whole number from `min` to `max`, or a word that stands for one found at run time (`auto`:
+ * the number of CPUs). Read as text like {@link integer}; the word passes through as itself.
+ */
+export function integerOrWord<const W extends string>(options: KeyOptions<number | W> & { readonly min: number; readonly max: number; readonly word: W; readonly meaning: string }) {
+  const { env, doc, min, max, word, meaning } = options;
+  return Type.Union([Type.Literal(word), Type.Integer({ minimum: min, maximum: max })], {
+    ...annotate(doc, options.default, { env, allowed: `an integer from ${min} to ${max}, or ${word} (${meaning})`, text: 'integer' }),
+  });
+}
+
 /** A number from `min` to `max`, fractions allowed. */
 export function decimal(options: KeyOptions<number> & { readonly min: number; readonly max: number }) {
   const { env, doc, min, max } = options;

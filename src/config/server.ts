@@ -1,10 +1,13 @@
 import Type from 'typebox';
-import { duration, integer, text } from './keys.ts';
+import { duration, integer, integerOrWord, text } from './keys.ts';
 
 /**
  * The HTTP server: where it listens, and the limits of its API. The bounds here are the server's
  * own (no library component takes these values); each duration stays below the timers' limit.
  */
+
+/** The most processes `serve` runs on one port. */
+export const MAX_PROCESSES = 64;
 
 /** Where the server listens: top-level keys, as in most servers' configuration. */
 export const LISTEN_KEYS = {
@@ -24,6 +27,17 @@ export const LISTEN_KEYS = {
     min: 0,
     max: 65535,
     doc: 'TCP port to listen on; 0 picks a free one (logged at start). PORT is read when IDMINT_PORT is unset.',
+  }),
+  // 64: far above the cores of any machine one idmint node should span; each process holds a
+  // worker ID of its own, and a layout has as few as 32 (twitter: 5 bits).
+  processes: integerOrWord({
+    env: 'IDMINT_PROCESSES',
+    default: 1,
+    min: 1,
+    max: MAX_PROCESSES,
+    word: 'auto',
+    meaning: 'the number of CPUs',
+    doc: 'Processes serving the one port (docs/operations.md): each holds its own worker ID and its own segment ranges; a supervisor restarts one that dies.',
   }),
 } as const;
 

@@ -35,6 +35,11 @@ export interface ServerOptions extends BackendOptions {
   readonly logStream?: DestinationStream;
   /** Directory of the built dashboard; default the package's dist/dashboard (tests build their own). */
   readonly dashboardDir?: string;
+  /**
+   * The slot of this process under `serve --processes N`: every metric then carries
+   * `process="<slot>"`, so series of the N processes behind one port never collide.
+   */
+  readonly processSlot?: number;
 }
 
 /** A built server: the Fastify app with its ID sources, not yet listening. */
@@ -92,6 +97,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     options.logStream ?? pino.destination({ dest: 1, sync: true }),
   );
   const metrics = config.metrics.enabled ? new ServerMetrics() : undefined;
+  if (options.processSlot !== undefined) metrics?.registry.setDefaultLabels({ process: String(options.processSlot) });
   const status: StatusParts = { sampler: new StatusSampler(), errors: new ErrorCounts(), startedAt: Date.now(), dashboardDir: options.dashboardDir };
   const backends = await openBackends(config, {
     ...options,

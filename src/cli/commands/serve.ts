@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { buildServer, type IdMintServer } from '../../server/app.ts';
 import type { ServerConfig } from '../../config/schema.ts';
 import { withTimeout } from '../../shared/timeout.ts';
@@ -5,6 +6,8 @@ import { parseCommandArgs } from '../args.ts';
 import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
 import { backendFailure, listenFailure, type BackendSetting } from '../environment-errors.ts';
 import type { CliCommand, CliExit, CliIo } from '../io.ts';
+import { processCount, processSlot, slotFlags } from '../process-slots.ts';
+import { supervise, type ListeningMessage } from '../supervisor.ts';
 
 /**
  * After SIGTERM or SIGINT during start-up, how long the start-up may take to wind down (stop at
@@ -34,6 +37,10 @@ registry slow to answer) stops it within a few seconds; the process then ends by
 With no configuration at all it listens on 127.0.0.1:8080, keeps segment tags in
 ./data/idmint.db (SQLite) and issues snowflake IDs as worker 0.
 
+With --processes N (or auto: one per CPU) a supervisor runs N processes on the one port, each
+with its own worker ID (static:K gives K to K+N-1) and segment ranges, restarts one that dies,
+and passes SIGTERM/SIGINT on to all of them (docs/operations.md).
+
 Exit status: 0 after a graceful shutdown; 2 for an invalid configuration; 1 when the environment
 is at fault (port in use, host not of this machine, store or registry unreachable).
 
@@ -47,7 +54,18 @@ ${configFlagHelp()}
       await io.out(`${this.help}\n`);
       return 0;
     }
-    const { config } = configFromFlags(values);
+    const loaded = configFromFlags(values).config;
+    // --processes N: this process supervises N children, each of which runs the rest of this
+    // function in a slot of its own (src/cli/process-slots.ts) with what must not be shared.
+    const slot = cluster.isWorker ? processSlot() : undefined;
+    if (slot === undefined) {
+      const processes = processCount(loaded);
+      if (processes > 1) return supervise(loaded, processes);
+    }
+    const config = slot === undefined ? loaded : configFromFlags({ ...values, ...slotFlags(loaded, slot) }).config;
+    // A child whose supervisor is gone (killed with SIGKILL) shuts down as on SIGTERM rather
+    // than serve on with no one to restart or stop it.
+    if (slot !== undefined) process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
     // Signals are caught before anything is opened. One during start-up aborts it; one while
     // serving starts the graceful shutdown; a second one exits at once (but for a copy of the first).
     const startup = new AbortController();
@@ -70,7 +88,7 @@ ${configFlagHelp()}
       process.on('SIGINT', first);
     });
 
-    const building = buildServer(config, { signal: startup.signal });
+    const building = buildServer(config, { signal: startup.signal, ...(slot === undefined ? {} : { processSlot: slot }) });
     const started = await Promise.race([building.then((server) => ({ server })), stop.then((signal) => ({ signal }))]).catch(async (error: unknown) => {
       throw (await backendFailure(error, backendSettings(config))) ?? error;
     });
@@ -78,7 +96,8 @@ ${configFlagHelp()}
 
     const { server } = started;
     try {
-      await server.listen();
+      const url = await server.listen();
+      if (slot !== undefined) process.send?.({ type: 'idmint-listening', url } satisfies ListeningMessage);
     } catch (error) {
       await server.close();
       throw listenFailure(error, config.host, config.port) ?? error;

@@ -1,0 +1,202 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent, get } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { decomposeId, getLayout } from '../src/core/layout.ts';
+import { runIdmint } from './support/cli.ts';
+import { spawnServe, type ServeChild } from './support/serve-process.ts';
+
+/**
+ * `idmint serve --processes N` with real processes: N children behind one port, each with its own
+ * worker ID and segment ranges; a child killed with SIGKILL under load is replaced without a
+ * repeated ID; SIGTERM stops them all.
+ */
+
+const root = mkdtempSync(join(tmpdir(), 'idmint-cli-processes-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+const layout = getLayout('idmint');
+
+const clean = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('IDMINT_')) env[key] = value;
+  return { ...env, ...extra };
+};
+
+interface Supervised {
+  readonly serve: ServeChild;
+  readonly url: string;
+  readonly childPids: number[];
+}
+
+/** Starts `serve --processes n` (zero setup: SQLite store, static registry) and waits until every child listens. */
+async function startProcesses(n: number, name: string): Promise<Supervised> {
+  const cwd = mkdtempSync(join(root, `${name}-`));
+  const serve = spawnServe(['--processes', String(n)], { cwd, env: clean() });
+  const ready = await serve.logLine((line) => line['msg'] === 'idmint processes listening');
+  return { serve, url: String(ready['url']), childPids: ready['childPids'] as number[] };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** One GET over `agent`: status and body. */
+function request(agent: Agent, url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    get(url, { agent }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+      response.on('error', reject);
+    }).on('error', reject);
+  });
+}
+
+/**
+ * Draws IDs with `connections` concurrent keep-alive loops (connections of their own, so each
+ * call spreads over the children live when it starts) until `until` resolves (or `total` is
+ * reached), alternating segment and snowflake. Requests that fail (a connection to a killed child)
+ * are counted, not kept.
+ */
+async function draw(url: string, tag: string, options: { connections: number; total?: number; until?: Promise<unknown> }): Promise<{ segment: bigint[]; snowflake: bigint[]; failed: number }> {
+  const segment: bigint[] = [];
+  const snowflake: bigint[] = [];
+  let failed = 0;
+  let stop = false;
+  void options.until?.then(() => (stop = true));
+  let issued = 0;
+  const agent = new Agent({ keepAlive: true, maxSockets: options.connections });
+  const loop = async () => {
+    while (!stop && (options.total === undefined || issued < options.total)) {
+      const n = issued++;
+      const path = n % 2 === 0 ? `/api/segment/get/${tag}` : `/api/snowflake/get/${tag}`;
+      try {
+        const { status, body } = await request(agent, `${url}${path}`);
+        if (status !== 200) {
+          failed++;
+          continue;
+        }
+        (n % 2 === 0 ? segment : snowflake).push(BigInt(body));
+      } catch {
+        failed++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: options.connections }, loop));
+  agent.destroy();
+  return { segment, snowflake, failed };
+}
+
+function assertDistinct(ids: readonly bigint[], what: string): void {
+  const seen = new Set<bigint>();
+  for (const id of ids) {
+    assert.ok(!seen.has(id), `${what}: ${id} issued twice`);
+    seen.add(id);
+  }
+}
+
+async function createTag(url: string, tag: string, step: number): Promise<void> {
+  const created = await fetch(`${url}/v1/tags`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tag, step }) });
+  assert.equal(created.status, 201, await created.text());
+}
+
+describe('idmint serve --processes', () => {
+  it('two processes on one port, each its own worker ID and ranges: every ID distinct; SIGTERM stops all of them', async () => {
+    const { serve, url, childPids } = await startProcesses(2, 'distinct');
+    let code: number | null = null;
+    try {
+      assert.equal(childPids.length, 2);
+      assert.deepEqual(
+        serve.logs.filter((line) => line['msg'] === 'idmint listening').map((line) => (line['snowflake'] as { workerId: number }).workerId).sort(),
+        [0, 1],
+        'each child holds its own static worker ID',
+      );
+      // A small step: many range loads, from both processes, race in the store.
+      await createTag(url, 'order', 50);
+      const ids = await draw(url, 'order', { connections: 16, total: 4000 });
+      assert.equal(ids.failed, 0);
+      assert.equal(ids.segment.length + ids.snowflake.length, 4000);
+      assertDistinct(ids.segment, 'segment');
+      assertDistinct(ids.snowflake, 'snowflake');
+      // Both processes served (the cluster hands connections out in turn).
+      assert.deepEqual([...new Set(ids.snowflake.map((id) => decomposeId(id, layout).workerId))].sort(), [0, 1]);
+      // Each process's metrics carry its slot, so the N series behind one port never collide.
+      const slots = new Set<string>();
+      for (let i = 0; i < 20 && slots.size < 2; i++) {
+        const agent = new Agent({ keepAlive: false });
+        const { body } = await request(agent, `${url}/metrics`);
+        for (const match of body.matchAll(/^idmint_\w+\{[^}]*process="(\d+)"/gm)) slots.add(match[1] ?? '');
+        assert.doesNotMatch(body, /^idmint_\w+(\{(?![^}]*process=)[^}]*\})? /m, 'a series without its process label');
+      }
+      assert.deepEqual([...slots].sort(), ['0', '1']);
+    } finally {
+      code = (await serve.kill('SIGTERM')).code;
+    }
+    assert.equal(code, 0, serve.stderr());
+    for (const pid of childPids) assert.equal(alive(pid), false, `child ${pid} still runs`);
+    const messages = serve.logs.map((line) => line['msg']);
+    assert.equal(messages.filter((m) => m === 'idmint stopped').length, 2, 'each child shut down gracefully');
+    assert.equal(messages.filter((m) => typeof m === 'string' && m.startsWith('released worker')).length, 2, 'each child released its worker ID');
+    assert.equal(messages.at(-1), 'idmint processes stopped');
+  });
+
+  it('a child killed with SIGKILL under load is replaced, in its slot, and no ID is issued twice', async () => {
+    const { serve, url, childPids } = await startProcesses(2, 'sigkill');
+    try {
+      await createTag(url, 'pay', 100);
+      const [victim] = childPids;
+      assert.ok(victim !== undefined);
+      const replaced = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim);
+      const before = await draw(url, 'pay', { connections: 8, total: 1000 });
+      const load = draw(url, 'pay', { connections: 8, until: replaced.then(() => new Promise((resolve) => setTimeout(resolve, 500))) });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      process.kill(victim, 'SIGKILL');
+      const successor = await replaced;
+      const during = await load;
+      const afterwards = await draw(url, 'pay', { connections: 8, total: 1000 });
+      assert.equal(afterwards.failed, 0);
+      assert.ok(alive(Number(successor['childPid'])));
+      const restart = serve.logs.find((line) => line['msg'] === 'process ended: restarting it');
+      assert.deepEqual([restart?.['slot'], restart?.['signal']], [0, 'SIGKILL']);
+      const segment = [...before.segment, ...during.segment, ...afterwards.segment];
+      const snowflake = [...before.snowflake, ...during.snowflake, ...afterwards.snowflake];
+      assertDistinct(segment, 'segment');
+      assertDistinct(snowflake, 'snowflake');
+      // The successor took the dead child's worker ID (static:0 again) and issued with it.
+      const successorWorker = serve.logs.filter((line) => line['msg'] === 'idmint listening' && line['pid'] === successor['childPid']).map((line) => (line['snowflake'] as { workerId: number }).workerId);
+      assert.deepEqual(successorWorker, [0]);
+      assert.ok(afterwards.snowflake.some((id) => decomposeId(id, layout).workerId === 0), 'the successor served IDs as worker 0');
+    } finally {
+      assert.equal((await serve.kill('SIGTERM')).code, 0, serve.stderr());
+    }
+  });
+
+  it('refuses a bad --processes or IDMINT_PROCESSES with exit 2 and one line', async () => {
+    const cases: [string[], Record<string, string>, RegExp][] = [
+      [['--processes', '0'], {}, /processes = "0" \(from --processes\): must be an integer from 1 to 64, or auto \(the number of CPUs\)/],
+      [['--processes', '65'], {}, /processes = "65" \(from --processes\)/],
+      [['--processes', 'many'], {}, /processes = "many" \(from --processes\)/],
+      [[], { IDMINT_PROCESSES: '1.5' }, /processes = "1\.5" \(from IDMINT_PROCESSES\)/],
+    ];
+    for (const [args, env, message] of cases) {
+      const result = await runIdmint(['serve', ...args], { env: clean(env), cwd: mkdtempSync(join(root, 'bad-')) });
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, message);
+      assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
+    }
+  });
+
+  it('stops every child and exits 2 when one cannot start: static:31 with two processes needs worker 32, past twitter\'s 0-31', async () => {
+    const result = await runIdmint(['serve', '--port', '0', '--processes', '2', '--layout', 'twitter', '--worker-registry', 'static:31'], { env: clean(), cwd: mkdtempSync(join(root, 'layout-')) });
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /^idmint serve: static worker ID 32 does not fit the layout: worker IDs go from 0 to 31\n$/);
+  });
+});
