@@ -6,7 +6,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { ERRORS, idsJson, leafContentType, leafRoute } from './shared.ts';
+import { ERRORS, OCTET_CONTENT, OCTET_TYPE, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the segment routes need. */
 export interface SegmentRouteDeps {
@@ -96,14 +96,21 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     {
       config: { access: 'tag', docs: { params: TAG_PARAMS, querystring: countQuery(maxBatch) } },
       schema: {
-        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order",
+        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order. JSON, or binary for Accept: application/octet-stream",
         tags: ['segment'],
         response: {
           200: {
-            description: 'The tag and its IDs, as decimal strings.',
-            type: 'object',
-            required: ['tag', 'ids'],
-            properties: { tag: { type: 'string' }, ids: { type: 'array', items: { type: 'string' } } },
+            description: 'The tag and its IDs, as decimal strings; or, for `Accept: application/octet-stream`, the IDs alone as big-endian unsigned 64-bit integers.',
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  required: ['tag', 'ids'],
+                  properties: { tag: { type: 'string' }, ids: { type: 'array', items: { type: 'string' } } },
+                },
+              },
+              ...OCTET_CONTENT,
+            },
           },
           ...ERRORS,
         },
@@ -117,6 +124,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
       const ids = segments.nextBatchSync(tag, count) ?? (await segments.nextBatch(tag, count));
       const texts = segmentIdTexts(keys, tag, ids, wasOpaque || segments.isOpaque(tag));
       issued.addSegment(tag, count);
+      if (wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(idsOctets(texts));
       // A tag may hold quotes, backslashes and control characters: escaped as JSON.
       return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
     },
