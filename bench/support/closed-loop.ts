@@ -42,6 +42,8 @@ export interface ClosedLoopResult {
   readonly p999: number;
   readonly max: number;
   readonly failures: number;
+  /** Every response's latency, ms, ascending (empty unless keepLatencies). */
+  readonly latencies: Float64Array;
 }
 
 export interface ClosedLoopOptions {
@@ -78,5 +80,6 @@ export async function closedLoop(url: string, seconds: number, options: ClosedLo
     p999: percentile(sorted, 99.9),
     max: sorted[sorted.length - 1] ?? Number.NaN,
     failures: result.non2xx + result.errors + result.timeouts,
+    latencies: sorted,
   };
 }
