@@ -46,6 +46,14 @@ export interface OpenLoopResult {
   readonly p99: number;
   readonly p999: number;
   readonly max: number;
+  /**
+   * How late the generator itself sent requests that found a free connection (actual send minus
+   * intended time), ms, p99.9 and max: its own event-loop delays (GC, CPU taken by other
+   * processes). Part of every latency above; when it is near the p99.9, the tail is the
+   * generator's and the machine's, not the server's.
+   */
+  readonly sendLagP999: number;
+  readonly sendLagMax: number;
 }
 
 /** The value at percentile `p` (0-100) of ascending `sorted`: the smallest with at least p% at or below it. */
@@ -127,6 +135,8 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   const total = Math.round(options.rate * options.seconds);
   const interval = 1000 / options.rate;
   const latencies = new Float64Array(total);
+  const lags = new Float64Array(total);
+  let lagCount = 0;
   let answers = 0;
   let ok = 0;
   let failures = 0;
@@ -178,7 +188,10 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   const dispatch = (intended: number) => {
     const connection = idle.pop();
     if (connection === undefined) backlog.push(intended);
-    else send(connection, intended);
+    else {
+      send(connection, intended);
+      lags[lagCount++] = performance.now() - intended;
+    }
   };
   const tick = () => {
     const due = dueCount(performance.now() - start, interval, total);
@@ -202,6 +215,7 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   // Requests never answered (or never even sent) are failures with no latency to show.
   const unanswered = total - answers;
   const sorted = latencies.subarray(0, answers).sort();
+  const sortedLags = lags.subarray(0, lagCount).sort();
   return {
     intended: total,
     ok,
@@ -213,5 +227,7 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
     p999: percentile(sorted, 99.9),
     // An unanswered request waited at least the whole drain: max says so.
     max: unanswered > 0 ? Number.POSITIVE_INFINITY : (sorted[sorted.length - 1] ?? Number.NaN),
+    sendLagP999: percentile(sortedLags, 99.9),
+    sendLagMax: sortedLags[sortedLags.length - 1] ?? Number.NaN,
   };
 }
