@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { wantsOctets } from '../src/server/routes/shared.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { wantsOctets, writeRunOctets } from '../src/server/routes/shared.ts';
 import { testServer } from './support/server.ts';
 
 // Binary batches (issue 13): `Accept: application/octet-stream` on /v1/segment/{tag} and
@@ -8,6 +11,8 @@ import { testServer } from './support/server.ts';
 // the point is the bytes on the wire.
 
 const KEY = '000102030405060708090a0b0c0d0e0f';
+const dir = mkdtempSync(join(tmpdir(), 'idmint-octets-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
 const OCTETS = { accept: 'application/octet-stream' };
 
 /** The body's 8-byte big-endian integers, after checking the type and that the length is exact. */
@@ -76,6 +81,23 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
+  it('a tag made opaque on another node and new to this one: its opaque IDs, never its dense ones', async () => {
+    const store = `sqlite:${join(dir, 'shared.db')}`;
+    const reader = await testServer({ segment: { store }, opaque: { keys: KEY } });
+    const writer = await testServer({ segment: { store }, opaque: { keys: KEY } });
+    try {
+      const url = await reader.listen();
+      // Created after the reader started: the reader first hears of the tag from this request.
+      assert.equal((await writer.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'late', step: 20, opaque: true } })).statusCode, 201);
+      const ids = await octets(await fetch(`${url}/v1/segment/late?count=30`, { headers: OCTETS }), 30);
+      assert.equal(new Set(ids).size, 30);
+      for (const id of ids) assert.ok(id >= 10n ** 18n && id < 2n ** 63n, `${id} is a dense ID`);
+    } finally {
+      await writer.close();
+      await reader.close();
+    }
+  });
+
   it('errors stay JSON, and JSON stays the default for every other Accept', async () => {
     const server = await testServer();
     try {
@@ -94,6 +116,14 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
       }
     } finally {
       await server.close();
+    }
+  });
+
+  it('writeRunOctets writes a run exactly, with a stride, below and above 2^53', () => {
+    for (const start of [7n, 2n ** 32n - 2n, 2n ** 53n - 10n, 2n ** 63n - 100n]) {
+      const bytes = Buffer.alloc(6 * 8);
+      assert.equal(writeRunOctets(bytes, 1, { start, stride: 3, count: 5 }), 6);
+      assert.deepEqual(Array.from({ length: 6 }, (_, i) => bytes.readBigUInt64BE(i * 8)), [0n, ...Array.from({ length: 5 }, (_, i) => start + BigInt(i * 3))]);
     }
   });
 

@@ -126,6 +126,33 @@ export function idsOctets(ids: readonly (bigint | string)[]): Buffer {
   return bytes;
 }
 
+/** 2^32, to split an ID held in a double into two 32-bit halves. */
+const TWO_32 = 4_294_967_296;
+
+/**
+ * Writes a run's IDs (`start`, `start + stride`, ...: `run.count` of them) into `bytes` as
+ * big-endian unsigned 64-bit integers from ID index `at`; returns the index after the last.
+ * Below 2^53 (any dense ID in practice) each ID is a double split into two 32-bit halves, with no
+ * BigInt made per ID: several times faster than a batch of BigInts, which is what lets a binary
+ * batch run at tens of millions of IDs per second.
+ */
+export function writeRunOctets(bytes: Buffer, at: number, run: { readonly start: bigint; readonly stride: number; readonly count: number }): number {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const { stride, count } = run;
+  if (run.start + BigInt(stride) * BigInt(count) <= BigInt(Number.MAX_SAFE_INTEGER)) {
+    const start = Number(run.start);
+    for (let i = 0; i < count; i++) {
+      const id = start + i * stride;
+      const high = Math.floor(id / TWO_32);
+      view.setUint32((at + i) * 8, high);
+      view.setUint32((at + i) * 8 + 4, id - high * TWO_32);
+    }
+  } else {
+    for (let i = 0; i < count; i++) view.setBigUint64((at + i) * 8, run.start + BigInt(i * stride));
+  }
+  return at + count;
+}
+
 /** OpenAPI `content` entry of a batch route's binary form. */
 export const OCTET_CONTENT = {
   [OCTET_TYPE]: {
