@@ -106,10 +106,14 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
       runs.push(run);
       filled = writeRunOctets(bytes, filled, run);
     }
+    if (segments.isOpaque(tag)) {
+      const ids = runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
+      const opaque = idsOctets(segmentIdTexts(keys, tag, ids, true));
+      issued.addSegment(tag, count);
+      return opaque;
+    }
     issued.addSegment(tag, count);
-    if (!segments.isOpaque(tag)) return bytes;
-    const ids = runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
-    return idsOctets(segmentIdTexts(keys, tag, ids, true));
+    return bytes;
   };
 
   app.get<{ Params: { tag: string }; Querystring: { count?: string } }>(
