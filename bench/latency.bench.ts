@@ -3,6 +3,7 @@
 //
 //   npm run bench:latency -- --write                    (--write: update docs/benchmarks.md)
 //   DURATION=5 PROCESSES=1,2 npm run bench:latency      (PROCESSES: idmint serve --processes N)
+//   PIN=1 npm run bench:latency                          (generator on CPU 0, servers on CPU 1)
 //
 // 1. Validation: the bare route at a fixed rate while its process is paused (SIGSTOP) for 100 ms,
 //    measured by the open-loop generator and by autocannon (closed loop): the open loop must show
@@ -14,6 +15,7 @@
 // 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s.
 //
 // Every server runs in a process of its own; the generator runs in this one, on the same 2 cores.
+import { execFileSync } from 'node:child_process';
 import { formatRate, loadNote, machineLine, markdownTable, median, writeSection } from './support/report.ts';
 import { bodyLoop, closedLoop, startTarget, stopTargets, type Target } from './support/closed-loop.ts';
 import { openLoop, type OpenLoopResult } from './support/open-loop.ts';
@@ -27,6 +29,16 @@ const PROCESSES = (process.env['PROCESSES'] ?? '1').split(',').map(Number);
 const VALIDATE_RATE = Number(process.env['VALIDATE_RATE'] ?? 5_000);
 const PAUSE_MS = 100;
 const WRITE = process.argv.includes('--write');
+/**
+ * PIN=1 (Linux, with taskset): the generator on CPU 0 and every server on CPU 1, so the two stop
+ * taking turns on one core. Only for one idmint process (two would share CPU 1).
+ */
+const PIN = process.env['PIN'] === '1';
+if (PIN) {
+  if (PROCESSES.some((n) => n > 1)) throw new Error('PIN=1 pins each server to one CPU: use it with PROCESSES=1');
+  execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+}
+const SERVER_CPU = PIN ? 1 : undefined;
 
 /** Targets from issue 13. */
 const TARGETS = { p999Ratio: 1.2, p999Ms: 1, batchIdsPerSecond: 50_000_000 };
@@ -36,10 +48,10 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
 
 const load = loadNote();
-const bare = await startTarget('bare');
+const bare = await startTarget('bare', 1, SERVER_CPU);
 const idmint = new Map<number, Target>();
 try {
-  for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes));
+  for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes, SERVER_CPU));
 } catch (error) {
   stopTargets([bare, ...idmint.values()]);
   throw error;
@@ -186,7 +198,7 @@ try {
   markdown = `${machineLine()} ${load} The machine was shared with other work (two other sessions
 testing and benchmarking): short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
 (median shown). Each server in its own process; the generator (this process) runs on the same 2 cores
-and takes CPU from the server under test. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
+and takes CPU from the server under test${PIN ? ' (pinned: the generator on CPU 0, the servers on CPU 1)' : ''}. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
 
 **Validation** on the bare route at ${formatRate(VALIDATE_RATE)} req/s, ${CONNECTIONS} connections, the server
 process paused (SIGSTOP/SIGCONT) for ${PAUSE_MS} ms in the middle of the run:

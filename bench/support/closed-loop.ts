@@ -17,9 +17,13 @@ export interface Target {
  * Starts bench/support/http-target.ts in a process of its own. `processes` above 1 starts idmint
  * as `idmint serve --processes N` (passed to the target as BENCH_PROCESSES).
  */
-export function startTarget(kind: 'bare' | 'idmint', processes = 1): Promise<Target> {
+export function startTarget(kind: 'bare' | 'idmint', processes = 1, cpu?: number): Promise<Target> {
   const script = fileURLToPath(new URL('./http-target.ts', import.meta.url));
-  const child = spawn(process.execPath, [...process.execArgv, script, kind], {
+  const node = [process.execPath, ...process.execArgv, script, kind];
+  // Pinned with taskset (Linux) when a CPU is given: the server then never waits for the
+  // generator's time slice on its own core.
+  const [command = process.execPath, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
+  const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, BENCH_PROCESSES: String(processes) },
   });
