@@ -7,7 +7,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { ERRORS, OCTET_CONTENT, OCTET_TYPE, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets, writeRunOctets } from './shared.ts';
+import { ERRORS, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets, writeRunOctets } from './shared.ts';
 
 /** What the segment routes need. */
 export interface SegmentRouteDeps {
@@ -124,19 +124,11 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
         summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order. JSON, or binary for Accept: application/octet-stream",
         tags: ['segment'],
         response: {
-          200: {
-            description: 'The tag and its IDs, as decimal strings; or, for `Accept: application/octet-stream`, the IDs alone as big-endian unsigned 64-bit integers.',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  required: ['tag', 'ids'],
-                  properties: { tag: { type: 'string' }, ids: { type: 'array', items: { type: 'string' } } },
-                },
-              },
-              ...OCTET_CONTENT,
-            },
-          },
+          200: batchResponse('The tag and its IDs, as decimal strings', {
+            type: 'object',
+            required: ['tag', 'ids'],
+            properties: { tag: { type: 'string' }, ids: { type: 'array', items: { type: 'string' } } },
+          }),
           ...ERRORS,
         },
       },

@@ -153,9 +153,18 @@ export function writeRunOctets(bytes: Buffer, at: number, run: { readonly start:
   return at + count;
 }
 
-/** OpenAPI `content` entry of a batch route's binary form. */
-export const OCTET_CONTENT = {
-  [OCTET_TYPE]: {
-    schema: { type: 'string', format: 'binary', description: 'The IDs as big-endian unsigned 64-bit integers, 8 bytes each, in the same order as the JSON form; the body length is 8 x count.' },
-  },
-} as const;
+/**
+ * The OpenAPI 200 answer of a batch route: `json` (its JSON object's schema) by default, or the
+ * IDs alone in binary for `Accept: application/octet-stream`.
+ */
+export function batchResponse<const S extends object>(jsonDescription: string, json: S) {
+  return {
+    description: `${jsonDescription}; or, for \`Accept: application/octet-stream\`, the IDs alone as big-endian unsigned 64-bit integers.`,
+    content: {
+      'application/json': { schema: json },
+      [OCTET_TYPE]: {
+        schema: { type: 'string', format: 'binary', description: 'The IDs as big-endian unsigned 64-bit integers, 8 bytes each, in the same order as the JSON form; the body length is 8 x count.' },
+      },
+    },
+  } as const;
+}

@@ -8,7 +8,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
-import { ERRORS, OCTET_CONTENT, OCTET_TYPE, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
+import { ERRORS, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -95,19 +95,11 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
         summary: 'A batch of snowflake IDs, strictly increasing: always exactly `count` of them. JSON, or binary for Accept: application/octet-stream',
         tags: ['snowflake'],
         response: {
-          200: {
-            description: 'Exactly `count` IDs, as decimal strings (they exceed 2^53), and the worker that made them; or, for `Accept: application/octet-stream`, the IDs alone as big-endian unsigned 64-bit integers.',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  required: ['workerId', 'ids'],
-                  properties: { workerId: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
-                },
-              },
-              ...OCTET_CONTENT,
-            },
-          },
+          200: batchResponse('Exactly `count` IDs, as decimal strings (they exceed 2^53), and the worker that made them', {
+            type: 'object',
+            required: ['workerId', 'ids'],
+            properties: { workerId: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
+          }),
           ...ERRORS,
         },
       },
