@@ -7,12 +7,8 @@
 // Each server runs in a process of its own (bench/support/http-target.ts); autocannon drives it
 // from this process with 50 connections. Latency is taken from every response's own timing
 // (autocannon's summary rounds to whole milliseconds, too coarse for a 2 ms target).
-import { spawn, type ChildProcess } from 'node:child_process';
-import type { EventEmitter } from 'node:events';
-import { loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
-import { formatRate, machineLine, markdownTable, median, writeSection } from './support/report.ts';
+import { closedLoop, startTarget, stopTargets, type ClosedLoopResult } from './support/closed-loop.ts';
+import { formatRate, loadNote, machineLine, markdownTable, median, writeSection } from './support/report.ts';
 
 const DURATION = Number(process.env['DURATION'] ?? 10);
 const WARMUP = Number(process.env['WARMUP'] ?? 3);
@@ -23,11 +19,6 @@ const WRITE = process.argv.includes('--write');
 /** Targets from issue 5. */
 const TARGETS = { ratio: 0.85, p99Ms: 2, batchIdsPerSecond: 5_000_000 };
 
-interface Target {
-  readonly url: string;
-  readonly child: ChildProcess;
-}
-
 interface Scenario {
   readonly name: string;
   readonly target: 'bare' | 'idmint';
@@ -36,13 +27,7 @@ interface Scenario {
   readonly single: boolean;
 }
 
-interface Measurement {
-  readonly requestsPerSecond: number;
-  readonly p50: number;
-  readonly p99: number;
-  readonly p999: number;
-  readonly failures: number;
-}
+type Measurement = ClosedLoopResult;
 
 const SCENARIOS: readonly Scenario[] = [
   { name: 'bare Fastify route, constant text (ceiling)', target: 'bare', path: '/bare/get/bench', idsPerRequest: 1, single: false },
@@ -56,68 +41,21 @@ const SCENARIOS: readonly Scenario[] = [
   { name: '`GET /v1/uuid7?count=1000`', target: 'idmint', path: '/v1/uuid7?count=1000', idsPerRequest: 1000, single: false },
 ];
 
-function startTarget(kind: 'bare' | 'idmint'): Promise<Target> {
-  const script = fileURLToPath(new URL('./support/http-target.ts', import.meta.url));
-  const child = spawn(process.execPath, [...process.execArgv, script, kind], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${kind} target exited with ${code}`)));
-    child.stdout?.once('data', (chunk: Buffer) => resolve({ url: (JSON.parse(chunk.toString('utf8')) as { url: string }).url, child }));
-  });
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-}
-
-async function measure(url: string, seconds: number, keepLatencies: boolean): Promise<Measurement> {
-  let latencies = new Float64Array(1 << 20);
-  let count = 0;
-  // Without a callback autocannon returns its tracker: an EventEmitter that is also a promise of
-  // the result (its typings show only the promise).
-  const instance = autocannon({ url, connections: CONNECTIONS, duration: seconds, pipelining: 1 }) as unknown as Promise<autocannon.Result> & EventEmitter;
-  if (keepLatencies) {
-    instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
-      if (count === latencies.length) {
-        const grown = new Float64Array(latencies.length * 2);
-        grown.set(latencies);
-        latencies = grown;
-      }
-      latencies[count++] = ms;
-    });
-  }
-  const result = await instance;
-  const sorted = latencies.subarray(0, count).sort();
-  return {
-    requestsPerSecond: result.requests.total / (result.duration || seconds),
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
-    p999: percentile(sorted, 99.9),
-    failures: result.non2xx + result.errors + result.timeouts,
-  };
-}
-
-const load = loadavg().map((l) => l.toFixed(2)).join(' ');
-// Other work on a 2-core machine takes CPU from the servers and from autocannon alike.
-const busy = (loadavg()[0] ?? 0) > 1
-  ? ' **The 1-minute load average was above 1 when the run started (other work on the machine, or the load of an earlier benchmark still decaying): absolute figures may be lower than on an idle machine; the ratios are the comparable part.**'
-  : '';
+const load = loadNote();
 const targets = { bare: await startTarget('bare'), idmint: await startTarget('idmint') };
 const results = new Map<Scenario, Measurement[]>(SCENARIOS.map((s) => [s, []]));
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const scenario of SCENARIOS) {
       const url = `${targets[scenario.target].url}${scenario.path}`;
-      await measure(url, WARMUP, false);
-      const m = await measure(url, DURATION, true);
+      await closedLoop(url, WARMUP, { connections: CONNECTIONS });
+      const m = await closedLoop(url, DURATION, { connections: CONNECTIONS, keepLatencies: true });
       results.get(scenario)?.push(m);
       process.stderr.write(`${scenario.name}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${m.p99.toFixed(2)} ms${m.failures > 0 ? `, ${m.failures} failures` : ''}\n`);
     }
   }
 } finally {
-  for (const target of Object.values(targets)) {
-    target.child.removeAllListeners('exit');
-    target.child.kill('SIGTERM');
-  }
+  stopTargets(Object.values(targets));
 }
 
 const summary = SCENARIOS.map((scenario) => {
@@ -146,7 +84,7 @@ const checks = [
   `batch route at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s: ${verdict(batch !== undefined && batch.rps * batch.scenario.idsPerRequest >= TARGETS.batchIdsPerSecond)}`,
   `no failed or non-2xx response: ${verdict(summary.every((s) => s.failures === 0))}`,
 ];
-const markdown = `${machineLine()} Load average before the run: ${load}.${busy} autocannon, ${CONNECTIONS} connections,
+const markdown = `${machineLine()} ${load} autocannon, ${CONNECTIONS} connections,
 ${DURATION} s per route after ${WARMUP} s of warm-up, ${ROUNDS} round(s) (median shown); each server in its own
 process, autocannon in a third. Latencies in ms, from every response's own timing.
 

@@ -1,5 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 
 const BENCHMARKS_MD = new URL('../../docs/benchmarks.md', import.meta.url);
 
@@ -7,6 +7,18 @@ const BENCHMARKS_MD = new URL('../../docs/benchmarks.md', import.meta.url);
 export function machineLine(): string {
   const cpu = cpus()[0]?.model.trim() ?? 'unknown CPU';
   return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} x ${cpu}, Node ${process.version}.`;
+}
+
+/**
+ * The load average now, as a sentence for a report, with a warning when it is above 1: other work
+ * on a 2-core machine takes CPU from the servers and from the load generator alike.
+ */
+export function loadNote(): string {
+  const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+  const busy = (loadavg()[0] ?? 0) > 1
+    ? ' **The 1-minute load average was above 1 when the run started (other work on the machine, or the load of an earlier benchmark still decaying): absolute figures may be lower than on an idle machine; the ratios are the comparable part.**'
+    : '';
+  return `Load average before the run: ${load}.${busy}`;
 }
 
 /** Renders rows as a Markdown table. */

@@ -1,12 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { IdMintError } from '../../core/errors.ts';
+import type { SegmentRun } from '../../core/segment-buffer.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
 import { failOpaqueTag, segmentIdText, segmentIdTexts, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { ERRORS, idsJson, leafContentType, leafRoute } from './shared.ts';
+import { ERRORS, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets, writeRunOctets } from './shared.ts';
 
 /** What the segment routes need. */
 export interface SegmentRouteDeps {
@@ -91,20 +92,43 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     },
   );
 
+  /**
+   * A binary batch of a tag not known as opaque, taken from the buffer as runs (the range route's
+   * form: no BigInt per ID) and written straight into the answer. Runs never span two ranges, so
+   * a batch crossing a boundary takes several, as a JSON batch would. A tag first looked up here
+   * that turns out opaque gets its opaque IDs, never its dense ones.
+   */
+  const octetBatch = async (segments: SegmentService, tag: string, count: number): Promise<Buffer> => {
+    const bytes = Buffer.allocUnsafe(count * 8);
+    const runs: SegmentRun[] = [];
+    for (let filled = 0; filled < count; ) {
+      const run = await segments.nextRange(tag, count - filled);
+      runs.push(run);
+      filled = writeRunOctets(bytes, filled, run);
+    }
+    if (segments.isOpaque(tag)) {
+      const ids = runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
+      const opaque = idsOctets(segmentIdTexts(keys, tag, ids, true));
+      issued.addSegment(tag, count);
+      return opaque;
+    }
+    issued.addSegment(tag, count);
+    return bytes;
+  };
+
   app.get<{ Params: { tag: string }; Querystring: { count?: string } }>(
     '/v1/segment/:tag',
     {
       config: { access: 'tag', docs: { params: TAG_PARAMS, querystring: countQuery(maxBatch) } },
       schema: {
-        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order",
+        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order. JSON, or binary for Accept: application/octet-stream",
         tags: ['segment'],
         response: {
-          200: {
-            description: 'The tag and its IDs, as decimal strings.',
+          200: batchResponse('The tag and its IDs, as decimal strings', {
             type: 'object',
             required: ['tag', 'ids'],
             properties: { tag: { type: 'string' }, ids: { type: 'array', items: { type: 'string' } } },
-          },
+          }),
           ...ERRORS,
         },
       },
@@ -114,9 +138,11 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
       const count = parseCount(request.query.count, maxBatch);
       const segments = service();
       const wasOpaque = checkKeys(segments, tag);
+      if (!wasOpaque && wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(await octetBatch(segments, tag, count));
       const ids = segments.nextBatchSync(tag, count) ?? (await segments.nextBatch(tag, count));
       const texts = segmentIdTexts(keys, tag, ids, wasOpaque || segments.isOpaque(tag));
       issued.addSegment(tag, count);
+      if (wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(idsOctets(texts));
       // A tag may hold quotes, backslashes and control characters: escaped as JSON.
       return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
     },

@@ -67,7 +67,19 @@ export function leafRoute<G extends RouteGenericInterface>(app: FastifyInstance,
 export function leafContentType(accept: string | undefined): string {
   // The hot path: no Accept, or one naming no application type (curl's `*/*`), is text/plain.
   if (accept === undefined || !accept.includes('application/')) return TEXT_TYPE;
-  const ranges = accept
+  for (const { type, subtype } of acceptRanges(accept)) {
+    if (type === 'application' && (subtype === 'json' || subtype.endsWith('+json') || subtype === '*')) return JSON_TYPE;
+    if (type === 'text' || type === '*') return TEXT_TYPE;
+  }
+  return TEXT_TYPE;
+}
+
+/**
+ * An `Accept` header's media ranges, best first: by quality, then concrete types before `type/*`
+ * before `*\/*`, then in the header's order (RFC 9110); q=0 ranges (refused ones) are left out.
+ */
+function acceptRanges(accept: string): { type: string; subtype: string }[] {
+  return accept
     .split(',')
     .map((part, index) => {
       const [range = '', ...params] = part.split(';').map((piece) => piece.trim().toLowerCase());
@@ -79,9 +91,80 @@ export function leafContentType(accept: string | undefined): string {
     })
     .filter((range) => range.quality > 0)
     .sort((a, b) => b.quality - a.quality || b.specificity - a.specificity || a.index - b.index);
-  for (const { type, subtype } of ranges) {
-    if (type === 'application' && (subtype === 'json' || subtype.endsWith('+json') || subtype === '*')) return JSON_TYPE;
-    if (type === 'text' || type === '*') return TEXT_TYPE;
+}
+
+/** Content type of binary batches: each ID a big-endian unsigned 64-bit integer. */
+export const OCTET_TYPE = 'application/octet-stream';
+
+/**
+ * Whether a batch request asked for binary IDs: `application/octet-stream` ranks above any JSON
+ * range in its `Accept` (by the same rules as {@link leafContentType}). JSON stays the answer for
+ * no Accept, `*\/*`, `application/*` and anything else, so existing clients see no change.
+ */
+export function wantsOctets(accept: string | undefined): boolean {
+  if (accept === undefined || !accept.includes('application/octet-stream')) return false;
+  for (const { type, subtype } of acceptRanges(accept)) {
+    if (type === 'application' && subtype === 'octet-stream') return true;
+    if (type === '*' || (type === 'application' && (subtype === 'json' || subtype.endsWith('+json') || subtype === '*'))) return false;
   }
-  return TEXT_TYPE;
+  return false;
+}
+
+/**
+ * IDs as consecutive big-endian unsigned 64-bit integers, 8 bytes each: about a third of the
+ * JSON's size for 19-digit IDs, and no decimal formatting on either side. Opaque segment IDs
+ * arrive as their decimal text (under 2^63) and are sent as the integers they spell.
+ */
+export function idsOctets(ids: readonly (bigint | string)[]): Buffer {
+  const bytes = Buffer.allocUnsafe(ids.length * 8);
+  // DataView's setBigUint64 is an intrinsic: 10 times or more faster than Buffer's writeBigUInt64BE.
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i] as bigint | string;
+    view.setBigUint64(i * 8, typeof id === 'bigint' ? id : BigInt(id));
+  }
+  return bytes;
+}
+
+/** 2^32, to split an ID held in a double into two 32-bit halves. */
+const TWO_32 = 4_294_967_296;
+
+/**
+ * Writes a run's IDs (`start`, `start + stride`, ...: `run.count` of them) into `bytes` as
+ * big-endian unsigned 64-bit integers from ID index `at`; returns the index after the last.
+ * Below 2^53 (any dense ID in practice) each ID is a double split into two 32-bit halves, with no
+ * BigInt made per ID: several times faster than a batch of BigInts, which is what lets a binary
+ * batch run at tens of millions of IDs per second.
+ */
+export function writeRunOctets(bytes: Buffer, at: number, run: { readonly start: bigint; readonly stride: number; readonly count: number }): number {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const { stride, count } = run;
+  if (run.start + BigInt(stride) * BigInt(count) <= BigInt(Number.MAX_SAFE_INTEGER)) {
+    const start = Number(run.start);
+    for (let i = 0; i < count; i++) {
+      const id = start + i * stride;
+      const high = Math.floor(id / TWO_32);
+      view.setUint32((at + i) * 8, high);
+      view.setUint32((at + i) * 8 + 4, id - high * TWO_32);
+    }
+  } else {
+    for (let i = 0; i < count; i++) view.setBigUint64((at + i) * 8, run.start + BigInt(i * stride));
+  }
+  return at + count;
+}
+
+/**
+ * The OpenAPI 200 answer of a batch route: `json` (its JSON object's schema) by default, or the
+ * IDs alone in binary for `Accept: application/octet-stream`.
+ */
+export function batchResponse<const S extends object>(jsonDescription: string, json: S) {
+  return {
+    description: `${jsonDescription}; or, for \`Accept: application/octet-stream\`, the IDs alone as big-endian unsigned 64-bit integers.`,
+    content: {
+      'application/json': { schema: json },
+      [OCTET_TYPE]: {
+        schema: { type: 'string', format: 'binary', description: 'The IDs as big-endian unsigned 64-bit integers, 8 bytes each, in the same order as the JSON form; the body length is 8 x count.' },
+      },
+    },
+  } as const;
 }

@@ -8,7 +8,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
-import { ERRORS, idsJson, leafContentType, leafRoute } from './shared.ts';
+import { ERRORS, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -92,15 +92,14 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     {
       config: { access: 'any', docs: { querystring: batchCountQuery(batchLimit, maxBatch, layout) } },
       schema: {
-        summary: 'A batch of snowflake IDs, strictly increasing: always exactly `count` of them',
+        summary: 'A batch of snowflake IDs, strictly increasing: always exactly `count` of them. JSON, or binary for Accept: application/octet-stream',
         tags: ['snowflake'],
         response: {
-          200: {
-            description: 'Exactly `count` IDs, as decimal strings (they exceed 2^53), and the worker that made them.',
+          200: batchResponse('Exactly `count` IDs, as decimal strings (they exceed 2^53), and the worker that made them', {
             type: 'object',
             required: ['workerId', 'ids'],
             properties: { workerId: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
-          },
+          }),
           ...ERRORS,
         },
       },
@@ -112,6 +111,7 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
       // health checks, lease renewals or other requests.
       const ids = await source.nextBatchAsync(count);
       issued.snowflake += count;
+      if (wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(idsOctets(ids));
       return reply.type(JSON_TYPE).send(await idsJsonInSlices(`{"workerId":${decomposeId(ids[0] ?? 0n, layout).workerId},`, ids));
     },
   );

@@ -1,0 +1,234 @@
+// Latency at fixed rates, measured open-loop (issue 13), and binary batches against JSON ones,
+// all against a bare Fastify route in the same run.
+//
+//   npm run bench:latency -- --write                    (--write: update docs/benchmarks.md)
+//   DURATION=5 PROCESSES=1,2 npm run bench:latency      (PROCESSES: idmint serve --processes N)
+//   PIN=1 npm run bench:latency                          (generator on CPU 0, servers on CPU 1)
+//
+// 1. Validation: the bare route at a fixed rate while its process is paused (SIGSTOP) for 100 ms,
+//    measured by the open-loop generator and by autocannon (closed loop): the open loop must show
+//    the stall in p99/p99.9, the closed loop hides it in a handful of samples.
+// 2. Saturation (autocannon, closed loop): the bare route's ceiling, which sets the third rate.
+// 3. Fixed rates (bench/support/open-loop.ts): 10,000 and 25,000 req/s and half the bare route's
+//    saturation rate, on the bare route and on the single-ID Leaf routes; p99.9 against the bare
+//    route's in the same run.
+// 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s.
+//
+// Every server runs in a process of its own; the generator runs in this one, on the same 2 cores.
+import { execFileSync } from 'node:child_process';
+import { formatRate, loadNote, machineLine, markdownTable, median, writeSection } from './support/report.ts';
+import { bodyLoop, closedLoop, startTarget, stopTargets, type Target } from './support/closed-loop.ts';
+import { openLoop, type OpenLoopResult } from './support/open-loop.ts';
+
+const DURATION = Number(process.env['DURATION'] ?? 5);
+const WARMUP = Number(process.env['WARMUP'] ?? 1);
+const ROUNDS = Number(process.env['ROUNDS'] ?? 1);
+const CONNECTIONS = Number(process.env['CONNECTIONS'] ?? 50);
+const BATCH_CONNECTIONS = Number(process.env['BATCH_CONNECTIONS'] ?? 8);
+const PROCESSES = (process.env['PROCESSES'] ?? '1').split(',').map(Number);
+const VALIDATE_RATE = Number(process.env['VALIDATE_RATE'] ?? 5_000);
+const PAUSE_MS = 100;
+const WRITE = process.argv.includes('--write');
+/**
+ * PIN=1 (Linux, with taskset): the generator on CPU 0 and every server on CPU 1, so the two stop
+ * taking turns on one core. Only for one idmint process (two would share CPU 1).
+ */
+const PIN = process.env['PIN'] === '1';
+if (PIN) {
+  if (PROCESSES.some((n) => n > 1)) throw new Error('PIN=1 pins each server to one CPU: use it with PROCESSES=1');
+  execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+}
+const SERVER_CPU = PIN ? 1 : undefined;
+
+/** Targets from issue 13. */
+const TARGETS = { p999Ratio: 1.2, p999Ms: 1, batchIdsPerSecond: 50_000_000 };
+
+const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : 'none');
+const log = (line: string) => process.stderr.write(`${line}\n`);
+const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
+
+const load = loadNote();
+const bare = await startTarget('bare', 1, SERVER_CPU);
+const idmint = new Map<number, Target>();
+try {
+  for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes, SERVER_CPU));
+} catch (error) {
+  stopTargets([bare, ...idmint.values()]);
+  throw error;
+}
+const routes = [
+  { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0 },
+  ...[...idmint].flatMap(([processes, target]) => [
+    { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes },
+    { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes },
+  ]),
+];
+
+/** Sends SIGSTOP to the bare server after `atMs`, and SIGCONT {@link PAUSE_MS} later. */
+function pauseBare(atMs: number): NodeJS.Timeout {
+  return setTimeout(() => {
+    bare.child.kill('SIGSTOP');
+    setTimeout(() => bare.child.kill('SIGCONT'), PAUSE_MS);
+  }, atMs);
+}
+
+/** Requests at or above `threshold` ms. */
+const atLeast = (latencies: Float64Array, threshold: number) => latencies.filter((v) => v >= threshold).length;
+
+let markdown: string;
+try {
+  // 1. Validation on the bare route.
+  const bareUrl = `${bare.url}/bare/get/bench`;
+  await openLoop({ url: bareUrl, rate: VALIDATE_RATE, seconds: WARMUP, connections: CONNECTIONS });
+  const quiet = await openLoop({ url: bareUrl, rate: VALIDATE_RATE, seconds: DURATION, connections: CONNECTIONS });
+  const paused = await openLoop({ url: bareUrl, rate: VALIDATE_RATE, seconds: DURATION, connections: CONNECTIONS, events: [{ atMs: (DURATION * 1000) / 2, run: () => pauseBare(0) }] });
+  const closedTimer = pauseBare((DURATION * 1000) / 2);
+  const closed = await closedLoop(bareUrl, DURATION, { connections: CONNECTIONS, keepLatencies: true });
+  clearTimeout(closedTimer);
+  const validationRows = [
+    ['open loop, no pause', formatRate(quiet.achievedRate), ms(quiet.p50), ms(quiet.p99), ms(quiet.p999), ms(quiet.max), formatRate(atLeast(quiet.latencies, 50))],
+    [`open loop, ${PAUSE_MS} ms pause`, formatRate(paused.achievedRate), ms(paused.p50), ms(paused.p99), ms(paused.p999), ms(paused.max), formatRate(atLeast(paused.latencies, 50))],
+    [`autocannon (closed loop), ${PAUSE_MS} ms pause`, formatRate(closed.requestsPerSecond), ms(closed.p50), ms(closed.p99), ms(closed.p999), ms(closed.max), formatRate(atLeast(closed.latencies, 50))],
+  ];
+  log(`validation: open loop paused p99.9 ${ms(paused.p999)} ms, closed loop paused p99.9 ${ms(closed.p999)} ms`);
+  // What a correct measurement must show: every request due during the pause waited, so at
+  // least (rate x pause / 2) requests took 50 ms or more.
+  const expectedSlow = Math.floor((VALIDATE_RATE * PAUSE_MS) / 1000 / 2);
+  const validationOk = atLeast(paused.latencies, 50) >= expectedSlow * 0.8;
+
+  // 2. Saturation.
+  const saturation = new Map<string, number>();
+  for (const route of routes) {
+    await closedLoop(route.url, WARMUP, { connections: CONNECTIONS });
+    const m = await closedLoop(route.url, Math.max(2, Math.round(DURATION / 2)), { connections: CONNECTIONS });
+    saturation.set(`${route.name}@${route.processes}`, m.requestsPerSecond);
+    log(`saturation ${route.name} (${route.processes} processes): ${formatRate(m.requestsPerSecond)} req/s`);
+  }
+  const bareCeiling = saturation.get('bare Fastify route@0') ?? Number.NaN;
+  const saturationRows = routes.map((route) => {
+    const rps = saturation.get(`${route.name}@${route.processes}`) ?? Number.NaN;
+    return [route.name, route.processes === 0 ? '-' : String(route.processes), formatRate(rps), route.processes === 0 ? '1.00 (ceiling)' : (rps / bareCeiling).toFixed(2)];
+  });
+
+  // 3. Fixed rates.
+  const rates = [...new Set([10_000, 25_000, Math.round(bareCeiling / 2 / 1000) * 1000])].sort((a, b) => a - b);
+  const fixed = new Map<string, OpenLoopResult[]>();
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const rate of rates) {
+      for (const route of routes) {
+        await openLoop({ url: route.url, rate, seconds: WARMUP, connections: CONNECTIONS });
+        const m = await openLoop({ url: route.url, rate, seconds: DURATION, connections: CONNECTIONS });
+        const key = `${rate}:${route.name}@${route.processes}`;
+        fixed.set(key, [...(fixed.get(key) ?? []), m]);
+        log(`${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)}${m.failures > 0 ? `, ${m.failures} failures` : ''}`);
+      }
+    }
+  }
+  const pick = (runs: readonly OpenLoopResult[], f: (m: OpenLoopResult) => number) => median(runs.map(f));
+  const checks: string[] = [];
+  const fixedRows = rates.flatMap((rate) => {
+    const bareRuns = fixed.get(`${rate}:bare Fastify route@0`) ?? [];
+    const bareP999 = pick(bareRuns, (m) => m.p999);
+    return routes.map((route) => {
+      const runs = fixed.get(`${rate}:${route.name}@${route.processes}`) ?? [];
+      const p999 = pick(runs, (m) => m.p999);
+      const achieved = pick(runs, (m) => m.achievedRate);
+      const failures = runs.reduce((n, m) => n + m.failures, 0);
+      const ratio = p999 / bareP999;
+      let target = '-';
+      const bareBehind = pick(bareRuns, (m) => m.achievedRate) < rate * 0.98;
+      if (route.processes > 0 && bareBehind) {
+        // The reference itself could not keep up: its queue, not its latency, sets its p99.9.
+        target = achieved < rate * 0.98 ? '**missed** (behind)' : 'not judged (bare route behind)';
+        checks.push(`${formatRate(rate)} req/s, ${route.name}, ${route.processes} process(es): p99.9 ${ms(p999)} ms; ${target}`);
+      } else if (route.processes > 0) {
+        const withinRatio = ratio <= TARGETS.p999Ratio && achieved >= rate * 0.98;
+        const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
+        target = `${verdict(withinRatio)} (1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
+        checks.push(`${formatRate(rate)} req/s, ${route.name}, ${route.processes} process(es): p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}`);
+      }
+      return [
+        formatRate(rate),
+        route.name,
+        route.processes === 0 ? '-' : String(route.processes),
+        `${formatRate(achieved)}${achieved < rate * 0.98 ? ' **(behind)**' : ''}`,
+        ms(pick(runs, (m) => m.p50)),
+        ms(pick(runs, (m) => m.p99)),
+        ms(p999),
+        ms(pick(runs, (m) => m.max)),
+        ms(pick(runs, (m) => m.sendLagP999)),
+        route.processes === 0 ? '1.00' : ratio.toFixed(2),
+        failures === 0 ? 'none' : `**${failures}**`,
+        target,
+      ];
+    });
+  });
+
+  // 4. Batches, binary against JSON.
+  const octets = { accept: 'application/octet-stream' };
+  const [firstTarget] = idmint.values();
+  const batchRows: string[][] = [];
+  const batchRates = new Map<string, number>();
+  if (firstTarget !== undefined) {
+    for (const [name, path, count] of [
+      ['segment', '/v1/segment/bench-batch', 100_000],
+      ['segment', '/v1/segment/bench-batch', 1_000_000],
+      // A worker issues at most 4,096 IDs per ms under the default layout: the route's bound is 409,600.
+      ['snowflake', '/v1/snowflake', 100_000],
+    ] as const) {
+      for (const [form, headers] of [['JSON', undefined], ['octet-stream', octets]] as const) {
+        const url = `${firstTarget.url}${path}?count=${count}`;
+        const options = { connections: BATCH_CONNECTIONS, ...(headers === undefined ? {} : { headers }) };
+        await bodyLoop(url, WARMUP, options);
+        const m = await bodyLoop(url, DURATION, options);
+        const ids = m.requestsPerSecond * count;
+        const key = `${name}:${count}`;
+        batchRates.set(`${key}:${form}`, ids);
+        log(`batch ${name} ${formatRate(count)} ${form}: ${formatRate(ids)} IDs/s`);
+        const json = batchRates.get(`${key}:JSON`) ?? Number.NaN;
+        const shownPath = path.replace('bench-batch', '{tag}');
+        batchRows.push([`\`${shownPath}?count=${count}\``, form, formatRate(m.requestsPerSecond), formatRate(ids), form === 'JSON' ? '1.00' : (ids / json).toFixed(2), formatRate(m.bytes / DURATION / 1e6), ms(m.p50), ms(m.p99), m.failures === 0 ? 'none' : `**${m.failures}**`]);
+      }
+    }
+  }
+  const bestBatch = Math.max(...batchRates.values());
+  checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s)`);
+  checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
+
+  markdown = `${machineLine()} ${load} The machine was shared with other work (two other sessions
+testing and benchmarking): short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
+(median shown). Each server in its own process; the generator (this process) runs on the same 2 cores
+and takes CPU from the server under test${PIN ? ' (pinned: the generator on CPU 0, the servers on CPU 1)' : ''}. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
+
+**Validation** on the bare route at ${formatRate(VALIDATE_RATE)} req/s, ${CONNECTIONS} connections, the server
+process paused (SIGSTOP/SIGCONT) for ${PAUSE_MS} ms in the middle of the run:
+
+${markdownTable(['Measurement', 'req/s', 'p50', 'p99', 'p99.9', 'max', 'requests >= 50 ms'], validationRows)}
+
+**Saturation** (autocannon, closed loop, ${CONNECTIONS} connections):
+
+${markdownTable(['Route', 'Processes', 'req/s', 'vs bare'], saturationRows)}
+
+**Fixed rates** (open loop, ${CONNECTIONS} connections, latency from each request's intended send time;
+"generator lag": how late the generator itself sent requests that had a free connection, its own
+event-loop delay on the shared cores, included in the latencies):
+
+${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'p99.9 vs bare', 'Failures', 'Target'], fixedRows)}
+
+**Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over node:http, each
+reading whole bodies; autocannon's client is too slow for bodies this large):
+
+${markdownTable(['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'MB/s', 'p50', 'p99', 'Failures'], batchRows)}
+
+${checks.map((c) => `- ${c}`).join('\n')}`;
+} finally {
+  // A run stopped during the pause must not leave the bare server stopped.
+  bare.child.kill('SIGCONT');
+  stopTargets([bare, ...idmint.values()]);
+}
+
+process.stdout.write(`${markdown}\n`);
+if (WRITE) {
+  writeSection('latency', markdown);
+  log('docs/benchmarks.md updated');
+}
