@@ -25,7 +25,7 @@ export class IssuedCounts {
 /** What the metrics read at scrape time; each part is absent when its mode is off. */
 export interface MetricsSources {
   readonly snowflake?: { state(): SnowflakeWorkerState };
-  readonly segments?: { stats(): SegmentServiceStats };
+  readonly segments?: { activeStats(): SegmentServiceStats };
 }
 
 /** Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the information is. */
@@ -152,10 +152,10 @@ export class ServerMetrics {
     const tags = this.#tags;
     // The first per-tag metric collected in a scrape takes the snapshot the others read. Only
     // tags in use (a range loaded or tried): a tag never drawn from costs no series.
-    let snapshot: SegmentServiceStats = segments.stats();
+    let snapshot: SegmentServiceStats = segments.activeStats();
     let inUse: TagStats[] = [];
     const take = () => {
-      snapshot = segments.stats();
+      snapshot = segments.activeStats();
       inUse = snapshot.tags.filter((tag) => tag.loads + tag.loadFailures > 0);
     };
     // A setting (a step) summed over tags means nothing: such gauges have no `_other` series.
