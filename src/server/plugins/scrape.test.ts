@@ -8,7 +8,9 @@ describe('scrapeText', () => {
     const registry = new Registry();
     new Counter({ name: 'a_total', help: 'A.', labelNames: ['tag'], registers: [registry] }).inc({ tag: 'x' }, 3);
     new Gauge({ name: 'b', help: 'B.', registers: [registry] }).set(7);
-    new Histogram({ name: 'c_seconds', help: 'C.', buckets: [0.1, 1], registers: [registry] }).observe(0.5);
+    const histogram = new Histogram({ name: 'c_seconds', help: 'C.', labelNames: ['tag'], buckets: [0.1, 1], registers: [registry] });
+    // More samples than one step formats (200), with label values that need escaping.
+    for (let i = 0; i < 120; i++) histogram.observe({ tag: `t"${i}\\\n` }, i / 100);
     // A callback queued before the scrape runs before it ends: the scrape is not one blocking
     // step (registry.metrics() resolves in microtasks only, so it would run after).
     let scraped = false;
