@@ -259,7 +259,7 @@ export class SegmentService {
 
   /**
    * A snapshot for the admin API: per tag its step, buffered IDs, loads, latency and failures,
-   * every tag the store listed included (those not drawn from yet show nothing loaded). Costs a
+   * every tag the store listed included (those not drawn from yet show nothing loaded). Costs an
    * object per tag: metrics read {@link activeStats}.
    */
   stats(): SegmentServiceStats {
