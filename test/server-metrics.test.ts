@@ -49,4 +49,43 @@ describe('/metrics', () => {
       await server.close();
     }
   });
+
+  it('gives series only to tags in use, at most metrics.maxTagSeries of them, and sums the rest under tag="_other"', async () => {
+    const server = await testServer({ metrics: { maxTagSeries: 2 } });
+    try {
+      for (const tag of ['a', 'b', 'c', 'd', 'idle']) {
+        assert.equal((await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag, step: 10 } })).statusCode, 201);
+      }
+      for (const [tag, n] of [['a', 1], ['b', 2], ['c', 3], ['d', 4]] as const) {
+        assert.equal((await server.app.inject(`/v1/segment/${tag}?count=${n}`)).statusCode, 200);
+      }
+      const text = (await server.app.inject('/metrics')).body;
+      assert.equal(sample(text, 'idmint_ids_issued_total{mode="segment",tag="a"}'), 1);
+      assert.equal(sample(text, 'idmint_ids_issued_total{mode="segment",tag="b"}'), 2);
+      assert.equal(sample(text, 'idmint_ids_issued_total{mode="segment",tag="_other"}'), 7);
+      // c and d each loaded a range and prefetched the next: the counter and the histogram agree.
+      const otherLoads = sample(text, 'idmint_segment_range_loads_total{tag="_other"}') ?? 0;
+      assert.ok(otherLoads >= 2, `loads of c and d: ${otherLoads}`);
+      assert.equal(sample(text, 'idmint_segment_range_load_seconds_count{tag="_other"}'), otherLoads);
+      assert.equal(sample(text, 'idmint_segment_tag_step{tag="a"}'), 10);
+      // A step summed over tags means nothing: no _other series for it.
+      assert.equal(sample(text, 'idmint_segment_tag_step{tag="_other"}'), undefined);
+      assert.doesNotMatch(text, /tag="(c|d|idle)"/);
+      const tagLabels = new Set([...text.matchAll(/tag="([^"]*)"/g)].map((m) => m[1]));
+      assert.deepEqual([...tagLabels].sort(), ['', '_other', 'a', 'b']);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('costs no series for tags never drawn from', async () => {
+    const server = await testServer();
+    try {
+      for (let i = 0; i < 50; i++) await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: `idle-${i}`, step: 10 } });
+      const text = (await server.app.inject('/metrics')).body;
+      assert.doesNotMatch(text, /tag="idle-/);
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { oneOf, onOff } from './keys.ts';
+import { integer, oneOf, onOff } from './keys.ts';
 
 /** What the server tells its operators: Prometheus metrics and JSON log lines. */
 
@@ -9,6 +9,14 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export const MetricsConfig = Type.Object(
   {
     enabled: onOff({ env: 'IDMINT_METRICS', default: true, doc: 'Serve Prometheus metrics at `/metrics`.' }),
+    // A bound on the series per scrape whatever the number of tags (docs/operations.md, Sizing).
+    maxTagSeries: integer({
+      env: 'IDMINT_METRICS_MAX_TAG_SERIES',
+      default: 500,
+      min: 0,
+      max: 100_000,
+      doc: 'Tags in use with metric series of their own (`tag` label); the others are summed under `tag="_other"`. Idle tags have no series.',
+    }),
   },
   { additionalProperties: false },
 );

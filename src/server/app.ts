@@ -96,7 +96,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     { level: config.log.level, base: { service: 'idmint', pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
     options.logStream ?? pino.destination({ dest: 1, sync: true }),
   );
-  const metrics = config.metrics.enabled ? new ServerMetrics() : undefined;
+  const metrics = config.metrics.enabled ? new ServerMetrics({ maxTagSeries: config.metrics.maxTagSeries }) : undefined;
   if (options.processSlot !== undefined) metrics?.registry.setDefaultLabels({ process: String(options.processSlot) });
   const status: StatusParts = { sampler: new StatusSampler(), errors: new ErrorCounts(), startedAt: Date.now(), dashboardDir: options.dashboardDir };
   const backends = await openBackends(config, {

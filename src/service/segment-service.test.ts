@@ -321,6 +321,17 @@ describe('SegmentService: tags', () => {
     assert.equal(service.stats().tagRefreshes, 4);
   });
 
+  it('creates no buffer for a listed tag until its first draw; stats still lists it, activeStats only tags in use', async () => {
+    const { service, store } = await setup({}, [{ tag: 'a', step: 10 }, { tag: 'b', step: 20 }]);
+    assert.deepEqual(service.activeStats().tags, [], 'no buffer at start-up');
+    assert.deepEqual(service.stats().tags.map((t) => [t.tag, t.tagStep, t.loads]), [['a', 10, 0], ['b', 20, 0]]);
+    const lookups = store.calls.getTag;
+    assert.equal(await draw(service, 'b'), 1n);
+    assert.equal(store.calls.getTag, lookups, 'a listed tag is not looked up again on its first draw');
+    assert.deepEqual(service.activeStats().tags.map((t) => t.tag), ['b']);
+    assert.deepEqual(service.stats().tags.map((t) => t.tag), ['a', 'b']);
+  });
+
   it('refreshes the tag list on its timer', async () => {
     const { service, memory } = await setup({ tagRefreshMs: 10 });
     await memory.createTag({ tag: 'later', step: 10 });

@@ -96,7 +96,14 @@ export class SegmentService {
   readonly #negativeCacheMs: number;
   readonly #onEvent: ((event: SegmentEvent) => void) | undefined;
 
+  /** Tags in use: a buffer is created on a tag's first draw, never for every tag at start-up. */
   readonly #buffers = new Map<string, SegmentBuffer>();
+  /**
+   * Tags the last list read found and nobody has drawn from yet: name -> configured step. A
+   * number per tag instead of a buffer (about a tenth of the memory); a first draw finds its
+   * tag here without asking the store. Only a cache: a tag missing here is looked up.
+   */
+  #idle = new Map<string, number>();
   /**
    * Tags known to be opaque. Only ever added to while a tag exists: a store never turns an opaque
    * tag back, so a record that says otherwise is an older read, never a change to follow.
@@ -172,8 +179,15 @@ export class SegmentService {
    * the next range in the background when the threshold is crossed.
    */
   nextSync(tag: string): bigint | undefined {
-    const buffer = this.#buffers.get(tag);
+    const buffer = this.#buffers.get(tag) ?? this.#wake(tag);
     return buffer === undefined ? undefined : buffer.nextSync();
+  }
+
+  /** The buffer of a listed tag on its first draw (starting its first load), or undefined. */
+  #wake(tag: string): SegmentBuffer | undefined {
+    const step = this.#idle.get(tag);
+    if (step === undefined || this.#closing !== undefined) return undefined;
+    return this.#adopt({ tag, step, opaque: this.#opaque.has(tag) });
   }
 
   /**
@@ -212,7 +226,7 @@ export class SegmentService {
    * (nothing is taken; call {@link nextBatch}).
    */
   nextBatchSync(tag: string, count: number): bigint[] | undefined {
-    const buffer = this.#buffers.get(tag);
+    const buffer = this.#buffers.get(tag) ?? this.#wake(tag);
     if (buffer === undefined || !Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BATCH || count > buffer.available()) return undefined;
     const ids: bigint[] = [];
     buffer.take(ids, count);
@@ -264,10 +278,28 @@ export class SegmentService {
     return this.#refreshing;
   }
 
-  /** A snapshot for metrics: per tag its step, buffered IDs, loads, latency and failures. */
+  /**
+   * A snapshot for the admin API: per tag its step, buffered IDs, loads, latency and failures,
+   * every tag the store listed included (those not drawn from yet show nothing loaded). Costs an
+   * object per tag: metrics read {@link activeStats}.
+   */
   stats(): SegmentServiceStats {
+    const tags = [...this.#buffers.values()].map((buffer) => buffer.stats());
+    for (const [tag, step] of this.#idle) if (!this.#buffers.has(tag)) tags.push(idleStats(tag, step));
+    return this.#snapshot(tags.sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0)));
+  }
+
+  /**
+   * As {@link stats} for the tags in use only (drawn from since start-up or their last change),
+   * unsorted: proportional to the work done, not to the tags that exist, so cheap to scrape.
+   */
+  activeStats(): SegmentServiceStats {
+    return this.#snapshot([...this.#buffers.values()].map((buffer) => buffer.stats()));
+  }
+
+  #snapshot(tags: SegmentTagStats[]): SegmentServiceStats {
     return {
-      tags: [...this.#buffers.values()].map((buffer) => buffer.stats()).sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0)),
+      tags,
       tagRefreshes: this.#tagRefreshes,
       tagRefreshFailures: this.#tagRefreshFailures,
       lastTagRefreshAt: this.#lastTagRefreshAt,
@@ -349,6 +381,8 @@ export class SegmentService {
   /** A tag missing from the cache: ask the store (once, however many requests ask) before TAG_NOT_FOUND. */
   #lookup(tag: string): Promise<SegmentBuffer> {
     checkTag(tag);
+    const listed = this.#wake(tag);
+    if (listed !== undefined) return Promise.resolve(listed);
     const until = this.#negative.get(tag);
     if (until !== undefined) {
       if (this.#clock.now() < until) return Promise.reject(tagNotFound(tag));
@@ -373,12 +407,13 @@ export class SegmentService {
   }
 
   /** The buffer for a tag the store has, created on first sight. */
-  #adopt(record: TagRecord): SegmentBuffer {
+  #adopt(record: Pick<TagRecord, 'tag' | 'step' | 'opaque'>): SegmentBuffer {
     if (this.#closing !== undefined) throw closedError();
     let buffer = this.#buffers.get(record.tag);
     if (buffer === undefined) {
       buffer = new SegmentBuffer(record.tag, record.step, this.#settings);
       this.#buffers.set(record.tag, buffer);
+      this.#idle.delete(record.tag);
       this.#createdAt.set(buffer, ++this.#created);
     } else {
       buffer.setTagStep(record.step);
@@ -403,10 +438,17 @@ export class SegmentService {
     }
     if (this.#closing !== undefined) return;
     const present = new Set<string>();
+    // Tags in use take the step read; the others are only noted (no buffer until a first draw).
+    const idle = new Map<string, number>();
     for (const record of records) {
       present.add(record.tag);
-      this.#adopt(record);
+      const buffer = this.#buffers.get(record.tag);
+      if (buffer !== undefined) buffer.setTagStep(record.step);
+      else idle.set(record.tag, record.step);
+      if (record.opaque === true) this.#opaque.add(record.tag);
+      this.#negative.delete(record.tag);
     }
+    this.#idle = idle;
     // Deleted tags go; an empty table clears everything (Leaf kept serving deleted tags forever
     // when the table became empty). Only buffers older than the read: dropping a newer one would
     // lose its ranges, and a request still drawing from it would then issue IDs below the fresh
@@ -417,10 +459,16 @@ export class SegmentService {
         this.#opaque.delete(tag);
       }
     }
+    for (const tag of this.#opaque) if (!present.has(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
     this.#tagRefreshes++;
     this.#lastTagRefreshAt = this.#clock.now();
     this.#onEvent?.({ type: 'refresh', tags: records.length });
   }
+}
+
+/** What {@link SegmentService.stats} shows for a tag nobody has drawn from: nothing loaded yet. */
+function idleStats(tag: string, step: number): SegmentTagStats {
+  return { tag, step: 0, tagStep: step, remaining: 0, nextReady: false, loading: false, loads: 0, loadFailures: 0, abandonedLoads: 0, loadMsTotal: 0, loadMsMax: 0, lastError: null, lastErrorCode: null, issued: 0, range: null, next: null };
 }
 
 function storeTimeout(what: string, ms: number): IdMintError {

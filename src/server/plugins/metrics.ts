@@ -3,6 +3,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'pr
 import type { SegmentEvent, SegmentServiceStats } from '../../service/segment-service.ts';
 import type { IdFamily } from '../../service/id-families.ts';
 import type { SnowflakeWorkerState } from '../../service/snowflake-worker.ts';
+import { OTHER_TAG, TagLabels, sumByLabel } from './tag-labels.ts';
 
 /**
  * IDs handed out, counted on the hot path as plain numbers: a Map lookup and an addition per
@@ -37,7 +38,7 @@ export class IssuedCounts {
 /** What the metrics read at scrape time; each part is absent when its mode is off. */
 export interface MetricsSources {
   readonly snowflake?: { state(): SnowflakeWorkerState };
-  readonly segments?: { stats(): SegmentServiceStats };
+  readonly segments?: { activeStats(): SegmentServiceStats };
 }
 
 /** Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the information is. */
@@ -46,6 +47,16 @@ const REQUEST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 export const UNMATCHED_ROUTE = 'unmatched';
 /** Range load buckets (s): one database round trip, usually a few ms; the store times out at seconds. */
 const LOAD_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Default of `metrics.maxTagSeries`: tags with series of their own. */
+export const DEFAULT_MAX_TAG_SERIES = 500;
+
+/** Options of {@link ServerMetrics}. */
+export interface ServerMetricsOptions {
+  /** Metric name prefix. Default `idmint_`. */
+  readonly prefix?: string;
+  /** Tags in use with a `tag` label of their own; the rest are summed under `_other`. Default 500. */
+  readonly maxTagSeries?: number;
+}
 
 /**
  * The server's Prometheus metrics, in a registry of its own (never prom-client's global one), so
@@ -59,11 +70,15 @@ export class ServerMetrics {
   readonly #loadSeries = new Map<string, LatencySeries>();
   readonly #unmatched = new Map<number, LatencySeries>();
   readonly #prefix: string;
+  readonly #tags: TagLabels;
 
   #sources: MetricsSources = {};
 
-  constructor(prefix = 'idmint_') {
+  constructor(options: ServerMetricsOptions = {}) {
+    const prefix = options.prefix ?? 'idmint_';
     this.#prefix = prefix;
+    const tags = new TagLabels(options.maxTagSeries ?? DEFAULT_MAX_TAG_SERIES);
+    this.#tags = tags;
     collectDefaultMetrics({ register: this.registry, prefix });
     // prom-client's sums of the labelled active-handle/request/resource gauges end in `_total`,
     // a suffix reserved for counters (`promtool check metrics` refuses them); the labelled gauges
@@ -81,7 +96,7 @@ export class ServerMetrics {
       collect() {
         this.reset();
         if (hasSnowflake()) this.inc({ mode: 'snowflake', tag: '' }, issued.snowflake);
-        for (const [tag, total] of issued.segmentTotals()) this.inc({ mode: 'segment', tag }, total);
+        for (const [tag, total] of sumByLabel(issued.segmentTotals(), tags, ([name]) => name, ([, n]) => n)) this.inc({ mode: 'segment', tag }, total);
         for (const [family, total] of issued.familyTotals()) this.inc({ mode: family, tag: '' }, total);
       },
     });
@@ -94,10 +109,11 @@ export class ServerMetrics {
   /** Records a segment service event (pass as its `onEvent`): range load latency by tag. */
   segmentEvent(event: SegmentEvent): void {
     if (event.type !== 'load' || event.range === undefined) return;
-    let series = this.#loadSeries.get(event.tag);
+    const label = this.#tags.label(event.tag);
+    let series = this.#loadSeries.get(label);
     if (series === undefined) {
-      series = this.#loads.series({ tag: event.tag });
-      this.#loadSeries.set(event.tag, series);
+      series = this.#loads.series({ tag: label });
+      this.#loadSeries.set(label, series);
     }
     series.observe(event.ms / 1000);
   }
@@ -147,18 +163,28 @@ export class ServerMetrics {
     const segments = sources.segments;
     if (segments === undefined) return;
     type TagStats = SegmentServiceStats['tags'][number];
-    // The first per-tag metric collected in a scrape takes the snapshot the others read.
-    let snapshot: SegmentServiceStats = segments.stats();
-    const gauge = (name: string, help: string, read: (tag: TagStats) => number, fresh = false) =>
+    const tags = this.#tags;
+    // The first per-tag metric collected in a scrape takes the snapshot the others read. Only
+    // tags in use (a range loaded or tried): a tag never drawn from costs no series.
+    let snapshot: SegmentServiceStats = segments.activeStats();
+    let inUse: TagStats[] = [];
+    const take = () => {
+      snapshot = segments.activeStats();
+      inUse = snapshot.tags.filter((tag) => tag.loads + tag.loadFailures > 0);
+    };
+    // A setting (a step) summed over tags means nothing: such gauges have no `_other` series.
+    const gauge = (name: string, help: string, read: (tag: TagStats) => number, options: { fresh?: boolean; setting?: boolean } = {}) =>
       new Gauge({
         name: `${prefix}${name}`,
         help,
         labelNames: ['tag'],
         registers,
         collect() {
-          if (fresh) snapshot = segments.stats();
+          if (options.fresh === true) take();
           this.reset();
-          for (const tag of snapshot.tags) this.set({ tag: tag.tag }, read(tag));
+          for (const [tag, value] of sumByLabel(inUse, tags, (t) => t.tag, read)) {
+            if (options.setting !== true || tag !== OTHER_TAG) this.set({ tag }, value);
+          }
         },
       });
     const counter = (name: string, help: string, read: (tag: TagStats) => number) =>
@@ -169,11 +195,11 @@ export class ServerMetrics {
         registers,
         collect() {
           this.reset();
-          for (const tag of snapshot.tags) this.inc({ tag: tag.tag }, read(tag));
+          for (const [tag, value] of sumByLabel(inUse, tags, (t) => t.tag, read)) this.inc({ tag }, value);
         },
       });
-    gauge('segment_step', 'Step of the latest range loaded (the dynamic step).', (t) => t.step, true);
-    gauge('segment_tag_step', "The tag's configured step: the dynamic step's floor.", (t) => t.tagStep);
+    gauge('segment_step', 'Step of the latest range loaded (the dynamic step).', (t) => t.step, { fresh: true, setting: true });
+    gauge('segment_tag_step', "The tag's configured step: the dynamic step's floor.", (t) => t.tagStep, { setting: true });
     gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
     counter('segment_range_loads_total', 'Ranges loaded from the store.', (t) => t.loads);
     counter('segment_range_load_failures_total', 'Range loads that failed or were abandoned after the timeout.', (t) => t.loadFailures);
