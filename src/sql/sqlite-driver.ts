@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { blockingSleep } from '../clocks/sleep.ts';
 import { insertOnConflictDoNothing, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlResult, type SqlValue } from './sql-driver.ts';
 
 /** The part of a `node:sqlite` StatementSync idmint uses (a structural subset). */
@@ -130,7 +131,26 @@ export function openSqliteDatabase(Database: new (path: string) => SqliteDatabas
   if (file) mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
   db.exec(`PRAGMA busy_timeout = ${timeoutMs}`);
-  if (file) db.exec('PRAGMA journal_mode = WAL');
+  if (file) enterWal(db, timeoutMs);
   return db;
+}
+
+/**
+ * Switches a new file to WAL (a no-op on a file already in WAL). Two processes switching the same
+ * new file at once can deadlock on the exclusive lock it needs; SQLite then answers one of them
+ * "database is locked" at once, without its busy timeout (seen with `serve --processes 2` on a
+ * fresh ./data). The switch is idempotent, so it is retried until `timeoutMs` has passed.
+ */
+function enterWal(db: SqliteDatabaseLike, timeoutMs: number): void {
+  const deadline = Date.now() + timeoutMs;
+  for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
+    try {
+      db.exec('PRAGMA journal_mode = WAL');
+      return;
+    } catch (error) {
+      if (!/database is locked/i.test(String(error)) || Date.now() >= deadline) throw error;
+      blockingSleep(pause);
+    }
+  }
 }
 
