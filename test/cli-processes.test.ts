@@ -47,16 +47,23 @@ function alive(pid: number): boolean {
   }
 }
 
-/** One GET over `agent`: status and body. */
+/**
+ * One GET over `agent`: status and body. Bounded, as every client of a fleet must be: a connection
+ * the cluster primary accepted just as the child it handed it to was SIGKILLed is never answered
+ * nor closed (Node's round-robin handoff; docs/operations.md), so without a timeout a draw waits
+ * for it forever (seen once in CI: the test hung for 9 minutes).
+ */
 function request(agent: Agent, url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    get(url, { agent }, (response) => {
+    const call = get(url, { agent, timeout: 5000 }, (response) => {
       let body = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (body += chunk));
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
       response.on('error', reject);
-    }).on('error', reject);
+    });
+    call.on('timeout', () => call.destroy(new Error(`no answer from ${url} within 5 s`)));
+    call.on('error', reject);
   });
 }
 
