@@ -353,6 +353,37 @@ describe('SnowflakeWorker', () => {
     }
   });
 
+  it('nextBatchAsync mints concurrent batches in arrival order: a batch asked when a new time unit begins waits for the one already waiting', async () => {
+    const { registry, clock, start } = await setup();
+    const worker = await start({ layout: 'js-safe' });
+    const ticking = setInterval(() => clock.advance(1), 2);
+    try {
+      // 10 units of 64: the first takes what unit T0 holds, then waits for the clock.
+      const first = worker.nextBatchAsync(640);
+      const finished: string[] = [];
+      void first.then(() => finished.push('first'));
+      // A new unit begins, and a second batch is asked before the first one's timer fires:
+      // before the queue, it took the new unit's IDs ahead of the batch already waiting.
+      clock.advance(1);
+      const second = worker.nextBatchAsync(64);
+      void second.then(() => finished.push('second'));
+      const [a, b] = await Promise.all([first, second]);
+      assert.equal(a.length, 640);
+      assert.equal(b.length, 64);
+      assert.ok((b[0] ?? 0n) > (a.at(-1) ?? 0n), `every ID of the later batch follows the earlier batch's (${b[0]} after ${a.at(-1)})`);
+      assert.deepEqual(finished, ['first', 'second']);
+      // A rejected batch does not stop the ones after it.
+      const refused = worker.nextBatchAsync(0);
+      const after = worker.nextBatchAsync(64);
+      await assert.rejects(refused, (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+      assert.ok(((await after)[0] ?? 0n) > (b.at(-1) ?? 0n));
+    } finally {
+      clearInterval(ticking);
+      await worker.close();
+      await registry.close();
+    }
+  });
+
   it('rejects a TTL that does not hold two renewals after the safety margin', async () => {
     const { registry, start } = await setup(1000);
     await assert.rejects(start({ renewIntervalMs: 500, safetyMarginMs: 200 }), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /two renewals/.test(error.message));

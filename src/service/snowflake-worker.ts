@@ -142,6 +142,11 @@ export class SnowflakeWorker {
   #rollbacksBefore = 0;
   readonly #rollbackPolicy: string;
   #peerClock: PeerClockReport | null = null;
+  /**
+   * Settles when the last batch asked of {@link nextBatchAsync} is done (never rejects): each
+   * batch waits for the one before it, so batches are minted one at a time in arrival order.
+   */
+  #lastBatch: Promise<unknown> = Promise.resolve();
 
   private constructor(options: SnowflakeWorkerOptions) {
     if (options === null || typeof options !== 'object' || options.registry === undefined) {
@@ -244,12 +249,30 @@ export class SnowflakeWorker {
    * loop: what a time unit holds is taken at once, and between time units the event loop runs
    * (timers, renewals, other requests) until the clock reaches the next. All from one lease:
    * if it is lost or switched meanwhile, this rejects (LEASE_LOST, CLOCK_MOVED_BACKWARDS) and
-   * the IDs minted so far are dropped, never handed out.
+   * the IDs minted so far are dropped, never handed out. Concurrent batches are minted one at a
+   * time in the order they were asked for: every ID of a batch is above every ID of the batches
+   * asked before it (single IDs from {@link next} are not queued).
    */
   async nextBatchAsync(count: number): Promise<bigint[]> {
     if (!Number.isSafeInteger(count) || count < 1 || count > this.maxBatch) {
       throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${this.maxBatch}, got ${String(count)}: ${batchBoundReason(this.layout, this.maxBatch)}`);
     }
+    // One batch at a time, in arrival order. Without the queue, a time unit's IDs went to
+    // whichever caller asked first after the clock ticked: a request arriving then (or the next
+    // request of a connection just answered) took them ahead of batches already waiting for the
+    // clock, and under load some batches waited seconds while others passed them. In turn, a
+    // batch waits at most for the IDs asked before it: (IDs ahead) / (the layout's rate).
+    const batch = this.#lastBatch.then(() => this.#mintBatch(count));
+    this.#lastBatch = batch.then(
+      () => undefined,
+      () => undefined,
+    );
+    return batch;
+  }
+
+  /** {@link nextBatchAsync}'s work, once the batches before it are done. */
+  async #mintBatch(count: number): Promise<bigint[]> {
+    // The generator of the lease current when this batch's turn comes.
     const generator = this.#generator;
     const clock = this.#clock;
     const ids = new Array<bigint>(count);
