@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { assertError } from './support/http.ts';
 import { parseResponse, rawExchange } from './support/raw-http.ts';
@@ -123,5 +125,33 @@ describe('api.requestTimeoutMs bounds a request that stops arriving', () => {
     const exchange = await rawExchange(url, 'GET /healthz HTTP/1.1\r\nHost: idmint\r\n\r\n', 2000);
     assert.equal(exchange.closed, false, exchange.text);
     assert.equal(parseResponse(exchange.text).statusCode, 200);
+  });
+});
+
+describe('the listening socket holds a burst of connections', () => {
+  /** Linux caps the listen backlog at net.core.somaxconn; elsewhere, or below 1,024, this cannot be seen. */
+  const somaxconn = (() => {
+    try {
+      return Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+    } catch {
+      return 0;
+    }
+  })();
+
+  it('1,000 clients connecting while the event loop is busy all get through at once (Node alone holds 511)', { skip: somaxconn < 1024 && `needs Linux with net.core.somaxconn >= 1024 (${somaxconn})` }, async () => {
+    const server = await testServer({ port: 0 });
+    const port = Number(new URL(await server.listen()).port);
+    try {
+      // The child opens 1,000 connections while this process is blocked in spawnSync, so none is
+      // accepted: the kernel holds them in the backlog, or drops the SYNs beyond it, and a dropped
+      // one connects only on its retransmission 1 s later, after the child has counted.
+      const script = `const net = require('node:net'); let connected = 0;
+        for (let i = 0; i < 1000; i++) net.connect(${port}, '127.0.0.1', () => connected++).on('error', () => {});
+        setTimeout(() => { process.stdout.write(String(connected)); process.exit(0); }, 800);`;
+      const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
+      assert.equal(child.stdout, '1000', `connected within 800 ms: ${child.stdout} ${child.stderr}`);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
-import { ROUTING_OPTIONS, buildServer } from '../../src/server/app.ts';
+import { LISTEN_BACKLOG, ROUTING_OPTIONS, buildServer } from '../../src/server/app.ts';
 import { defineConfig } from '../../src/config/load.ts';
 
 const kind = process.argv[2];
@@ -66,7 +66,7 @@ if (kind === 'bare') {
   app.get('/bare/get/:tag', (_request, reply) => {
     reply.type('text/plain; charset=utf-8').send('117600667735949312');
   });
-  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  const url = await app.listen({ host: '127.0.0.1', port: 0, backlog: LISTEN_BACKLOG });
   process.stdout.write(`${JSON.stringify({ url })}\n`);
   stop = () => app.close();
 } else if (kind === 'idmint' && PROCESSES > 1) {

@@ -85,6 +85,15 @@ export const ROUTING_OPTIONS = {
   routerOptions: { maxParamLength: 256, ignoreTrailingSlash: true },
 } as const;
 
+/**
+ * Connections the kernel completes and holds for the server until it accepts them. Node's
+ * default, 511, is too few for a fleet of clients that (re)connect at once, e.g. 1,000 after a
+ * deploy: while the event loop is busy, the rest of their SYNs are dropped and each waits for a
+ * retransmission, 1 s and then 3 s, before its first request is even sent. Linux caps this at
+ * net.core.somaxconn (4096 by default since 5.4).
+ */
+export const LISTEN_BACKLOG = 4096;
+
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string; license: string };
 
 /**
@@ -132,7 +141,7 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     config,
     log,
     async listen() {
-      const url = await app.listen({ host: config.host, port: config.port });
+      const url = await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
       const { segments, snowflake } = backends;
       log.info(
         {
