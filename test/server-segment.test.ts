@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, describe, it } from 'node:test';
+import { JSON_SLICE, idsJson, runsJson } from '../src/server/routes/shared.ts';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { assertError } from './support/http.ts';
 import { testServer, type TestServer } from './support/server.ts';
@@ -74,6 +75,42 @@ describe('segment routes (in-process, SQLite)', () => {
     } finally {
       await server.close();
     }
+  });
+
+  it('a JSON batch of 100,000 is exact across ranges, and lets the event loop run while it is formatted', async () => {
+    const server = await testServer({ api: { maxBatch: 100_000 } });
+    try {
+      await createTag(server, 'bulk', 30_000, '9007199254000000');
+      await leafId(server, 'bulk');
+      // Counts the event loop's turns while the batch is answered: one slice of IDs per turn at most.
+      let turns = 0;
+      let counting = true;
+      const count = () => {
+        turns++;
+        if (counting) setImmediate(count);
+      };
+      setImmediate(count);
+      const ids = await batch(server, 'bulk', 100_000);
+      counting = false;
+      // Four ranges of 30,000 (the first one drawn from), dense, and near 2^53, where a double
+      // still holds every ID exactly.
+      assert.deepEqual(ids, Array.from({ length: 100_000 }, (_, i) => 9_007_199_254_000_001n + BigInt(i)));
+      assert.ok(turns >= Math.floor(100_000 / JSON_SLICE), `the event loop turned ${turns} times during the batch`);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('runsJson writes runs as idsJson writes their IDs: with a stride, below and above 2^53, across slices', async () => {
+    const runs = [
+      { start: 7n, stride: 1, count: 3 },
+      { start: 2n ** 53n - 4n, stride: 3, count: 4 },
+      { start: 2n ** 63n - 100n, stride: 2, count: 5 },
+      { start: 1000n, stride: 1, count: JSON_SLICE + 5 },
+    ];
+    const ids = runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
+    assert.equal(await runsJson('{', runs), idsJson('{', ids));
+    assert.equal(await runsJson('{"tag":"x",', []), '{"tag":"x","ids":[]}');
   });
 
   it('serves 3,000 concurrent requests (single and batch) for one tag without a duplicate', async () => {

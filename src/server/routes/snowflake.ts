@@ -8,7 +8,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { TAG_PARAMS, parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
-import { ERRORS, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
+import { ERRORS, JSON_SLICE, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -26,9 +26,6 @@ const ID_PARAM = {
   required: ['id'],
   properties: { id: { type: 'string', pattern: '^(0|[1-9][0-9]{0,18})$', description: 'A snowflake ID in decimal.' } },
 } as const;
-
-/** IDs turned into JSON text per slice, with the event loop let run between slices (~3 ms each). */
-const JSON_SLICE = 16_384;
 
 /**
  * Snowflake mode: Leaf's `/api/snowflake/get/{tag}` and `/decodeSnowflakeId`, and the JSON
