@@ -101,16 +101,21 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('runsJson writes runs as idsJson writes their IDs: with a stride, below and above 2^53, across slices', async () => {
+  it('runsJson writes runs as idsJson writes their IDs: strides, carries that add a digit, up to 2^63, across slices', async () => {
     const runs = [
-      { start: 7n, stride: 1, count: 3 },
+      { start: 0n, stride: 1, count: 12 },
+      { start: 95n, stride: 3, count: 5 },
+      { start: 999n, stride: 1, count: 2 },
+      { start: 9_999_999_999n, stride: 7, count: 3 },
       { start: 2n ** 53n - 4n, stride: 3, count: 4 },
-      { start: 2n ** 63n - 100n, stride: 2, count: 5 },
+      { start: 2n ** 63n - 100n, stride: 33, count: 3 },
       { start: 1000n, stride: 1, count: JSON_SLICE + 5 },
     ];
     const ids = runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
-    assert.equal(await runsJson('{', runs), idsJson('{', ids));
-    assert.equal(await runsJson('{"tag":"x",', []), '{"tag":"x","ids":[]}');
+    const head = `{"tag":${JSON.stringify('naïve "tag" ✓')},`;
+    const json = await runsJson(head, runs);
+    assert.equal(json.toString('utf8'), idsJson(head, ids));
+    assert.equal((await runsJson('{"tag":"x",', [])).toString('utf8'), '{"tag":"x","ids":[]}');
   });
 
   it('serves 3,000 concurrent requests (single and batch) for one tag without a duplicate', async () => {
