@@ -106,12 +106,12 @@ try {
       const m = await measure(`${base}${route.path.replace('{count}', String(count))}`, route, count, connections);
       // Little's law: a closed loop of C connections answered at R req/s waits C / R on average.
       // A p99 far above that mean is unfairness (some requests wait while others are served).
-      const floor = (connections / m.requestsPerSecond) * 1000;
-      log(`connections ${route.family} ${route.form} ${connections}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${ms(m.p99)} ms (mean ${ms(floor)})`);
-      connectionRows.push([route.shown, route.form, formatRate(count), String(connections), formatRate(m.requestsPerSecond), formatRate(m.requestsPerSecond * count), ms(floor), ms(m.p50), ms(m.p99), ms(m.p999), ms(m.max), (m.p99 / floor).toFixed(1), failed(m.failures)]);
+      const meanWait = (connections / m.requestsPerSecond) * 1000;
+      log(`connections ${route.family} ${route.form} ${connections}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${ms(m.p99)} ms (mean ${ms(meanWait)})`);
+      connectionRows.push([route.shown, route.form, formatRate(count), String(connections), formatRate(m.requestsPerSecond), formatRate(m.requestsPerSecond * count), ms(meanWait), ms(m.p50), ms(m.p99), ms(m.p999), ms(m.max), (m.p99 / meanWait).toFixed(1), failed(m.failures)]);
       // On a shared machine the bare route's own tail is wide: a route is unfair only where its
       // p99 stands further above its mean wait than the bare route's does, twice as far or more.
-      const spread = m.p99 / floor;
+      const spread = m.p99 / meanWait;
       if (route.family === 'bare') bareSpread.set(connections, spread);
       const reference = bareSpread.get(connections) ?? Number.NaN;
       if (route.family !== 'bare' && spread > reference * 2) checks.push(`${route.shown} ${route.form}, ${connections} connections: p99 ${ms(m.p99)} ms is ${spread.toFixed(1)}x its mean wait, the bare route's ${reference.toFixed(1)}x: **unfair**`);
