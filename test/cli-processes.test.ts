@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,10 +30,13 @@ interface Supervised {
   readonly childPids: number[];
 }
 
-/** Starts `serve --processes n` (zero setup: SQLite store, static registry) and waits until every child listens. */
-async function startProcesses(n: number, name: string): Promise<Supervised> {
-  const cwd = mkdtempSync(join(root, `${name}-`));
-  const serve = spawnServe(['--processes', String(n)], { cwd, env: clean() });
+/**
+ * Starts `serve --processes n <args>` (zero setup: SQLite store, static registry) in `cwd` (a new
+ * directory by default) and waits until every child listens.
+ */
+async function startProcesses(n: number, name: string, options: { args?: string[]; cwd?: string } = {}): Promise<Supervised> {
+  const cwd = options.cwd ?? mkdtempSync(join(root, `${name}-`));
+  const serve = spawnServe(['--processes', String(n), ...(options.args ?? [])], { cwd, env: clean() });
   const ready = await serve.logLine((line) => line['msg'] === 'idmint processes listening');
   return { serve, url: String(ready['url']), childPids: ready['childPids'] as number[] };
 }
@@ -101,6 +104,31 @@ async function draw(url: string, tag: string, options: { connections: number; to
   agent.destroy();
   return { segment, snowflake, failed };
 }
+
+/** `promise`, or a rejection naming `what` if it has not settled within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Ends whatever a test left running: the supervisor and any child still alive (one stopped with SIGSTOP included). */
+async function killAll(serve: ServeChild, childPids: readonly number[]): Promise<void> {
+  for (const pid of childPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  await serve.kill('SIGKILL');
+}
+
+/** A configuration file that every child reads again when it starts; `broken()` makes that start fail (exit 2). */
+function configFile(cwd: string): { args: string[]; broken(): void; repaired(): void } {
+  const path = join(cwd, 'idmint.json');
+  const repaired = () => writeFileSync(path, JSON.stringify({ log: { level: 'info' } }));
+  repaired();
+  return { args: ['--config', 'idmint.json'], broken: () => writeFileSync(path, JSON.stringify({ segment: { store: 'nosuch://x' } })), repaired };
+}
+const BROKEN_CONFIG = 'idmint serve: invalid configuration: segment.store = "nosuch://x" (from idmint.json): not a segment store URL';
 
 function assertDistinct(ids: readonly bigint[], what: string): void {
   const seen = new Set<bigint>();
@@ -183,6 +211,94 @@ describe('idmint serve --processes', () => {
       assert.ok(afterwards.snowflake.some((id) => decomposeId(id, layout).workerId === 0), 'the successor served IDs as worker 0');
     } finally {
       assert.equal((await serve.kill('SIGTERM')).code, 0, serve.stderr());
+    }
+  });
+
+  it('gives up on a child that keeps ending at start: stops the others and exits 3 with the child\'s last error', async () => {
+    const cwd = mkdtempSync(join(root, 'give-up-'));
+    const config = configFile(cwd);
+    const { serve, childPids } = await startProcesses(2, 'give-up', { cwd, args: config.args });
+    const [victim, sibling] = childPids;
+    assert.ok(victim !== undefined && sibling !== undefined);
+    try {
+      // The file breaks while the node runs; a child that dies now cannot start again.
+      config.broken();
+      process.kill(victim, 'SIGKILL');
+      // Five restarts (100 ms to 1.6 s apart, 3.1 s of waiting), then the sixth end gives up.
+      const { code } = await within(serve.exited, 60_000, 'the supervisor giving up');
+      assert.equal(code, 3, serve.stderr());
+      const lines = serve.stderr().trimEnd().split('\n');
+      const last = lines.at(-1) ?? '';
+      assert.ok(last.startsWith('idmint serve: gave up: process 0 ended 6 times in a row, each within 30 s of its start; every process stopped. Its last end (exit code 2): '), last);
+      assert.ok(last.endsWith(lines.find((line) => line.startsWith(BROKEN_CONFIG)) ?? 'the broken configuration'), last);
+      // Each failed start's own line reached stderr, relayed by the supervisor.
+      assert.equal(lines.filter((line) => line.startsWith(BROKEN_CONFIG)).length, 5, serve.stderr());
+      const restarts = serve.logs.filter((line) => line['msg'] === 'process ended: restarting it');
+      assert.deepEqual(restarts.map((line) => [line['slot'], line['failures'], line['delayMs']]), [[0, 1, 100], [0, 2, 200], [0, 3, 400], [0, 4, 800], [0, 5, 1600]]);
+      assert.equal(restarts[0]?.['signal'], 'SIGKILL');
+      for (const restart of restarts.slice(1)) assert.ok(String(restart['error']).startsWith(BROKEN_CONFIG), JSON.stringify(restart));
+      // The healthy sibling was stopped gracefully, not killed, and nothing is left running.
+      assert.ok(serve.logs.some((line) => line['msg'] === 'idmint stopped' && line['pid'] === sibling), 'the sibling drained and stopped');
+      for (const pid of childPids) assert.equal(alive(pid), false, `child ${pid} still runs`);
+    } finally {
+      await killAll(serve, childPids);
+    }
+  });
+
+  it('a child that fails to start a few times, then starts, is replaced: the supervisor carries on, each restart naming the cause', async () => {
+    const cwd = mkdtempSync(join(root, 'recover-'));
+    const config = configFile(cwd);
+    const { serve, url, childPids } = await startProcesses(2, 'recover', { cwd, args: config.args });
+    const [victim] = childPids;
+    assert.ok(victim !== undefined);
+    try {
+      config.broken();
+      const failedStart = serve.logLine((line) => line['msg'] === 'process ended: restarting it' && String(line['error']).startsWith(BROKEN_CONFIG));
+      const successor = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim);
+      process.kill(victim, 'SIGKILL');
+      await within(failedStart, 30_000, 'a failed start');
+      config.repaired();
+      const replaced = await within(successor, 30_000, 'the successor listening');
+      assert.ok(alive(Number(replaced['childPid'])));
+      await createTag(url, 'recovered', 100);
+      const ids = await draw(url, 'recovered', { connections: 4, total: 200 });
+      assert.equal(ids.failed, 0);
+      assert.ok(ids.snowflake.some((id) => decomposeId(id, layout).workerId === 0), 'the successor served IDs as worker 0');
+    } finally {
+      assert.equal((await serve.kill('SIGTERM')).code, 0, serve.stderr());
+    }
+  });
+
+  it('a second signal while draining kills every child at once and exits 1 (forced); the worker IDs are free again after', async () => {
+    const cwd = mkdtempSync(join(root, 'forced-'));
+    const { serve, childPids } = await startProcesses(2, 'forced', { cwd });
+    const [stuck] = childPids;
+    assert.ok(stuck !== undefined);
+    try {
+      // A child that cannot drain (stopped: it handles no signal until SIGCONT).
+      process.kill(stuck, 'SIGSTOP');
+      serve.child.kill('SIGTERM');
+      // The same signal again at once is a copy (npm start passes Ctrl-C on): still draining.
+      serve.child.kill('SIGTERM');
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal(serve.child.exitCode, null, 'a copy of the first signal forced the stop');
+      const sentAt = Date.now();
+      serve.child.kill('SIGINT');
+      const { code } = await within(serve.exited, 5000, 'the forced stop');
+      assert.ok(Date.now() - sentAt < 5000);
+      assert.equal(code, 1, serve.stderr());
+      assert.match(serve.stderr(), /^idmint serve: second signal \(SIGINT\): forced stop, every process killed without finishing its shutdown$/m);
+      // The supervisor saw every child end before it exited: none is left to hold a worker ID.
+      for (const pid of childPids) assert.equal(alive(pid), false, `child ${pid} still runs`);
+    } finally {
+      await killAll(serve, childPids);
+    }
+    // The node started again at once gets both worker IDs (static:0 and static:1) back.
+    const again = await startProcesses(2, 'forced', { cwd });
+    try {
+      assert.deepEqual(again.serve.logs.filter((line) => line['msg'] === 'idmint listening').map((line) => (line['snowflake'] as { workerId: number }).workerId).sort(), [0, 1]);
+    } finally {
+      assert.equal((await again.serve.kill('SIGTERM')).code, 0, again.serve.stderr());
     }
   });
 
