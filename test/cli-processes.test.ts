@@ -255,6 +255,8 @@ describe('idmint serve --processes', () => {
       config.broken();
       const failedStart = serve.logLine((line) => line['msg'] === 'process ended: restarting it' && String(line['error']).startsWith(BROKEN_CONFIG));
       const successor = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim);
+      // Awaited one after the other: the later one must not reject unhandled if the first fails.
+      successor.catch(() => undefined);
       process.kill(victim, 'SIGKILL');
       await within(failedStart, 30_000, 'a failed start');
       config.repaired();

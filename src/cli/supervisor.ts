@@ -96,7 +96,7 @@ export async function supervise(config: ServerConfig, processes: number): Promis
     // Stopping after a failure already has its outcome (the failure's code and cause) to keep.
     if (stopping?.by === 'signal') outcome = new CommandFailure(`second signal (${signal}): forced stop, every process killed without finishing its shutdown`, EXIT_FAILURE);
     stopAll('SIGKILL');
-    setTimeout(finish, KILLED_CHILDREN_WAIT_MS).unref();
+    setTimeout(finish, KILLED_CHILDREN_WAIT_MS);
   };
 
   const ended = (slot: Slot, worker: Worker, relay: StderrRelay, code: number | null, signal: NodeJS.Signals | null) => {
