@@ -50,11 +50,14 @@ function alive(pid: number): boolean {
   }
 }
 
+/** A request that got neither an answer nor an error within its timeout. */
+class NoAnswer extends Error {}
+
 /**
- * One GET over `agent`: status and body. Bounded, as every client of a fleet must be: a connection
- * the cluster primary accepted just as the child it handed it to was SIGKILLed is never answered
- * nor closed (Node's round-robin handoff; docs/operations.md), so without a timeout a draw waits
- * for it forever (seen once in CI: the test hung for 9 minutes).
+ * One GET over `agent`: status and body. Bounded, as every client of a fleet must be: without the
+ * supervisor's guard (src/cli/handoff-guard.ts), a connection the cluster primary handed to a
+ * child just as it was SIGKILLed was never answered nor closed (seen once in CI: the test hung for
+ * 9 minutes); a request that gets no answer rejects with {@link NoAnswer}.
  */
 function request(agent: Agent, url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -65,25 +68,27 @@ function request(agent: Agent, url: string): Promise<{ status: number; body: str
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
       response.on('error', reject);
     });
-    call.on('timeout', () => call.destroy(new Error(`no answer from ${url} within 5 s`)));
+    call.on('timeout', () => call.destroy(new NoAnswer(`no answer from ${url} within 5 s`)));
     call.on('error', reject);
   });
 }
 
 /**
- * Draws IDs with `connections` concurrent keep-alive loops (connections of their own, so each
- * call spreads over the children live when it starts) until `until` resolves (or `total` is
- * reached), alternating segment and snowflake. Requests that fail (a connection to a killed child)
- * are counted, not kept.
+ * Draws IDs with `connections` concurrent loops (keep-alive connections of their own unless
+ * `keepAlive` is false, then a new connection per request, so each call spreads over the children
+ * live when it starts) until `until` resolves (or `total` is reached), alternating segment and
+ * snowflake. Requests that fail (a connection to a killed child) are counted, not kept; those
+ * left unanswered are counted apart.
  */
-async function draw(url: string, tag: string, options: { connections: number; total?: number; until?: Promise<unknown> }): Promise<{ segment: bigint[]; snowflake: bigint[]; failed: number }> {
+async function draw(url: string, tag: string, options: { connections: number; total?: number; until?: Promise<unknown>; keepAlive?: boolean }): Promise<{ segment: bigint[]; snowflake: bigint[]; failed: number; unanswered: number }> {
   const segment: bigint[] = [];
   const snowflake: bigint[] = [];
   let failed = 0;
+  let unanswered = 0;
   let stop = false;
   void options.until?.then(() => (stop = true));
   let issued = 0;
-  const agent = new Agent({ keepAlive: true, maxSockets: options.connections });
+  const agent = new Agent({ keepAlive: options.keepAlive ?? true, maxSockets: options.connections });
   const loop = async () => {
     while (!stop && (options.total === undefined || issued < options.total)) {
       const n = issued++;
@@ -95,14 +100,15 @@ async function draw(url: string, tag: string, options: { connections: number; to
           continue;
         }
         (n % 2 === 0 ? segment : snowflake).push(BigInt(body));
-      } catch {
-        failed++;
+      } catch (error) {
+        if (error instanceof NoAnswer) unanswered++;
+        else failed++;
       }
     }
   };
   await Promise.all(Array.from({ length: options.connections }, loop));
   agent.destroy();
-  return { segment, snowflake, failed };
+  return { segment, snowflake, failed, unanswered };
 }
 
 /** `promise`, or a rejection naming `what` if it has not settled within `ms`. */
@@ -214,6 +220,31 @@ describe('idmint serve --processes', () => {
     }
   });
 
+  it('a connection handed to a child as it is SIGKILLed is closed at once, not left unanswered', async () => {
+    const { serve, url, childPids } = await startProcesses(2, 'handoff');
+    try {
+      await createTag(url, 'handoff', 100);
+      // A new connection for every request: the supervisor is handing one out at any moment.
+      let stopLoad: () => void = () => {};
+      const load = draw(url, 'handoff', { connections: 8, keepAlive: false, until: new Promise<void>((resolve) => (stopLoad = resolve)) });
+      for (const [slot, victim] of childPids.entries()) {
+        const successor = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === slot && line['childPid'] !== victim);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        process.kill(victim, 'SIGKILL');
+        await within(successor, 30_000, `slot ${slot} replaced`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      stopLoad();
+      const ids = await load;
+      assert.equal(ids.unanswered, 0, `${ids.unanswered} requests got no answer (${ids.failed} failed, ${ids.segment.length + ids.snowflake.length} served)`);
+      assert.ok(ids.segment.length > 0 && ids.snowflake.length > 0);
+      assertDistinct(ids.segment, 'segment');
+      assertDistinct(ids.snowflake, 'snowflake');
+    } finally {
+      assert.equal((await serve.kill('SIGTERM')).code, 0, serve.stderr());
+    }
+  });
+
   it('gives up on a child that keeps ending at start: stops the others and exits 3 with the child\'s last error', async () => {
     const cwd = mkdtempSync(join(root, 'give-up-'));
     const config = configFile(cwd);
@@ -229,7 +260,7 @@ describe('idmint serve --processes', () => {
       assert.equal(code, 3, serve.stderr());
       const lines = serve.stderr().trimEnd().split('\n');
       const last = lines.at(-1) ?? '';
-      assert.ok(last.startsWith('idmint serve: gave up: process 0 ended 6 times in a row, each within 30 s of its start; every process stopped. Its last end (exit code 2): '), last);
+      assert.ok(last.startsWith('idmint serve: gave up: process 0 ended 6 times in a row, each before serving 30 s; every process stopped. Its last end (exit code 2): '), last);
       assert.ok(last.endsWith(lines.find((line) => line.startsWith(BROKEN_CONFIG)) ?? 'the broken configuration'), last);
       // Each failed start's own line reached stderr, relayed by the supervisor.
       assert.equal(lines.filter((line) => line.startsWith(BROKEN_CONFIG)).length, 5, serve.stderr());

@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { pino } from 'pino';
 import type { ServerConfig } from '../config/schema.ts';
 import { EXIT_FAILURE, EXIT_GAVE_UP } from './exit-codes.ts';
+import { guardHandoffs } from './handoff-guard.ts';
 import { CommandFailure, type CliExit } from './io.ts';
 import { SLOT_ENV } from './process-slots.ts';
 import { decideRestart, HEALTHY_AFTER_MS } from './restart-policy.ts';
@@ -52,6 +53,7 @@ type Stopping = { readonly by: 'signal'; readonly first: FirstSignal } | { reado
  *
  * The children's stderr goes through the supervisor (their stdout, the logs, does not): it is
  * relayed line by line, and a child's last error line names the cause when the supervisor gives up.
+ * A connection handed to a child that dies before taking it is closed (handoff-guard.ts).
  */
 export async function supervise(config: ServerConfig, processes: number): Promise<CliExit> {
   const log = pino({ level: config.log.level, base: { service: 'idmint', pid: process.pid, role: 'supervisor' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: 1, sync: true }));
@@ -125,7 +127,7 @@ export async function supervise(config: ServerConfig, processes: number): Promis
       stopping = { by: 'gave up' };
       const how = signal === null ? `exit code ${String(code)}` : `killed by ${signal}`;
       outcome = new CommandFailure(
-        `gave up: process ${slot.index} ended ${decision.failures} times in a row, each within ${HEALTHY_AFTER_MS / 1000} s of its start; every process stopped. Its last end (${how}): ${error ?? 'no error printed'}`,
+        `gave up: process ${slot.index} ended ${decision.failures} times in a row, each before serving ${HEALTHY_AFTER_MS / 1000} s; every process stopped. Its last end (${how}): ${error ?? 'no error printed'}`,
         EXIT_GAVE_UP,
       );
       stopAll('SIGTERM');
@@ -140,6 +142,7 @@ export async function supervise(config: ServerConfig, processes: number): Promis
     slot.listeningSince = undefined;
     const worker = cluster.fork({ [SLOT_ENV]: String(slot.index) });
     slot.worker = worker;
+    guardHandoffs(worker.process);
     const { stderr } = worker.process;
     if (stderr === null) throw new Error('a child forked without its stderr pipe');
     const relay = new StderrRelay(stderr);
