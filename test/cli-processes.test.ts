@@ -11,7 +11,9 @@ import { spawnServe, type ServeChild } from './support/serve-process.ts';
 /**
  * `idmint serve --processes N` with real processes: N children behind one port, each with its own
  * worker ID and segment ranges; a child killed with SIGKILL under load is replaced without a
- * repeated ID; SIGTERM stops them all.
+ * repeated ID, and no connection is left unanswered; a child that keeps failing to start is given
+ * up on (exit 3, its cause named), one that fails a few times and then starts is kept; SIGTERM
+ * stops them all, and a second signal kills them at once.
  */
 
 const root = mkdtempSync(join(tmpdir(), 'idmint-cli-processes-'));
