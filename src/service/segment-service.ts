@@ -491,18 +491,17 @@ export class SegmentService {
     // created and looked up while the read is on its way): the list cannot say they are gone.
     const createdBeforeRead = this.#created;
     const { cursor } = await this.#bounded(this.#store.listTagChanges(undefined), 'reading the store clock');
-    const present = new Set<string>();
     // Tags in use take the step read; the others are only noted (no buffer until a first draw).
+    // A tag read is in one or the other, so no third collection of every name is needed.
     const idle = new Map<string, number>();
+    const inUse = new Set<string>();
+    const present = (tag: string) => idle.has(tag) || inUse.has(tag);
     let after: string | undefined;
     do {
       if (after !== undefined) await new Promise((resolve) => setImmediate(resolve));
       const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
       if (this.#closing !== undefined) return 0;
-      for (const record of page.records) {
-        present.add(record.tag);
-        this.#note(record, idle);
-      }
+      for (const record of page.records) if (this.#note(record, idle)) inUse.add(record.tag);
       after = page.next;
     } while (after !== undefined);
     this.#idle = idle;
@@ -511,25 +510,29 @@ export class SegmentService {
     // lose its ranges, and a request still drawing from it would then issue IDs below the fresh
     // buffer's (no longer increasing).
     for (const [tag, buffer] of this.#buffers) {
-      if (!present.has(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
+      if (!present(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
         this.#buffers.delete(tag);
         this.#opaque.delete(tag);
       }
     }
-    for (const tag of this.#opaque) if (!present.has(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
+    for (const tag of this.#opaque) if (!present(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
     this.#changeCursor = cursor;
     this.#nextFullReadAt = this.#clock.now() + this.#tagFullRefreshMs;
     this.#fullTagRefreshes++;
-    return present.size;
+    return idle.size + inUse.size;
   }
 
-  /** A record a refresh read: a tag in use takes its step, another is noted in `idle`. */
-  #note(record: TagRecord, idle: Map<string, number>): void {
-    const buffer = this.#buffers.get(record.tag);
-    if (buffer !== undefined) buffer.setTagStep(record.step);
-    else idle.set(record.tag, record.step);
+  /** A record a refresh read: a tag in use takes its step (true), another is noted in `idle` (false). */
+  #note(record: TagRecord, idle: Map<string, number>): boolean {
     if (record.opaque === true) this.#opaque.add(record.tag);
     this.#negative.delete(record.tag);
+    const buffer = this.#buffers.get(record.tag);
+    if (buffer === undefined) {
+      idle.set(record.tag, record.step);
+      return false;
+    }
+    buffer.setTagStep(record.step);
+    return true;
   }
 
   /** A store call of the refresh, bounded by loadTimeoutMs. */
