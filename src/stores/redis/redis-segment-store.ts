@@ -45,13 +45,22 @@ const FIELDS = 7;
 
 /**
  * The nonce, taken off ARGV; HMGET of a tag's fields in tagRecord's order; the server's time in
- * ms; a row's residue class as stored (a hash without the fields is plain: '0' and '1').
+ * ms; a row's residue class as stored (a hash without the fields is plain: '0' and '1'); `touch`,
+ * which stamps a write (update_time, and the changed set, the script's last key); `append`, which
+ * adds a tag and its fields to a listing if its hash exists. A missing field is false in Lua, and
+ * a false in a reply table is nil to the client: a listing stays aligned.
  */
 const PRELUDE = `local nonce = table.remove(ARGV)
 local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset', 'id_increment', 'opaque') end
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
 local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
 local function touch(key) local t = now() redis.call('HSET', key, 'update_time', t) redis.call('ZADD', KEYS[#KEYS], t, key) end
+local function append(out, tag, key)
+  local fields = read(key)
+  if not fields[1] then return end
+  table.insert(out, tag)
+  for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
+end
 `;
 
 // KEYS[1] tag hash; ARGV[1] step or '' for the stored one; ARGV[2], ARGV[3] the store's offset and
@@ -140,13 +149,7 @@ return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 const CHANGES = `${PRELUDE}
 local out = {nonce, now()}
 if ARGV[1] == '' then return out end
-for _, key in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], '+inf', 'BYSCORE')) do
-  local fields = read(key)
-  if fields[1] then
-    table.insert(out, string.sub(key, #ARGV[2] + 1))
-    for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
-  end
-end
+for _, key in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], '+inf', 'BYSCORE')) do append(out, string.sub(key, #ARGV[2] + 1), key) end
 return out`;
 
 // KEYS[1] tag set; ARGV[1] SSCAN cursor, ARGV[2] COUNT, ARGV[3] hash key prefix. The next
@@ -155,27 +158,13 @@ return out`;
 const PAGE = `${PRELUDE}
 local scan = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
 local out = {nonce, scan[1]}
-for _, tag in ipairs(scan[2]) do
-  local fields = read(ARGV[3] .. tag)
-  if fields[1] then
-    table.insert(out, tag)
-    for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
-  end
-end
+for _, tag in ipairs(scan[2]) do append(out, tag, ARGV[3] .. tag) end
 return out`;
 
 // KEYS[1] tag set; ARGV[1] hash key prefix. One consistent snapshot: a flat list of tag + fields.
-// A missing field is false in Lua, and a false in a reply table is nil to the client: the list
-// stays aligned.
 const LIST = `${PRELUDE}
 local out = {nonce}
-for _, tag in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local fields = read(ARGV[1] .. tag)
-  if fields[1] then
-    table.insert(out, tag)
-    for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
-  end
-end
+for _, tag in ipairs(redis.call('SMEMBERS', KEYS[1])) do append(out, tag, ARGV[1] .. tag) end
 return out`;
 
 /**
