@@ -1,10 +1,9 @@
 // Cost curves by tag count (issue 13): what a node pays for the tags that exist against the tags
 // in use. Each size runs in a child process of its own, so RSS is that size's alone.
-//   npm run bench:scale                         1,000 and 100,000 tags in SQLite
-//   npm run bench:scale -- --tags 1000,1000000  other sizes
-//   npm run bench:scale -- --write              (--write: update docs/benchmarks.md)
-// Not yet measured here (see docs/operations.md, Sizing): PostgreSQL, registries, batch sizes
-// and connections, p99.9 of ID requests during a scrape.
+//   npm run bench:scale                                   1,000 and 100,000 tags in SQLite and PostgreSQL
+//   npm run bench:scale -- --tags 1000,1000000 --stores sqlite   other sizes and stores
+//   npm run bench:scale -- --write                        (--write: update docs/benchmarks.md)
+// Registries, batch sizes and connections have benches of their own (docs/benchmarks.md).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,42 +14,109 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { buildServer } from '../src/server/app.ts';
 import { defineConfig } from '../src/config/load.ts';
+import { SystemClock } from '../src/clocks/system-clock.ts';
+import { SegmentService } from '../src/service/segment-service.ts';
 import { openSegmentStore } from '../src/stores/open-segment-store.ts';
 import { machineLine, markdownTable, writeSection } from './support/report.ts';
 
 /** Tags drawn from in each run: the tags in use. */
 const IN_USE = 100;
+/** Single-ID requests timed for each p99.9. */
+const REQUESTS = 3000;
+const POSTGRES_URL = process.env['IDMINT_BENCH_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+type StoreKind = 'sqlite' | 'postgres';
 
 interface Figures {
+  store: StoreKind;
   tags: number;
   insertMs: number;
   startupMs: number;
   rssMb: number;
-  refreshMs: number;
-  refreshRows: number;
+  fullRows: number;
+  fullMs: number;
+  fullBlockMs: number;
+  changeRows: number;
+  changeMs: number;
   metricsKb: number;
   series: number;
   scrapeMs: number;
   blockMs: number;
   statusMs: number;
+  p999AloneMs: number;
+  p999BusyMs: number;
 }
 
-/** Runs one size: bulk insert, start a server, draw from IN_USE tags, scrape, read the status. */
-async function child(tags: number): Promise<Figures> {
-  const dir = mkdtempSync(join(tmpdir(), 'idmint-bench-scale-'));
-  const file = join(dir, 'tags.db');
-  const silent = new Writable({ write: (_chunk, _encoding, done) => done() });
-  const config = defineConfig({ segment: { store: `sqlite:${file}` }, snowflake: { stateDir: dir }, log: { level: 'warn' } });
-  try {
-    await (await buildServer(config, { logStream: silent })).close(); // creates the table
-    const db = new DatabaseSync(file);
-    let t = performance.now();
+/** The longest gap of a 1 ms ticker while `run` runs: how long the event loop was blocked. */
+async function longestBlock<T>(run: () => Promise<T>): Promise<{ value: T; blockMs: number; ms: number }> {
+  let last = performance.now();
+  let blockMs = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    blockMs = Math.max(blockMs, now - last);
+    last = now;
+  }, 1);
+  const t = performance.now();
+  const value = await run();
+  const ms = performance.now() - t;
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  clearInterval(ticker);
+  return { value, blockMs, ms };
+}
+
+/** p99.9 of REQUESTS single-ID requests, one after another, over the in-use tags. */
+async function p999(inject: (url: string) => Promise<unknown>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < REQUESTS; i++) {
+    const t = performance.now();
+    await inject(`/v1/segment/tag-${i % IN_USE}`);
+    times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.min(times.length - 1, Math.floor(times.length * 0.999))] as number;
+}
+
+/** Creates the table and `tags` rows last written an hour ago (idle tags), by the fastest path. */
+async function fill(kind: StoreKind, url: string, table: string, tags: number): Promise<void> {
+  const store = await openSegmentStore(url, { table });
+  await store.init();
+  await store.close();
+  if (kind === 'sqlite') {
+    const db = new DatabaseSync(url.slice('sqlite:'.length));
     // One transaction: 1,000,000 single-row commits would take minutes.
     db.exec('BEGIN');
-    const insert = db.prepare('INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, 1, 1000, CURRENT_TIMESTAMP)');
+    const insert = db.prepare(`INSERT INTO ${table} (biz_tag, max_id, step, update_time) VALUES (?, 1, 1000, datetime('now', '-1 hour'))`);
     for (let i = 0; i < tags; i++) insert.run(`tag-${i}`);
     db.exec('COMMIT');
     db.close();
+    return;
+  }
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`INSERT INTO ${table} (biz_tag, max_id, step, update_time) SELECT 'tag-' || g, 1, 1000, (now() AT TIME ZONE 'UTC') - interval '1 hour' FROM generate_series(0, ${tags - 1}) g`);
+  await client.query(`ANALYZE ${table}`);
+  await client.end();
+}
+
+async function dropTable(url: string, table: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`DROP TABLE IF EXISTS ${table}`);
+  await client.end();
+}
+
+/** Runs one size on one store: fill, start a server, draw from IN_USE tags, refresh, scrape, read the status. */
+async function child(kind: StoreKind, tags: number): Promise<Figures> {
+  const dir = mkdtempSync(join(tmpdir(), 'idmint-bench-scale-'));
+  const table = kind === 'sqlite' ? 'leaf_alloc' : `bench_scale_${process.pid}`;
+  const url = kind === 'sqlite' ? `sqlite:${join(dir, 'tags.db')}` : POSTGRES_URL;
+  const silent = new Writable({ write: (_chunk, _encoding, done) => done() });
+  const config = defineConfig({ segment: { store: url, table }, snowflake: { stateDir: dir }, log: { level: 'warn' } });
+  try {
+    let t = performance.now();
+    await fill(kind, url, table, tags);
     const insertMs = performance.now() - t;
     globalThis.gc?.();
     const rss0 = process.memoryUsage().rss;
@@ -59,63 +125,94 @@ async function child(tags: number): Promise<Figures> {
     const startupMs = performance.now() - t;
     globalThis.gc?.();
     const rssMb = (process.memoryUsage().rss - rss0) / 1e6;
-    for (let i = 0; i < IN_USE; i++) await server.app.inject(`/v1/segment/tag-${i}`);
-    // The longest gap of a 1 ms ticker during the scrape: how long the event loop was blocked.
-    let last = performance.now();
-    let blockMs = 0;
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      blockMs = Math.max(blockMs, now - last);
-      last = now;
-    }, 1);
-    await server.app.inject('/metrics'); // the first scrape compiles the code: measure the second
+    const inject = (path: string) => server.app.inject(path);
+    for (let i = 0; i < IN_USE; i++) await inject(`/v1/segment/tag-${i}`);
+    await inject('/metrics'); // the first scrape compiles the code: measure the second
     await new Promise((resolve) => setTimeout(resolve, 20));
-    blockMs = 0;
-    last = performance.now();
+    const scrape = await longestBlock(() => inject('/metrics'));
+    const metrics = scrape.value as { body: string };
     t = performance.now();
-    const metrics = await server.app.inject('/metrics');
-    const scrapeMs = performance.now() - t;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    clearInterval(ticker);
-    t = performance.now();
-    await server.app.inject('/v1/status?limit=50');
+    await inject('/v1/status?limit=50');
     const statusMs = performance.now() - t;
-    await server.close();
-    // The periodic refresh reads the whole list today: time one read of it.
-    const store = await openSegmentStore(`sqlite:${file}`);
+
+    // The refresh as a node runs it (SegmentService on its own connection): the full read at
+    // start-up and every tagFullRefreshMs, and the incremental read every tagRefreshMs, which
+    // finds the IN_USE tags the draws above wrote.
+    const store = await openSegmentStore(url, { table });
+    const service = new SegmentService({ store, clock: new SystemClock(), tagRefreshMs: 0 });
+    const full = await longestBlock(() => service.start());
+    const rowsAfterFull = service.stats().tagRowsRead;
     t = performance.now();
-    const refreshRows = (await store.listTags()).length;
-    const refreshMs = performance.now() - t;
+    await service.refreshTags();
+    const changeMs = performance.now() - t;
+    const changeRows = service.stats().tagRowsRead - rowsAfterFull;
+
+    // p99.9 of single-ID requests alone, and while scrapes and full reads run back to back.
+    const p999AloneMs = await p999(inject);
+    let busy = true;
+    const background = (async () => {
+      const fullReader = new SegmentService({ store, clock: new SystemClock(), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+      await fullReader.start();
+      while (busy) await Promise.all([inject('/metrics'), fullReader.refreshTags()]);
+      await fullReader.close();
+    })();
+    const p999BusyMs = await p999(inject);
+    busy = false;
+    await background;
+    await service.close();
     await store.close();
+    await server.close();
     return {
-      tags, insertMs, startupMs, rssMb, refreshMs, refreshRows,
+      store: kind, tags, insertMs, startupMs, rssMb,
+      fullRows: rowsAfterFull, fullMs: full.ms, fullBlockMs: full.blockMs, changeRows, changeMs,
       metricsKb: metrics.body.length / 1024,
       series: metrics.body.split('\n').filter((line) => line !== '' && !line.startsWith('#')).length,
-      scrapeMs, blockMs, statusMs,
+      scrapeMs: scrape.ms, blockMs: scrape.blockMs, statusMs, p999AloneMs, p999BusyMs,
     };
   } finally {
+    if (kind === 'postgres') await dropTable(url, table).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 const childAt = process.argv.indexOf('--child');
 if (childAt >= 0) {
-  process.stdout.write(`${JSON.stringify(await child(Number(process.argv[childAt + 1])))}\n`);
+  const [kind, tags] = (process.argv[childAt + 1] ?? '').split(':');
+  process.stdout.write(`${JSON.stringify(await child(kind as StoreKind, Number(tags)))}\n`);
 } else {
-  const tagsAt = process.argv.indexOf('--tags');
-  const sizes = (tagsAt >= 0 ? (process.argv[tagsAt + 1] ?? '') : '1000,100000').split(',').map(Number);
+  const option = (name: string, fallback: string) => {
+    const at = process.argv.indexOf(name);
+    return at >= 0 ? (process.argv[at + 1] ?? fallback) : fallback;
+  };
+  const sizes = option('--tags', '1000,100000').split(',').map(Number);
+  const stores = option('--stores', 'sqlite,postgres').split(',') as StoreKind[];
   const rows: Figures[] = [];
-  for (const tags of sizes) {
-    const run = spawnSync(process.execPath, ['--expose-gc', '--disable-warning=ExperimentalWarning', fileURLToPath(import.meta.url), '--child', String(tags)], { encoding: 'utf8', maxBuffer: 1 << 20 });
-    if (run.status !== 0) throw new Error(`${tags} tags: ${run.stderr}`);
-    rows.push(JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as Figures);
+  for (const kind of stores) {
+    for (const tags of sizes) {
+      const run = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=8192', '--disable-warning=ExperimentalWarning', fileURLToPath(import.meta.url), '--child', `${kind}:${tags}`], { encoding: 'utf8', maxBuffer: 1 << 20 });
+      if (run.status !== 0) throw new Error(`${kind}, ${tags} tags: ${run.stderr}`);
+      rows.push(JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as Figures);
+      process.stderr.write(`${kind} ${tags}: done\n`);
+    }
   }
   const f = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-  const table = markdownTable(
-    ['tags in store', 'bulk insert ms', 'start-up ms', 'RSS after start-up MB', 'bytes/tag', 'refresh: rows read', 'refresh ms', '/metrics KB', 'series', 'scrape ms', 'loop blocked ms', '/v1/status ms'],
-    rows.map((r) => [f(r.tags), f(r.insertMs), f(r.startupMs), f(r.rssMb, 1), f((r.rssMb * 1e6) / r.tags), f(r.refreshRows), f(r.refreshMs), f(r.metricsKb, 1), f(r.series), f(r.scrapeMs, 1), f(r.blockMs, 1), f(r.statusMs, 1)]),
+  const costs = markdownTable(
+    ['store', 'tags in store', 'fill ms', 'start-up ms', 'RSS after start-up MB', 'bytes/tag', '/metrics KB', 'series', 'scrape ms', 'scrape: loop blocked ms', '/v1/status?limit=50 ms'],
+    rows.map((r) => [r.store, f(r.tags), f(r.insertMs), f(r.startupMs), f(r.rssMb, 1), f((r.rssMb * 1e6) / r.tags), f(r.metricsKb, 1), f(r.series), f(r.scrapeMs, 1), f(r.blockMs, 1), f(r.statusMs, 1)]),
   );
-  const markdown = `${machineLine()} The machine was shared with other jobs: absolute times drift; read the ratios between rows.\n\nSQLite, ${IN_USE} tags in use (drawn from), the rest idle; metrics.maxTagSeries at its default (500); the second scrape is timed (the first compiles the code); "loop blocked" is the longest gap of a 1 ms timer during it.\n\n${table}`;
+  const refresh = markdownTable(
+    ['store', 'tags in store', 'full read: rows', 'full read ms', 'full read: loop blocked ms', 'incremental read: rows', 'incremental read ms', 'rows read per node per minute (defaults)', 'p99.9 single ID ms', 'p99.9 during scrapes + full reads ms'],
+    rows.map((r) => [r.store, f(r.tags), f(r.fullRows), f(r.fullMs), f(r.fullBlockMs, 1), f(r.changeRows), f(r.changeMs, 1), f(r.changeRows + r.fullRows / 60), f(r.p999AloneMs, 2), f(r.p999BusyMs, 2)]),
+  );
+  const markdown = `${machineLine()} The machine was shared with other jobs: absolute times drift; read the ratios between rows.
+
+${IN_USE} tags in use (drawn from), the rest idle (last written an hour before); metrics.maxTagSeries at its default (500); the second scrape is timed (the first compiles the code); "loop blocked" is the longest gap of a 1 ms timer during it.
+
+${costs}
+
+The tag refresh as a node runs it: the full read (start-up, then every segment.tagFullRefreshMs, 1 h), page by page, and the incremental read (every segment.tagRefreshMs, 60 s), which here finds the ${IN_USE} tags the draws wrote. "Rows read per node per minute" is one incremental read plus a sixtieth of a full read. The p99.9 columns time ${f(REQUESTS)} single-ID requests one after another (in process, \`inject\`), alone and while /metrics scrapes and full tag reads run back to back.
+
+${refresh}`;
   process.stdout.write(`${markdown}\n`);
   if (process.argv.includes('--write')) writeSection('scale', markdown);
 }

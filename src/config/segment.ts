@@ -69,7 +69,14 @@ export const SegmentConfig = Type.Object(
       default: service.tagRefreshMs.fallback,
       min: service.tagRefreshMs.min,
       max: 86_400_000,
-      doc: 'How often the tag list is re-read (tags created elsewhere appear, deleted ones go); 0: never.',
+      doc: 'How often the tags changed since the last read are read (tags created elsewhere appear, steps and opaque marks change); 0: never.',
+    }),
+    tagFullRefreshMs: duration({
+      env: 'IDMINT_SEGMENT_TAG_FULL_REFRESH_MS',
+      default: service.tagFullRefreshMs.fallback,
+      min: service.tagFullRefreshMs.min,
+      max: 86_400_000,
+      doc: 'How often a refresh reads every tag instead of the changes, which is how deleted tags go and how writes that did not touch update_time are seen; 0: every refresh.',
     }),
     maxStep: integer({
       env: 'IDMINT_SEGMENT_MAX_STEP',

@@ -164,6 +164,9 @@ function describe(value: unknown): string {
   return String(value);
 }
 
+/** Rows per page of a full tag read: small enough that one page never holds the event loop long. */
+export const TAG_PAGE_SIZE = 2000;
+
 /**
  * Defaults and bounds of the options, of SegmentService, checked once by its constructor; the server configuration
  * states the same bounds. Durations end up in timers (or beside them), so none may reach 2^31 ms,
@@ -175,5 +178,6 @@ export const SEGMENT_SERVICE_BOUNDS = {
   loadTimeoutMs: { min: 1, max: MAX_TIMER_MS, fallback: 5000 },
   retryAfterMs: { min: 0, max: MAX_TIMER_MS, fallback: 1000 },
   tagRefreshMs: { min: 0, max: MAX_TIMER_MS, fallback: 60_000 },
+  tagFullRefreshMs: { min: 0, max: MAX_TIMER_MS, fallback: 3_600_000 },
   negativeCacheMs: { min: 0, max: MAX_TIMER_MS, fallback: 2000 },
 } as const;

@@ -100,6 +100,25 @@ export interface TagUpdate {
   readonly opaque?: true;
 }
 
+/** What {@link SegmentStore.listTagChanges} found. */
+export interface TagChanges {
+  /**
+   * Tags created or changed at or after the cursor given (by `update_time` or the store's own
+   * record of writes), in no particular order; a few changed a little earlier may come again
+   * (the overlap that covers writes still in flight). None when no cursor was given.
+   */
+  readonly records: TagRecord[];
+  /** Where the next read starts: pass it back. Opaque; a time on the store's own clock. */
+  readonly cursor: string;
+}
+
+/** One page of {@link SegmentStore.listTagPage}. */
+export interface TagPage {
+  readonly records: TagRecord[];
+  /** Pass back for the next page; undefined after the last one. Opaque. */
+  readonly next: string | undefined;
+}
+
 export interface SegmentStore {
   /** Backend name for logs and metrics: `sqlite`, `postgres`, `mysql`, `redis`, `multi`. */
   readonly backend: string;
@@ -147,6 +166,23 @@ export interface SegmentStore {
 
   /** Every tag, sorted by name (JavaScript string order). Throws STORE_UNAVAILABLE. */
   listTags(): Promise<TagRecord[]>;
+
+  /**
+   * The tag refresh's incremental read: the tags written since `since`, a cursor an earlier call
+   * returned, found through an index, so its cost is the rows changed, not the rows that exist.
+   * With `since` undefined: no records, only a cursor (the store's time now), taken before a full
+   * read so that the next incremental read misses nothing written during it. A deleted tag is
+   * never reported (a full read finds it gone). Times are the store's own clock, never this
+   * process's. Throws STORE_UNAVAILABLE, INVALID_ARGUMENT (a cursor this store did not make).
+   */
+  listTagChanges(since: string | undefined): Promise<TagChanges>;
+
+  /**
+   * The tag refresh's full read, a page at a time: up to `limit` (1 to 100,000) tags after the
+   * cursor `after` (undefined: from the start). Every tag that exists from the first page to the
+   * last is in some page; one may come twice (Redis). Throws STORE_UNAVAILABLE, INVALID_ARGUMENT.
+   */
+  listTagPage(after: string | undefined, limit: number): Promise<TagPage>;
 
   /** One tag, or undefined. Throws STORE_UNAVAILABLE. */
   getTag(tag: string): Promise<TagRecord | undefined>;

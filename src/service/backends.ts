@@ -113,6 +113,7 @@ async function openSegments(
     loadTimeoutMs: s.timeoutMs * Math.max(1, s.stores.length) + LOAD_TIMEOUT_SLACK_MS,
     retryAfterMs: s.retryAfterMs,
     tagRefreshMs: s.tagRefreshMs,
+    tagFullRefreshMs: s.tagFullRefreshMs,
     ...(onEvent === undefined ? {} : { onEvent }),
   });
   opened.push(async () => {

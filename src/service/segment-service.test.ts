@@ -31,6 +31,21 @@ async function sqliteStore() {
       db.prepare('DELETE FROM leaf_alloc WHERE biz_tag = ?').run(tag);
       db.close();
     },
+    /** Dates every row's last write a year back, as rows nobody has written for long. */
+    age(): void {
+      const db = new DatabaseSync(path);
+      db.exec("UPDATE leaf_alloc SET update_time = datetime('now', '-1 year')");
+      db.close();
+    },
+    /** Inserts `count` tags `bulk-0`, `bulk-1`, ... in one transaction, as an operator's script would. */
+    bulkInsert(count: number): void {
+      const db = new DatabaseSync(path);
+      db.exec('BEGIN');
+      const insert = db.prepare('INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, 1, 10)');
+      for (let i = 0; i < count; i++) insert.run(`bulk-${i}`);
+      db.exec('COMMIT');
+      db.close();
+    },
   });
   await store.init();
   return store;
@@ -302,8 +317,8 @@ describe('SegmentService: outages', () => {
 });
 
 describe('SegmentService: tags', () => {
-  it('loads the tag list at start-up and follows it on refresh; an empty table clears the cache', async () => {
-    const { service, memory } = await setup({}, [{ tag: 'a', step: 10 }, { tag: 'b', step: 10 }]);
+  it('loads the tag list at start-up and follows it on full reads; an empty table clears the cache', async () => {
+    const { service, memory } = await setup({ tagFullRefreshMs: 0 }, [{ tag: 'a', step: 10 }, { tag: 'b', step: 10 }]);
     const cached = () => service.stats().tags.map((t) => t.tag);
     assert.deepEqual(cached(), ['a', 'b']);
     await memory.createTag({ tag: 'c', step: 10 });
@@ -319,6 +334,56 @@ describe('SegmentService: tags', () => {
     await service.refreshTags();
     assert.deepEqual(cached(), []);
     assert.equal(service.stats().tagRefreshes, 4);
+    assert.equal(service.stats().fullTagRefreshes, 4);
+  });
+
+  it('between full reads reads only the tags changed since the last read; a deletion waits for the next full read', async () => {
+    const tags = Array.from({ length: 300 }, (_, i) => ({ tag: `t${i}`, step: 10 }));
+    const { service, memory, store, clock, events } = await setup({ tagFullRefreshMs: 600_000 }, tags);
+    assert.equal(store.tagRowsRead, 300, 'start-up reads every tag');
+    memory.age(); // nothing written for a year: an incremental read finds no row
+    await service.refreshTags();
+    assert.equal(store.tagRowsRead, 300, 'no row changed, none read');
+    await memory.createTag({ tag: 'new', step: 10 });
+    await memory.updateTag('t5', { step: 99 });
+    await memory.updateTag('t6', { opaque: true });
+    memory.deleteTag('t7');
+    const pages = store.calls.listTagPage;
+    await service.refreshTags();
+    assert.equal(store.tagRowsRead - 300, 3, 'only the three rows written since');
+    assert.equal(store.calls.listTagPage, pages, 'no full read');
+    const listed = new Map(service.stats().tags.map((t) => [t.tag, t]));
+    assert.equal(listed.get('new')?.tagStep, 10);
+    assert.equal(listed.get('t5')?.tagStep, 99);
+    assert.equal(service.isOpaque('t6'), true);
+    assert.ok(listed.has('t7'), 'a deleted tag stays listed until a full read');
+    assert.deepEqual(events.filter((e) => e.type === 'refresh').map((e) => [e.full, e.rows]), [[true, 300], [false, 0], [false, 3]]);
+
+    clock.advance(600_000);
+    await service.refreshTags();
+    assert.equal(store.calls.listTagPage, pages + 1, 'a full read once tagFullRefreshMs has passed');
+    assert.equal(service.stats().tags.some((t) => t.tag === 't7'), false, 'the full read drops the deleted tag');
+    assert.equal(service.stats().tags.length, 300);
+    assert.deepEqual([service.stats().tagRefreshes, service.stats().fullTagRefreshes, service.stats().tagRowsRead], [4, 2, 603]);
+  });
+
+  it('reads every tag a page at a time, letting other work run between pages', async () => {
+    const memory = await sqliteStore();
+    memory.bulkInsert(4500);
+    const store = new FaultySegmentStore(memory);
+    const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0 });
+    let turns = 0;
+    let reading = true;
+    const tick = () => {
+      turns++;
+      if (reading) setImmediate(tick);
+    };
+    setImmediate(tick);
+    await service.start();
+    reading = false;
+    assert.equal(store.calls.listTagPage, 3, '4,500 tags in pages of 2,000');
+    assert.equal(service.stats().tags.length, 4500);
+    assert.ok(turns >= 2, `other work ran between the pages (${turns} turns of the event loop)`);
   });
 
   it('creates no buffer for a listed tag until its first draw; stats still lists it, activeStats only tags in use', async () => {
@@ -364,12 +429,12 @@ describe('SegmentService: tags', () => {
   });
 
   it('a refresh that read the tag list before a tag was created cannot drop its buffer: no range lost, no ID lower than one issued', async () => {
-    const { service, store, memory } = await setup({ step: { maxStep: 10 }, prefetchThreshold: 1, waitTimeoutMs: 30_000 }, []);
+    const { service, store, memory } = await setup({ step: { maxStep: 10 }, prefetchThreshold: 1, waitTimeoutMs: 30_000, tagFullRefreshMs: 0 }, []);
     const issued: bigint[] = [];
     const record = (ids: bigint[]) => issued.push(...ids);
 
     // A refresh (the timer's, or one the tag API started) has read the list, and not yet landed.
-    const refresh = store.holdReplies('listTags');
+    const refresh = store.holdReplies('listTagPage');
     const refreshing = service.refreshTags();
     await refresh.answered;
 
@@ -514,7 +579,7 @@ describe('SegmentService: stats, events and options', () => {
     const store = await sqliteStore();
     const clock = new ManualClock(T0);
     const thirtyDays = 30 * 86_400_000;
-    for (const name of ['waitTimeoutMs', 'loadTimeoutMs', 'retryAfterMs', 'tagRefreshMs', 'negativeCacheMs'] as const) {
+    for (const name of ['waitTimeoutMs', 'loadTimeoutMs', 'retryAfterMs', 'tagRefreshMs', 'tagFullRefreshMs', 'negativeCacheMs'] as const) {
       assert.throws(() => new SegmentService({ store, clock, [name]: thirtyDays }), new RegExp(`${name} must be an integer from \\d to 2147483647 ms, got ${thirtyDays}`));
       assert.throws(() => new SegmentService({ store, clock, [name]: 2 ** 31 }), new RegExp(`${name} must be an integer`));
     }

@@ -2,7 +2,7 @@ import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentRun, type SegmentTagStats } from '../core/segment-buffer.ts';
-import { SEGMENT_SERVICE_BOUNDS, checkTag, tagNotFound } from '../core/segment-limits.ts';
+import { SEGMENT_SERVICE_BOUNDS, TAG_PAGE_SIZE, checkTag, tagNotFound } from '../core/segment-limits.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
 import { withTimeout } from '../shared/timeout.ts';
 
@@ -22,8 +22,13 @@ export interface SegmentServiceOptions {
   readonly loadTimeoutMs?: number;
   /** After a failed load, how long requests that find nothing buffered fail fast before the store is tried again. Default 1000. */
   readonly retryAfterMs?: number;
-  /** How often the tag list is re-read from the store; 0 disables the timer. Default 60000. */
+  /** How often the tag list is re-read from the store (the tags changed since the last read); 0 disables the timer. Default 60000. */
   readonly tagRefreshMs?: number;
+  /**
+   * How often a refresh reads every tag instead of the changes, which is how deleted tags are
+   * found; 0: every refresh does (as Leaf). Default 3600000.
+   */
+  readonly tagFullRefreshMs?: number;
   /** How long a tag the store does not have is answered TAG_NOT_FOUND without asking again. Default 2000. */
   readonly negativeCacheMs?: number;
   /** Called after every range load and tag refresh, for logs and metrics. Must not throw. */
@@ -33,7 +38,11 @@ export interface SegmentServiceOptions {
 /** A tag-list refresh, successful or not. */
 export interface SegmentRefreshEvent {
   readonly type: 'refresh';
-  /** Tags in the store; absent when the refresh failed. */
+  /** A full read (every tag), or an incremental one (the tags changed since the last read). */
+  readonly full: boolean;
+  /** Tag records read from the store; absent when the refresh failed. */
+  readonly rows?: number;
+  /** Tags known after it (listed or in use); absent when the refresh failed. */
   readonly tags?: number;
   readonly error?: IdMintError;
 }
@@ -44,8 +53,13 @@ export type SegmentEvent = SegmentLoadEvent | SegmentRefreshEvent;
 export interface SegmentServiceStats {
   /** One entry per cached tag, sorted by tag. */
   readonly tags: SegmentTagStats[];
+  /** Successful tag refreshes, full and incremental. */
   readonly tagRefreshes: number;
+  /** Of those, full reads of every tag (at start-up and every `tagFullRefreshMs`). */
+  readonly fullTagRefreshes: number;
   readonly tagRefreshFailures: number;
+  /** Tag records the refreshes read from the store: every tag for a full read, the changed ones otherwise. */
+  readonly tagRowsRead: number;
   /** Clock time of the last successful tag refresh; null before the first. */
   readonly lastTagRefreshAt: number | null;
   /** Unknown tag names currently answered from the negative cache. */
@@ -93,6 +107,7 @@ export class SegmentService {
   readonly #waitTimeoutMs: number;
   readonly #loadTimeoutMs: number;
   readonly #tagRefreshMs: number;
+  readonly #tagFullRefreshMs: number;
   readonly #negativeCacheMs: number;
   readonly #onEvent: ((event: SegmentEvent) => void) | undefined;
 
@@ -120,7 +135,13 @@ export class SegmentService {
   #timer: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<SegmentShutdownReport> | undefined;
   #tagRefreshes = 0;
+  #fullTagRefreshes = 0;
   #tagRefreshFailures = 0;
+  #tagRowsRead = 0;
+  /** Where the next incremental refresh reads from (the store's clock); undefined before the first full read. */
+  #changeCursor: string | undefined;
+  /** Clock time after which the next refresh is a full read. */
+  #nextFullReadAt = 0;
   #lastTagRefreshAt: number | null = null;
 
   constructor(options: SegmentServiceOptions) {
@@ -135,6 +156,7 @@ export class SegmentService {
     this.#waitTimeoutMs = checkMs('waitTimeoutMs', options.waitTimeoutMs);
     this.#loadTimeoutMs = checkMs('loadTimeoutMs', options.loadTimeoutMs);
     this.#tagRefreshMs = checkMs('tagRefreshMs', options.tagRefreshMs);
+    this.#tagFullRefreshMs = checkMs('tagFullRefreshMs', options.tagFullRefreshMs);
     this.#negativeCacheMs = checkMs('negativeCacheMs', options.negativeCacheMs);
     this.#store = options.store;
     this.#clock = options.clock;
@@ -268,8 +290,10 @@ export class SegmentService {
   }
 
   /**
-   * Re-reads the tag list: new tags appear, deleted ones go (an empty table empties the cache).
-   * Runs every `tagRefreshMs`; call it to apply a change at once. Concurrent calls share one read.
+   * Re-reads the tag list: the tags changed since the last read (new tags appear, steps and
+   * opaque marks change), or, at start-up and every `tagFullRefreshMs`, every tag (deleted ones
+   * go; an empty table empties the cache). Runs every `tagRefreshMs`; call it to apply a change
+   * at once. Concurrent calls share one read.
    */
   refreshTags(): Promise<void> {
     this.#refreshing ??= this.#refresh().finally(() => {
@@ -301,7 +325,9 @@ export class SegmentService {
     return {
       tags,
       tagRefreshes: this.#tagRefreshes,
+      fullTagRefreshes: this.#fullTagRefreshes,
       tagRefreshFailures: this.#tagRefreshFailures,
+      tagRowsRead: this.#tagRowsRead,
       lastTagRefreshAt: this.#lastTagRefreshAt,
       negativeCacheSize: this.#negative.size,
       at: this.#clock.now(),
@@ -424,45 +450,94 @@ export class SegmentService {
   }
 
   async #refresh(): Promise<void> {
-    // Buffers created after this point may be for tags the list read below predates (a tag
-    // created and looked up while the read is on its way): the list cannot say they are gone.
-    const createdBeforeRead = this.#created;
-    let records: TagRecord[];
+    const full = this.#changeCursor === undefined || this.#clock.now() >= this.#nextFullReadAt;
+    let rows: number;
     try {
-      records = await withTimeout(this.#store.listTags(), this.#loadTimeoutMs, () => storeTimeout('listing tags', this.#loadTimeoutMs));
+      rows = full ? await this.#readAllTags() : await this.#readTagChanges(this.#changeCursor as string);
     } catch (error) {
       this.#tagRefreshFailures++;
-      const failure = isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `listing tags failed: ${String(error)}`, { cause: error });
-      this.#onEvent?.({ type: 'refresh', error: failure });
+      const failure = isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `reading the tag list failed: ${String(error)}`, { cause: error });
+      this.#onEvent?.({ type: 'refresh', full, error: failure });
       throw failure;
     }
     if (this.#closing !== undefined) return;
-    const present = new Set<string>();
+    this.#tagRefreshes++;
+    this.#tagRowsRead += rows;
+    this.#lastTagRefreshAt = this.#clock.now();
+    this.#onEvent?.({ type: 'refresh', full, rows, tags: this.#idle.size + this.#buffers.size });
+  }
+
+  /**
+   * The incremental refresh: only the tags written since the last read (new tags, changed steps,
+   * opaque marks), through the store's index on update_time, so its cost is the rows changed.
+   * A deleted tag is not seen here; the next full read drops it.
+   */
+  async #readTagChanges(cursor: string): Promise<number> {
+    const changes = await this.#bounded(this.#store.listTagChanges(cursor), 'reading tag changes');
+    if (this.#closing !== undefined) return 0;
+    for (const record of changes.records) this.#note(record, this.#idle);
+    this.#changeCursor = changes.cursor;
+    return changes.records.length;
+  }
+
+  /**
+   * The full read: every tag, a page at a time with a turn of the event loop between pages (one
+   * read of a million rows would hold it for seconds). Deleted tags go. The change cursor is
+   * taken before the first page, so the incremental reads that follow miss nothing written
+   * during this one.
+   */
+  async #readAllTags(): Promise<number> {
+    // Buffers created after this point may be for tags the list read below predates (a tag
+    // created and looked up while the read is on its way): the list cannot say they are gone.
+    const createdBeforeRead = this.#created;
+    const { cursor } = await this.#bounded(this.#store.listTagChanges(undefined), 'reading the store clock');
     // Tags in use take the step read; the others are only noted (no buffer until a first draw).
+    // A tag read is in one or the other, so no third collection of every name is needed.
     const idle = new Map<string, number>();
-    for (const record of records) {
-      present.add(record.tag);
-      const buffer = this.#buffers.get(record.tag);
-      if (buffer !== undefined) buffer.setTagStep(record.step);
-      else idle.set(record.tag, record.step);
-      if (record.opaque === true) this.#opaque.add(record.tag);
-      this.#negative.delete(record.tag);
-    }
+    const inUse = new Set<string>();
+    const present = (tag: string) => idle.has(tag) || inUse.has(tag);
+    let after: string | undefined;
+    do {
+      if (after !== undefined) await new Promise((resolve) => setImmediate(resolve));
+      const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
+      if (this.#closing !== undefined) return 0;
+      for (const record of page.records) if (this.#note(record, idle)) inUse.add(record.tag);
+      after = page.next;
+    } while (after !== undefined);
     this.#idle = idle;
     // Deleted tags go; an empty table clears everything (Leaf kept serving deleted tags forever
     // when the table became empty). Only buffers older than the read: dropping a newer one would
     // lose its ranges, and a request still drawing from it would then issue IDs below the fresh
     // buffer's (no longer increasing).
     for (const [tag, buffer] of this.#buffers) {
-      if (!present.has(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
+      if (!present(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
         this.#buffers.delete(tag);
         this.#opaque.delete(tag);
       }
     }
-    for (const tag of this.#opaque) if (!present.has(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
-    this.#tagRefreshes++;
-    this.#lastTagRefreshAt = this.#clock.now();
-    this.#onEvent?.({ type: 'refresh', tags: records.length });
+    for (const tag of this.#opaque) if (!present(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
+    this.#changeCursor = cursor;
+    this.#nextFullReadAt = this.#clock.now() + this.#tagFullRefreshMs;
+    this.#fullTagRefreshes++;
+    return idle.size + inUse.size;
+  }
+
+  /** A record a refresh read: a tag in use takes its step (true), another is noted in `idle` (false). */
+  #note(record: TagRecord, idle: Map<string, number>): boolean {
+    if (record.opaque === true) this.#opaque.add(record.tag);
+    this.#negative.delete(record.tag);
+    const buffer = this.#buffers.get(record.tag);
+    if (buffer === undefined) {
+      idle.set(record.tag, record.step);
+      return false;
+    }
+    buffer.setTagStep(record.step);
+    return true;
+  }
+
+  /** A store call of the refresh, bounded by loadTimeoutMs. */
+  #bounded<T>(call: Promise<T>, what: string): Promise<T> {
+    return withTimeout(call, this.#loadTimeoutMs, () => storeTimeout(what, this.#loadTimeoutMs));
   }
 }
 

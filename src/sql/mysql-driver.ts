@@ -34,6 +34,8 @@ export interface MysqlPoolLike {
 
 /** ER_DUP_ENTRY */
 const DUPLICATE_ENTRY = 1062;
+/** ER_DUP_KEYNAME */
+const DUPLICATE_KEY_NAME = 1061;
 /**
  * ER_CANT_AGGREGATE_2COLLATIONS (a tag compared with a column whose set cannot hold it),
  * ER_CANT_AGGREGATE_NCOLLATIONS, ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string value"),
@@ -51,6 +53,12 @@ export const mysqlDialect: SqlDialect = {
   nowMs: 'CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)',
   // Leaf's own definition (scripts/leaf_alloc.sql).
   autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP`,
+  // FROM_UNIXTIME answers in the session zone, UTC (open() sets it), as update_time reads back:
+  // a Leaf writer's CURRENT_TIMESTAMP in any zone is stored as the instant and compares right.
+  timestampFromMs: (param) => `FROM_UNIXTIME(FLOOR(${param} / 1000))`,
+  // MySQL has no CREATE INDEX IF NOT EXISTS (MariaDB has): run it, and take ER_DUP_KEYNAME as done.
+  createIndex: (table, index, column) => `CREATE INDEX ${index} ON ${table} (${column})`,
+  isDuplicateIndex: (error) => (error as { errno?: unknown } | null)?.errno === DUPLICATE_KEY_NAME,
   // utf8mb4 holds every tag idmint accepts, whatever the server's default set (latin1 on many
   // servers); the binary collation compares tags exactly, as the other backends do (no case or
   // accent folding; trailing spaces are still ignored, as in every MySQL PAD SPACE collation).

@@ -33,6 +33,10 @@ export const postgresDialect: SqlDialect = {
   // clock_timestamp(), not now(): now() is frozen at the start of the transaction.
   nowMs: '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint',
   autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT (now() AT TIME ZONE 'UTC')`,
+  timestampFromMs: (param) => `(to_timestamp(CAST(${param} AS double precision) / 1000) AT TIME ZONE 'UTC')`,
+  createIndex: (table, index, column) => `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (${column})`,
+  // Two IF NOT EXISTS racing: the loser trips over the winner's catalog row (unique_violation).
+  isDuplicateIndex: (error) => (error as { code?: unknown } | null)?.code === '23505',
   castToBigint: (expr) => `CAST(${expr} AS BIGINT)`,
   tableOptions: '',
   insertIfAbsent: insertOnConflictDoNothing,

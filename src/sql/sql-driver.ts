@@ -45,6 +45,19 @@ export interface SqlDialect {
    */
   readonly nowMs: string;
   /**
+   * A `timestamp` value (UTC, comparable with what {@link nowTimestamp} writes, and with what
+   * Leaf's own writers leave) for the ms since the epoch bound to `param`, rounded down to the
+   * column's precision: `update_time >= timestampFromMs('?')` reads rows changed since a time.
+   */
+  timestampFromMs(param: string): string;
+  /**
+   * A statement creating index `index` on `table (column)`, a no-op where it exists, if the
+   * dialect can say so; else a plain CREATE INDEX whose failure {@link isDuplicateIndex} names.
+   */
+  createIndex(table: string, index: string, column: string): string;
+  /** True when `error` says an index of that name already exists (a CREATE INDEX that raced or ran before). */
+  isDuplicateIndex(error: unknown): boolean;
+  /**
    * The definition of a `timestamp` column (no zone, UTC) that a row inserted without it gets
    * the current time in, and, where the database can, every update too: Leaf's `update_time`
    * (`DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP` on MySQL, scripts/leaf_alloc.sql).

@@ -28,6 +28,11 @@ export const sqliteDialect: SqlDialect = {
   // 'now' is fixed for the duration of one statement, so every use in it agrees.
   nowMs: "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
   autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP`,
+  // Integer division: whole seconds, rounded down, in CURRENT_TIMESTAMP's text form, which
+  // compares in time order as text.
+  timestampFromMs: (param) => `datetime(${param} / 1000, 'unixepoch')`,
+  createIndex: (table, index, column) => `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (${column})`,
+  isDuplicateIndex: () => false,
   castToBigint: (expr) => `CAST(${expr} AS INTEGER)`,
   tableOptions: '',
   insertIfAbsent: insertOnConflictDoNothing,

@@ -239,3 +239,40 @@ export function checkRelease(from: bigint, to: bigint, residue?: SegmentResidue)
     throw new IdMintError('INVALID_ARGUMENT', `release of [${from}, ${to}) on ${residueText(residue)}: both bounds must be ≡ ${residue.offset} (mod ${residue.increment})`);
   }
 }
+
+/** The largest page {@link SegmentStore.listTagPage} takes. */
+export const MAX_TAG_PAGE = 100_000;
+
+/** `limit` if it is a page size from 1 to {@link MAX_TAG_PAGE}; INVALID_ARGUMENT otherwise. */
+export function checkPageLimit(limit: unknown): number {
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1 || limit > MAX_TAG_PAGE) {
+    throw new IdMintError('INVALID_ARGUMENT', `limit must be an integer from 1 to ${MAX_TAG_PAGE}, got ${String(limit)}`);
+  }
+  return limit;
+}
+
+/**
+ * How far before its cursor a change read looks again. A row's `update_time` is stamped when its
+ * write begins (PostgreSQL's now() is the transaction's start) and only seen once the write
+ * commits; an idmint write that has not committed within the store timeout is abandoned and
+ * rolled back. So a read from `cursor - overlap` sees every idmint write that was still in flight
+ * at the previous read, with a second more for timestamps kept in whole seconds (SQLite, MySQL)
+ * and another for the distance between one database connection's clock reading and the next.
+ * Writers outside idmint with longer transactions, and a database clock stepped back further than
+ * this, are caught by the next full read (segment.tagFullRefreshMs).
+ */
+export function changeOverlapMs(timeoutMs: number): number {
+  return timeoutMs + 2000;
+}
+
+/** A change cursor: ms since the epoch on the store's clock, as a decimal string. */
+export function changeCursor(ms: number): string {
+  return String(Math.trunc(ms));
+}
+
+/** The ms of a cursor {@link changeCursor} made; INVALID_ARGUMENT for anything else. */
+export function parseChangeCursor(cursor: unknown): number {
+  const ms = typeof cursor === 'string' && /^\d{1,16}$/.test(cursor) ? Number(cursor) : NaN;
+  if (!Number.isSafeInteger(ms)) throw new IdMintError('INVALID_ARGUMENT', `a tag change cursor is a store time this store returned (ms since the epoch), got ${JSON.stringify(cursor)}`);
+  return ms;
+}

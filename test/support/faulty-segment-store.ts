@@ -1,5 +1,5 @@
 import { IdMintError } from '../../src/core/errors.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
 
 /** How the next store calls behave. */
 export type FaultMode =
@@ -12,7 +12,7 @@ export type FaultMode =
   /** Forward (the store commits), then never answer: the caller cannot know the outcome. */
   | 'lose-reply';
 
-export type Operation = 'allocate' | 'release' | 'listTags' | 'getTag' | 'createTag' | 'updateTag' | 'reassign';
+export type Operation = 'allocate' | 'release' | 'listTags' | 'listTagChanges' | 'listTagPage' | 'getTag' | 'createTag' | 'updateTag' | 'reassign';
 
 /** A gate calls wait at, for the operations it applies to (all when undefined). */
 interface Gate {
@@ -33,7 +33,9 @@ export class FaultySegmentStore implements SegmentStore {
   /** Every call waits this long first (real ms). */
   delayMs = 0;
   /** Calls per operation, counted when they start. */
-  readonly calls: Record<Operation, number> = { allocate: 0, release: 0, listTags: 0, getTag: 0, createTag: 0, updateTag: 0, reassign: 0 };
+  readonly calls: Record<Operation, number> = { allocate: 0, release: 0, listTags: 0, listTagChanges: 0, listTagPage: 0, getTag: 0, createTag: 0, updateTag: 0, reassign: 0 };
+  /** Tag records the reads of the tag list returned (listTags, listTagChanges, listTagPage): the rows a refresh read. */
+  tagRowsRead = 0;
   /** The `step` argument of every allocate call, in order. */
   readonly requestedSteps: (number | undefined)[] = [];
   /** Every range the real store allocated, reply delivered or not. */
@@ -110,7 +112,28 @@ export class FaultySegmentStore implements SegmentStore {
   }
 
   listTags(): Promise<TagRecord[]> {
-    return this.#through('listTags', () => this.inner.listTags());
+    return this.#through('listTags', async () => this.#counted(await this.inner.listTags()));
+  }
+
+  listTagChanges(since: string | undefined): Promise<TagChanges> {
+    return this.#through('listTagChanges', async () => {
+      const changes = await this.inner.listTagChanges(since);
+      this.#counted(changes.records);
+      return changes;
+    });
+  }
+
+  listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
+    return this.#through('listTagPage', async () => {
+      const page = await this.inner.listTagPage(after, limit);
+      this.#counted(page.records);
+      return page;
+    });
+  }
+
+  #counted(records: TagRecord[]): TagRecord[] {
+    this.tagRowsRead += records.length;
+    return records;
   }
 
   getTag(tag: string): Promise<TagRecord | undefined> {

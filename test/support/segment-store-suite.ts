@@ -51,6 +51,38 @@ export function runSegmentStoreSuite(options: { create: () => Promise<SegmentSto
     assert.equal(await store.getTag('no-such-tag'), undefined);
   });
 
+  it('reads the tag list a page at a time: every tag, in pages no larger than asked (about, on Redis)', async () => {
+    for (let i = 0; i < 12; i++) await store.createTag({ tag: `page-${i}`, step: 10 });
+    const paged: string[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    do {
+      const page = await store.listTagPage(after, 5);
+      paged.push(...page.records.map((record) => record.tag));
+      after = page.next;
+      assert.ok(++pages < 1000, 'the pages end');
+    } while (after !== undefined);
+    const all = (await store.listTags()).map((record) => record.tag);
+    assert.deepEqual([...new Set(paged)].sort(), [...all].sort());
+    assert.ok(pages >= 2 || store.backend === 'redis', `${all.length} tags in pages of 5 took ${pages} page(s)`);
+    await rejectsWith(store.listTagPage(undefined, 0), 'INVALID_ARGUMENT', /limit must be an integer from 1 to 100000/);
+    await rejectsWith(store.listTagPage(undefined, 100_001), 'INVALID_ARGUMENT', /limit must be/);
+  });
+
+  it('reports the tags written since a change cursor, and refuses a cursor it did not make', async () => {
+    await store.createTag({ tag: 'change-old', step: 10 });
+    const first = await store.listTagChanges(undefined);
+    assert.deepEqual(first.records, [], 'no cursor: the store time only');
+    assert.equal(typeof first.cursor, 'string');
+    await store.createTag({ tag: 'change-new', step: 10 });
+    await store.allocate('change-old');
+    const changes = await store.listTagChanges(first.cursor);
+    const tags = changes.records.map((record) => record.tag);
+    assert.ok(tags.includes('change-new') && tags.includes('change-old'), `written since the cursor: ${tags.join(', ')}`);
+    assert.equal(changes.records.find((record) => record.tag === 'change-old')?.maxId, 11n, 'the row as it is now');
+    await rejectsWith(store.listTagChanges('not a cursor'), 'INVALID_ARGUMENT', /cursor/);
+  });
+
   it('refuses a duplicate tag with TAG_EXISTS and changes nothing', async () => {
     await store.createTag({ tag: 'dup', step: 10, startId: 500n });
     await rejectsWith(store.createTag({ tag: 'dup', step: 99 }), 'TAG_EXISTS', /"dup" already exists/);

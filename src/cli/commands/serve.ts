@@ -7,6 +7,7 @@ import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFla
 import { backendFailure, listenFailure, type BackendSetting } from '../environment-errors.ts';
 import type { CliCommand, CliExit, CliIo } from '../io.ts';
 import { processCount, processSlot, slotFlags } from '../process-slots.ts';
+import { firstSignal, isSecondSignal } from '../signals.ts';
 import { supervise, type ListeningMessage } from '../supervisor.ts';
 
 /**
@@ -15,13 +16,6 @@ import { supervise, type ListeningMessage } from '../supervisor.ts';
  * bounded by its own timeout, which may be minutes; an operator's Ctrl-C must not wait for it.
  */
 const STARTUP_STOP_GRACE_MS = 2000;
-
-/**
- * The same signal again within this long is a copy of the first, not a second request: under
- * `npm start`, a terminal's Ctrl-C reaches the server twice, once from the terminal (to the whole
- * process group) and once from npm, which passes the signals it gets on to its child.
- */
-const DUPLICATE_SIGNAL_MS = 1000;
 
 export const serveCommand: CliCommand = {
   name: 'serve',
@@ -38,11 +32,13 @@ With no configuration at all it listens on 127.0.0.1:8080, keeps segment tags in
 ./data/idmint.db (SQLite) and issues snowflake IDs as worker 0.
 
 With --processes N (or auto: one per CPU) a supervisor runs N processes on the one port, each
-with its own worker ID (static:K gives K to K+N-1) and segment ranges, restarts one that dies,
-and passes SIGTERM/SIGINT on to all of them (docs/operations.md).
+with its own worker ID (static:K gives K to K+N-1) and segment ranges, restarts one that dies
+(after 100 ms, doubling), gives up on one that ends 6 times in a row without serving 30 s, and
+passes SIGTERM/SIGINT on to all of them; a second signal kills them all (docs/operations.md).
 
 Exit status: 0 after a graceful shutdown; 2 for an invalid configuration; 1 when the environment
-is at fault (port in use, host not of this machine, store or registry unreachable).
+is at fault (port in use, host not of this machine, store or registry unreachable) or after a
+forced stop; 3 when the supervisor of --processes gave up on a process that kept ending.
 
 Options:
 ${configFlagHelp()}
@@ -66,16 +62,19 @@ ${configFlagHelp()}
     // A child whose supervisor is gone (killed with SIGKILL) shuts down as on SIGTERM rather
     // than serve on with no one to restart or stop it.
     if (slot !== undefined) process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+    // Its stderr is a pipe to the supervisor (which relays it): once the supervisor is gone, a
+    // line written while shutting down has nowhere to go, and must not crash the shutdown.
+    if (slot !== undefined) process.stderr.on('error', () => {});
     // Signals are caught before anything is opened. One during start-up aborts it; one while
     // serving starts the graceful shutdown; a second one exits at once (but for a copy of the first).
     const startup = new AbortController();
     const stop = new Promise<NodeJS.Signals>((resolve) => {
       const first = (signal: NodeJS.Signals) => {
-        const firstAt = performance.now();
+        const received = firstSignal(signal);
         process.off('SIGTERM', first);
         process.off('SIGINT', first);
         const again = (second: NodeJS.Signals) => {
-          if (second === signal && performance.now() - firstAt < DUPLICATE_SIGNAL_MS) return;
+          if (!isSecondSignal(received, second)) return;
           io.err(`idmint serve: second signal (${second}): exiting without finishing shutdown\n`);
           process.exit(1);
         };

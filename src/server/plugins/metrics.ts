@@ -212,6 +212,15 @@ export class ServerMetrics {
         this.inc(snapshot.tagRefreshFailures);
       },
     });
+    new Counter({
+      name: `${prefix}segment_tag_rows_read_total`,
+      help: 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(snapshot.tagRowsRead);
+      },
+    });
   }
 
   /**

@@ -1,7 +1,7 @@
 import { IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
 import { MAX_SEGMENT_DATABASES, checkDescription, checkStep, checkTag, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
-import { alignUp, byTag, checkNewTag, checkRelease, residueText, sameResidue } from '../store-support.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import { alignUp, byTag, checkNewTag, checkPageLimit, checkRelease, residueText, sameResidue } from '../store-support.ts';
 
 /**
  * A store that can be one database of a set: the SegmentStore port opened with a residue class,
@@ -183,6 +183,68 @@ export class MultiSegmentStore implements SegmentStore {
     const byName = new Map<string, TagRecord[]>();
     for (const { value } of answered) for (const record of value ?? []) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
     return [...byName.values()].map(merge).sort(byTag);
+  }
+
+  /**
+   * Each database's changes since its own cursor (each database has its own clock), merged by
+   * name. The cursor is the list of the databases' cursors. A database that does not answer keeps
+   * its old cursor, so its changes are read when it is back; one with none yet (down when the
+   * first cursor was taken) starts one. STORE_UNAVAILABLE only when none answers.
+   */
+  async listTagChanges(since: string | undefined): Promise<TagChanges> {
+    const previous = since === undefined ? this.#indexes().map(() => null) : this.#parseChangeCursor(since);
+    const outcomes = await this.#each(this.#indexes(), (db) => db.store.listTagChanges(previous[this.#databases.indexOf(db)] ?? undefined));
+    const answered = outcomes.filter((o) => o.value !== undefined).sort((a, b) => a.index - b.index);
+    if (answered.length === 0) throw this.#combined('reading tag changes: no database of the set answered', outcomes, []);
+    const cursors = [...previous];
+    const byName = new Map<string, TagRecord[]>();
+    for (const { index, value } of answered) {
+      cursors[index] = value?.cursor ?? null;
+      for (const record of value?.records ?? []) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
+    }
+    return { records: [...byName.values()].map(merge), cursor: JSON.stringify(cursors) };
+  }
+
+  /**
+   * Every database's pages in turn, database 0 first (a tag is in each database, and the full read
+   * wants the union, as {@link listTags}). A database that fails is passed over, its tags read
+   * from the others; STORE_UNAVAILABLE when the last database fails and none answered before.
+   * The cursor: `[database, its cursor or null, whether one answered]`.
+   */
+  async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
+    checkPageLimit(limit);
+    let [index, inner, answered] = after === undefined ? [0, null, false] : this.#parsePageCursor(after);
+    const db = this.#databases[index] as SetDatabase;
+    let page: TagPage = { records: [], next: undefined };
+    try {
+      page = await db.store.listTagPage(inner ?? undefined, limit);
+      this.#succeeded(index);
+      answered = true;
+    } catch (cause) {
+      const error = asStoreError(cause, db.name, 'listTagPage');
+      this.#failed(index, error);
+      if (index === this.size - 1 && !answered) throw new IdMintError('STORE_UNAVAILABLE', `reading the tag list: no database of the set answered; database ${index} (${db.name}): ${error.message}`, { cause: error, details: { databases: this.size } });
+    }
+    if (page.next !== undefined) [index, inner] = [index, page.next];
+    else if (index + 1 < this.size) [index, inner] = [index + 1, null];
+    else return { records: page.records, next: undefined };
+    return { records: page.records, next: JSON.stringify([index, inner, answered]) };
+  }
+
+  #parseChangeCursor(cursor: string): (string | null)[] {
+    const parsed = parseJson(cursor);
+    if (!Array.isArray(parsed) || parsed.length !== this.size || !parsed.every((c) => c === null || typeof c === 'string')) {
+      throw new IdMintError('INVALID_ARGUMENT', `a tag change cursor of this set is a list of ${this.size} database cursors, got ${JSON.stringify(cursor)}`);
+    }
+    return parsed as (string | null)[];
+  }
+
+  #parsePageCursor(cursor: string): [number, string | null, boolean] {
+    const parsed = parseJson(cursor);
+    if (!Array.isArray(parsed) || parsed.length !== 3 || !Number.isSafeInteger(parsed[0]) || parsed[0] < 0 || parsed[0] >= this.size || !(parsed[1] === null || typeof parsed[1] === 'string') || typeof parsed[2] !== 'boolean') {
+      throw new IdMintError('INVALID_ARGUMENT', `a tag page cursor of this set is one it returned, got ${JSON.stringify(cursor)}`);
+    }
+    return parsed as [number, string | null, boolean];
   }
 
   /**
@@ -525,6 +587,14 @@ function merge(records: readonly TagRecord[]): TagRecord {
 function asStoreError(cause: unknown, name: string, operation: string): IdMintError {
   if (isIdMintError(cause)) return cause;
   return new IdMintError('STORE_UNAVAILABLE', `${name}: ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function describeIndexes(outcomes: readonly Outcome<unknown>[]): string {

@@ -1,9 +1,9 @@
 import { IdMintError } from '../../core/errors.ts';
 import { MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
 import { redisConnectOptions } from '../../shared/connection-url.ts';
 import { withTimeout } from '../../shared/timeout.ts';
-import { byTag, checkNewTag, checkOpaqueUpdate, checkRelease, residueMismatch, residueRange, resolveStoreOptions, storeCall, storedResidue, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
+import { byTag, changeCursor, changeOverlapMs, checkNewTag, checkOpaqueUpdate, checkPageLimit, checkRelease, parseChangeCursor, residueMismatch, residueRange, resolveStoreOptions, storeCall, storedResidue, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 
 /** The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua script. */
@@ -25,7 +25,8 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 // Keys: `<prefix>:tag:<tag>` is a hash with Leaf's columns (max_id, step, description,
 // update_time as ms since the epoch, and, on a database of a set, id_offset and id_increment) and
 // idmint's `opaque` ('1' on an opaque tag, else absent); `<prefix>:tags` is the set of tag names,
-// for listing. A hash without id_offset and id_increment is a plain row (0 and 1). A tag
+// for listing; `<prefix>:changed` is a sorted set of tag keys scored by their last write's time
+// (ms), for the incremental tag refresh. A hash without id_offset and id_increment is a plain row (0 and 1). A tag
 // may hold any character idmint accepts (`:`, `{`, `}`, `/`, spaces, Unicode): keys are binary-safe,
 // and the prefix is a plain identifier with no `:`, so `<prefix>:tag:` ends where the tag starts and
 // no tag's key can be another prefix's key or a tag set. On a single Redis, hash slots play no
@@ -44,12 +45,22 @@ const FIELDS = 7;
 
 /**
  * The nonce, taken off ARGV; HMGET of a tag's fields in tagRecord's order; the server's time in
- * ms; a row's residue class as stored (a hash without the fields is plain: '0' and '1').
+ * ms; a row's residue class as stored (a hash without the fields is plain: '0' and '1'); `touch`,
+ * which stamps a write (update_time, and the changed set, the script's last key); `append`, which
+ * adds a tag and its fields to a listing if its hash exists. A missing field is false in Lua, and
+ * a false in a reply table is nil to the client: a listing stays aligned.
  */
 const PRELUDE = `local nonce = table.remove(ARGV)
 local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset', 'id_increment', 'opaque') end
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
 local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
+local function touch(key) local t = now() redis.call('HSET', key, 'update_time', t) redis.call('ZADD', KEYS[#KEYS], t, key) end
+local function append(out, tag, key)
+  local fields = read(key)
+  if not fields[1] then return end
+  table.insert(out, tag)
+  for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
+end
 `;
 
 // KEYS[1] tag hash; ARGV[1] step or '' for the stored one; ARGV[2], ARGV[3] the store's offset and
@@ -80,7 +91,7 @@ if ARGV[3] ~= '' then
 end
 local added = redis.pcall('HINCRBY', KEYS[1], 'max_id', add)
 if type(added) == 'table' and added.err then return {nonce, 'exhausted', max_id, step, added.err} end
-redis.call('HSET', KEYS[1], 'update_time', now())
+touch(KEYS[1])
 return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored}`;
 
 // KEYS[1] tag hash; ARGV from, to, and the store's offset and increment ('' for a store of its
@@ -89,7 +100,8 @@ const RELEASE = `${PRELUDE}
 if redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[2] then return {nonce, 0} end
 local offset, increment = residue(KEYS[1])
 if ARGV[4] ~= '' and (offset ~= ARGV[3] or increment ~= ARGV[4]) then return {nonce, 0} end
-redis.call('HSET', KEYS[1], 'max_id', ARGV[1], 'update_time', now())
+redis.call('HSET', KEYS[1], 'max_id', ARGV[1])
+touch(KEYS[1])
 return {nonce, 1}`;
 
 // KEYS[1] tag hash; ARGV expected max_id, offset, increment, then the new ones. Re-forms a set
@@ -98,7 +110,8 @@ const REASSIGN = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[1] then return {nonce, 0} end
 local offset, increment = residue(KEYS[1])
 if offset ~= ARGV[2] or increment ~= ARGV[3] then return {nonce, 0} end
-redis.call('HSET', KEYS[1], 'max_id', ARGV[4], 'id_offset', ARGV[5], 'id_increment', ARGV[6], 'update_time', now())
+redis.call('HSET', KEYS[1], 'max_id', ARGV[4], 'id_offset', ARGV[5], 'id_increment', ARGV[6])
+touch(KEYS[1])
 return {nonce, 1}`;
 
 // KEYS[1] tag hash, KEYS[2] tag set; ARGV tag, max_id, step, description or '' with ARGV[5] = '1'
@@ -106,7 +119,8 @@ return {nonce, 1}`;
 // ARGV[8] = '1' for an opaque tag (set in the same script: no moment without it).
 const CREATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {nonce, 'exists'} end
-redis.call('HSET', KEYS[1], 'max_id', ARGV[2], 'step', ARGV[3], 'update_time', now())
+redis.call('HSET', KEYS[1], 'max_id', ARGV[2], 'step', ARGV[3])
+touch(KEYS[1])
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'description', ARGV[4]) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'id_offset', ARGV[6], 'id_increment', ARGV[7]) end
 if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
@@ -121,7 +135,7 @@ if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[1]) end
 if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
 if ARGV[2] == 'set' then redis.call('HSET', KEYS[1], 'description', ARGV[3]) end
 if ARGV[2] == 'clear' then redis.call('HDEL', KEYS[1], 'description') end
-redis.call('HSET', KEYS[1], 'update_time', now())
+touch(KEYS[1])
 return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
 // KEYS[1] tag hash.
@@ -129,18 +143,28 @@ const GET = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 0 then return {nonce, 'not_found'} end
 return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
+// KEYS[1] the changed set; ARGV[1] from (ms) or '' for the time only, ARGV[2] hash key prefix.
+// The server's time, then the tags whose last write is at or after `from`: a flat list of tag +
+// fields, as LIST. A member whose hash is gone (a tag deleted outside idmint) is left out.
+const CHANGES = `${PRELUDE}
+local out = {nonce, now()}
+if ARGV[1] == '' then return out end
+for _, key in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], '+inf', 'BYSCORE')) do append(out, string.sub(key, #ARGV[2] + 1), key) end
+return out`;
+
+// KEYS[1] tag set; ARGV[1] SSCAN cursor, ARGV[2] COUNT, ARGV[3] hash key prefix. The next
+// cursor, then one scan step's tags as LIST lays them out. SSCAN returns every member present for
+// the whole scan at least once, and may return one twice.
+const PAGE = `${PRELUDE}
+local scan = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local out = {nonce, scan[1]}
+for _, tag in ipairs(scan[2]) do append(out, tag, ARGV[3] .. tag) end
+return out`;
+
 // KEYS[1] tag set; ARGV[1] hash key prefix. One consistent snapshot: a flat list of tag + fields.
-// A missing field is false in Lua, and a false in a reply table is nil to the client: the list
-// stays aligned.
 const LIST = `${PRELUDE}
 local out = {nonce}
-for _, tag in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local fields = read(ARGV[1] .. tag)
-  if fields[1] then
-    table.insert(out, tag)
-    for i = 1, ${FIELDS} do table.insert(out, fields[i] or false) end
-  end
-end
+for _, tag in ipairs(redis.call('SMEMBERS', KEYS[1])) do append(out, tag, ARGV[1] .. tag) end
 return out`;
 
 /**
@@ -215,7 +239,7 @@ export class RedisSegmentStore implements SegmentStore {
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag)], [step === undefined ? '' : String(step), ...this.#residueArgs]);
+    const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag), this.#changedKey], [step === undefined ? '' : String(step), ...this.#residueArgs]);
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     if (reply[0] === 'residue') throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
     if (reply[0] === 'misconfigured') throw tagMisconfigured(tag, reply[1] === 'step' ? 'step' : 'max_id', reply[2]);
@@ -235,7 +259,7 @@ export class RedisSegmentStore implements SegmentStore {
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     checkTag(tag);
     checkRelease(from, to, this.residue);
-    const reply = await this.#run('release', RELEASE, [this.#key(tag)], [from.toString(), to.toString(), ...this.#residueArgs]);
+    const reply = await this.#run('release', RELEASE, [this.#key(tag), this.#changedKey], [from.toString(), to.toString(), ...this.#residueArgs]);
     return Number(reply[0]) === 1;
   }
 
@@ -243,15 +267,33 @@ export class RedisSegmentStore implements SegmentStore {
   async reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
     checkTag(tag);
     const args = [from.maxId, from.residue.offset, from.residue.increment, to.maxId, to.residue.offset, to.residue.increment].map(String);
-    const reply = await this.#run('reassign', REASSIGN, [this.#key(tag)], args);
+    const reply = await this.#run('reassign', REASSIGN, [this.#key(tag), this.#changedKey], args);
     return Number(reply[0]) === 1;
   }
 
   async listTags(): Promise<TagRecord[]> {
-    const flat = await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')]);
-    const records: TagRecord[] = [];
-    for (let i = 0; i + FIELDS < flat.length; i += FIELDS + 1) records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + FIELDS + 1)));
-    return records.sort(byTag);
+    return this.#records(await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')])).sort(byTag);
+  }
+
+  /**
+   * From `<prefix>:changed`, a sorted set every write script adds the tag's key to, scored by
+   * the write's server time: the members scored at or after the cursor less
+   * {@link changeOverlapMs}. Tags last written by an idmint older than this set are found by the
+   * full read.
+   */
+  async listTagChanges(since: string | undefined): Promise<TagChanges> {
+    const from = since === undefined ? '' : String(Math.max(0, parseChangeCursor(since) - changeOverlapMs(this.#timeoutMs)));
+    const reply = await this.#run('listTagChanges', CHANGES, [this.#changedKey], [from, this.#key('')]);
+    return { cursor: changeCursor(Number(reply[0])), records: this.#records(reply.slice(1)) };
+  }
+
+  /** SSCAN steps of the tag set: about `limit` tags a page (a small set comes whole), in no order. */
+  async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
+    checkPageLimit(limit);
+    if (after !== undefined && !/^[1-9]\d{0,19}$/.test(after)) throw new IdMintError('INVALID_ARGUMENT', `a tag page cursor is one this store returned, got ${JSON.stringify(after)}`);
+    const reply = await this.#run('listTagPage', PAGE, [`${this.table}:tags`], [after ?? '0', String(limit), this.#key('')]);
+    const next = String(reply[0]);
+    return { records: this.#records(reply.slice(1)), next: next === '0' ? undefined : next };
   }
 
   async getTag(tag: string): Promise<TagRecord | undefined> {
@@ -262,7 +304,7 @@ export class RedisSegmentStore implements SegmentStore {
 
   async createTag(tag: NewTag): Promise<TagRecord> {
     const v = checkNewTag(tag, this.residue);
-    const reply = await this.#run('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`], [
+    const reply = await this.#run('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`, this.#changedKey], [
       v.tag,
       v.startId.toString(),
       String(v.step),
@@ -281,7 +323,7 @@ export class RedisSegmentStore implements SegmentStore {
     const description = update.description === undefined ? undefined : checkDescription(update.description);
     const mode = description === undefined ? 'keep' : description === null ? 'clear' : 'set';
     const opaque = checkOpaqueUpdate(update.opaque) ? '1' : '0';
-    const reply = await this.#run('updateTag', UPDATE, [this.#key(tag)], [step, mode, description ?? '', opaque]);
+    const reply = await this.#run('updateTag', UPDATE, [this.#key(tag), this.#changedKey], [step, mode, description ?? '', opaque]);
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     return this.#record(tag, reply.slice(1));
   }
@@ -297,6 +339,18 @@ export class RedisSegmentStore implements SegmentStore {
 
   #key(tag: string): string {
     return `${this.table}:tag:${tag}`;
+  }
+
+  /** The sorted set of tag keys by last write time, for {@link listTagChanges}. */
+  get #changedKey(): string {
+    return `${this.table}:changed`;
+  }
+
+  /** Records from a flat reply of tag + {@link FIELDS} fields each. */
+  #records(flat: unknown[]): TagRecord[] {
+    const records: TagRecord[] = [];
+    for (let i = 0; i + FIELDS < flat.length; i += FIELDS + 1) records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + FIELDS + 1)));
+    return records;
   }
 
   /**

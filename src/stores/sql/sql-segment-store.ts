@@ -1,13 +1,17 @@
 import { IdMintError } from '../../core/errors.ts';
 import { MAX_SEGMENT_ID, MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, storedStep, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
 import type { SqlConnection, SqlDialect, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
 import {
   byTag,
+  changeCursor,
+  changeOverlapMs,
   checkNewTag,
+  checkPageLimit,
   checkOpaqueUpdate,
   checkRelease,
   isPlainResidue,
+  parseChangeCursor,
   residueMismatch,
   residueRange,
   residueRoom,
@@ -85,6 +89,7 @@ export class SqlSegmentStore implements SegmentStore {
       }
       if (this.residue !== undefined) await this.#addResidueColumns(db);
       await this.#addOpaqueColumn(db);
+      await this.#addChangeIndex(db);
     });
   }
 
@@ -138,6 +143,33 @@ export class SqlSegmentStore implements SegmentStore {
 
   listTags(): Promise<TagRecord[]> {
     return this.#call('listTags', false, async (db) => (await db.query(this.#sql.list, [])).rows.map(asRecord).sort(byTag));
+  }
+
+  /**
+   * Rows whose `update_time` is at or after the cursor less {@link changeOverlapMs}, through the
+   * index init() adds (a Leaf table not yet initialised is scanned by the database, and still
+   * sends only those rows). The new cursor is the database clock read before the rows, in the
+   * same connection, so a write stamped after it is in this read or the next.
+   */
+  async listTagChanges(since: string | undefined): Promise<TagChanges> {
+    const from = since === undefined ? undefined : parseChangeCursor(since) - changeOverlapMs(this.#timeoutMs);
+    return this.#call('listTagChanges', false, async (db) => {
+      const now = Number((await db.query(this.#sql.clock, [])).rows[0]?.['now_ms']);
+      if (!Number.isSafeInteger(now)) throw new IdMintError('STORE_UNAVAILABLE', `the database clock read as ${String(now)}`);
+      const records = from === undefined ? [] : (await db.query(this.#sql.changedSince, [Math.max(0, from)])).rows.map(asRecord);
+      return { records, cursor: changeCursor(now) };
+    });
+  }
+
+  /** Keyset pages in the database's order of `biz_tag` (its primary key), `next` the last tag read. */
+  async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
+    checkPageLimit(limit);
+    if (after !== undefined) checkTag(after);
+    return this.#call('listTagPage', false, async (db) => {
+      const rows = (after === undefined ? await db.query(`${this.#sql.firstPage} LIMIT ${limit}`, []) : await db.query(`${this.#sql.nextPage} LIMIT ${limit}`, [after])).rows;
+      const records = rows.map(asRecord);
+      return { records, next: records.length < limit ? undefined : records[records.length - 1]?.tag };
+    });
   }
 
   async getTag(tag: string): Promise<TagRecord | undefined> {
@@ -232,6 +264,19 @@ export class SqlSegmentStore implements SegmentStore {
     }
   }
 
+  /**
+   * The index on `update_time` the incremental tag refresh reads through. Created where missing;
+   * on a large live table this takes a while (PostgreSQL blocks writes to it meanwhile).
+   */
+  async #addChangeIndex(db: SqlConnection): Promise<void> {
+    const { dialect } = this.#driver;
+    try {
+      await db.query(dialect.createIndex(this.table, changeIndexName(this.table), 'update_time'), []);
+    } catch (error) {
+      if (!dialect.isDuplicateIndex(error)) throw error;
+    }
+  }
+
   #hasOpaqueColumn(db: SqlConnection): Promise<boolean> {
     return db.query(`SELECT ${OPAQUE_COLUMN} FROM ${this.table} WHERE 1 = 0`, []).then(
       () => true,
@@ -315,6 +360,10 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     // Whole rows: a store of its own must see a set's residue columns where the table has them.
     readMaxId: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     list: `SELECT * FROM ${table}`,
+    clock: `SELECT ${dialect.nowMs} AS now_ms`,
+    changedSince: `SELECT * FROM ${table} WHERE update_time >= ${dialect.timestampFromMs('?')}`,
+    firstPage: `SELECT * FROM ${table} ORDER BY biz_tag`,
+    nextPage: `SELECT * FROM ${table} WHERE biz_tag > ? ORDER BY biz_tag`,
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     reassign: `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?`,
   };
@@ -355,6 +404,14 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
     insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
   };
+}
+
+/**
+ * The update_time index's name. Index names are per schema on PostgreSQL and SQLite, so it names
+ * the table; cut to stay within every backend's 63-character limit.
+ */
+export function changeIndexName(table: string): string {
+  return `${table.slice(0, 50)}_update_time`;
 }
 
 function asRecord(row: SqlRow): TagRecord {
