@@ -15,6 +15,11 @@ import { performance } from 'node:perf_hooks';
 import { Socket } from 'node:net';
 import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.ts';
 import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../src/registries/open-worker-registry.ts';
+import { SqlWorkerRegistry } from '../src/registries/sql/sql-worker-registry.ts';
+import { MysqlDriver } from '../src/sql/mysql-driver.ts';
+import { PostgresDriver } from '../src/sql/postgres-driver.ts';
+import type { SqlDriver } from '../src/sql/sql-driver.ts';
+import { SqliteDriver } from '../src/sql/sqlite-driver.ts';
 import { deleteEtcdNamespace, deleteRedisNamespace, deleteZooKeeperNamespace, dropSqlTable } from '../test/support/registry-admin.ts';
 import { SERVICES, reachable, type ServiceName } from '../test/support/services.ts';
 import { WorkerProcess } from '../test/support/worker-processes.ts';
@@ -51,12 +56,43 @@ interface Backend {
   cleanup(): Promise<void>;
   /** Requests the server has handled so far (all clients: the services are shared). */
   requests?(): Promise<number>;
-  /** The server's process IDs, for CPU time from /proc. */
+  /** The name of the server's processes, for their CPU time from /proc. */
   readonly processName?: string;
+  /**
+   * For the acquire curve: the timed node's registry, and what it read so far (SQL: rows the node
+   * received; Redis: commands its scripts ran, from INFO commandstats). Default: opened from the
+   * URL, reads not counted.
+   */
+  openCounted?(options: OpenWorkerRegistryOptions): Promise<{ registry: WorkerRegistry; reads(): Promise<number> }>;
 }
 
 const sqliteDir = mkdtempSync(join(tmpdir(), 'idmint-bench-registry-'));
 const TABLE = `worker_node_${RUN}`;
+
+/** A SQL registry on `driver`, counting the rows every statement returns to the node. */
+async function countedSql(open: () => Promise<SqlDriver>, options: OpenWorkerRegistryOptions) {
+  const driver = await open();
+  let rows = 0;
+  const client: SqlDriver = {
+    dialect: driver.dialect,
+    withConnection: (run, connectionOptions) =>
+      driver.withConnection(
+        (connection) =>
+          run({
+            query: async (sql, params) => {
+              const result = await connection.query(sql, params);
+              rows += result.rows.length;
+              return result;
+            },
+          }),
+        connectionOptions,
+      ),
+    close: () => driver.close(),
+  };
+  const registry = new SqlWorkerRegistry({ client, ownsClient: true, name: options.name, table: options.table, ttlMs: options.ttlMs });
+  return { registry, reads: async () => rows };
+}
+const pool = { poolSize: 2, timeoutMs: 30_000 };
 
 const BACKENDS: Record<string, Backend> = {
   sqlite: {
@@ -64,6 +100,7 @@ const BACKENDS: Record<string, Backend> = {
     url: `sqlite:${join(sqliteDir, 'registry.db')}`,
     options: { name: RUN },
     cleanup: async () => rmSync(sqliteDir, { recursive: true, force: true }),
+    openCounted: (options) => countedSql(() => SqliteDriver.open(join(sqliteDir, 'registry.db'), { timeoutMs: 30_000 }), options),
   },
   postgres: {
     name: 'postgres',
@@ -73,6 +110,7 @@ const BACKENDS: Record<string, Backend> = {
     cleanup: () => dropSqlTable(SERVICES.postgres.url, TABLE),
     requests: postgresStatements,
     processName: 'postgres',
+    openCounted: (options) => countedSql(() => PostgresDriver.open(SERVICES.postgres.url, pool), options),
   },
   mysql: {
     name: 'mysql',
@@ -81,6 +119,7 @@ const BACKENDS: Record<string, Backend> = {
     options: { name: RUN, table: TABLE },
     cleanup: () => dropSqlTable(SERVICES.mysql.url, TABLE),
     processName: 'mariadbd',
+    openCounted: (options) => countedSql(() => MysqlDriver.open(SERVICES.mysql.url, pool), options),
   },
   redis: {
     name: 'redis',
@@ -90,6 +129,7 @@ const BACKENDS: Record<string, Backend> = {
     cleanup: () => deleteRedisNamespace(SERVICES.redis.url, RUN),
     requests: redisCommands,
     processName: 'redis-server',
+    openCounted: async (options) => ({ registry: await openWorkerRegistry(SERVICES.redis.url, options), reads: redisScriptCommands }),
   },
   etcd: {
     name: 'etcd',
@@ -113,18 +153,33 @@ const BACKENDS: Record<string, Backend> = {
 
 // --- coordinator-side counters -------------------------------------------------------------
 
-/** Redis: every command it has run (INFO commandstats), the EVALs of the registry included. */
-async function redisCommands(): Promise<number> {
+/** Redis's calls per command (INFO commandstats). */
+async function redisCommandStats(): Promise<Map<string, number>> {
   const { Redis } = await import('ioredis');
   const client = new Redis(SERVICES.redis.url, { lazyConnect: true });
   await client.connect();
   try {
     const info = await client.info('commandstats');
-    // The INFO call itself is counted too: one per reading, the same in every window.
-    return [...info.matchAll(/^cmdstat_[^:]+:calls=(\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+    return new Map([...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map((m) => [m[1] ?? '', Number(m[2])]));
   } finally {
     client.disconnect();
   }
+}
+
+/**
+ * Redis: scripts run. Every registry call is one EVAL, one round trip; the commands inside a
+ * script are counted apart by Redis and are not round trips.
+ */
+async function redisCommands(): Promise<number> {
+  const stats = await redisCommandStats();
+  return (stats.get('eval') ?? 0) + (stats.get('evalsha') ?? 0);
+}
+
+/** Redis: commands run other than the scripts themselves and INFO: what the scripts read and wrote. */
+async function redisScriptCommands(): Promise<number> {
+  let total = 0;
+  for (const [command, calls] of await redisCommandStats()) if (!['eval', 'evalsha', 'info'].includes(command)) total += calls;
+  return total;
 }
 
 /** etcd: gRPC messages received, unary calls and keep-alive stream messages alike (/metrics). */
@@ -193,6 +248,8 @@ interface AcquireRow {
   maxMs: number;
   /** Time to take the fill leases up to this level, per lease. */
   fillMsPerLease: number;
+  /** What the acquire read (median): see {@link Backend.openCounted}. */
+  reads: number;
 }
 
 async function acquireCurve(backend: Backend): Promise<AcquireRow[]> {
@@ -200,7 +257,8 @@ async function acquireCurve(backend: Backend): Promise<AcquireRow[]> {
   // The fill leases come from one registry (each with an identity of its own), the timed acquires
   // from another: a different node, as in a fleet.
   const filler = await openWorkerRegistry(backend.url, options);
-  const node = await openWorkerRegistry(backend.url, options);
+  const counted = backend.openCounted === undefined ? undefined : await backend.openCounted(options);
+  const node = counted?.registry ?? (await openWorkerRegistry(backend.url, options));
   const held: WorkerLease[] = [];
   const rows: AcquireRow[] = [];
   try {
@@ -210,14 +268,17 @@ async function acquireCurve(backend: Backend): Promise<AcquireRow[]> {
       while (held.length < taken) held.push(await filler.acquire({ identity: { host: `10.1.${held.length >> 8}.${held.length & 255}`, port: 8080 }, maxWorkers: MAX_WORKERS }));
       const fillMsPerLease = (performance.now() - fillStart) / Math.max(1, held.length - before);
       const times: number[] = [];
+      const reads: number[] = [];
       for (let i = 0; i < REPEATS; i++) {
+        const r0 = (await counted?.reads()) ?? Number.NaN;
         const t = performance.now();
         const lease = await node.acquire({ identity: { host: `10.2.0.${i}`, port: 8080 }, maxWorkers: MAX_WORKERS });
         times.push(performance.now() - t);
+        reads.push(((await counted?.reads()) ?? Number.NaN) - r0);
         await lease.release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt });
       }
-      rows.push({ backend: backend.name, taken, medianMs: median(times), maxMs: Math.max(...times), fillMsPerLease });
-      process.stderr.write(`acquire ${backend.name} taken=${taken}: median ${median(times).toFixed(2)} ms, fill ${fillMsPerLease.toFixed(2)} ms/lease\n`);
+      rows.push({ backend: backend.name, taken, medianMs: median(times), maxMs: Math.max(...times), fillMsPerLease, reads: median(reads) });
+      process.stderr.write(`acquire ${backend.name} taken=${taken}: median ${median(times).toFixed(2)} ms, reads ${median(reads)}, fill ${fillMsPerLease.toFixed(2)} ms/lease\n`);
     }
   } finally {
     for (const lease of held) await lease.release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt }).catch(() => {});
@@ -373,16 +434,25 @@ if (acquireRows.length > 0) {
     const at = (taken: number) => list.find((r) => r.taken === taken);
     const first = at(TAKEN[0] ?? 1)?.medianMs ?? Number.NaN;
     const last = at(TAKEN.at(-1) ?? 1023)?.medianMs ?? Number.NaN;
-    return [list[0]?.backend ?? '', ...TAKEN.map((taken) => f(at(taken)?.medianMs ?? Number.NaN, 2)), f(last / first, 1), ...TAKEN.slice(1).map((taken) => f(at(taken)?.fillMsPerLease ?? Number.NaN, 2))];
+    return [
+      list[0]?.backend ?? '',
+      ...TAKEN.map((taken) => f(at(taken)?.medianMs ?? Number.NaN, 2)),
+      f(last / first, 1),
+      ...TAKEN.map((taken) => f(at(taken)?.reads ?? Number.NaN)),
+      ...TAKEN.slice(1).map((taken) => f(at(taken)?.fillMsPerLease ?? Number.NaN, 2)),
+    ];
   });
   sections.push(
-    `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other live leases: median of ${REPEATS} acquires by a new node (each released before the next, so after the first the freed ID is recycled), in ms; "fill" is the mean time per lease while taking them, one after another.\n\n` +
-      markdownTable(['registry', ...TAKEN.map((t) => `${f(t)} taken`), `${f(TAKEN.at(-1) ?? 0)} vs ${f(TAKEN[0] ?? 0)}`, ...TAKEN.slice(1).map((t) => `fill to ${f(t)}, ms/lease`)], rows),
+    `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other live leases: median of ${REPEATS} acquires by a new node (each released before the next, so after the first the freed ID is recycled), in ms. "Read" is what one acquire read, the median: SQL, rows the database returned to the node; Redis, commands its script ran inside Redis (INFO commandstats, shared with other clients). "Fill" is the mean time per lease while the other leases were taken, one after another.\n\n` +
+      markdownTable(
+        ['registry', ...TAKEN.map((t) => `${f(t)} taken, ms`), `${f(TAKEN.at(-1) ?? 0)} vs ${f(TAKEN[0] ?? 0)}`, ...TAKEN.map((t) => `read at ${f(t)}`), ...TAKEN.slice(1).map((t) => `fill to ${f(t)}, ms/lease`)],
+        rows,
+      ),
   );
 }
 if (renewalRows.length > 0) {
   sections.push(
-    `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: requests per second the server received (Redis: commands, INFO commandstats; etcd: gRPC messages, keep-alive stream messages included, /metrics; ZooKeeper: packets, \`srvr\`; PostgreSQL: transactions, pg_stat_database) and the server processes' CPU from /proc (100% = one core).\n\n` +
+    `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: requests per second the server received (Redis: EVAL calls, one per registry call, INFO commandstats; etcd: gRPC messages, keep-alive stream messages included, /metrics; ZooKeeper: packets, \`srvr\`; PostgreSQL: transactions, pg_stat_database) and the server processes' CPU from /proc (100% = one core).\n\n` +
       markdownTable(
         ['coordinator', 'idle req/s', `with ${NODES} nodes req/s`, 'per node req/s', 'idle CPU %', `with ${NODES} nodes CPU %`],
         renewalRows.map((r) => [r.backend, f(r.idlePerSecond, 1), f(r.loadedPerSecond, 1), f(r.perNodePerSecond, 2), f(r.idleCpuPercent, 1), f(r.loadedCpuPercent, 1)]),
