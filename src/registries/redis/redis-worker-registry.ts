@@ -157,7 +157,7 @@ local out = {}
 for _, id in ipairs(redis.call('SMEMBERS', p .. 'ids')) do
   if redis.call('EXISTS', p .. 'lease:' .. id) == 1 then
     local r = redis.call('HMGET', p .. 'record:' .. id, 'reportedAt', 'reportedServerMs')
-    if r[1] and r[2] then
+    if r[1] and r[2] and tonumber(r[1]) >= 0 then
       table.insert(out, id); table.insert(out, r[1]); table.insert(out, string.format('%.0f', now - tonumber(r[2])))
     end
   end
