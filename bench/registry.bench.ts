@@ -4,7 +4,7 @@
 //
 //   npm run bench:registry                                  every part, every reachable backend
 //   npm run bench:registry -- --parts acquire --backends redis,etcd
-//   NODES=50 STARTUP_NODES=20 WINDOW_MS=15000 npm run bench:registry -- --write
+//   NODES=50 STARTUP_NODES=20 WINDOW_MS=15000 TAKEN=1,512,1023 npm run bench:registry -- --write
 //
 // Everything it writes is under a namespace (or table) of its own, removed at the end, and every
 // node process it starts is stopped before it exits.
@@ -15,7 +15,9 @@ import { performance } from 'node:perf_hooks';
 import { Socket } from 'node:net';
 import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.ts';
 import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../src/registries/open-worker-registry.ts';
+import { EtcdWorkerRegistry, type EtcdLike } from '../src/registries/etcd/etcd-worker-registry.ts';
 import { SqlWorkerRegistry } from '../src/registries/sql/sql-worker-registry.ts';
+import { ZooKeeperWorkerRegistry, type ZooKeeperClientLike } from '../src/registries/zookeeper/zookeeper-worker-registry.ts';
 import { MysqlDriver } from '../src/sql/mysql-driver.ts';
 import { PostgresDriver } from '../src/sql/postgres-driver.ts';
 import type { SqlDriver } from '../src/sql/sql-driver.ts';
@@ -28,7 +30,7 @@ import { loadNote, machineLine, markdownTable, median, pause, writeSection } fro
 const WRITE = process.argv.includes('--write');
 const MAX_WORKERS = 1024;
 /** Worker IDs already held by other live leases when a new node acquires. */
-const TAKEN = [1, 512, 1023];
+const TAKEN = (process.env['TAKEN'] ?? '1,512,1023').split(',').map(Number);
 /** Timed acquires at each fill level (acquire, then release). */
 const REPEATS = Number(process.env['REPEATS'] ?? 5);
 const NODES = Number(process.env['NODES'] ?? 50);
@@ -94,6 +96,49 @@ async function countedSql(open: () => Promise<SqlDriver>, options: OpenWorkerReg
 }
 const pool = { poolSize: 2, timeoutMs: 30_000 };
 
+/** An etcd registry whose client counts the keys its ranges return to the node. */
+async function countedEtcd(options: OpenWorkerRegistryOptions) {
+  const { Etcd3 } = await import('etcd3');
+  // As connectEtcdWorkerRegistry: a constant watch backoff, or close() leaves a 30 s timer behind.
+  const watchBackoff = { duration: 500, next: () => watchBackoff };
+  const etcd = new Etcd3({ hosts: SERVICES.etcd.url, faultHandling: { watchBackoff } });
+  let keys = 0;
+  const client = new Proxy(etcd, {
+    get(target, property, receiver) {
+      if (property !== 'getAll') return Reflect.get(target, property, receiver) as unknown;
+      return () => ({
+        prefix: (prefix: string) => ({
+          exec: async () => {
+            const result = await target.getAll().prefix(prefix).exec();
+            keys += result.kvs.length;
+            return result;
+          },
+        }),
+      });
+    },
+  }) as unknown as EtcdLike;
+  const registry = new EtcdWorkerRegistry({ client, ownsClient: true, name: RUN, ttlMs: options.ttlMs });
+  return { registry, reads: async () => keys };
+}
+
+/** A ZooKeeper registry whose sessions count the children their listings return to the node. */
+async function countedZooKeeper(options: OpenWorkerRegistryOptions) {
+  const zookeeper = await import('node-zookeeper-client');
+  let children = 0;
+  const createClient = (sessionTimeout: number): ZooKeeperClientLike => {
+    const client = zookeeper.createClient(SERVICES.zookeeper.url, { sessionTimeout, spinDelay: 500, retries: 0 }) as unknown as ZooKeeperClientLike;
+    const getChildren = client.getChildren.bind(client);
+    client.getChildren = (path, callback) =>
+      getChildren(path, (error, names, stat) => {
+        children += names?.length ?? 0;
+        callback(error, names, stat);
+      });
+    return client;
+  };
+  const registry = new ZooKeeperWorkerRegistry({ createClient, name: RUN, ttlMs: options.ttlMs, operationTimeoutMs: options.operationTimeoutMs });
+  return { registry, reads: async () => children };
+}
+
 const BACKENDS: Record<string, Backend> = {
   sqlite: {
     name: 'sqlite',
@@ -139,6 +184,7 @@ const BACKENDS: Record<string, Backend> = {
     cleanup: () => deleteEtcdNamespace(SERVICES.etcd.url, RUN),
     requests: etcdMessages,
     processName: 'etcd',
+    openCounted: countedEtcd,
   },
   zookeeper: {
     name: 'zookeeper',
@@ -148,6 +194,7 @@ const BACKENDS: Record<string, Backend> = {
     cleanup: () => deleteZooKeeperNamespace(SERVICES.zookeeper.url, RUN),
     requests: zooKeeperPackets,
     processName: 'java',
+    openCounted: countedZooKeeper,
   },
 };
 
@@ -443,7 +490,7 @@ if (acquireRows.length > 0) {
     ];
   });
   sections.push(
-    `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other live leases: median of ${REPEATS} acquires by a new node (each released before the next, so after the first the freed ID is recycled), in ms. "Read" is what one acquire read, the median: SQL, rows the database returned to the node; Redis, commands its script ran inside Redis (INFO commandstats, shared with other clients). "Fill" is the mean time per lease while the other leases were taken, one after another.\n\n` +
+    `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other live leases: median of ${REPEATS} acquires by a new node (each released before the next, so after the first the freed ID is recycled), in ms. "Read" is what one acquire read, the median: SQL, rows the database returned to the node; Redis, commands its script ran inside Redis (INFO commandstats, shared with other clients); etcd, keys its ranges returned; ZooKeeper, children its listings returned. "Fill" is the mean time per lease while the other leases were taken, one after another.\n\n` +
       markdownTable(
         ['registry', ...TAKEN.map((t) => `${f(t)} taken, ms`), `${f(TAKEN.at(-1) ?? 0)} vs ${f(TAKEN[0] ?? 0)}`, ...TAKEN.map((t) => `read at ${f(t)}`), ...TAKEN.slice(1).map((t) => `fill to ${f(t)}, ms/lease`)],
         rows,
