@@ -56,8 +56,8 @@ interface Backend {
   readonly url: string;
   readonly options: OpenWorkerRegistryOptions;
   cleanup(): Promise<void>;
-  /** Requests the server has handled so far (all clients: the services are shared). */
-  requests?(): Promise<number>;
+  /** Starts counting requests reaching the server; what it returns stops and gives the count. */
+  requests?(): Promise<() => Promise<number>>;
   /** The name of the server's processes, for their CPU time from /proc. */
   readonly processName?: string;
   /**
@@ -153,7 +153,7 @@ const BACKENDS: Record<string, Backend> = {
     url: SERVICES.postgres.url,
     options: { name: RUN, table: TABLE },
     cleanup: () => dropSqlTable(SERVICES.postgres.url, TABLE),
-    requests: postgresStatements,
+    requests: () => counting(postgresStatements),
     processName: 'postgres',
     openCounted: (options) => countedSql(() => PostgresDriver.open(SERVICES.postgres.url, pool), options),
   },
@@ -172,7 +172,7 @@ const BACKENDS: Record<string, Backend> = {
     url: SERVICES.redis.url,
     options: { name: RUN },
     cleanup: () => deleteRedisNamespace(SERVICES.redis.url, RUN),
-    requests: redisCommands,
+    requests: redisNamespaceScripts,
     processName: 'redis-server',
     openCounted: async (options) => ({ registry: await openWorkerRegistry(SERVICES.redis.url, options), reads: redisScriptCommands }),
   },
@@ -182,7 +182,7 @@ const BACKENDS: Record<string, Backend> = {
     url: `etcd://${new URL(SERVICES.etcd.url).host}/${RUN}`,
     options: {},
     cleanup: () => deleteEtcdNamespace(SERVICES.etcd.url, RUN),
-    requests: etcdMessages,
+    requests: () => counting(etcdMessages),
     processName: 'etcd',
     openCounted: countedEtcd,
   },
@@ -192,7 +192,7 @@ const BACKENDS: Record<string, Backend> = {
     url: `zookeeper://${SERVICES.zookeeper.url}/${RUN}`,
     options: {},
     cleanup: () => deleteZooKeeperNamespace(SERVICES.zookeeper.url, RUN),
-    requests: zooKeeperPackets,
+    requests: () => counting(zooKeeperPackets),
     processName: 'java',
     openCounted: countedZooKeeper,
   },
@@ -213,13 +213,32 @@ async function redisCommandStats(): Promise<Map<string, number>> {
   }
 }
 
+/** Counts by reading a running total at the start and at the end. */
+async function counting(total: () => Promise<number>): Promise<() => Promise<number>> {
+  const start = await total();
+  return async () => (await total()) - start;
+}
+
 /**
- * Redis: scripts run. Every registry call is one EVAL, one round trip; the commands inside a
- * script are counted apart by Redis and are not round trips.
+ * Redis: the scripts run on this run's keys, seen through MONITOR (every registry call is one
+ * EVAL, one round trip; the commands inside a script are not round trips). Only this namespace:
+ * other sessions share the server.
  */
-async function redisCommands(): Promise<number> {
-  const stats = await redisCommandStats();
-  return (stats.get('eval') ?? 0) + (stats.get('evalsha') ?? 0);
+async function redisNamespaceScripts(): Promise<() => Promise<number>> {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(SERVICES.redis.url, { lazyConnect: true });
+  await client.connect();
+  const monitor = await client.monitor();
+  const tag = `{${RUN}}`;
+  let calls = 0;
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.includes(tag))) calls++;
+  });
+  return async () => {
+    monitor.disconnect();
+    client.disconnect();
+    return calls;
+  };
 }
 
 /** Redis: commands run other than the scripts themselves and INFO: what the scripts read and wrote. */
@@ -252,16 +271,20 @@ function zooKeeperPackets(): Promise<number> {
   });
 }
 
-/** PostgreSQL: statements run, as transactions committed in the database (pg_stat_database). */
+/**
+ * PostgreSQL: statements on this run's table (index and sequential scans, pg_stat_user_tables):
+ * each registry statement is one. Only this table: other sessions share the database.
+ */
 async function postgresStatements(): Promise<number> {
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: SERVICES.postgres.url });
   await client.connect();
   try {
-    // The statistics are sent by backends at most every 0.5 s (and cached per transaction): clear
-    // the snapshot so this read sees the latest.
+    // Backends send their statistics when a transaction ends, at most once a second (a node's
+    // connection runs one statement every 3 s, so it sends every time); clear this session's
+    // snapshot so the read sees the latest.
     await client.query('SELECT pg_stat_clear_snapshot()');
-    const { rows } = await client.query<{ n: string }>('SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()');
+    const { rows } = await client.query<{ n: string }>('SELECT COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0) AS n FROM pg_stat_user_tables WHERE relname = $1', [TABLE]);
     return Number(rows[0]?.n ?? 0);
   } finally {
     await client.end();
@@ -402,14 +425,14 @@ interface RenewalRow {
 
 /** The server's request rate and CPU over one window. */
 async function window(backend: Backend): Promise<{ perSecond: number; cpuPercent: number }> {
-  const r0 = (await backend.requests?.()) ?? Number.NaN;
+  const stop = await backend.requests?.();
   const c0 = cpuMs(backend.processName ?? '');
   const t0 = performance.now();
   await pause(WINDOW_MS);
-  const r1 = (await backend.requests?.()) ?? Number.NaN;
+  const requests = (await stop?.()) ?? Number.NaN;
   const elapsed = performance.now() - t0;
   const c1 = cpuMs(backend.processName ?? '');
-  return { perSecond: ((r1 - r0) * 1000) / elapsed, cpuPercent: ((c1 - c0) * 100) / elapsed };
+  return { perSecond: (requests * 1000) / elapsed, cpuPercent: ((c1 - c0) * 100) / elapsed };
 }
 
 /** NODES processes holding a lease each at the default renewal interval, against an idle window. */
@@ -499,7 +522,7 @@ if (acquireRows.length > 0) {
 }
 if (renewalRows.length > 0) {
   sections.push(
-    `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: requests per second the server received (Redis: EVAL calls, one per registry call, INFO commandstats; etcd: gRPC messages, keep-alive stream messages included, /metrics; ZooKeeper: packets, \`srvr\`; PostgreSQL: transactions, pg_stat_database) and the server processes' CPU from /proc (100% = one core).\n\n` +
+    `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: requests per second the server received (Redis: EVAL calls on this run's keys, one per registry call, by MONITOR; PostgreSQL: statements on this run's table, pg_stat_user_tables; etcd: gRPC messages, keep-alive stream messages included, /metrics; ZooKeeper: packets, \`srvr\`. The etcd and ZooKeeper counts are server-wide, and other sessions share the services: read them against the idle window) and the server processes' CPU from /proc (100% = one core).\n\n` +
       markdownTable(
         ['coordinator', 'idle req/s', `with ${NODES} nodes req/s`, 'per node req/s', 'idle CPU %', `with ${NODES} nodes CPU %`],
         renewalRows.map((r) => [r.backend, f(r.idlePerSecond, 1), f(r.loadedPerSecond, 1), f(r.perNodePerSecond, 2), f(r.idleCpuPercent, 1), f(r.loadedCpuPercent, 1)]),

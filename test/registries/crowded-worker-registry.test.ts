@@ -90,6 +90,16 @@ for (const b of BACKENDS) {
       assert.equal(second.filter((o) => o.status === 'rejected' && isIdMintError(o.reason, 'WORKER_IDS_EXHAUSTED')).length, 3);
     });
 
+    it('recycles released IDs lowest first, whatever order they were released in', { timeout: 60_000 }, async () => {
+      const [registry] = await open(namespace(), 1);
+      const held: WorkerLease[] = [];
+      for (let n = 0; n < 12; n++) held.push(await registry!.acquire({ identity: node(n), maxWorkers: MAX }));
+      for (const id of [9, 3, 7]) await release(held[id]!);
+      const next = [];
+      for (let n = 20; n < 23; n++) next.push((await registry!.acquire({ identity: node(n), maxWorkers: MAX })).workerId);
+      assert.deepEqual(next, [3, 7, 9]);
+    });
+
     it('finds an unused ID in a gap between used ones and past more excluded free IDs than one page holds', { timeout: 60_000 }, async () => {
       const name = namespace();
       const [registry] = await open(name, 1);

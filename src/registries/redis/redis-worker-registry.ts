@@ -48,15 +48,16 @@ export interface RedisWorkerRegistryOptions {
 //   node:<host>:<port>  the worker ID this identity held last, so a restart gets it back
 //   ids           set of worker IDs ever leased, to recycle and to list peers without SCAN
 //   fence         counter: each claim's token is the next value, so tokens only grow
-//   expiry        sorted set: worker ID -> when its lease ends by Redis's clock (0: released), so
-//                 a free ID is found without reading every ID; a hint only, the lease key decides
+//   expiry        sorted set: worker ID -> when its lease ends by Redis's clock (the ID itself once
+//                 released), so a free ID is found without reading every ID; a hint only, the
+//                 lease key decides
 //   next          the lowest ID that may never have been used, where a new ID is looked for first
 
 /**
  * Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1, live}.
  *
- * The order: this identity's last ID; then up to 16 IDs whose lease ended, by `expiry`, lowest
- * first; then up to 16 IDs from `next` on that were never used; only when none of those can be
+ * The order: this identity's last ID; then up to 16 IDs whose lease ended, by `expiry` (released
+ * ones first, lowest first, then expired ones, longest expired first); then up to 16 IDs from `next` on that were never used; only when none of those can be
  * taken, every ID ever used and then every ID of the layout, as before `expiry` existed. So with
  * any number of IDs held the usual claim costs a few commands, and the verdict "none free" is
  * never given without looking at all of them. IDs leased by a node that predates `expiry` are
@@ -89,10 +90,9 @@ if mine and try(tonumber(mine)) then return claimed(tonumber(mine)) end
 if only >= 0 then
   if try(only) then return claimed(only) end
 else
-  local ended = {}
-  for i, v in ipairs(redis.call('ZRANGEBYSCORE', p .. 'expiry', '-inf', now, 'LIMIT', 0, 16)) do ended[i] = tonumber(v) end
-  table.sort(ended)
-  for _, id in ipairs(ended) do if try(id) then return claimed(id) end end
+  for _, v in ipairs(redis.call('ZRANGEBYSCORE', p .. 'expiry', '-inf', now, 'LIMIT', 0, 16)) do
+    if try(tonumber(v)) then return claimed(tonumber(v)) end
+  end
   local from = tonumber(redis.call('GET', p .. 'next') or '0')
   for id = from, math.min(from + 16, max) - 1 do
     if redis.call('SISMEMBER', p .. 'ids', id) == 0 and try(id) then
@@ -141,7 +141,8 @@ if ARGV[6] == 'renew' then
   if r[2] and tonumber(r[2]) > tonumber(reported) then reported = r[2] end
 else
   redis.call('DEL', lease)
-  redis.call('ZADD', p .. 'expiry', 0, id)
+  -- Released: scored by its own ID, far below any time, so released IDs come out lowest first.
+  redis.call('ZADD', p .. 'expiry', id, id)
 end
 redis.call('HSET', record, 'lastTimestamp', last, 'reportedAt', reported,
   'reportedServerMs', string.format('%.0f', now))
