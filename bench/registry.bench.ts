@@ -256,7 +256,7 @@ async function etcdMessages(): Promise<number> {
 
 /** ZooKeeper: packets received (`srvr`, one of the four-letter words this server allows). */
 function zooKeeperPackets(): Promise<number> {
-  const { host, port } = new URL(`tcp://${SERVICES.zookeeper.url}`);
+  const { hostname: host, port } = new URL(`tcp://${SERVICES.zookeeper.url}`);
   return new Promise((resolve, reject) => {
     const socket = new Socket();
     let text = '';
