@@ -102,9 +102,9 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     await this.init();
     const token = holderToken();
     const { host, port } = plan.identity;
+    const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
     try {
-      for await (const { workerId, exists } of this.#candidates(plan)) {
-        const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+      for await (const { workerId, exists } of this.#candidates(plan, below)) {
         if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
         const { affectedRows } = exists
           ? await this.#query(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
@@ -132,15 +132,15 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   }
 
   /**
-   * The worker IDs to try, in {@link candidateWorkerIds}'s order (this identity's free IDs, then
-   * other free IDs, then IDs no row names yet, lowest first), read from the database a page at a
+   * The worker IDs to try, in the order every registry tries them (common.ts, candidateWorkerIds:
+   * this identity's free IDs, then other free IDs, then IDs no row names yet, lowest first), with
+   * a recorded lastTimestamp below `below`, read from the database a page at a
    * time: a node reads the few rows it tries, never every row of the cluster, however many worker
    * IDs are held. `exists` says whether the ID has a row (claimed by UPDATE) or not (by INSERT).
    * The pages are only a preference: each claim is still one conditional statement, so rows that
    * change between pages cost a lost race, never a shared ID.
    */
-  async *#candidates(plan: AcquirePlan): AsyncGenerator<{ workerId: number; exists: boolean }> {
-    const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+  async *#candidates(plan: AcquirePlan, below: number): AsyncGenerator<{ workerId: number; exists: boolean }> {
     const tried = new Set<number>();
     // Filters the SQL leaves to JavaScript (exclude, only, the layout's limit): parameters past
     // 2^31 or lists of any length would not bind the same way in every dialect.
