@@ -136,3 +136,43 @@ await describeWithServices('redis worker registry, a dead connection', ['redis']
     }
   });
 });
+
+await describeWithServices('redis worker registry, the free-ID index', ['redis'], () => {
+  it('finds an expired ID with the index gone (as a node of an older version leaves it), and never takes a held ID the index calls free', { timeout: 30_000 }, async () => {
+    const name = uniqueName('index');
+    const prefix = `idmint:workers:{${name}}:`;
+    const { Redis } = await import('ioredis');
+    const admin = new Redis(url, { lazyConnect: true });
+    await admin.connect();
+    const long = await connectRedisWorkerRegistry(url, { name, ttlMs: 60_000 });
+    const short = await connectRedisWorkerRegistry(url, { name, ttlMs: 1000 });
+    const node = (n: number) => ({ host: `10.8.0.${n}`, port: 8080 });
+    try {
+      const held = [];
+      for (let n = 0; n < 7; n++) held.push(await long.acquire({ identity: node(n), maxWorkers: 8 }));
+      const dying = await short.acquire({ identity: node(7), maxWorkers: 8 });
+      assert.deepEqual([...held.map((lease) => lease.workerId), dying.workerId], [0, 1, 2, 3, 4, 5, 6, 7]);
+      // The holder of 7 dies (never renews); the index keys vanish, as with an older writer.
+      await admin.del(`${prefix}expiry`, `${prefix}next`);
+      await delay(1300);
+      const recycled = await long.acquire({ identity: node(20), maxWorkers: 8 });
+      assert.equal(recycled.workerId, 7, 'the full pass found the expired ID');
+
+      // The index now says ID 3 is free and that ID 0 was never used; both are held.
+      await admin.zadd(`${prefix}expiry`, 0, '3');
+      await admin.set(`${prefix}next`, '0');
+      const racers = await Promise.allSettled([21, 22, 23, 24].map((n) => long.acquire({ identity: node(n), maxWorkers: 8 })));
+      for (const outcome of racers) {
+        assert.equal(outcome.status, 'rejected', 'no ID is free: a stale index must not hand out a held one');
+        assert.ok(isIdMintError(outcome.reason, 'WORKER_IDS_EXHAUSTED'), String(outcome.reason));
+      }
+      await held[5]!.release({ lastTimestamp: T0, reportedAt: T0 });
+      const freed = await Promise.allSettled([25, 26, 27].map((n) => long.acquire({ identity: node(n), maxWorkers: 8 })));
+      assert.deepEqual(freed.filter((o) => o.status === 'fulfilled').map((o) => o.value.workerId), [5], 'the released ID went to exactly one node');
+    } finally {
+      admin.disconnect();
+      await Promise.all([long.close(), short.close()]);
+      await deleteRedisNamespace(url, name);
+    }
+  });
+});

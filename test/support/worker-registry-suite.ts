@@ -196,6 +196,17 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await release(two);
     });
 
+    it('a live holder that has reported nothing yet is not a peer, even on a record released with nothing reported', async () => {
+      const name = namespace();
+      const registry = await open(name);
+      const first = await registry.acquire({ identity: A, maxWorkers: 1 });
+      await first.release({ lastTimestamp: -1, reportedAt: -1 });
+      const second = await registry.acquire({ identity: B, maxWorkers: 1 });
+      // A peer's clock is its report plus the report's age: -1 would read as 1970.
+      assert.deepEqual(await (await open(name)).peers(), []);
+      await release(second);
+    });
+
     it('recycles an ID whose holder is gone only after its lease expired, with its last timestamp; the old holder cannot renew it (invariant 3)', async () => {
       const name = namespace();
       const link = await proxy();

@@ -48,8 +48,21 @@ export interface RedisWorkerRegistryOptions {
 //   node:<host>:<port>  the worker ID this identity held last, so a restart gets it back
 //   ids           set of worker IDs ever leased, to recycle and to list peers without SCAN
 //   fence         counter: each claim's token is the next value, so tokens only grow
+//   expiry        sorted set: worker ID -> when its lease ends by Redis's clock (the ID itself once
+//                 released), so a free ID is found without reading every ID; a hint only, the
+//                 lease key decides
+//   next          the lowest ID that may never have been used, where a new ID is looked for first
 
-/** Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1, live}. */
+/**
+ * Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1, live}.
+ *
+ * The order: this identity's last ID; then up to 16 IDs whose lease ended, by `expiry` (released
+ * ones first, lowest first, then expired ones, longest expired first); then up to 16 IDs from `next` on that were never used; only when none of those can be
+ * taken, every ID ever used and then every ID of the layout, as before `expiry` existed. So with
+ * any number of IDs held the usual claim costs a few commands, and the verdict "none free" is
+ * never given without looking at all of them. IDs leased by a node that predates `expiry` are
+ * missing from it until renewed: the full pass still finds them.
+ */
 const ACQUIRE = `
 local p = KEYS[1]
 local host, port, ttl, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -57,6 +70,8 @@ local only, below = tonumber(ARGV[5]), tonumber(ARGV[6])
 local excluded = {}
 for id in string.gmatch(ARGV[7], '%d+') do excluded[tonumber(id)] = true end
 local token = tostring(redis.call('INCR', p .. 'fence'))
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local function try(id)
   if id < 0 or id >= max or excluded[id] or (only >= 0 and id ~= only) then return false end
   local last = redis.call('HGET', p .. 'record:' .. id, 'lastTimestamp')
@@ -65,12 +80,27 @@ local function try(id)
 end
 local function claimed(id)
   redis.call('SADD', p .. 'ids', id)
+  redis.call('ZADD', p .. 'expiry', now + tonumber(ttl), id)
   redis.call('SET', p .. 'node:' .. host .. ':' .. port, id)
   local r = redis.call('HMGET', p .. 'record:' .. id, 'lastTimestamp', 'reportedAt')
   return { id, token, r[1] or '-1', r[2] or '-1' }
 end
 local mine = redis.call('GET', p .. 'node:' .. host .. ':' .. port)
 if mine and try(tonumber(mine)) then return claimed(tonumber(mine)) end
+if only >= 0 then
+  if try(only) then return claimed(only) end
+else
+  for _, v in ipairs(redis.call('ZRANGEBYSCORE', p .. 'expiry', '-inf', now, 'LIMIT', 0, 16)) do
+    if try(tonumber(v)) then return claimed(tonumber(v)) end
+  end
+  local from = tonumber(redis.call('GET', p .. 'next') or '0')
+  for id = from, math.min(from + 16, max) - 1 do
+    if redis.call('SISMEMBER', p .. 'ids', id) == 0 and try(id) then
+      redis.call('SET', p .. 'next', id + 1)
+      return claimed(id)
+    end
+  end
+end
 local ids, known = {}, {}
 for i, v in ipairs(redis.call('SMEMBERS', p .. 'ids')) do ids[i] = tonumber(v); known[ids[i]] = true end
 table.sort(ids)
@@ -79,7 +109,10 @@ if only >= 0 then
   if not known[only] and try(only) then return claimed(only) end
 else
   for id = 0, max - 1 do
-    if not known[id] and try(id) then return claimed(id) end
+    if not known[id] and try(id) then
+      redis.call('SET', p .. 'next', id + 1)
+      return claimed(id)
+    end
   end
 end
 local live = 0
@@ -98,17 +131,21 @@ local p, id, token = KEYS[1], ARGV[1], ARGV[2]
 local lease, record = p .. 'lease:' .. id, p .. 'record:' .. id
 if redis.call('GET', lease) ~= token then return 0 end
 local last, reported = ARGV[4], ARGV[5]
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
 if ARGV[6] == 'renew' then
   redis.call('PEXPIRE', lease, ARGV[3])
+  redis.call('ZADD', p .. 'expiry', now + tonumber(ARGV[3]), id)
   local r = redis.call('HMGET', record, 'lastTimestamp', 'reportedAt')
   if r[1] and tonumber(r[1]) > tonumber(last) then last = r[1] end
   if r[2] and tonumber(r[2]) > tonumber(reported) then reported = r[2] end
 else
   redis.call('DEL', lease)
+  -- Released: scored by its own ID, far below any time, so released IDs come out lowest first.
+  redis.call('ZADD', p .. 'expiry', id, id)
 end
-local t = redis.call('TIME')
 redis.call('HSET', record, 'lastTimestamp', last, 'reportedAt', reported,
-  'reportedServerMs', string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)))
+  'reportedServerMs', string.format('%.0f', now))
 return 1
 `;
 
@@ -121,7 +158,7 @@ local out = {}
 for _, id in ipairs(redis.call('SMEMBERS', p .. 'ids')) do
   if redis.call('EXISTS', p .. 'lease:' .. id) == 1 then
     local r = redis.call('HMGET', p .. 'record:' .. id, 'reportedAt', 'reportedServerMs')
-    if r[1] and r[2] then
+    if r[1] and r[2] and tonumber(r[1]) >= 0 then
       table.insert(out, id); table.insert(out, r[1]); table.insert(out, string.format('%.0f', now - tonumber(r[2])))
     end
   end

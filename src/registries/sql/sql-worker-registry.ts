@@ -3,14 +3,14 @@ import { withDeadline } from '../../shared/timeout.ts';
 import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
 import { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';
 import { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
-import { checkTableName, type SqlDialect, type SqlDriver, type SqlResult, type SqlRow, type SqlValue } from '../../sql/sql-driver.ts';
+import { checkTableName, type SqlDialect, type SqlDriver, type SqlResult, type SqlValue } from '../../sql/sql-driver.ts';
 import { connectionTarget, parseConnectionUrl, sqlitePathOf } from '../../shared/connection-url.ts';
 import { SqliteDriver, sqliteDialect } from '../../sql/sqlite-driver.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
   RegistryLease,
-  candidateWorkerIds,
+  allows,
   checkName,
   checkTtl,
   holderToken,
@@ -18,9 +18,12 @@ import {
   planAcquire,
   registryUnavailable,
   workerIdsExhausted,
+  type AcquirePlan,
   type Interleave,
-  type KnownWorker,
 } from '../common.ts';
+
+/** Rows read per page while looking for a free worker ID; the first page almost always has one. */
+const PAGE = 16;
 
 /** Options for {@link SqlWorkerRegistry}. */
 export interface SqlWorkerRegistryOptions {
@@ -99,16 +102,15 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     await this.init();
     const token = holderToken();
     const { host, port } = plan.identity;
+    const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
     try {
-      const known = (await this.#query(this.#sql.list, [this.#name])).rows.map(knownWorker);
-      for (const workerId of candidateWorkerIds(plan, known)) {
-        const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
+      for await (const { workerId, exists } of this.#candidates(plan, below)) {
         if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
-        const { affectedRows } = known.some((w) => w.workerId === workerId)
+        const { affectedRows } = exists
           ? await this.#query(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
           : await this.#query(this.#sql.insert, [this.#name, workerId, token, host, port, this.#ttlMs]);
         if (affectedRows !== 1) continue; // another node was faster: try the next ID
-        // The record as it stands after the claim, never the list read before it: another node may
+        // The record as it stands after the claim, never the rows read before it: another node may
         // have acquired, issued and released this ID in between. No one else writes it while the
         // token holds the row.
         const [row] = (await this.#query(this.#sql.held, [this.#name, workerId, token])).rows;
@@ -122,9 +124,60 @@ export class SqlWorkerRegistry implements WorkerRegistry {
           write: (kind, report) => this.#write(kind, workerId, token, report),
         });
       }
-      throw workerIdsExhausted(this.backend, plan, known.filter((w) => w.live).length);
+      const [live] = (await this.#query(this.#sql.countLive, [this.#name])).rows;
+      throw workerIdsExhausted(this.backend, plan, Number(live?.['n'] ?? 0));
     } catch (error) {
       throw this.#unavailable(error);
+    }
+  }
+
+  /**
+   * The worker IDs to try, in the order every registry tries them (common.ts, candidateWorkerIds:
+   * this identity's free IDs, then other free IDs, then IDs no row names yet, lowest first), with
+   * a recorded lastTimestamp below `below`, read from the database a page at a
+   * time: a node reads the few rows it tries, never every row of the cluster, however many worker
+   * IDs are held. `exists` says whether the ID has a row (claimed by UPDATE) or not (by INSERT).
+   * The pages are only a preference: each claim is still one conditional statement, so rows that
+   * change between pages cost a lost race, never a shared ID.
+   */
+  async *#candidates(plan: AcquirePlan, below: number): AsyncGenerator<{ workerId: number; exists: boolean }> {
+    const tried = new Set<number>();
+    // Filters the SQL leaves to JavaScript (exclude, only, the layout's limit): parameters past
+    // 2^31 or lists of any length would not bind the same way in every dialect.
+    const fits = (workerId: number) => !tried.has(workerId) && allows(plan, workerId, -1);
+    if (plan.only !== undefined) {
+      const [row] = (await this.#query(this.#sql.one, [this.#name, plan.only])).rows;
+      if (row === undefined) {
+        if (fits(plan.only)) yield { workerId: plan.only, exists: false };
+      } else if (Number(row['live']) !== 1 && allows(plan, plan.only, Number(row['last_timestamp']))) {
+        yield { workerId: plan.only, exists: true };
+      }
+      return;
+    }
+    for (const sql of [this.#sql.mine, this.#sql.free]) {
+      const params = sql === this.#sql.mine ? [this.#name, plan.identity.host, plan.identity.port, below] : [this.#name, below];
+      // Paged by worker ID: each page starts after the last ID the one before it returned.
+      for (let after = -1; ; ) {
+        const { rows } = await this.#query(sql, [...params, after]);
+        for (const row of rows) {
+          after = Number(row['worker_id']);
+          if (!fits(after)) continue;
+          tried.add(after);
+          yield { workerId: after, exists: true };
+        }
+        if (rows.length < PAGE) break;
+      }
+    }
+    // Runs of IDs no row names: each page gives where runs start and the next named ID after each.
+    for (let from = 0; from < plan.maxWorkers; ) {
+      const { rows } = await this.#query(this.#sql.gaps, [this.#name, this.#name, from, this.#name]);
+      for (const row of rows) {
+        const start = Number(row['gap_start']);
+        const end = Math.min(row['next_used'] === null ? plan.maxWorkers : Number(row['next_used']), plan.maxWorkers);
+        for (let workerId = start; workerId < end; workerId++) if (fits(workerId)) yield { workerId, exists: false };
+        from = Math.max(from, end);
+      }
+      if (rows.length < PAGE) return;
     }
   }
 
@@ -193,20 +246,11 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   }
 }
 
-function knownWorker(row: SqlRow): KnownWorker {
-  return {
-    workerId: Number(row['worker_id']),
-    host: String(row['host']),
-    port: Number(row['port']),
-    lastTimestamp: Number(row['last_timestamp']),
-    live: Number(row['live']) === 1,
-  };
-}
-
 /** Every statement, written once with `?` and `{now}`, the dialect's clock put in. */
 function statements(table: string, dialect: SqlDialect) {
   const sql = (text: string) => text.replaceAll('{now}', dialect.nowMs);
   const live = `holder IS NOT NULL AND lease_expires_at > {now}`;
+  const free = `(holder IS NULL OR lease_expires_at <= {now})`;
   return {
     createTable: `CREATE TABLE IF NOT EXISTS ${table} (
   name VARCHAR(128) NOT NULL,
@@ -222,11 +266,24 @@ function statements(table: string, dialect: SqlDialect) {
   PRIMARY KEY (name, worker_id)
 )`,
     probe: `SELECT 1 FROM ${table} WHERE 1 = 0`,
-    list: sql(`SELECT worker_id, host, port, last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} WHERE name = ?`),
+    // The reads of acquire, each bounded (PAGE rows) and walking the primary key (name, worker_id):
+    // one worker ID's row; this identity's free rows; any free rows; the runs of IDs no row names.
+    one: sql(`SELECT last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} WHERE name = ? AND worker_id = ?`),
+    mine: sql(
+      `SELECT worker_id FROM ${table} WHERE name = ? AND host = ? AND port = ? AND ${free} AND last_timestamp < ? AND worker_id > ?
+       ORDER BY worker_id LIMIT ${PAGE}`,
+    ),
+    free: sql(`SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND worker_id > ? ORDER BY worker_id LIMIT ${PAGE}`),
+    // A run starts at 0 or just after a named ID, where no row is; it ends at the next named ID.
+    gaps: `SELECT g.gap_start, (SELECT MIN(n.worker_id) FROM ${table} n WHERE n.name = ? AND n.worker_id > g.gap_start) AS next_used
+       FROM (SELECT 0 AS gap_start UNION ALL SELECT worker_id + 1 AS gap_start FROM ${table} WHERE name = ?) g
+       WHERE g.gap_start >= ? AND NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.name = ? AND e.worker_id = g.gap_start)
+       ORDER BY g.gap_start LIMIT ${PAGE}`,
+    countLive: sql(`SELECT COUNT(*) AS n FROM ${table} WHERE name = ? AND ${live}`),
     // The fence column counts claims: a monotonic fencing token for anyone auditing the table.
     claim: sql(
       `UPDATE ${table} SET holder = ?, host = ?, port = ?, lease_expires_at = {now} + ?, fence = fence + 1
-       WHERE name = ? AND worker_id = ? AND (holder IS NULL OR lease_expires_at <= {now}) AND last_timestamp < ?`,
+       WHERE name = ? AND worker_id = ? AND ${free} AND last_timestamp < ?`,
     ),
     insert: sql(
       dialect.insertIfAbsent(table, ['name', 'worker_id', 'holder', 'host', 'port', 'lease_expires_at', 'fence'], ['?', '?', '?', '?', '?', '{now} + ?', '1']),
