@@ -332,6 +332,28 @@ describe('SegmentService: tags', () => {
     assert.deepEqual(service.stats().tags.map((t) => t.tag), ['a', 'b']);
   });
 
+  it('keeps tagNames sorted as stats lists them through look-ups, refreshes and close, with tagStats and tagCounts to match', async () => {
+    const { service, memory } = await setup({}, [{ tag: 'm', step: 10 }, { tag: 'b', step: 10 }]);
+    assert.deepEqual(service.tagNames(), ['b', 'm']);
+    await memory.createTag({ tag: 'a', step: 10 });
+    assert.equal(await draw(service, 'a'), 1n, 'created after the last list read: found by a look-up');
+    assert.deepEqual(service.tagNames(), ['a', 'b', 'm']);
+    assert.deepEqual(service.tagCounts(), { known: 3, inUse: 1 });
+    assert.equal(service.inUse('a'), true);
+    assert.equal(service.tagStats('a')?.loads, 1);
+    assert.equal(service.tagStats('m')?.loads, 0);
+    assert.equal(service.tagStats('zz'), undefined);
+    await memory.createTag({ tag: 'z', step: 10 });
+    memory.deleteTag('m');
+    await draw(service, 'b');
+    await service.refreshTags();
+    assert.deepEqual(service.tagNames(), ['a', 'b', 'z']);
+    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+    await service.close();
+    assert.deepEqual(service.tagNames(), ['z'], 'the tags in use go with their buffers at close');
+    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+  });
+
   it('refreshes the tag list on its timer', async () => {
     const { service, memory } = await setup({ tagRefreshMs: 10 });
     await memory.createTag({ tag: 'later', step: 10 });

@@ -3,6 +3,7 @@ import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentRun, type SegmentTagStats } from '../core/segment-buffer.ts';
 import { SEGMENT_SERVICE_BOUNDS, checkTag, tagNotFound } from '../core/segment-limits.ts';
+import { SortedTagNames } from './sorted-tag-names.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
 import { withTimeout } from '../shared/timeout.ts';
 
@@ -104,6 +105,8 @@ export class SegmentService {
    * tag here without asking the store. Only a cache: a tag missing here is looked up.
    */
   #idle = new Map<string, number>();
+  /** Every tag in #buffers or #idle, sorted by name: the status route's pages read it. */
+  readonly #names = new SortedTagNames();
   /**
    * Tags known to be opaque. Only ever added to while a tag exists: a store never turns an opaque
    * tag back, so a record that says otherwise is an older read, never a change to follow.
@@ -280,13 +283,38 @@ export class SegmentService {
 
   /**
    * A snapshot for the admin API: per tag its step, buffered IDs, loads, latency and failures,
-   * every tag the store listed included (those not drawn from yet show nothing loaded). Costs an
-   * object per tag: metrics read {@link activeStats}.
+   * every tag the store listed included (those not drawn from yet show nothing loaded), sorted by
+   * name. Costs an object per tag: the status route pages with {@link tagNames} and
+   * {@link tagStats}, metrics read {@link activeStats}.
    */
   stats(): SegmentServiceStats {
-    const tags = [...this.#buffers.values()].map((buffer) => buffer.stats());
-    for (const [tag, step] of this.#idle) if (!this.#buffers.has(tag)) tags.push(idleStats(tag, step));
-    return this.#snapshot(tags.sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0)));
+    return this.#snapshot(this.tagNames().map((tag) => this.tagStats(tag) as SegmentTagStats));
+  }
+
+  /**
+   * Every tag known (in use or listed by the store), sorted by name as {@link stats} sorts them,
+   * without an object per tag. The live array: read it before the next await, never change it.
+   */
+  tagNames(): readonly string[] {
+    return this.#names.names();
+  }
+
+  /** One known tag's stats (nothing loaded for a tag not in use), or undefined for an unknown tag. */
+  tagStats(tag: string): SegmentTagStats | undefined {
+    const buffer = this.#buffers.get(tag);
+    if (buffer !== undefined) return buffer.stats();
+    const step = this.#idle.get(tag);
+    return step === undefined ? undefined : idleStats(tag, step);
+  }
+
+  /** True when `tag` has a buffer (drawn from since start-up or its last change): what {@link activeStats} lists. */
+  inUse(tag: string): boolean {
+    return this.#buffers.has(tag);
+  }
+
+  /** Tags known and tags in use, without touching any of them. */
+  tagCounts(): { readonly known: number; readonly inUse: number } {
+    return { known: this.#buffers.size + this.#idle.size, inUse: this.#buffers.size };
   }
 
   /**
@@ -333,6 +361,7 @@ export class SegmentService {
     clearInterval(this.#timer);
     const buffers = [...this.#buffers.values()];
     this.#buffers.clear();
+    for (const buffer of buffers) this.#names.remove(buffer.tag);
     let releasedIds = 0;
     let wastedIds = 0;
     const failedReleases: SegmentReleaseFailure[] = [];
@@ -413,7 +442,7 @@ export class SegmentService {
     if (buffer === undefined) {
       buffer = new SegmentBuffer(record.tag, record.step, this.#settings);
       this.#buffers.set(record.tag, buffer);
-      this.#idle.delete(record.tag);
+      if (!this.#idle.delete(record.tag)) this.#names.add(record.tag);
       this.#createdAt.set(buffer, ++this.#created);
     } else {
       buffer.setTagStep(record.step);
@@ -444,10 +473,14 @@ export class SegmentService {
       present.add(record.tag);
       const buffer = this.#buffers.get(record.tag);
       if (buffer !== undefined) buffer.setTagStep(record.step);
-      else idle.set(record.tag, record.step);
+      else {
+        if (!this.#idle.has(record.tag)) this.#names.add(record.tag);
+        idle.set(record.tag, record.step);
+      }
       if (record.opaque === true) this.#opaque.add(record.tag);
       this.#negative.delete(record.tag);
     }
+    for (const tag of this.#idle.keys()) if (!present.has(tag)) this.#names.remove(tag);
     this.#idle = idle;
     // Deleted tags go; an empty table clears everything (Leaf kept serving deleted tags forever
     // when the table became empty). Only buffers older than the read: dropping a newer one would
@@ -457,8 +490,11 @@ export class SegmentService {
       if (!present.has(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
         this.#buffers.delete(tag);
         this.#opaque.delete(tag);
+        this.#names.remove(tag);
       }
     }
+    // The first read adds every tag: sort them now, before the node is ready, not in a request.
+    this.#names.fold();
     for (const tag of this.#opaque) if (!present.has(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
     this.#tagRefreshes++;
     this.#lastTagRefreshAt = this.#clock.now();
@@ -467,7 +503,7 @@ export class SegmentService {
 }
 
 /** What {@link SegmentService.stats} shows for a tag nobody has drawn from: nothing loaded yet. */
-function idleStats(tag: string, step: number): SegmentTagStats {
+export function idleStats(tag: string, step: number): SegmentTagStats {
   return { tag, step: 0, tagStep: step, remaining: 0, nextReady: false, loading: false, loads: 0, loadFailures: 0, abandonedLoads: 0, loadMsTotal: 0, loadMsMax: 0, lastError: null, lastErrorCode: null, issued: 0, range: null, next: null };
 }
 
