@@ -320,8 +320,26 @@ class LatencyHistogram {
   }
 
   get() {
+    return this.#data(this.#series);
+  }
+
+  /**
+   * As {@link get}, a few series at a time, each piece built when taken (scrape.ts yields between
+   * them): with metrics.maxTagSeries tags loading ranges, the load histogram is 8,000 samples.
+   * Series created while a scrape runs are included; each series is read whole, in one piece.
+   */
+  *pieces(maxValues: number) {
+    const perPiece = Math.max(1, Math.floor(maxValues / (this.#bounds.length + 3)));
+    let from = 0;
+    do {
+      yield this.#data(this.#series.slice(from, from + perPiece));
+      from += perPiece;
+    } while (from < this.#series.length);
+  }
+
+  #data(seriesList: readonly LatencySeries[]) {
     const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
-    for (const series of this.#series) {
+    for (const series of seriesList) {
       let cumulative = 0;
       this.#bounds.forEach((bound, i) => {
         cumulative += series.counts[i] ?? 0;
