@@ -22,7 +22,7 @@ import { lowerBound, upperBound } from '../../service/sorted-tag-names.ts';
 export const SORTS = ['tag', 'fill', 'remaining', 'rate', 'step', 'latency', 'failures'] as const;
 export type Sort = (typeof SORTS)[number];
 
-/** Which tags a page lists: every known tag, or only those in use (drawn from since start-up or their last change). */
+/** Which tags a page lists: every known tag, or only those in use (a buffer: drawn from, created or changed on this node since start-up). */
 export const SELECTIONS = ['all', 'in-use'] as const;
 export type Selection = (typeof SELECTIONS)[number];
 

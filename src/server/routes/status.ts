@@ -39,7 +39,7 @@ const STATUS_QUERY = {
     offset: { type: 'integer', minimum: 0, default: 0, description: 'Tags to skip (paging).' },
     after: { type: 'string', minLength: 1, maxLength: 128, description: 'Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after this tag (before it with `order=desc`); pass the previous answer\'s `nextAfter`.' },
     limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: `Tags in one answer, 1 to ${MAX_LIMIT}.` },
-    tags: { type: 'string', enum: [...SELECTIONS], default: 'all', description: '`all`: every tag the store lists; `in-use`: only tags drawn from since start-up (or their last change).' },
+    tags: { type: 'string', enum: [...SELECTIONS], default: 'all', description: '`all`: every tag the store lists; `in-use`: only the tags in use on this node (drawn from, created or changed here since start-up).' },
   },
 } as const;
 
@@ -143,7 +143,7 @@ const STATUS_SCHEMA = {
         lastTagRefreshAt: TIME,
         tagRefreshFailures: { type: 'integer' },
         total: { type: 'integer', description: 'Tags the caller may see.' },
-        inUse: { type: 'integer', description: 'Of those, tags in use (drawn from since start-up or their last change).' },
+        inUse: { type: 'integer', description: 'Of those, tags in use on this node (drawn from, created or changed here since start-up).' },
         matched: { type: 'integer', description: 'Of those, tags in the list paged: matching `q`, and in use with `tags=in-use`.' },
         offset: { type: 'integer' },
         limit: { type: 'integer' },
