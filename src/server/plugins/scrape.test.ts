@@ -3,16 +3,23 @@ import { describe, it } from 'node:test';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SegmentEvent } from '../../service/segment-service.ts';
 import { ServerMetrics } from './metrics.ts';
-import { LINES_PER_STEP, scrapeText, type PiecewiseMetric } from './scrape.ts';
+import { LINES_PER_STEP, scrape, type PiecewiseMetric } from './scrape.ts';
 
-describe('scrapeText', () => {
+/** The scrape's bytes as text. */
+async function scrapeText(registry: Registry): Promise<string> {
+  return (await scrape(registry)).toString('utf8');
+}
+
+describe('scrape', () => {
   it('writes what registry.metrics() writes, and lets the event loop run between metrics', async () => {
     const registry = new Registry();
     new Counter({ name: 'a_total', help: 'A.', labelNames: ['tag'], registers: [registry] }).inc({ tag: 'x' }, 3);
     new Gauge({ name: 'b', help: 'B.', registers: [registry] }).set(7);
     const histogram = new Histogram({ name: 'c_seconds', help: 'C.', labelNames: ['tag'], buckets: [0.1, 1], registers: [registry] });
-    // More samples than one step formats (200), with label values that need escaping.
+    // More samples than one step formats (100), with label values that need escaping.
     for (let i = 0; i < 120; i++) histogram.observe({ tag: `t"${i}\\\n` }, i / 100);
+    // Bytes, not code units: a label outside ASCII encodes as UTF-8 as the string would.
+    histogram.observe({ tag: 'zäh-🙂' }, 0.5);
     // A callback queued before the scrape runs before it ends: the scrape is not one blocking
     // step (registry.metrics() resolves in microtasks only, so it would run after).
     let scraped = false;
@@ -28,7 +35,7 @@ describe('scrapeText', () => {
   });
 });
 
-describe('scrapeText with ServerMetrics', () => {
+describe('scrape with ServerMetrics', () => {
   it('reads the load histogram a few series at a time: never whole, no piece over LINES_PER_STEP samples, the loop free between pieces, the text unchanged', async () => {
     const metrics = new ServerMetrics({ maxTagSeries: 500 });
     for (let i = 0; i < 500; i++) metrics.segmentEvent({ type: 'load', tag: `tag-${i}`, ms: i % 40, range: { start: 1n, end: 2n } } as SegmentEvent);

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import { scrapeText } from '../plugins/scrape.ts';
+import { scrape } from '../plugins/scrape.ts';
 
 /** One readiness check: its name and whether it passes now, with a word on why not. */
 export interface ReadinessCheck {
@@ -95,8 +95,8 @@ export function healthRoutes(app: FastifyInstance, checks: readonly ReadinessChe
         },
       },
       async (_request, reply) => {
-        const text = await scrapeText(metrics);
-        reply.type(metrics.contentType).send(text);
+        const body = await scrape(metrics);
+        reply.type(metrics.contentType).send(body);
       },
     );
   }
