@@ -2,9 +2,9 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { MetricObjectWithValues, MetricValue, Registry } from 'prom-client';
 
 /**
- * Samples formatted between two yields. prom-client formats a histogram sample in about 8 us on
- * this machine (labels escaped one by one), so 100 keep a step near a millisecond; 200 took 1.5
- * to 2 ms, and a step in the blocking gap of 5 ms the issue allows leaves no room for a GC pause.
+ * Samples formatted between two yields. prom-client formats a sample in microseconds (labels
+ * escaped one by one), more while the code is cold or the machine busy: 200 histogram samples took
+ * 1.5 to 2 ms in a probe on the shared machine, too close to the few ms a step may take.
  */
 export const LINES_PER_STEP = 100;
 
