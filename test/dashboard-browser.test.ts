@@ -128,6 +128,11 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
         await page.locator('#tag-search').fill('pay');
         await page.waitForFunction(() => document.querySelectorAll('tr[data-tag]').length === 1, undefined, { timeout: WAIT_MS });
         assert.equal(await page.locator('tr[data-tag]').getAttribute('data-tag'), 'payments');
+        // The count of tags in use beside the total; a tag created on this node is in use here.
+        assert.match((await page.locator('#tags-title').textContent()) ?? '', /3 · 3 in use/);
+        await page.getByLabel('In use only').check();
+        await page.locator('#tag-search').fill('');
+        await page.waitForFunction(() => document.querySelectorAll('tr[data-tag]').length === 3, undefined, { timeout: WAIT_MS });
         assert.deepEqual(problems.errors, []);
       } finally {
         await page.close();

@@ -5,7 +5,7 @@ import type { TagQuery } from '../src/dashboard/status-types.ts';
 
 // The dashboard's pure helpers (the page itself is tested in Chromium: dashboard-browser.test.ts).
 
-const QUERY: TagQuery = { q: '', sort: 'tag', order: 'asc', offset: 0, limit: 50 };
+const QUERY: TagQuery = { q: '', sort: 'tag', order: 'asc', offset: 0, limit: 50, tags: 'all' };
 
 describe('dashboard formatting', () => {
   it('counts, rates and durations read at a glance; unknown is a dash, never 0', () => {
@@ -26,7 +26,8 @@ describe('dashboard formatting', () => {
 
   it('asks the server only for what differs from its defaults, and flips or starts a sort', () => {
     assert.equal(statusQueryString(QUERY), '');
-    assert.equal(statusQueryString({ q: 'pay ment', sort: 'rate', order: 'desc', offset: 100, limit: 50 }), '?q=pay+ment&sort=rate&order=desc&offset=100');
+    assert.equal(statusQueryString({ q: 'pay ment', sort: 'rate', order: 'desc', offset: 100, limit: 50, tags: 'all' }), '?q=pay+ment&sort=rate&order=desc&offset=100');
+    assert.equal(statusQueryString({ ...QUERY, tags: 'in-use' }), '?tags=in-use');
     assert.deepEqual(nextSort({ ...QUERY, offset: 50 }, 'rate'), { ...QUERY, sort: 'rate', order: 'desc', offset: 0 });
     assert.deepEqual(nextSort({ ...QUERY, sort: 'rate', order: 'desc' }, 'rate'), { ...QUERY, sort: 'rate', order: 'asc' });
     assert.deepEqual(nextSort({ ...QUERY, sort: 'rate' }, 'tag'), { ...QUERY, sort: 'tag', order: 'asc' });

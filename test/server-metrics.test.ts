@@ -34,6 +34,24 @@ describe('/metrics', () => {
     }
   });
 
+  it('streams the text over a socket as it is made (chunked, no one big write)', async () => {
+    const server = await testServer({ port: 0 });
+    try {
+      const url = await server.listen();
+      await fetch(`${url}/v1/snowflake`);
+      const response = await fetch(`${url}/metrics`);
+      assert.equal(response.status, 200);
+      assert.equal(response.headers.get('transfer-encoding'), 'chunked');
+      assert.equal(response.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
+      const text = await response.text();
+      assert.match(text, /^# HELP idmint_process_cpu_user_seconds_total /);
+      assert.match(text, /^idmint_http_request_duration_seconds_count\{route="\/v1\/snowflake",status="200"\} 1$/m);
+      assert.ok(text.endsWith('\n') && !text.endsWith('\n\n\n'), 'ends as registry.metrics() ends');
+    } finally {
+      await server.close();
+    }
+  });
+
   it('counts requests that matched no route (404) and methods a path does not take (405)', async () => {
     const server = await testServer();
     try {

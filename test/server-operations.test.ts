@@ -169,7 +169,7 @@ describe('operations routes and behaviour (in-process)', () => {
       assert.deepEqual(query('get /v1/segment/{tag}'), ['count']);
       assert.deepEqual(query('get /v1/snowflake'), ['count']);
       assert.deepEqual(query('get /decodeSnowflakeId'), ['snowflakeId']);
-      assert.deepEqual(query('get /v1/status'), ['q', 'sort', 'order', 'offset', 'limit']);
+      assert.deepEqual(query('get /v1/status'), ['q', 'sort', 'order', 'offset', 'after', 'limit', 'tags']);
       for (const family of ['uuid7', 'uuid4', 'ulid', 'objectid']) assert.deepEqual(query(`get /v1/${family}`), ['count']);
       assert.deepEqual(query('get /v1/opaque/snowflake'), ['count']);
       assert.ok(doc.paths['/v1/tags']?.['post']?.requestBody !== undefined);

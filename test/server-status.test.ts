@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { defaultDashboardDir } from '../src/server/routes/dashboard.ts';
@@ -34,7 +35,7 @@ interface TagStatus {
 interface Status {
   auth: { enabled: boolean; admin: boolean };
   server: { requests: { requestsPerSecond: number; routes: { route: string; requests: number; p99Ms: number | null }[] } | null; errors: { code: string; count: number }[]; health: { name: string; ok: boolean; detail: string }[] };
-  segment: { total: number; matched: number; offset: number; limit: number; tags: TagStatus[] } | null;
+  segment: { total: number; inUse: number; matched: number; offset: number; limit: number; nextAfter: string | null; tags: TagStatus[] } | null;
   snowflake: { workerId: number; status: string; expiresInMs: number | null; horizon: string | null; validUntil: string | null; peerClock: unknown; rollbacks: { count: number; policy: string }; idsPerSecond: number | null } | null;
 }
 
@@ -134,14 +135,21 @@ describe('GET /v1/status (in-process, SQLite)', () => {
   });
 
   it('searches, sorts and pages the tags on the server, so thousands cost one page', async () => {
-    const server = await testServer();
+    const dir = mkdtempSync(join(tmpdir(), 'idmint-status-'));
+    const store = { segment: { store: `sqlite:${join(dir, 'tags.db')}` } };
+    const names: string[] = [];
+    for (let i = 0; i < 1200; i++) names.push(`t${String(i).padStart(4, '0')}${i % 100 === 7 ? '.pay' : ''}`);
+    await (await testServer(store)).close(); // creates the table
+    // Written straight into the table in one transaction (1,200 POSTs commit one by one), and
+    // then a node that starts on them has none in use (created on a node, a tag is in use there).
+    const db = new DatabaseSync(join(dir, 'tags.db'));
+    db.exec('BEGIN');
+    const insert = db.prepare('INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, 1, ?, CURRENT_TIMESTAMP)');
+    for (const tag of names) insert.run(tag, 10 + (i(tag) % 50));
+    db.exec('COMMIT');
+    db.close();
+    const server = await testServer(store);
     try {
-      const names: string[] = [];
-      for (let i = 0; i < 1200; i++) names.push(`t${String(i).padStart(4, '0')}${i % 100 === 7 ? '.pay' : ''}`);
-      for (const tag of names) {
-        const created = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag, step: 10 + (i(tag) % 50) } });
-        assert.equal(created.statusCode, 201);
-      }
       // Each tag's buffer loads on first use: draw from a few so some have a step.
       for (const tag of ['t0003', 't0010', 't0020']) await server.app.inject(`/api/segment/get/${tag}`);
       const first = await status(server);
@@ -158,8 +166,25 @@ describe('GET /v1/status (in-process, SQLite)', () => {
       assert.equal(desc.segment?.tags[0]?.tag, 't1199');
       const bySteps = await status(server, '?sort=step&order=desc&limit=3');
       assert.deepEqual(bySteps.segment?.tags.map((t) => t.tag).sort(), ['t0003', 't0010', 't0020']);
+      // The tags in use only, and their count beside the total.
+      const inUse = await status(server, '?tags=in-use');
+      assert.deepEqual(inUse.segment?.tags.map((t) => t.tag), ['t0003', 't0010', 't0020']);
+      assert.deepEqual([inUse.segment?.total, inUse.segment?.inUse, inUse.segment?.matched, inUse.segment?.nextAfter], [1200, 3, 3, null]);
+      // The cursor visits every tag exactly once, a bounded page at a time, down as well as up.
+      for (const order of ['asc', 'desc']) {
+        const seen: string[] = [];
+        let after: string | null = null;
+        do {
+          const page: Status = await status(server, `?order=${order}&limit=500${after === null ? '' : `&after=${encodeURIComponent(after)}`}`);
+          assert.ok((page.segment?.tags.length ?? 0) <= 500);
+          seen.push(...(page.segment?.tags.map((t) => t.tag) ?? []));
+          after = page.segment?.nextAfter ?? null;
+        } while (after !== null);
+        assert.deepEqual(seen, order === 'asc' ? [...names].sort() : [...names].sort().reverse(), order);
+      }
     } finally {
       await server.close();
+      rmSync(dir, { recursive: true, force: true });
     }
     function i(tag: string): number {
       return Number(tag.slice(1, 5));
@@ -177,6 +202,12 @@ describe('GET /v1/status (in-process, SQLite)', () => {
         ['?offset=-1', /offset must be an integer from 0/],
         ['?limit=1&limit=2', /limit must be given once/],
         [`?q=${'x'.repeat(129)}`, /q must be at most 128 characters/],
+        ['?tags=idle', /tags must be one of all, in-use, got "idle"/],
+        ['?after=', /after must be a tag name of 1 to 128 characters, got 0/],
+        [`?after=${'x'.repeat(129)}`, /after must be a tag name of 1 to 128 characters, got 129/],
+        ['?after=a&sort=rate', /after pages in name order: use it with sort=tag/],
+        ['?after=a&offset=5', /after and offset are two ways to page: give one of them/],
+        ['?after=a&after=b', /after must be given once/],
       ];
       for (const [query, message] of cases) {
         assert.match(assertError(await server.app.inject(`/v1/status${query}`), 400, 'INVALID_ARGUMENT'), message, query);
@@ -196,7 +227,7 @@ describe('GET /v1/status (in-process, SQLite)', () => {
       const doc = (await server.app.inject('/openapi.json')).json() as { paths: Record<string, Record<string, { operationId?: string; parameters?: { name: string }[] }>> };
       const operation = doc.paths['/v1/status']?.['get'];
       assert.equal(operation?.operationId, 'status');
-      assert.deepEqual(operation?.parameters?.map((p) => p.name).sort(), ['limit', 'offset', 'order', 'q', 'sort']);
+      assert.deepEqual(operation?.parameters?.map((p) => p.name).sort(), ['after', 'limit', 'offset', 'order', 'q', 'sort', 'tags']);
       assert.equal(doc.paths['/'], undefined, 'the page is not part of the API document');
     } finally {
       await server.close();

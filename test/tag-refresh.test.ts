@@ -12,7 +12,8 @@ import { changeIndexName } from '../src/stores/sql/sql-segment-store.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { SERVICES, describeWithServices } from './support/services.ts';
 
-const TIMEOUT_MS = 200;
+/** The store timeout: long enough for init's DDL on a loaded machine, short for the look-back. */
+const TIMEOUT_MS = 1000;
 
 for (const backend of Object.values(SEGMENT_BACKENDS)) {
   await describeWithServices(`tag refresh: ${backend.name}`, backend.services, () => {

@@ -66,6 +66,7 @@ export function statusQueryString(query: TagQuery): string {
   if (query.order !== 'asc') params.set('order', query.order);
   if (query.offset !== 0) params.set('offset', String(query.offset));
   if (query.limit !== 50) params.set('limit', String(query.limit));
+  if (query.tags !== 'all') params.set('tags', query.tags);
   const text = params.toString();
   return text === '' ? '' : `?${text}`;
 }

@@ -33,9 +33,11 @@ export interface SegmentStatus {
   readonly lastTagRefreshAt: string | null;
   readonly tagRefreshFailures: number;
   readonly total: number;
+  readonly inUse: number;
   readonly matched: number;
   readonly offset: number;
   readonly limit: number;
+  readonly nextAfter: string | null;
   readonly tags: readonly TagStatus[];
 }
 
@@ -97,4 +99,6 @@ export interface TagQuery {
   readonly order: 'asc' | 'desc';
   readonly offset: number;
   readonly limit: number;
+  /** Every tag, or only those in use on this node. */
+  readonly tags: 'all' | 'in-use';
 }

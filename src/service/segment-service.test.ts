@@ -397,6 +397,59 @@ describe('SegmentService: tags', () => {
     assert.deepEqual(service.stats().tags.map((t) => t.tag), ['a', 'b']);
   });
 
+  it('keeps tagNames sorted as stats lists them through look-ups, refreshes and close, with tagStats and tagCounts to match', async () => {
+    const { service, memory, clock } = await setup({ tagFullRefreshMs: 60_000 }, [{ tag: 'm', step: 10 }, { tag: 'b', step: 10 }]);
+    assert.deepEqual(service.tagNames(), ['b', 'm']);
+    await memory.createTag({ tag: 'a', step: 10 });
+    assert.equal(await draw(service, 'a'), 1n, 'created after the last list read: found by a look-up');
+    assert.deepEqual(service.tagNames(), ['a', 'b', 'm']);
+    assert.deepEqual(service.tagCounts(), { known: 3, inUse: 1 });
+    assert.equal(service.inUse('a'), true);
+    assert.equal(service.tagStats('a')?.loads, 1);
+    assert.equal(service.tagStats('m')?.loads, 0);
+    assert.equal(service.tagStats('zz'), undefined);
+    await memory.createTag({ tag: 'z', step: 10 });
+    memory.deleteTag('m');
+    await draw(service, 'b');
+    await service.refreshTags(); // incremental: z appears, m stays until a full read
+    assert.deepEqual(service.tagNames(), ['a', 'b', 'm', 'z']);
+    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+    clock.advance(60_000);
+    await service.refreshTags(); // full: m goes
+    assert.deepEqual(service.tagNames(), ['a', 'b', 'z']);
+    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+    await service.close();
+    assert.deepEqual(service.tagNames(), ['z'], 'the tags in use go with their buffers at close');
+    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+  });
+
+  it('names each tag once when it is first drawn from while a full read that listed it is still on its way', async () => {
+    const memory = await sqliteStore();
+    memory.bulkInsert(4500); // three pages
+    const store = new FaultySegmentStore(memory);
+    const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+    await service.start();
+    // New to the service, and in the full read's first page ('a-' sorts before 'bulk-').
+    const fresh = Array.from({ length: 40 }, (_, i) => `a-${i}`);
+    for (const tag of fresh) await memory.createTag({ tag, step: 10 });
+    const refreshing = service.refreshTags();
+    const draws: Promise<bigint>[] = [];
+    // One first draw a turn of the event loop, so some land between the read's pages, each after
+    // a status request has read the names (which folds what the read has noted so far).
+    for (const tag of fresh) {
+      await new Promise((resolve) => setImmediate(resolve));
+      service.tagNames();
+      draws.push(draw(service, tag));
+    }
+    await refreshing;
+    await Promise.all(draws);
+    const names = service.tagNames();
+    assert.equal(new Set(names).size, names.length, 'no name twice');
+    assert.deepEqual(names, service.stats().tags.map((t) => t.tag));
+    assert.equal(names.length, 4540);
+    await service.close();
+  });
+
   it('refreshes the tag list on its timer', async () => {
     const { service, memory } = await setup({ tagRefreshMs: 10 });
     await memory.createTag({ tag: 'later', step: 10 });

@@ -3,6 +3,7 @@ import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentRun, type SegmentTagStats } from '../core/segment-buffer.ts';
 import { SEGMENT_SERVICE_BOUNDS, TAG_PAGE_SIZE, checkTag, tagNotFound } from '../core/segment-limits.ts';
+import { SortedTagNames } from './sorted-tag-names.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
 import { withTimeout } from '../shared/timeout.ts';
 
@@ -119,6 +120,10 @@ export class SegmentService {
    * tag here without asking the store. Only a cache: a tag missing here is looked up.
    */
   #idle = new Map<string, number>();
+  /** The idle map a full read is building, while it is (see #adopt). */
+  #reading: Map<string, number> | undefined;
+  /** Every tag in #buffers or #idle, sorted by name: the status route's pages read it. */
+  readonly #names = new SortedTagNames();
   /**
    * Tags known to be opaque. Only ever added to while a tag exists: a store never turns an opaque
    * tag back, so a record that says otherwise is an older read, never a change to follow.
@@ -304,13 +309,38 @@ export class SegmentService {
 
   /**
    * A snapshot for the admin API: per tag its step, buffered IDs, loads, latency and failures,
-   * every tag the store listed included (those not drawn from yet show nothing loaded). Costs an
-   * object per tag: metrics read {@link activeStats}.
+   * every tag the store listed included (those not drawn from yet show nothing loaded), sorted by
+   * name. Costs an object per tag: the status route pages with {@link tagNames} and
+   * {@link tagStats}, metrics read {@link activeStats}.
    */
   stats(): SegmentServiceStats {
-    const tags = [...this.#buffers.values()].map((buffer) => buffer.stats());
-    for (const [tag, step] of this.#idle) if (!this.#buffers.has(tag)) tags.push(idleStats(tag, step));
-    return this.#snapshot(tags.sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0)));
+    return this.#snapshot(this.tagNames().map((tag) => this.tagStats(tag) as SegmentTagStats));
+  }
+
+  /**
+   * Every tag known (in use or listed by the store), sorted by name as {@link stats} sorts them,
+   * without an object per tag. The live array: read it before the next await, never change it.
+   */
+  tagNames(): readonly string[] {
+    return this.#names.names();
+  }
+
+  /** One known tag's stats (nothing loaded for a tag not in use), or undefined for an unknown tag. */
+  tagStats(tag: string): SegmentTagStats | undefined {
+    const buffer = this.#buffers.get(tag);
+    if (buffer !== undefined) return buffer.stats();
+    const step = this.#idle.get(tag);
+    return step === undefined ? undefined : idleStats(tag, step);
+  }
+
+  /** True when `tag` has a buffer (drawn from since start-up or its last change): what {@link activeStats} lists. */
+  inUse(tag: string): boolean {
+    return this.#buffers.has(tag);
+  }
+
+  /** Tags known and tags in use, without touching any of them. */
+  tagCounts(): { readonly known: number; readonly inUse: number } {
+    return { known: this.#buffers.size + this.#idle.size, inUse: this.#buffers.size };
   }
 
   /**
@@ -359,6 +389,7 @@ export class SegmentService {
     clearInterval(this.#timer);
     const buffers = [...this.#buffers.values()];
     this.#buffers.clear();
+    for (const buffer of buffers) this.#names.remove(buffer.tag);
     let releasedIds = 0;
     let wastedIds = 0;
     const failedReleases: SegmentReleaseFailure[] = [];
@@ -439,7 +470,11 @@ export class SegmentService {
     if (buffer === undefined) {
       buffer = new SegmentBuffer(record.tag, record.step, this.#settings);
       this.#buffers.set(record.tag, buffer);
-      this.#idle.delete(record.tag);
+      // Idle until now, in the list or in the one a full read is building: already in the name
+      // index, and idle no more. Only a tag neither has is a new name.
+      const wasIdle = this.#idle.delete(record.tag);
+      const wasRead = this.#reading?.delete(record.tag) ?? false;
+      if (!wasIdle && !wasRead) this.#names.add(record.tag);
       this.#createdAt.set(buffer, ++this.#created);
     } else {
       buffer.setTagStep(record.step);
@@ -497,13 +532,19 @@ export class SegmentService {
     const inUse = new Set<string>();
     const present = (tag: string) => idle.has(tag) || inUse.has(tag);
     let after: string | undefined;
-    do {
-      if (after !== undefined) await new Promise((resolve) => setImmediate(resolve));
-      const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
-      if (this.#closing !== undefined) return 0;
-      for (const record of page.records) if (this.#note(record, idle)) inUse.add(record.tag);
-      after = page.next;
-    } while (after !== undefined);
+    this.#reading = idle;
+    try {
+      do {
+        if (after !== undefined) await new Promise((resolve) => setImmediate(resolve));
+        const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
+        if (this.#closing !== undefined) return 0;
+        for (const record of page.records) if (this.#note(record, idle)) inUse.add(record.tag);
+        after = page.next;
+      } while (after !== undefined);
+    } finally {
+      this.#reading = undefined;
+    }
+    for (const tag of this.#idle.keys()) if (!present(tag)) this.#names.remove(tag);
     this.#idle = idle;
     // Deleted tags go; an empty table clears everything (Leaf kept serving deleted tags forever
     // when the table became empty). Only buffers older than the read: dropping a newer one would
@@ -513,8 +554,11 @@ export class SegmentService {
       if (!present(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
         this.#buffers.delete(tag);
         this.#opaque.delete(tag);
+        this.#names.remove(tag);
       }
     }
+    // The first read adds every tag: sort them now, before the node is ready, not in a request.
+    this.#names.fold();
     for (const tag of this.#opaque) if (!present(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
     this.#changeCursor = cursor;
     this.#nextFullReadAt = this.#clock.now() + this.#tagFullRefreshMs;
@@ -522,12 +566,18 @@ export class SegmentService {
     return idle.size + inUse.size;
   }
 
-  /** A record a refresh read: a tag in use takes its step (true), another is noted in `idle` (false). */
+  /**
+   * A record a refresh read into `idle` (the idle map, or the one a full read is building): a tag
+   * in use takes its step (true), another is noted in `idle` (false), and a name this service did
+   * not know joins the name index.
+   */
   #note(record: TagRecord, idle: Map<string, number>): boolean {
     if (record.opaque === true) this.#opaque.add(record.tag);
     this.#negative.delete(record.tag);
     const buffer = this.#buffers.get(record.tag);
     if (buffer === undefined) {
+      // A page may repeat a tag (Redis): only its first sight is new.
+      if (!this.#idle.has(record.tag) && !idle.has(record.tag)) this.#names.add(record.tag);
       idle.set(record.tag, record.step);
       return false;
     }
@@ -542,7 +592,7 @@ export class SegmentService {
 }
 
 /** What {@link SegmentService.stats} shows for a tag nobody has drawn from: nothing loaded yet. */
-function idleStats(tag: string, step: number): SegmentTagStats {
+export function idleStats(tag: string, step: number): SegmentTagStats {
   return { tag, step: 0, tagStep: step, remaining: 0, nextReady: false, loading: false, loads: 0, loadFailures: 0, abandonedLoads: 0, loadMsTotal: 0, loadMsMax: 0, lastError: null, lastErrorCode: null, issued: 0, range: null, next: null };
 }
 

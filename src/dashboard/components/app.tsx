@@ -12,7 +12,7 @@ const POLL_MS = 1500;
 /** The token lives for the tab's session only: it is a credential. */
 const TOKEN_KEY = 'idmint.token';
 const THEME_KEY = 'idmint.theme';
-const DEFAULT_QUERY: TagQuery = { q: '', sort: 'tag', order: 'asc', offset: 0, limit: 50 };
+const DEFAULT_QUERY: TagQuery = { q: '', sort: 'tag', order: 'asc', offset: 0, limit: 50, tags: 'all' };
 
 export type Theme = 'system' | 'light' | 'dark';
 const THEMES: readonly Theme[] = ['system', 'light', 'dark'];

@@ -66,13 +66,20 @@ export function TagsPanel(props: {
     <section class="panel tags" aria-labelledby="tags-title">
       <div class="panel-head">
         <h2 id="tags-title">
-          Tags <span class="muted">{formatCount(segment.total)} · store {segment.store}</span>
+          Tags{' '}
+          <span class="muted">
+            {formatCount(segment.total)} · {formatCount(segment.inUse)} in use · store {segment.store}
+          </span>
         </h2>
         <div class="toolbar">
           <label for="tag-search" class="visually-hidden">
             Search tags
           </label>
           <input id="tag-search" type="search" placeholder="Search tags" value={search} onInput={(event) => setSearch((event.currentTarget as HTMLInputElement).value)} />
+          <label class="check">
+            <input type="checkbox" checked={query.tags === 'in-use'} onChange={(event) => props.onQuery({ ...query, tags: (event.currentTarget as HTMLInputElement).checked ? 'in-use' : 'all', offset: 0 })} />
+            In use only
+          </label>
           {props.admin && (
             <button type="button" class="primary" onClick={() => setCreating(true)}>
               New tag
@@ -116,7 +123,7 @@ export function TagsPanel(props: {
           </tbody>
         </table>
       </div>
-      {segment.tags.length === 0 && <p class="muted empty">{segment.total === 0 ? 'No tags yet.' : 'No tag matches the search.'}</p>}
+      {segment.tags.length === 0 && <p class="muted empty">{segment.total === 0 ? 'No tags yet.' : query.tags === 'in-use' && query.q === '' ? 'No tag in use on this node yet.' : 'No tag matches the search.'}</p>}
       <nav class="pager" aria-label="Tag pages">
         <span aria-live="polite">
           {formatCount(first)}–{formatCount(last)} of {formatCount(segment.matched)}

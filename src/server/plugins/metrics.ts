@@ -88,18 +88,13 @@ export class ServerMetrics {
     }
     const issued = this.issued;
     const hasSnowflake = () => this.#sources.snowflake !== undefined;
-    new Counter({
-      name: `${prefix}ids_issued_total`,
-      help: 'IDs handed out, by mode (segment, snowflake, or an ID family: uuid7, uuid4, ulid, objectid) and (segment mode) tag.',
-      labelNames: ['mode', 'tag'],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        if (hasSnowflake()) this.inc({ mode: 'snowflake', tag: '' }, issued.snowflake);
-        for (const [tag, total] of sumByLabel(issued.segmentTotals(), tags, ([name]) => name, ([, n]) => n)) this.inc({ mode: 'segment', tag }, total);
-        for (const [family, total] of issued.familyTotals()) this.inc({ mode: family, tag: '' }, total);
-      },
-    });
+    this.registry.registerMetric(
+      new ComputedMetric(`${prefix}ids_issued_total`, 'IDs handed out, by mode (segment, snowflake, or an ID family: uuid7, uuid4, ulid, objectid) and (segment mode) tag.', 'counter', function* () {
+        if (hasSnowflake()) yield [{ mode: 'snowflake', tag: '' }, issued.snowflake];
+        for (const [tag, total] of sumByLabel(issued.segmentTotals(), tags, ([name]) => name, ([, n]) => n)) yield [{ mode: 'segment', tag }, total];
+        for (const [family, total] of issued.familyTotals()) yield [{ mode: family, tag: '' }, total];
+      }) as unknown as Metric,
+    );
     this.#requests = new LatencyHistogram(`${prefix}http_request_duration_seconds`, 'Time from request to response, by route and status code.', REQUEST_BUCKETS);
     this.#loads = new LatencyHistogram(`${prefix}segment_range_load_seconds`, 'Time to allocate a range from the store, by tag (successful loads).', LOAD_BUCKETS);
     this.registry.registerMetric(this.#requests as unknown as Metric);
@@ -173,31 +168,17 @@ export class ServerMetrics {
       inUse = snapshot.tags.filter((tag) => tag.loads + tag.loadFailures > 0);
     };
     // A setting (a step) summed over tags means nothing: such gauges have no `_other` series.
-    const gauge = (name: string, help: string, read: (tag: TagStats) => number, options: { fresh?: boolean; setting?: boolean } = {}) =>
-      new Gauge({
-        name: `${prefix}${name}`,
-        help,
-        labelNames: ['tag'],
-        registers,
-        collect() {
+    const perTag = (type: 'gauge' | 'counter', name: string, help: string, read: (tag: TagStats) => number, options: { fresh?: boolean; setting?: boolean } = {}) =>
+      this.registry.registerMetric(
+        new ComputedMetric(`${prefix}${name}`, help, type, function* () {
           if (options.fresh === true) take();
-          this.reset();
           for (const [tag, value] of sumByLabel(inUse, tags, (t) => t.tag, read)) {
-            if (options.setting !== true || tag !== OTHER_TAG) this.set({ tag }, value);
+            if (options.setting !== true || tag !== OTHER_TAG) yield [{ tag }, value];
           }
-        },
-      });
-    const counter = (name: string, help: string, read: (tag: TagStats) => number) =>
-      new Counter({
-        name: `${prefix}${name}`,
-        help,
-        labelNames: ['tag'],
-        registers,
-        collect() {
-          this.reset();
-          for (const [tag, value] of sumByLabel(inUse, tags, (t) => t.tag, read)) this.inc({ tag }, value);
-        },
-      });
+        }) as unknown as Metric,
+      );
+    const gauge = (name: string, help: string, read: (tag: TagStats) => number, options: { fresh?: boolean; setting?: boolean } = {}) => perTag('gauge', name, help, read, options);
+    const counter = (name: string, help: string, read: (tag: TagStats) => number) => perTag('counter', name, help, read);
     gauge('segment_step', 'Step of the latest range loaded (the dynamic step).', (t) => t.step, { fresh: true, setting: true });
     gauge('segment_tag_step', "The tag's configured step: the dynamic step's floor.", (t) => t.tagStep, { setting: true });
     gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
@@ -302,6 +283,36 @@ class LatencySeries {
 }
 
 /**
+ * A gauge or counter whose samples are computed when read, as a prom-client Gauge or Counter with a
+ * `collect()` that resets and sets them would hold, and formatted the same by the registry. Those
+ * hash the label object on every set()/inc(): with metrics.maxTagSeries tags in use, each per-tag
+ * metric is 501 samples a scrape, one step of scrape.ts that prom-client made several times longer.
+ */
+class ComputedMetric {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'gauge' | 'counter';
+  readonly aggregator = 'sum';
+  readonly #samples: () => Iterable<readonly [Record<string, string>, number]>;
+
+  constructor(name: string, help: string, type: 'gauge' | 'counter', samples: () => Iterable<readonly [Record<string, string>, number]>) {
+    this.name = name;
+    this.help = help;
+    this.type = type;
+    this.#samples = samples;
+  }
+
+  get() {
+    const values: { value: number; labels: Record<string, string> }[] = [];
+    for (const [labels, value] of this.#samples()) values.push({ value, labels });
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  /** Part of prom-client's metric interface (`registry.resetMetrics()`): nothing is kept between reads. */
+  reset(): void {}
+}
+
+/**
  * A Prometheus histogram for the per-request path. prom-client's Histogram hashes its label
  * object on every observation, which cost about a tenth of the single-ID routes' throughput;
  * here the series is looked up once per label set, and an observation is a few comparisons and
@@ -329,8 +340,26 @@ class LatencyHistogram {
   }
 
   get() {
+    return this.#data(this.#series);
+  }
+
+  /**
+   * As {@link get}, a few series at a time, each piece built when taken (scrape.ts yields between
+   * them): with metrics.maxTagSeries tags loading ranges, the load histogram is 8,000 samples.
+   * Series created while a scrape runs are included; each series is read whole, in one piece.
+   */
+  *pieces(maxValues: number) {
+    const perPiece = Math.max(1, Math.floor(maxValues / (this.#bounds.length + 3)));
+    let from = 0;
+    do {
+      yield this.#data(this.#series.slice(from, from + perPiece));
+      from += perPiece;
+    } while (from < this.#series.length);
+  }
+
+  #data(seriesList: readonly LatencySeries[]) {
     const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
-    for (const series of this.#series) {
+    for (const series of seriesList) {
       let cumulative = 0;
       this.#bounds.forEach((bound, i) => {
         cumulative += series.counts[i] ?? 0;

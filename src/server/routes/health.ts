@@ -1,6 +1,7 @@
+import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import { scrapeText } from '../plugins/scrape.ts';
+import { scrapeChunks } from '../plugins/scrape.ts';
 
 /** One readiness check: its name and whether it passes now, with a word on why not. */
 export interface ReadinessCheck {
@@ -94,9 +95,10 @@ export function healthRoutes(app: FastifyInstance, checks: readonly ReadinessChe
           },
         },
       },
-      async (_request, reply) => {
-        const text = await scrapeText(metrics);
-        reply.type(metrics.contentType).send(text);
+      (_request, reply) => {
+        // Streamed as it is made (see scrapeChunks); a failure part way ends the answer early,
+        // which Prometheus counts as a failed scrape, as it would a 500.
+        return reply.type(metrics.contentType).send(Readable.from(scrapeChunks(metrics), { objectMode: false }));
       },
     );
   }

@@ -4,6 +4,7 @@ import type { Layout } from '../../core/layout.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
 import type { SnowflakeWorker } from '../../service/snowflake-worker.ts';
 import type { SegmentTagStats } from '../../core/segment-buffer.ts';
+import { SELECTIONS, SORTS, fill, tagPage, type Selection, type Sort, type TagPageQuery } from './status-tags.ts';
 import { clip } from '../input.ts';
 import type { Principal } from '../plugins/auth.ts';
 import type { ErrorCounts } from '../plugins/error-counts.ts';
@@ -25,9 +26,6 @@ export interface StatusRouteDeps {
   readonly checks: readonly ReadinessCheck[];
 }
 
-/** Sort keys of the tag list. */
-const SORTS = ['tag', 'fill', 'remaining', 'rate', 'step', 'latency', 'failures'] as const;
-type Sort = (typeof SORTS)[number];
 /** Tags per page by default, and at most: the page asks for one page, however many tags exist. */
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 500;
@@ -39,7 +37,9 @@ const STATUS_QUERY = {
     sort: { type: 'string', enum: [...SORTS], default: 'tag', description: 'Order of the tag list: by name, buffer fill, IDs buffered, IDs/s over the last minute, current step, last load latency, or failed loads.' },
     order: { type: 'string', enum: ['asc', 'desc'], default: 'asc' },
     offset: { type: 'integer', minimum: 0, default: 0, description: 'Tags to skip (paging).' },
+    after: { type: 'string', minLength: 1, maxLength: 128, description: 'Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after this tag (before it with `order=desc`); pass the previous answer\'s `nextAfter`.' },
     limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: `Tags in one answer, 1 to ${MAX_LIMIT}.` },
+    tags: { type: 'string', enum: [...SELECTIONS], default: 'all', description: '`all`: every tag the store lists; `in-use`: only the tags in use on this node (drawn from, created or changed here since start-up).' },
   },
 } as const;
 
@@ -137,15 +137,17 @@ const STATUS_SCHEMA = {
     segment: {
       type: ['object', 'null'],
       description: 'Segment mode; null when it is off.',
-      required: ['store', 'lastTagRefreshAt', 'tagRefreshFailures', 'total', 'matched', 'offset', 'limit', 'tags'],
+      required: ['store', 'lastTagRefreshAt', 'tagRefreshFailures', 'total', 'inUse', 'matched', 'offset', 'limit', 'nextAfter', 'tags'],
       properties: {
         store: { type: 'string' },
         lastTagRefreshAt: TIME,
         tagRefreshFailures: { type: 'integer' },
         total: { type: 'integer', description: 'Tags the caller may see.' },
-        matched: { type: 'integer', description: 'Of those, tags matching `q`.' },
+        inUse: { type: 'integer', description: 'Of those, tags in use on this node (drawn from, created or changed here since start-up).' },
+        matched: { type: 'integer', description: 'Of those, tags in the list paged: matching `q`, and in use with `tags=in-use`.' },
         offset: { type: 'integer' },
         limit: { type: 'integer' },
+        nextAfter: { type: ['string', 'null'], description: 'With `sort=tag`, the `after` of the next page when more tags follow; else null.' },
         tags: { type: 'array', items: { $ref: 'TagStatus#' } },
       },
     },
@@ -244,16 +246,8 @@ export function statusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void 
   );
 }
 
-interface StatusQuery {
-  readonly q: string;
-  readonly sort: Sort;
-  readonly desc: boolean;
-  readonly offset: number;
-  readonly limit: number;
-}
-
 /** The query string, checked by hand as the ID routes' (see input.ts), with messages that say what is allowed. */
-function parseQuery(raw: Record<string, unknown>): StatusQuery {
+function parseQuery(raw: Record<string, unknown>): TagPageQuery {
   const single = (name: string): string | undefined => {
     const value = raw[name];
     if (Array.isArray(value)) throw new IdMintError('INVALID_ARGUMENT', `${name} must be given once, got more than one value`);
@@ -272,7 +266,17 @@ function parseQuery(raw: Record<string, unknown>): StatusQuery {
     if (value >= min && value <= max) return value;
     throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max}, got "${clip(text)}"`);
   };
-  return { q: q.toLowerCase(), sort: sort as Sort, desc: order === 'desc', offset: integer('offset', 0, 0, 999_999_999), limit: integer('limit', DEFAULT_LIMIT, 1, MAX_LIMIT) };
+  const tags = single('tags') ?? 'all';
+  if (!(SELECTIONS as readonly string[]).includes(tags)) throw new IdMintError('INVALID_ARGUMENT', `tags must be one of ${SELECTIONS.join(', ')}, got "${clip(tags)}"`);
+  const offset = integer('offset', 0, 0, 999_999_999);
+  const after = single('after');
+  if (after !== undefined) {
+    // A tag name is 1 to 128 characters (core's checkTag); a cursor that is no name pages nowhere.
+    if (after.length === 0 || after.length > 128) throw new IdMintError('INVALID_ARGUMENT', `after must be a tag name of 1 to 128 characters, got ${after.length}`);
+    if (sort !== 'tag') throw new IdMintError('INVALID_ARGUMENT', `after pages in name order: use it with sort=tag, not sort=${sort}`);
+    if (offset !== 0) throw new IdMintError('INVALID_ARGUMENT', 'after and offset are two ways to page: give one of them');
+  }
+  return { q: q.toLowerCase(), sort: sort as Sort, desc: order === 'desc', offset, after, limit: integer('limit', DEFAULT_LIMIT, 1, MAX_LIMIT), tags: tags as Selection };
 }
 
 function serverStatus(deps: StatusRouteDeps) {
@@ -290,7 +294,8 @@ function serverStatus(deps: StatusRouteDeps) {
  * this entry is for every token) and a tag list that has not been re-read for two periods.
  */
 function storeHealth(segments: NonNullable<StatusRouteDeps['segments']>): { name: string; ok: boolean; detail: string } {
-  const stats = segments.service.stats();
+  // Only a tag in use can fail to load: the tags nobody draws from cost nothing here.
+  const stats = segments.service.activeStats();
   const failing = stats.tags.filter((tag) => tag.lastErrorCode !== null);
   const name = `segment store (${segments.backend})`;
   if (failing.length > 0) {
@@ -302,54 +307,28 @@ function storeHealth(segments: NonNullable<StatusRouteDeps['segments']>): { name
   return { name, ok: true, detail: 'ok' };
 }
 
-function segmentStatus(deps: StatusRouteDeps, segments: NonNullable<StatusRouteDeps['segments']>, query: StatusQuery, principal: Principal | undefined, admin: boolean) {
-  const stats = segments.service.stats();
-  const visible = principal === undefined ? stats.tags : stats.tags.filter((tag) => principal.allows(tag.tag));
-  const matched = query.q === '' ? visible : visible.filter((tag) => tag.tag.toLowerCase().includes(query.q));
+function segmentStatus(deps: StatusRouteDeps, segments: NonNullable<StatusRouteDeps['segments']>, query: TagPageQuery, principal: Principal | undefined, admin: boolean) {
+  const service = segments.service;
   const rates = deps.sampler.segments.rates;
   const steps = deps.sampler.segments.steps;
-  const key = sortKey(query.sort, (tag) => rates.perSecond(tag) ?? -1, (tag) => steps.loads(tag).at(-1)?.ms ?? -1);
-  const sign = query.desc ? -1 : 1;
-  const sorted = query.sort === 'tag' ? (query.desc ? [...matched].reverse() : matched) : [...matched].sort((a, b) => sign * (key(a) - key(b)) || (a.tag < b.tag ? -1 : 1));
-  const page = sorted.slice(query.offset, query.offset + query.limit);
+  const page = tagPage(service, query, {
+    allows: principal === undefined ? undefined : (tag) => principal.allows(tag),
+    rate: (tag) => rates.perSecond(tag) ?? undefined,
+    latency: (tag) => steps.loads(tag).at(-1)?.ms,
+  });
+  const stats = service.activeStats();
   return {
     store: segments.backend,
     lastTagRefreshAt: stats.lastTagRefreshAt === null ? null : new Date(stats.lastTagRefreshAt).toISOString(),
     tagRefreshFailures: stats.tagRefreshFailures,
-    total: visible.length,
-    matched: matched.length,
+    total: page.total,
+    inUse: page.inUse,
+    matched: page.matched,
     offset: query.offset,
     limit: query.limit,
-    tags: page.map((tag) => tagStatus(tag, deps, segments.prefetchThreshold, admin)),
+    nextAfter: page.nextAfter,
+    tags: page.tags.map((tag) => tagStatus(tag, deps, segments.prefetchThreshold, admin)),
   };
-}
-
-/** A number to sort tags by (stats are sorted by name already). */
-function sortKey(sort: Sort, rate: (tag: string) => number, latency: (tag: string) => number): (tag: SegmentTagStats) => number {
-  switch (sort) {
-    case 'fill':
-      return (tag) => fill(tag);
-    case 'remaining':
-      return (tag) => tag.remaining;
-    case 'rate':
-      return (tag) => rate(tag.tag);
-    case 'step':
-      return (tag) => tag.step;
-    case 'latency':
-      return (tag) => latency(tag.tag);
-    case 'failures':
-      return (tag) => tag.loadFailures;
-    case 'tag':
-      return () => 0;
-  }
-}
-
-/** Buffered IDs over what both buffers hold when full (the current range's size and the next's, or the step when none is loaded). */
-function fill(tag: SegmentTagStats): number {
-  if (tag.range === null) return 0;
-  const current = Number(tag.range.end - tag.range.start);
-  const next = tag.next === null ? tag.step : Number(tag.next.end - tag.next.start);
-  return current + next === 0 ? 0 : Math.min(1, tag.remaining / (current + next));
 }
 
 function tagStatus(tag: SegmentTagStats, deps: StatusRouteDeps, prefetchThreshold: number, admin: boolean) {
