@@ -47,9 +47,9 @@ async function serveUntilExit(args: string[]): Promise<{ code: number | null; si
 
 describe('idmint serve against a store or registry that accepts connections but never answers', () => {
   const cases: [string, (hole: string) => string[], RegExp][] = [
-    ['Redis store', (hole) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): redis store: listTags timed out after 1000 ms\n$/],
-    ['PostgreSQL store', (hole) => ['--no-snowflake-enabled', '--segment-store', `postgres://idmint@${hole}/ids`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): postgres store: listTags (timed out after 1000 ms|failed: .*timeout)\n$/],
-    ['MySQL store', (hole) => ['--no-snowflake-enabled', '--segment-store', `mysql://idmint@${hole}/ids`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): mysql store: listTags (timed out after 1000 ms|failed: .*ETIMEDOUT)\n$/],
+    ['Redis store', (hole) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): redis store: listTagChanges timed out after 1000 ms\n$/],
+    ['PostgreSQL store', (hole) => ['--no-snowflake-enabled', '--segment-store', `postgres://idmint@${hole}/ids`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): postgres store: listTagChanges (timed out after 1000 ms|failed: .*timeout)\n$/],
+    ['MySQL store', (hole) => ['--no-snowflake-enabled', '--segment-store', `mysql://idmint@${hole}/ids`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): mysql store: listTagChanges (timed out after 1000 ms|failed: .*ETIMEDOUT)\n$/],
     ['Redis registry', (hole) => ['--no-segment-enabled', '--worker-registry', `redis://${hole}/0`], /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): redis worker registry at 127\.0\.0\.1:\d+ cannot be reached: .*\n$/],
     ['etcd registry', (hole) => ['--no-segment-enabled', '--worker-registry', `etcd://${hole}/hang`], /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): etcd worker registry at http:\/\/127\.0\.0\.1:\d+ cannot be reached: .*\n$/],
     ['ZooKeeper registry', (hole) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`], /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): zookeeper worker registry at 127\.0\.0\.1:\d+ cannot be reached: .*\n$/],
