@@ -367,23 +367,35 @@ describe('SegmentService: tags', () => {
     assert.deepEqual([service.stats().tagRefreshes, service.stats().fullTagRefreshes, service.stats().tagRowsRead], [4, 2, 603]);
   });
 
-  it('reads every tag a page at a time, letting other work run between pages', async () => {
+  it('reads every tag a page at a time, letting other work run between pages and while it sweeps out deleted tags', async () => {
     const memory = await sqliteStore();
     memory.bulkInsert(4500);
     const store = new FaultySegmentStore(memory);
-    const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0 });
-    let turns = 0;
-    let reading = true;
-    const tick = () => {
-      turns++;
-      if (reading) setImmediate(tick);
+    const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+    /** Turns of the event loop other work got while `run` ran. */
+    const turnsDuring = async (run: () => Promise<void>) => {
+      let turns = 0;
+      let running = true;
+      const tick = () => {
+        turns++;
+        if (running) setImmediate(tick);
+      };
+      setImmediate(tick);
+      await run();
+      running = false;
+      return turns;
     };
-    setImmediate(tick);
-    await service.start();
-    reading = false;
+    const atStart = await turnsDuring(() => service.start());
     assert.equal(store.calls.listTagPage, 3, '4,500 tags in pages of 2,000');
     assert.equal(service.stats().tags.length, 4500);
-    assert.ok(turns >= 2, `other work ran between the pages (${turns} turns of the event loop)`);
+    assert.ok(atStart >= 2, `other work ran between the pages (${atStart} turns of the event loop)`);
+    memory.deleteTag('bulk-7');
+    const later = await turnsDuring(() => service.refreshTags());
+    // Two between the three pages, two more while the 4,500 idle tags are swept 2,000 at a time.
+    assert.ok(later >= 4, `other work ran between the pages and during the sweep (${later} turns)`);
+    assert.equal(service.stats().tags.length, 4499);
+    assert.equal(service.tagStats('bulk-7'), undefined, 'the deleted tag is gone');
+    assert.equal(service.tagStats('bulk-8')?.tagStep, 10, 'the others keep their step');
   });
 
   it('creates no buffer for a listed tag until its first draw; stats still lists it, activeStats only tags in use', async () => {

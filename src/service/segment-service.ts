@@ -115,13 +115,15 @@ export class SegmentService {
   /** Tags in use: a buffer is created on a tag's first draw, never for every tag at start-up. */
   readonly #buffers = new Map<string, SegmentBuffer>();
   /**
-   * Tags the last list read found and nobody has drawn from yet: name -> configured step. A
-   * number per tag instead of a buffer (about a tenth of the memory); a first draw finds its
-   * tag here without asking the store. Only a cache: a tag missing here is looked up.
+   * Tags the refreshes found and nobody has drawn from yet: name -> configured step and the mark
+   * of the full read that last saw it ({@link idleEntry}). A number per tag instead of a buffer
+   * (about a tenth of the memory); a first draw finds its tag here without asking the store.
+   * Only a cache: a tag missing here is looked up. Kept in place across full reads: building a
+   * new map of a million tags stalls the event loop each time it grows (V8 rehashes it whole).
    */
-  #idle = new Map<string, number>();
-  /** The idle map a full read is building, while it is (see #adopt). */
-  #reading: Map<string, number> | undefined;
+  readonly #idle = new Map<string, number>();
+  /** The mark, 0 or 1, of the latest full read: it flips at the start of each. */
+  #readMark = 0;
   /** Every tag in #buffers or #idle, sorted by name: the status route's pages read it. */
   readonly #names = new SortedTagNames();
   /**
@@ -212,9 +214,9 @@ export class SegmentService {
 
   /** The buffer of a listed tag on its first draw (starting its first load), or undefined. */
   #wake(tag: string): SegmentBuffer | undefined {
-    const step = this.#idle.get(tag);
-    if (step === undefined || this.#closing !== undefined) return undefined;
-    return this.#adopt({ tag, step, opaque: this.#opaque.has(tag) });
+    const entry = this.#idle.get(tag);
+    if (entry === undefined || this.#closing !== undefined) return undefined;
+    return this.#adopt({ tag, step: entryStep(entry), opaque: this.#opaque.has(tag) });
   }
 
   /**
@@ -329,8 +331,8 @@ export class SegmentService {
   tagStats(tag: string): SegmentTagStats | undefined {
     const buffer = this.#buffers.get(tag);
     if (buffer !== undefined) return buffer.stats();
-    const step = this.#idle.get(tag);
-    return step === undefined ? undefined : idleStats(tag, step);
+    const entry = this.#idle.get(tag);
+    return entry === undefined ? undefined : idleStats(tag, entryStep(entry));
   }
 
   /** True when `tag` has a buffer (drawn from since start-up or its last change): what {@link activeStats} lists. */
@@ -470,11 +472,8 @@ export class SegmentService {
     if (buffer === undefined) {
       buffer = new SegmentBuffer(record.tag, record.step, this.#settings);
       this.#buffers.set(record.tag, buffer);
-      // Idle until now, in the list or in the one a full read is building: already in the name
-      // index, and idle no more. Only a tag neither has is a new name.
-      const wasIdle = this.#idle.delete(record.tag);
-      const wasRead = this.#reading?.delete(record.tag) ?? false;
-      if (!wasIdle && !wasRead) this.#names.add(record.tag);
+      // An idle tag is in the name index already, and idle no more.
+      if (!this.#idle.delete(record.tag)) this.#names.add(record.tag);
       this.#createdAt.set(buffer, ++this.#created);
     } else {
       buffer.setTagStep(record.step);
@@ -510,7 +509,7 @@ export class SegmentService {
   async #readTagChanges(cursor: string): Promise<number> {
     const changes = await this.#bounded(this.#store.listTagChanges(cursor), 'reading tag changes');
     if (this.#closing !== undefined) return 0;
-    for (const record of changes.records) this.#note(record, this.#idle);
+    for (const record of changes.records) this.#note(record);
     this.#changeCursor = changes.cursor;
     return changes.records.length;
   }
@@ -526,30 +525,36 @@ export class SegmentService {
     // created and looked up while the read is on its way): the list cannot say they are gone.
     const createdBeforeRead = this.#created;
     const { cursor } = await this.#bounded(this.#store.listTagChanges(undefined), 'reading the store clock');
-    // Tags in use take the step read; the others are only noted (no buffer until a first draw).
-    // A tag read is in one or the other, so no third collection of every name is needed.
-    const idle = new Map<string, number>();
+    // Idle tags the read finds take this read's mark; tags in use it finds are noted here. The
+    // idle tags left with the other mark afterwards are the ones it did not find.
+    const mark = (this.#readMark ^= 1);
     const inUse = new Set<string>();
-    const present = (tag: string) => idle.has(tag) || inUse.has(tag);
+    let rows = 0;
     let after: string | undefined;
-    this.#reading = idle;
-    try {
-      do {
-        if (after !== undefined) await new Promise((resolve) => setImmediate(resolve));
-        const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
-        if (this.#closing !== undefined) return 0;
-        for (const record of page.records) if (this.#note(record, idle)) inUse.add(record.tag);
-        after = page.next;
-      } while (after !== undefined);
-    } finally {
-      this.#reading = undefined;
-    }
-    for (const tag of this.#idle.keys()) if (!present(tag)) this.#names.remove(tag);
-    this.#idle = idle;
+    do {
+      if (after !== undefined) await yieldToEventLoop();
+      const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
+      if (this.#closing !== undefined) return 0;
+      for (const record of page.records) if (this.#note(record)) inUse.add(record.tag);
+      rows += page.records.length;
+      after = page.next;
+    } while (after !== undefined);
     // Deleted tags go; an empty table clears everything (Leaf kept serving deleted tags forever
-    // when the table became empty). Only buffers older than the read: dropping a newer one would
-    // lose its ranges, and a request still drawing from it would then issue IDs below the fresh
-    // buffer's (no longer increasing).
+    // when the table became empty). The idle ones a few thousand at a time, the loop free in
+    // between (a draw meanwhile only takes a tag out of the map).
+    let swept = 0;
+    for (const [tag, entry] of this.#idle) {
+      if (entryMark(entry) !== mark) {
+        this.#idle.delete(tag);
+        this.#names.remove(tag);
+      }
+      if (++swept % TAG_PAGE_SIZE === 0) await yieldToEventLoop();
+    }
+    if (this.#closing !== undefined) return 0;
+    const present = (tag: string) => inUse.has(tag) || this.#idle.has(tag);
+    // Of the buffers, only those older than the read: dropping a newer one would lose its ranges,
+    // and a request still drawing from it would then issue IDs below the fresh buffer's (no
+    // longer increasing).
     for (const [tag, buffer] of this.#buffers) {
       if (!present(tag) && (this.#createdAt.get(buffer) ?? 0) <= createdBeforeRead) {
         this.#buffers.delete(tag);
@@ -563,22 +568,20 @@ export class SegmentService {
     this.#changeCursor = cursor;
     this.#nextFullReadAt = this.#clock.now() + this.#tagFullRefreshMs;
     this.#fullTagRefreshes++;
-    return idle.size + inUse.size;
+    return rows;
   }
 
   /**
-   * A record a refresh read into `idle` (the idle map, or the one a full read is building): a tag
-   * in use takes its step (true), another is noted in `idle` (false), and a name this service did
-   * not know joins the name index.
+   * A record a refresh read: a tag in use takes its step (true); another is noted idle with the
+   * latest full read's mark (false), and joins the name index if it is new.
    */
-  #note(record: TagRecord, idle: Map<string, number>): boolean {
+  #note(record: TagRecord): boolean {
     if (record.opaque === true) this.#opaque.add(record.tag);
     this.#negative.delete(record.tag);
     const buffer = this.#buffers.get(record.tag);
     if (buffer === undefined) {
-      // A page may repeat a tag (Redis): only its first sight is new.
-      if (!this.#idle.has(record.tag) && !idle.has(record.tag)) this.#names.add(record.tag);
-      idle.set(record.tag, record.step);
+      if (!this.#idle.has(record.tag)) this.#names.add(record.tag);
+      this.#idle.set(record.tag, idleEntry(record.step, this.#readMark));
       return false;
     }
     buffer.setTagStep(record.step);
@@ -589,6 +592,23 @@ export class SegmentService {
   #bounded<T>(call: Promise<T>, what: string): Promise<T> {
     return withTimeout(call, this.#loadTimeoutMs, () => storeTimeout(what, this.#loadTimeoutMs));
   }
+}
+
+/** An idle tag's entry: its step (1 to 2^31-1) and a full read's mark (0 or 1), in one number. */
+function idleEntry(step: number, mark: number): number {
+  return step * 2 + mark;
+}
+
+function entryStep(entry: number): number {
+  return Math.floor(entry / 2);
+}
+
+function entryMark(entry: number): number {
+  return entry % 2;
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** What {@link SegmentService.stats} shows for a tag nobody has drawn from: nothing loaded yet. */

@@ -1,0 +1,12 @@
+import { DatabaseSync } from 'node:sqlite';
+import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
+import { SegmentService } from '../src/service/segment-service.ts';
+import { SystemClock } from '../src/clocks/system-clock.ts';
+const path = '/tmp/p1m.db';
+const store = new SqliteSegmentStore({ path }); await store.init();
+const db = new DatabaseSync(path); db.exec('BEGIN'); const ins = db.prepare('INSERT OR IGNORE INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, 1, 10)'); for (let i = 0; i < 1e6; i++) ins.run(`tag-${i}`); db.exec('COMMIT'); db.close();
+const s = new SegmentService({ store, clock: new SystemClock(), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+await s.start();
+let last = performance.now(); let max = 0; const iv = setInterval(() => { const n = performance.now(); max = Math.max(max, n - last); last = n; }, 1);
+const t = performance.now(); await s.refreshTags(); console.log('refresh', performance.now() - t, 'max gap', max);
+clearInterval(iv);
