@@ -21,24 +21,21 @@ interface Backend {
   readonly services: readonly ServiceName[];
   readonly url: string;
   options(name: string): OpenWorkerRegistryOptions;
+  /** Removes what one namespace left (Redis keys). */
   cleanup(name: string): Promise<void>;
+  /** Removes what the backend's suite left (the table, the SQLite file), once it has ended. */
+  dispose(): Promise<void>;
 }
 
 const BACKENDS: readonly Backend[] = [
-  { backend: 'sqlite', services: [], url: `sqlite:${join(dir.path, 'workers.db')}`, options: (name) => ({ name }), cleanup: async () => {} },
-  { backend: 'postgres', services: ['postgres'], url: SERVICES.postgres.url, options: (name) => ({ name, table }), cleanup: async () => {} },
-  { backend: 'mysql', services: ['mysql'], url: SERVICES.mysql.url, options: (name) => ({ name, table }), cleanup: async () => {} },
-  { backend: 'redis', services: ['redis'], url: SERVICES.redis.url, options: (name) => ({ name }), cleanup: (name) => deleteRedisNamespace(SERVICES.redis.url, name) },
+  { backend: 'sqlite', services: [], url: `sqlite:${join(dir.path, 'workers.db')}`, options: (name) => ({ name }), cleanup: async () => {}, dispose: () => dir.dispose() },
+  { backend: 'postgres', services: ['postgres'], url: SERVICES.postgres.url, options: (name) => ({ name, table }), cleanup: async () => {}, dispose: () => dropSqlTable(SERVICES.postgres.url, table) },
+  { backend: 'mysql', services: ['mysql'], url: SERVICES.mysql.url, options: (name) => ({ name, table }), cleanup: async () => {}, dispose: () => dropSqlTable(SERVICES.mysql.url, table) },
+  { backend: 'redis', services: ['redis'], url: SERVICES.redis.url, options: (name) => ({ name }), cleanup: (name) => deleteRedisNamespace(SERVICES.redis.url, name), dispose: async () => {} },
 ];
 
 const release = (lease: WorkerLease) => lease.release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt });
 const node = (n: number) => ({ host: `10.9.${n >> 8}.${n & 255}`, port: 8080 });
-
-after(async () => {
-  await dropSqlTable(SERVICES.postgres.url, table).catch(() => {});
-  await dropSqlTable(SERVICES.mysql.url, table).catch(() => {});
-  await dir.dispose();
-});
 
 for (const b of BACKENDS) {
   await describeWithServices(`${b.backend} worker registry with the worker IDs nearly all held`, b.services, () => {
@@ -58,6 +55,9 @@ for (const b of BACKENDS) {
     after(async () => {
       await Promise.all(opened.map((registry) => registry.close().catch(() => {})));
       for (const name of names) await b.cleanup(name);
+      // Here, not in a file-level after(): that one can run in the pause between two suites
+      // (each is declared after an await) and dropped the PostgreSQL table under the next suite.
+      await b.dispose().catch(() => {});
     });
 
     it('1,023 IDs taken by 4 nodes racing, then 8 nodes racing for the last one: every ID once, exactly one winner', { timeout: 240_000 }, async () => {
