@@ -220,28 +220,15 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     return this.#ttlMs;
   }
 
-  /**
-   * Creates the table, and reads it to be sure it is there. Several nodes creating it at once can
-   * collide inside PostgreSQL's catalog even with IF NOT EXISTS, and once a node's first query
-   * right after init found no table (a crowded start-up test, not reproduced since): so whatever
-   * the CREATE answered, a read confirms the table, and the CREATE is tried again, a little
-   * later, while the read finds none.
-   */
   async #createTable(): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      let failure: unknown;
-      try {
-        await this.#query(this.#sql.createTable, []);
-      } catch (error) {
-        failure = error;
-      }
-      try {
-        await this.#query(this.#sql.probe, []);
-        return;
-      } catch (missing) {
-        if (attempt >= 3) throw failure ?? missing;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    try {
+      await this.#query(this.#sql.createTable, []);
+    } catch (error) {
+      // Several nodes creating the table at once can collide inside PostgreSQL's catalog even
+      // with IF NOT EXISTS; if the table is there now, the race was lost harmlessly.
+      await this.#query(this.#sql.probe, []).catch(() => {
+        throw error;
+      });
     }
   }
 
