@@ -277,3 +277,55 @@ describe('MultiSegmentStore.join: interleavings with a node still allocating', (
     await newSet.close();
   });
 });
+
+describe('MultiSegmentStore: the tag refresh reads with a database down', () => {
+  it('a database down keeps its change cursor, so what was written there meanwhile is read when it is back', async () => {
+    const clock = new ManualClock(T0);
+    const { store, members } = await setOf(2, clock, { backoffMs: 1 });
+    const { cursor } = await store.listTagChanges(undefined);
+    members[1]!.mode = 'fail';
+    // Created in database 1 only (a create cut short there), while it is unreachable to the set.
+    await members[1]!.inner.createTag({ tag: 'late', step: 10 });
+    const during = await store.listTagChanges(cursor);
+    assert.deepEqual(during.records, []);
+    members[1]!.mode = 'pass';
+    clock.advance(10);
+    const after = await store.listTagChanges(during.cursor);
+    assert.deepEqual(after.records.map((record) => record.tag), ['late'], 'read from its old cursor, not from a new one');
+    members[0]!.mode = 'fail';
+    members[1]!.mode = 'fail';
+    clock.advance(10);
+    await rejectsWith(store.listTagChanges(after.cursor), 'STORE_UNAVAILABLE', /no database of the set answered/);
+    await rejectsWith(store.listTagChanges('[null]'), 'INVALID_ARGUMENT', /a list of 2 database cursors/);
+    await store.close();
+  });
+
+  it('pages every tag from the databases that answer, and fails only when none does', async () => {
+    const clock = new ManualClock(T0);
+    const { store, members } = await setOf(2, clock, { backoffMs: 1 });
+    for (let i = 0; i < 7; i++) await store.createTag({ tag: `t${i}`, step: 10 });
+    const readAll = async () => {
+      const tags = new Set<string>();
+      let after: string | undefined;
+      do {
+        const page = await store.listTagPage(after, 3);
+        for (const record of page.records) tags.add(record.tag);
+        after = page.next;
+      } while (after !== undefined);
+      return [...tags].sort();
+    };
+    const all = Array.from({ length: 7 }, (_, i) => `t${i}`);
+    assert.deepEqual(await readAll(), all);
+    members[0]!.mode = 'fail';
+    assert.deepEqual(await readAll(), all, 'database 0 down: its tags come from database 1');
+    members[0]!.mode = 'pass';
+    members[1]!.mode = 'fail';
+    clock.advance(10);
+    assert.deepEqual(await readAll(), all, 'database 1 down: from database 0');
+    members[0]!.mode = 'fail';
+    clock.advance(10);
+    await rejectsWith(readAll(), 'STORE_UNAVAILABLE', /no database of the set answered/);
+    await rejectsWith(store.listTagPage('[5, null, false]', 3), 'INVALID_ARGUMENT', /tag page cursor/);
+    await store.close();
+  });
+});
