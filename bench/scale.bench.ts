@@ -17,6 +17,7 @@ import { defineConfig } from '../src/config/load.ts';
 import { SystemClock } from '../src/clocks/system-clock.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
 import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { dropSqlTable } from '../test/support/registry-admin.ts';
 import { machineLine, markdownTable, writeSection } from './support/report.ts';
 
 /** Tags drawn from in each run: the tags in use. */
@@ -101,14 +102,6 @@ async function fill(kind: StoreKind, url: string, table: string, tags: number): 
   await client.end();
 }
 
-async function dropTable(url: string, table: string): Promise<void> {
-  const { default: pg } = await import('pg');
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  await client.query(`DROP TABLE IF EXISTS ${table}`);
-  await client.end();
-}
-
 /** Runs one size on one store: fill, start a server, draw from IN_USE tags, refresh, scrape, read the status. */
 async function child(kind: StoreKind, tags: number): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-bench-scale-'));
@@ -176,7 +169,7 @@ async function child(kind: StoreKind, tags: number): Promise<Figures> {
       scrapeMs: scrape.ms, blockMs: scrape.blockMs, statusMs, p999AloneMs, p999BusyMs,
     };
   } finally {
-    if (kind === 'postgres') await dropTable(url, table).catch(() => undefined);
+    if (kind === 'postgres') await dropSqlTable(url, table).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
 }

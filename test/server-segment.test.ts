@@ -7,6 +7,7 @@ import { after, describe, it } from 'node:test';
 import { JSON_SLICE, idsJson, runsJson } from '../src/server/routes/shared.ts';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { assertError } from './support/http.ts';
+import { turnsDuring } from './support/event-loop.ts';
 import { testServer, type TestServer } from './support/server.ts';
 
 async function createTag(server: TestServer, tag: string, step: number, startId?: string): Promise<void> {
@@ -83,15 +84,7 @@ describe('segment routes (in-process, SQLite)', () => {
       await createTag(server, 'bulk', 30_000, '9007199254000000');
       await leafId(server, 'bulk');
       // Counts the event loop's turns while the batch is answered: one slice of IDs per turn at most.
-      let turns = 0;
-      let counting = true;
-      const count = () => {
-        turns++;
-        if (counting) setImmediate(count);
-      };
-      setImmediate(count);
-      const ids = await batch(server, 'bulk', 100_000);
-      counting = false;
+      const { value: ids, turns } = await turnsDuring(() => batch(server, 'bulk', 100_000));
       // Four ranges of 30,000 (the first one drawn from), dense, and near 2^53, where a double
       // still holds every ID exactly.
       assert.deepEqual(ids, Array.from({ length: 100_000 }, (_, i) => 9_007_199_254_000_001n + BigInt(i)));

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, describe, it } from 'node:test';
+import { turnsDuring } from '../../test/support/event-loop.ts';
 import { FaultySegmentStore } from '../../test/support/faulty-segment-store.ts';
 import { rejectsWith } from '../../test/support/segment-store-suite.ts';
 import { ManualClock } from '../clocks/manual-clock.ts';
@@ -372,25 +373,12 @@ describe('SegmentService: tags', () => {
     memory.bulkInsert(4500);
     const store = new FaultySegmentStore(memory);
     const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
-    /** Turns of the event loop other work got while `run` ran. */
-    const turnsDuring = async (run: () => Promise<void>) => {
-      let turns = 0;
-      let running = true;
-      const tick = () => {
-        turns++;
-        if (running) setImmediate(tick);
-      };
-      setImmediate(tick);
-      await run();
-      running = false;
-      return turns;
-    };
-    const atStart = await turnsDuring(() => service.start());
+    const { turns: atStart } = await turnsDuring(() => service.start());
     assert.equal(store.calls.listTagPage, 3, '4,500 tags in pages of 2,000');
     assert.equal(service.stats().tags.length, 4500);
     assert.ok(atStart >= 2, `other work ran between the pages (${atStart} turns of the event loop)`);
     memory.deleteTag('bulk-7');
-    const later = await turnsDuring(() => service.refreshTags());
+    const { turns: later } = await turnsDuring(() => service.refreshTags());
     // Two between the three pages, two more while the 4,500 idle tags are swept 2,000 at a time.
     assert.ok(later >= 4, `other work ran between the pages and during the sweep (${later} turns)`);
     assert.equal(service.stats().tags.length, 4499);

@@ -5,6 +5,7 @@ import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoa
 import { SEGMENT_SERVICE_BOUNDS, TAG_PAGE_SIZE, checkTag, tagNotFound } from '../core/segment-limits.ts';
 import { SortedTagNames } from './sorted-tag-names.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { withTimeout } from '../shared/timeout.ts';
 
 /** Options for {@link SegmentService}; every duration is in ms. */
@@ -403,7 +404,7 @@ export class SegmentService {
         for (const tail of tails) {
           const size = tail.ids;
           // A release whose outcome is unknown is harmless: we issue nothing from the tail either way.
-          const released = await withTimeout(this.#store.release(buffer.tag, tail.from, tail.to), this.#loadTimeoutMs, () => storeTimeout('releasing a range', this.#loadTimeoutMs)).catch((error: unknown) => {
+          const released = await this.#bounded(this.#store.release(buffer.tag, tail.from, tail.to), 'releasing a range').catch((error: unknown) => {
             failedReleases.push({ tag: buffer.tag, ids: size, error: isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `tag "${buffer.tag}": releasing a range failed: ${String(error)}`, { cause: error }) });
             return false;
           });
@@ -449,7 +450,7 @@ export class SegmentService {
     }
     let pending = this.#lookups.get(tag);
     if (pending === undefined) {
-      pending = withTimeout(this.#store.getTag(tag), this.#loadTimeoutMs, () => storeTimeout(`looking up tag "${tag}"`, this.#loadTimeoutMs))
+      pending = this.#bounded(this.#store.getTag(tag), `looking up tag "${tag}"`)
         .then((record) => {
           // Exactly this name: a case-insensitive (or PAD SPACE) MySQL collation returns the row
           // of "orders" for "ORDERS" or "orders ". Leaf's cache is keyed by the exact biz_tag, so
@@ -498,7 +499,7 @@ export class SegmentService {
     this.#tagRefreshes++;
     this.#tagRowsRead += rows;
     this.#lastTagRefreshAt = this.#clock.now();
-    this.#onEvent?.({ type: 'refresh', full, rows, tags: this.#idle.size + this.#buffers.size });
+    this.#onEvent?.({ type: 'refresh', full, rows, tags: this.tagCounts().known });
   }
 
   /**
@@ -588,7 +589,7 @@ export class SegmentService {
     return true;
   }
 
-  /** A store call of the refresh, bounded by loadTimeoutMs. */
+  /** A store call off the hot path (a refresh, a look-up, a release), bounded by loadTimeoutMs. */
   #bounded<T>(call: Promise<T>, what: string): Promise<T> {
     return withTimeout(call, this.#loadTimeoutMs, () => storeTimeout(what, this.#loadTimeoutMs));
   }
@@ -605,10 +606,6 @@ function entryStep(entry: number): number {
 
 function entryMark(entry: number): number {
   return entry % 2;
-}
-
-function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** What {@link SegmentService.stats} shows for a tag nobody has drawn from: nothing loaded yet. */

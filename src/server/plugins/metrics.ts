@@ -184,24 +184,19 @@ export class ServerMetrics {
     gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
     counter('segment_range_loads_total', 'Ranges loaded from the store.', (t) => t.loads);
     counter('segment_range_load_failures_total', 'Range loads that failed or were abandoned after the timeout.', (t) => t.loadFailures);
-    new Counter({
-      name: `${prefix}segment_tag_refresh_failures_total`,
-      help: 'Times re-reading the tag list from the store failed.',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(snapshot.tagRefreshFailures);
-      },
-    });
-    new Counter({
-      name: `${prefix}segment_tag_rows_read_total`,
-      help: 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(snapshot.tagRowsRead);
-      },
-    });
+    /** A counter of the whole service, read from the scrape's snapshot. */
+    const serviceCounter = (name: string, help: string, read: (stats: SegmentServiceStats) => number) =>
+      new Counter({
+        name: `${prefix}${name}`,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(read(snapshot));
+        },
+      });
+    serviceCounter('segment_tag_refresh_failures_total', 'Times re-reading the tag list from the store failed.', (s) => s.tagRefreshFailures);
+    serviceCounter('segment_tag_rows_read_total', 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.', (s) => s.tagRowsRead);
   }
 
   /**

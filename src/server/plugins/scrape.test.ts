@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SegmentEvent } from '../../service/segment-service.ts';
 import { ServerMetrics } from './metrics.ts';
 import { LINES_PER_STEP, scrape, type PiecewiseMetric } from './scrape.ts';
+import { turnsDuring } from '../../../test/support/event-loop.ts';
 
 /** The scrape's bytes as text. */
 async function scrapeText(registry: Registry): Promise<string> {
@@ -55,15 +56,7 @@ describe('scrape with ServerMetrics', () => {
         yield piece;
       }
     };
-    let turns = 0;
-    let scraping = true;
-    const count = () => {
-      turns++;
-      if (scraping) setImmediate(count);
-    };
-    setImmediate(count);
-    const text = await scrapeText(metrics.registry);
-    scraping = false;
+    const { value: text, turns } = await turnsDuring(() => scrapeText(metrics.registry));
     // The process metrics move between two reads; the histogram's lines do not.
     const histogramLines = (all: string) => all.split('\n').filter((line) => line.includes('segment_range_load_seconds'));
     assert.equal(histogramLines(text).length, 2 + 500 * 16);

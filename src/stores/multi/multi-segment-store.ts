@@ -180,9 +180,7 @@ export class MultiSegmentStore implements SegmentStore {
     // By index, so a merged record takes step and description from the lowest database.
     const answered = outcomes.filter((o) => o.value !== undefined).sort((a, b) => a.index - b.index);
     if (answered.length === 0) throw this.#combined('listing tags: no database of the set answered', outcomes, skipped);
-    const byName = new Map<string, TagRecord[]>();
-    for (const { value } of answered) for (const record of value ?? []) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
-    return [...byName.values()].map(merge).sort(byTag);
+    return mergeByName(answered.map((o) => o.value ?? [])).sort(byTag);
   }
 
   /**
@@ -193,16 +191,12 @@ export class MultiSegmentStore implements SegmentStore {
    */
   async listTagChanges(since: string | undefined): Promise<TagChanges> {
     const previous = since === undefined ? this.#indexes().map(() => null) : this.#parseChangeCursor(since);
-    const outcomes = await this.#each(this.#indexes(), (db) => db.store.listTagChanges(previous[this.#databases.indexOf(db)] ?? undefined));
+    const outcomes = await this.#each(this.#indexes(), (db, index) => db.store.listTagChanges(previous[index] ?? undefined));
     const answered = outcomes.filter((o) => o.value !== undefined).sort((a, b) => a.index - b.index);
     if (answered.length === 0) throw this.#combined('reading tag changes: no database of the set answered', outcomes, []);
     const cursors = [...previous];
-    const byName = new Map<string, TagRecord[]>();
-    for (const { index, value } of answered) {
-      cursors[index] = value?.cursor ?? null;
-      for (const record of value?.records ?? []) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
-    }
-    return { records: [...byName.values()].map(merge), cursor: JSON.stringify(cursors) };
+    for (const { index, value } of answered) cursors[index] = value?.cursor ?? null;
+    return { records: mergeByName(answered.map((o) => o.value?.records ?? [])), cursor: JSON.stringify(cursors) };
   }
 
   /**
@@ -213,9 +207,10 @@ export class MultiSegmentStore implements SegmentStore {
    */
   async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
     checkPageLimit(limit);
-    let [index, inner, answered] = after === undefined ? [0, null, false] : this.#parsePageCursor(after);
+    const [index, inner, answeredBefore] = after === undefined ? [0, null, false] : this.#parsePageCursor(after);
     const db = this.#databases[index] as SetDatabase;
     let page: TagPage = { records: [], next: undefined };
+    let answered = answeredBefore;
     try {
       page = await db.store.listTagPage(inner ?? undefined, limit);
       this.#succeeded(index);
@@ -225,10 +220,9 @@ export class MultiSegmentStore implements SegmentStore {
       this.#failed(index, error);
       if (index === this.size - 1 && !answered) throw new IdMintError('STORE_UNAVAILABLE', `reading the tag list: no database of the set answered; database ${index} (${db.name}): ${error.message}`, { cause: error, details: { databases: this.size } });
     }
-    if (page.next !== undefined) [index, inner] = [index, page.next];
-    else if (index + 1 < this.size) [index, inner] = [index + 1, null];
-    else return { records: page.records, next: undefined };
-    return { records: page.records, next: JSON.stringify([index, inner, answered]) };
+    // The same database's next page, else the next database's first, else the end.
+    const next = page.next !== undefined ? [index, page.next] : index + 1 < this.size ? [index + 1, null] : undefined;
+    return { records: page.records, next: next === undefined ? undefined : JSON.stringify([...next, answered]) };
   }
 
   #parseChangeCursor(cursor: string): (string | null)[] {
@@ -521,12 +515,12 @@ export class MultiSegmentStore implements SegmentStore {
   }
 
   /** Runs `run` on each database of `indexes` at once; each outcome is its value or its IdMintError (health updated). */
-  async #each<T>(indexes: readonly number[], run: (db: SetDatabase) => Promise<T>): Promise<Outcome<T>[]> {
+  async #each<T>(indexes: readonly number[], run: (db: SetDatabase, index: number) => Promise<T>): Promise<Outcome<T>[]> {
     return Promise.all(
       indexes.map(async (index): Promise<Outcome<T>> => {
         const db = this.#databases[index] as SetDatabase;
         try {
-          const value = await run(db);
+          const value = await run(db, index);
           this.#succeeded(index);
           return { index, value };
         } catch (cause) {
@@ -565,6 +559,13 @@ export class MultiSegmentStore implements SegmentStore {
     const first = errors.find((e) => e.error.code === code)?.error;
     return new IdMintError(code, `${what}: ${parts.join('; ')}`, { ...(first === undefined ? {} : { cause: first }), details: { ...(first?.details ?? {}), databases: this.size } });
   }
+}
+
+/** The databases' lists (lowest database first) as one record per tag, each merged as {@link merge}. */
+function mergeByName(lists: readonly (readonly TagRecord[])[]): TagRecord[] {
+  const byName = new Map<string, TagRecord[]>();
+  for (const list of lists) for (const record of list) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
+  return [...byName.values()].map(merge);
 }
 
 /** Merges one tag's rows from several databases into one record (see MultiSegmentStore.getTag). */
