@@ -11,18 +11,20 @@
 // 2. Saturation (autocannon, closed loop): the bare route's ceiling, which sets the third rate.
 // 3. Fixed rates (bench/support/open-loop.ts): 10,000 and 25,000 req/s and half the bare route's
 //    saturation rate, on the bare route and on the single-ID Leaf routes; p99.9 against the bare
-//    route's in the same run.
-// 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s.
+//    route's in the same run, and each server's CPU time per request (bench/support/process-cpu.ts).
+// 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s, beside the bare
+//    server answering the same number of prebuilt bytes (the transfer ceiling).
 //
 // Every server runs in a process of its own; the generator runs in this one, on the same 2 cores.
 import { execFileSync } from 'node:child_process';
 import { formatRate, loadNote, machineLine, markdownTable, median, writeSection } from './support/report.ts';
 import { bodyLoop, closedLoop, startTarget, stopTargets, type Target } from './support/closed-loop.ts';
 import { openLoop, type OpenLoopResult } from './support/open-loop.ts';
+import { treeCpuMs } from './support/process-cpu.ts';
 
 const DURATION = Number(process.env['DURATION'] ?? 5);
 const WARMUP = Number(process.env['WARMUP'] ?? 1);
-const ROUNDS = Number(process.env['ROUNDS'] ?? 1);
+const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
 const CONNECTIONS = Number(process.env['CONNECTIONS'] ?? 50);
 const BATCH_CONNECTIONS = Number(process.env['BATCH_CONNECTIONS'] ?? 8);
 const PROCESSES = (process.env['PROCESSES'] ?? '1').split(',').map(Number);
@@ -57,10 +59,10 @@ try {
   throw error;
 }
 const routes = [
-  { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0 },
+  { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0, target: bare },
   ...[...idmint].flatMap(([processes, target]) => [
-    { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes },
-    { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes },
+    { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes, target },
+    { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes, target },
   ]),
 ];
 
@@ -112,29 +114,37 @@ try {
 
   // 3. Fixed rates.
   const rates = [...new Set([10_000, 25_000, Math.round(bareCeiling / 2 / 1000) * 1000])].sort((a, b) => a - b);
-  const fixed = new Map<string, OpenLoopResult[]>();
+  // Each measurement also takes the server's CPU time per answered request (all its processes).
+  type FixedRun = OpenLoopResult & { readonly cpuUsPerRequest: number };
+  const fixed = new Map<string, FixedRun[]>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const rate of rates) {
       for (const route of routes) {
         await openLoop({ url: route.url, rate, seconds: WARMUP, connections: CONNECTIONS });
-        const m = await openLoop({ url: route.url, rate, seconds: DURATION, connections: CONNECTIONS });
+        const cpuBefore = treeCpuMs(route.target.child.pid ?? 0);
+        const run = await openLoop({ url: route.url, rate, seconds: DURATION, connections: CONNECTIONS });
+        const m = { ...run, cpuUsPerRequest: ((treeCpuMs(route.target.child.pid ?? 0) - cpuBefore) * 1000) / run.ok };
         const key = `${rate}:${route.name}@${route.processes}`;
         fixed.set(key, [...(fixed.get(key) ?? []), m]);
-        log(`${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)}${m.failures > 0 ? `, ${m.failures} failures` : ''}`);
+        log(`${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)} CPU ${m.cpuUsPerRequest.toFixed(1)} us/request${m.failures > 0 ? `, ${m.failures} failures` : ''}`);
       }
     }
   }
-  const pick = (runs: readonly OpenLoopResult[], f: (m: OpenLoopResult) => number) => median(runs.map(f));
+  const pick = (runs: readonly FixedRun[], f: (m: FixedRun) => number) => median(runs.map(f));
   const checks: string[] = [];
+  const cpuRatios: number[] = [];
   const fixedRows = rates.flatMap((rate) => {
     const bareRuns = fixed.get(`${rate}:bare Fastify route@0`) ?? [];
     const bareP999 = pick(bareRuns, (m) => m.p999);
+    const bareCpu = pick(bareRuns, (m) => m.cpuUsPerRequest);
     return routes.map((route) => {
       const runs = fixed.get(`${rate}:${route.name}@${route.processes}`) ?? [];
       const p999 = pick(runs, (m) => m.p999);
       const achieved = pick(runs, (m) => m.achievedRate);
       const failures = runs.reduce((n, m) => n + m.failures, 0);
       const ratio = p999 / bareP999;
+      const cpu = pick(runs, (m) => m.cpuUsPerRequest);
+      if (route.processes > 0 && Number.isFinite(cpu)) cpuRatios.push(cpu / bareCpu);
       let target = '-';
       const bareBehind = pick(bareRuns, (m) => m.achievedRate) < rate * 0.98;
       if (route.processes > 0 && bareBehind) {
@@ -157,6 +167,7 @@ try {
         ms(p999),
         ms(pick(runs, (m) => m.max)),
         ms(pick(runs, (m) => m.sendLagP999)),
+        Number.isFinite(cpu) ? `${cpu.toFixed(1)} (${(cpu / bareCpu).toFixed(2)})` : '-',
         route.processes === 0 ? '1.00' : ratio.toFixed(2),
         failures === 0 ? 'none' : `**${failures}**`,
         target,
@@ -169,6 +180,7 @@ try {
   const [firstTarget] = idmint.values();
   const batchRows: string[][] = [];
   const batchRates = new Map<string, number>();
+  const idmintBatches = new Map<string, number>();
   if (firstTarget !== undefined) {
     for (const [name, path, count] of [
       ['segment', '/v1/segment/bench-batch', 100_000],
@@ -176,23 +188,32 @@ try {
       // A worker issues at most 4,096 IDs per ms under the default layout: the route's bound is 409,600.
       ['snowflake', '/v1/snowflake', 100_000],
     ] as const) {
-      for (const [form, headers] of [['JSON', undefined], ['octet-stream', octets]] as const) {
-        const url = `${firstTarget.url}${path}?count=${count}`;
+      // The bare route's prebuilt body of the same size first: what HTTP carries here at most.
+      const forms = [
+        ['bare route, prebuilt body', `${bare.url}/bare/batch?count=${count}`, octets],
+        ['JSON', `${firstTarget.url}${path}?count=${count}`, undefined],
+        ['octet-stream', `${firstTarget.url}${path}?count=${count}`, octets],
+      ] as const;
+      for (const [form, url, headers] of forms) {
         const options = { connections: BATCH_CONNECTIONS, ...(headers === undefined ? {} : { headers }) };
         await bodyLoop(url, WARMUP, options);
         const m = await bodyLoop(url, DURATION, options);
         const ids = m.requestsPerSecond * count;
         const key = `${name}:${count}`;
         batchRates.set(`${key}:${form}`, ids);
+        if (form !== forms[0][0]) idmintBatches.set(`${key}:${form}`, ids);
         log(`batch ${name} ${formatRate(count)} ${form}: ${formatRate(ids)} IDs/s`);
         const json = batchRates.get(`${key}:JSON`) ?? Number.NaN;
+        const ceiling = batchRates.get(`${key}:${forms[0][0]}`) ?? Number.NaN;
         const shownPath = path.replace('bench-batch', '{tag}');
-        batchRows.push([`\`${shownPath}?count=${count}\``, form, formatRate(m.requestsPerSecond), formatRate(ids), form === 'JSON' ? '1.00' : (ids / json).toFixed(2), formatRate(m.bytes / DURATION / 1e6), ms(m.p50), ms(m.p99), m.failures === 0 ? 'none' : `**${m.failures}**`]);
+        batchRows.push([`\`${shownPath}?count=${count}\``, form, formatRate(m.requestsPerSecond), formatRate(ids), form === 'octet-stream' ? (ids / json).toFixed(2) : '-', (ids / ceiling).toFixed(2), formatRate(m.bytes / DURATION / 1e6), ms(m.p50), ms(m.p99), m.failures === 0 ? 'none' : `**${m.failures}**`]);
       }
     }
   }
-  const bestBatch = Math.max(...batchRates.values());
-  checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s)`);
+  const bestBatch = Math.max(...idmintBatches.values());
+  const segmentCeiling = Math.max(batchRates.get('segment:100000:bare route, prebuilt body') ?? 0, batchRates.get('segment:1000000:bare route, prebuilt body') ?? 0);
+  checks.push(`server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across rates and routes (no target; CPU per request moves little with the machine's load)`);
+  checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`);
   checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
 
   markdown = `${machineLine()} ${load} The machine was shared with other work (two other sessions
@@ -211,14 +232,17 @@ ${markdownTable(['Route', 'Processes', 'req/s', 'vs bare'], saturationRows)}
 
 **Fixed rates** (open loop, ${CONNECTIONS} connections, latency from each request's intended send time;
 "generator lag": how late the generator itself sent requests that had a free connection, its own
-event-loop delay on the shared cores, included in the latencies):
+event-loop delay on the shared cores, included in the latencies; "server CPU": user and system CPU
+time of the server's processes per answered request, from /proc, and its ratio to the bare route's):
 
-${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'p99.9 vs bare', 'Failures', 'Target'], fixedRows)}
+${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'server CPU us/request (vs bare)', 'p99.9 vs bare', 'Failures', 'Target'], fixedRows)}
 
 **Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over node:http, each
-reading whole bodies; autocannon's client is too slow for bodies this large):
+reading whole bodies; autocannon's client is too slow for bodies this large). "bare route, prebuilt body":
+the bare Fastify server answering the same number of bytes, built once, as the ceiling of the transfer
+itself on this machine ("vs bare" is against it):
 
-${markdownTable(['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'MB/s', 'p50', 'p99', 'Failures'], batchRows)}
+${markdownTable(['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'vs bare', 'MB/s', 'p50', 'p99', 'Failures'], batchRows)}
 
 ${checks.map((c) => `- ${c}`).join('\n')}`;
 } finally {

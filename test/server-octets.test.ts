@@ -127,6 +127,26 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
+  it('writeRunOctets carries into the high word each time the low word wraps, and writes unaligned buffers too', () => {
+    // Runs that cross 2^32 boundaries (several, with a stride that does not divide 2^32), and
+    // low words at and above 2^31 (negative as int32).
+    const cases = [
+      { start: 2n ** 32n - 4n, stride: 1, count: 9 },
+      { start: 2n ** 31n - 2n, stride: 1, count: 5 },
+      { start: 5n * 2n ** 32n - 1000n, stride: 7, count: 2000 },
+      { start: 2n ** 62n - 3n, stride: 2 ** 30, count: 40 },
+    ];
+    for (const run of cases) {
+      const expected = Array.from({ length: run.count }, (_, i) => run.start + BigInt(i) * BigInt(run.stride));
+      const aligned = Buffer.alloc((run.count + 2) * 8);
+      assert.equal(writeRunOctets(aligned, 2, run), run.count + 2);
+      assert.deepEqual(Array.from({ length: run.count }, (_, i) => aligned.readBigUInt64BE((i + 2) * 8)), expected);
+      const unaligned = Buffer.alloc(run.count * 8 + 1).subarray(1);
+      assert.equal(writeRunOctets(unaligned, 0, run), run.count);
+      assert.deepEqual(Array.from({ length: run.count }, (_, i) => unaligned.readBigUInt64BE(i * 8)), expected);
+    }
+  });
+
   it('wantsOctets ranks Accept ranges as RFC 9110 does', () => {
     assert.equal(wantsOctets(undefined), false);
     assert.equal(wantsOctets('*/*'), false);

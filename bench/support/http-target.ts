@@ -1,6 +1,7 @@
 // A server for bench/http.bench.ts and bench/latency.bench.ts, in a process of its own so the
 // load generator does not share its event loop. `bare`: Fastify answering a constant (the ceiling
-// on this machine). `idmint`: the real server with its defaults (SQLite store, static worker,
+// on this machine), and `/bare/batch?count=N` answering N x 8 prebuilt bytes (the ceiling for a
+// binary batch). `idmint`: the real server with its defaults (SQLite store, static worker,
 // metrics on, auth off), a tag `bench`, an opaque tag `bench-opaque` and a tag `bench-batch` with
 // a large step for batches (api.maxBatch 1,000,000). Prints one JSON line `{ "url": ... }` once it
 // listens; stops on SIGTERM.
@@ -65,6 +66,14 @@ if (kind === 'bare') {
   // The same shape as the Leaf routes (a path parameter, text/plain), answering a constant.
   app.get('/bare/get/:tag', (_request, reply) => {
     reply.type('text/plain; charset=utf-8').send('117600667735949312');
+  });
+  // The transfer ceiling for binary batches: the same number of bytes, built once and sent again.
+  const bodies = new Map<number, Buffer>();
+  app.get<{ Querystring: { count: string } }>('/bare/batch', (request, reply) => {
+    const count = Number(request.query.count);
+    const body = bodies.get(count) ?? Buffer.alloc(count * 8, 1);
+    bodies.set(count, body);
+    reply.type('application/octet-stream').send(body);
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0, backlog: LISTEN_BACKLOG });
   process.stdout.write(`${JSON.stringify({ url })}\n`);

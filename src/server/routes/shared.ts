@@ -127,29 +127,53 @@ export function idsOctets(ids: readonly (bigint | string)[]): Buffer {
   return bytes;
 }
 
-/** 2^32, to split an ID held in a double into two 32-bit halves. */
+/** 2^32: an ID is written as two 32-bit halves. */
 const TWO_32 = 4_294_967_296;
+
+/** Whether this host stores a Uint32Array's words least significant byte first (every Node target in practice). */
+const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** A 32-bit word's bytes reversed, as an int32 (a Uint32Array stores it as the same bits). */
+const swapBytes = (word: number): number => ((word & 0xff) << 24) | ((word & 0xff00) << 8) | ((word >>> 8) & 0xff00) | (word >>> 24);
+
+/** A 32-bit value as the word whose bytes in memory read big-endian. */
+const bigEndianWord: (word: number) => number = LITTLE_ENDIAN_HOST ? swapBytes : (word) => word | 0;
 
 /**
  * Writes a run's IDs (`start`, `start + stride`, ...: `run.count` of them) into `bytes` as
  * big-endian unsigned 64-bit integers from ID index `at`; returns the index after the last.
- * Below 2^53 (any dense ID in practice) each ID is a double split into two 32-bit halves, with no
- * BigInt made per ID: several times faster than a batch of BigInts, which is what lets a binary
- * batch run at tens of millions of IDs per second.
+ * Each ID is two 32-bit words stored through a Uint32Array: the high word changes only when the
+ * low one wraps, so the loop between wraps is int32 arithmetic and one byte swap per ID, with no
+ * BigInt or double division per ID. This is what lets a binary batch run at hundreds of millions
+ * of IDs per second in memory (a DataView with a double split per ID ran at about 57 million,
+ * which capped a 1,000,000-ID batch over HTTP near 40 million).
  */
 export function writeRunOctets(bytes: Buffer, at: number, run: { readonly start: bigint; readonly stride: number; readonly count: number }): number {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
   const { stride, count } = run;
-  if (run.start + BigInt(stride) * BigInt(count) <= BigInt(Number.MAX_SAFE_INTEGER)) {
-    const start = Number(run.start);
-    for (let i = 0; i < count; i++) {
-      const id = start + i * stride;
-      const high = Math.floor(id / TWO_32);
-      view.setUint32((at + i) * 8, high);
-      view.setUint32((at + i) * 8 + 4, id - high * TWO_32);
-    }
-  } else {
+  if ((bytes.byteOffset + at * 8) % 4 !== 0) {
+    // A Uint32Array needs 4-byte alignment; Node's Buffers are 8-aligned, a subarray may not be.
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
     for (let i = 0; i < count; i++) view.setBigUint64((at + i) * 8, run.start + BigInt(i * stride));
+    return at + count;
+  }
+  const words = new Uint32Array(bytes.buffer, bytes.byteOffset + at * 8, count * 2);
+  let high = Number(run.start >> 32n);
+  let low = Number(run.start & 0xffff_ffffn);
+  let word = 0;
+  for (let left = count; left > 0; ) {
+    // The IDs before the low word wraps: low + k * stride stays below 2^32 for k < span.
+    const span = Math.min(left, Math.floor((TWO_32 - 1 - low) / stride) + 1);
+    const highWord = bigEndianWord(high);
+    let lowBits = low | 0;
+    for (let i = 0; i < span; i++, word += 2) {
+      words[word] = highWord;
+      words[word + 1] = bigEndianWord(lowBits);
+      lowBits = (lowBits + stride) | 0;
+    }
+    left -= span;
+    const next = low + span * stride;
+    high += Math.floor(next / TWO_32);
+    low = next % TWO_32;
   }
   return at + count;
 }
