@@ -216,8 +216,7 @@ try {
   checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`);
   checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
 
-  markdown = `${machineLine()} ${load} The machine was shared with other work (two other sessions
-testing and benchmarking): short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
+  markdown = `${machineLine()} ${load} Short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
 (median shown). Each server in its own process; the generator (this process) runs on the same 2 cores
 and takes CPU from the server under test${PIN ? ' (pinned: the generator on CPU 0, the servers on CPU 1)' : ''}. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
 

@@ -7,9 +7,8 @@
 // listens; stops on SIGTERM.
 //
 // BENCH_PROCESSES=N (N > 1) starts `idmint serve --processes N` from the CLI instead of an
-// in-process server (issue 13's multi-process mode; the CLI refuses the flag until that work is
-// merged), with the same store, keys and tags, and the embedded worker registry so every process
-// gets a worker ID of its own.
+// in-process server, with the same store, keys and tags, and the embedded worker registry so
+// every process gets a worker ID of its own.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
