@@ -209,6 +209,15 @@ describe("TinyId's routes", () => {
       assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=secret&token=${ADMIN}`)).body, '');
       // A batchSize Spring cannot bind is a 400, here idmint's.
       assertError(await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=abc`), 400, 'INVALID_ARGUMENT');
+      // Every failure is counted by the code idmint's own routes would give it, though TinyId's
+      // answers are HTTP 200: per query above, 4 routes; a wrong or missing token is UNAUTHORIZED,
+      // a token without the tag FORBIDDEN, a missing bizType INVALID_ARGUMENT (plus the 400).
+      const metrics = (await call(url, '/metrics')).body;
+      const counted = (code: string) => Number(new RegExp(`^idmint_http_errors_total\\{code="${code}"\\} (\\d+)$`, 'm').exec(metrics)?.[1] ?? 0);
+      assert.deepEqual(
+        ['UNAUTHORIZED', 'FORBIDDEN', 'INVALID_ARGUMENT', 'TAG_NOT_FOUND', 'OPAQUE_RANGE_REFUSED'].map((code) => [code, counted(code)]),
+        [['UNAUTHORIZED', 8], ['FORBIDDEN', 4], ['INVALID_ARGUMENT', 9], ['TAG_NOT_FOUND', 2], ['OPAQUE_RANGE_REFUSED', 3]],
+      );
     } finally {
       await close(server);
     }

@@ -252,7 +252,7 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   const opaque = OpaqueIds.fromConfig(config.opaque.keys);
   segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, opaque });
   rangeRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
-  tinyIdRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, authorizer, log });
+  tinyIdRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, authorizer, log, onError: (code) => status.errors.add(code) });
   snowflakeRoutes(app, {
     worker: snowflake,
     layout: snowflake?.layout ?? getLayout(config.snowflake.layout),

@@ -64,18 +64,21 @@ export class Authorizer {
   }
 
   /**
-   * True when `token` (sent bare, as TinyId's clients send theirs in the query) may draw from
-   * `tag`: a configured token whose tags allow it, or the admin token. Always true with auth off.
+   * Why `token` (sent bare, as TinyId's clients send theirs in the query) may not draw from `tag`:
+   * UNAUTHORIZED for no token or one this server does not know, FORBIDDEN for a token whose tags
+   * do not allow it; undefined when it may (a configured token whose tags allow it, or the admin
+   * token). Always undefined with auth off.
    */
-  tokenAllows(token: string | undefined, tag: string): boolean {
-    if (!this.enabled) return true;
-    if (token === undefined || token === '') return false;
+  tokenRefusal(token: string | undefined, tag: string): 'UNAUTHORIZED' | 'FORBIDDEN' | undefined {
+    if (!this.enabled) return undefined;
+    if (token === undefined || token === '') return 'UNAUTHORIZED';
     const presented = digest(token);
     let found: Principal | undefined;
     for (const entry of this.#entries) {
       if (timingSafeEqual(presented, entry.digest)) found = entry.principal;
     }
-    return found !== undefined && found.allows(tag);
+    if (found === undefined) return 'UNAUTHORIZED';
+    return found.allows(tag) ? undefined : 'FORBIDDEN';
   }
 
   /** Checks `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */

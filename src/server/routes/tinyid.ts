@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { IdMintError } from '../../core/errors.ts';
+import { IdMintError, type ErrorCode } from '../../core/errors.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import type { SegmentRun } from '../../core/segment-buffer.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
@@ -21,6 +21,12 @@ export interface TinyIdRouteDeps {
   readonly authorizer: Authorizer;
   /** Where a 5xx's details go: TinyId's answer carries only its public sentence. */
   readonly log: Logger;
+  /**
+   * Counts a failure by the code idmint's own routes would answer it with (the error counts of
+   * the dashboard and `idmint_http_errors_total`): TinyId's answers are HTTP 200 and never reach
+   * the error handler that counts the others.
+   */
+  readonly onError: (code: ErrorCode) => void;
 }
 
 /** TinyId's ErrorCode.TOKEN_ERR and ErrorCode.SYS_ERR (tinyid-server vo/ErrorCode.java). */
@@ -141,7 +147,7 @@ const TINYID_DOCS: Readonly<Record<string, { summary: string; query: Record<stri
  * `bizType`, or the admin token; with auth off every token is accepted (docs/api.md).
  */
 export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void {
-  const { maxBatch, issued, authorizer, log } = deps;
+  const { maxBatch, issued, authorizer, log, onError } = deps;
 
   /** Runs `draw` for an allowed token and a served tag: its result, a bad token, or a failure. */
   const serve = async <T>(request: FastifyRequest, ids: boolean, draw: (service: SegmentService, tag: string, params: TinyIdParams) => Promise<T>): Promise<{ ok: T } | { token: false } | { error: IdMintError; tag: string }> => {
@@ -149,11 +155,19 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     // TinyId binds and bounds batchSize before it checks the token (nextSegmentId takes none).
     if (ids) batchSizeOf(params.batchSize, maxBatch);
     const tag = params.bizType;
-    if (tag === undefined || tag === '' || !authorizer.tokenAllows(params.token, tag)) return { token: false };
+    const refused = (code: ErrorCode) => {
+      onError(code);
+      return { token: false } as const;
+    };
+    // TinyId answers "token is error" for a missing bizType too (its token check fails on it).
+    if (tag === undefined || tag === '') return refused('INVALID_ARGUMENT');
+    const refusal = authorizer.tokenRefusal(params.token, tag);
+    if (refusal !== undefined) return refused(refusal);
     try {
       return { ok: await draw(segmentsOn(deps.service), checkTag(tag), params) };
     } catch (error) {
       const failure = toIdMintError(error);
+      onError(failure.code);
       if (failure.status >= 500) log.error({ reqId: request.id, code: failure.code, err: failure.message }, 'tinyid route failed');
       return { error: failure, tag };
     }
