@@ -21,6 +21,7 @@ import { formatRate, loadNote, machineLine, markdownTable, median, writeSection 
 import { bodyLoop, closedLoop, startTarget, stopTargets, type Target } from './support/closed-loop.ts';
 import { openLoop, type OpenLoopResult } from './support/open-loop.ts';
 import { treeCpuMs } from './support/process-cpu.ts';
+import { idleFor, timerGaps } from './support/timer-gaps.ts';
 
 const DURATION = Number(process.env['DURATION'] ?? 5);
 const WARMUP = Number(process.env['WARMUP'] ?? 1);
@@ -50,6 +51,8 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
 
 const load = loadNote();
+// The machine's floor, before any server starts: how late a 1 ms timer fires in this idle process.
+const floor = await timerGaps(() => idleFor(2000));
 const bare = await startTarget('bare', 1, SERVER_CPU);
 const idmint = new Map<number, Target>();
 try {
@@ -217,7 +220,9 @@ try {
   checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
 
   markdown = `${machineLine()} ${load} Short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
-(median shown). Each server in its own process; the generator (this process) runs on the same 2 cores
+(median shown). The machine's floor: in this process, idle before the run, a 1 ms timer fired up to
+${ms(floor.maxGapMs)} ms apart (p99.9 ${ms(floor.p999GapMs)} ms): the host's scheduling, not a server's, and no tail
+below it can be judged. Each server in its own process; the generator (this process) runs on the same 2 cores
 and takes CPU from the server under test${PIN ? ' (pinned: the generator on CPU 0, the servers on CPU 1)' : ''}. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
 
 **Validation** on the bare route at ${formatRate(VALIDATE_RATE)} req/s, ${CONNECTIONS} connections, the server
