@@ -6,10 +6,13 @@ import { candidateWorkerIds, planAcquire, type KnownWorker } from './common.ts';
 const identity = { host: '10.0.0.1', port: 8080 };
 const known = (workerId: number, live: boolean, lastTimestamp = 100, host = 'other'): KnownWorker => ({ workerId, host, port: 8080, lastTimestamp, live });
 
+/** Always the first of the window: the order of preference alone. */
+const first = () => 0;
+
 describe('candidateWorkerIds', () => {
   it("tries this identity's old ID first, then IDs whose holder is gone, then IDs never used, lowest first", () => {
     const plan = planAcquire({ identity, maxWorkers: 8 });
-    const ids = [...candidateWorkerIds(plan, [known(0, true), known(5, false), known(3, false), known(6, false, 100, identity.host), known(1, true)])];
+    const ids = [...candidateWorkerIds(plan, [known(0, true), known(5, false), known(3, false), known(6, false, 100, identity.host), known(1, true)], first)];
     assert.deepEqual(ids, [6, 3, 5, 2, 4, 7]);
   });
 
@@ -24,7 +27,49 @@ describe('candidateWorkerIds', () => {
 
   it('is lazy: a huge worker-ID space costs only the IDs tried', () => {
     const ids = candidateWorkerIds(planAcquire({ identity, maxWorkers: 2 ** 31 }), []);
-    assert.deepEqual([ids.next().value, ids.next().value], [0, 1]);
+    assert.equal(ids.next().value, 0);
+    assert.ok((ids.next().value as number) < 32, 'the pick after one loss comes from the next 32');
+  });
+
+  it('after a loss draws at random, yet yields every candidate exactly once, the best first', () => {
+    const plan = planAcquire({ identity, maxWorkers: 3000 });
+    const all = [known(0, true), known(9, false), known(6, false, 100, identity.host)];
+    const inOrder = [...candidateWorkerIds(plan, all, first)];
+    for (let run = 0; run < 20; run++) {
+      const drawn = [...candidateWorkerIds(plan, all)];
+      assert.deepEqual(drawn.slice(0, 2), [6, 9], "this identity's own ID, then the best other, as they come");
+      assert.equal(drawn.length, inOrder.length);
+      assert.deepEqual([...drawn].sort((a, b) => a - b), [...inOrder].sort((a, b) => a - b), 'no ID skipped, none twice');
+    }
+  });
+
+  it('nodes starting together spread out after a lost race instead of all taking the next ID', () => {
+    // 20 nodes list the same free IDs and claim in rounds; of those claiming one free ID in a
+    // round, one wins. Claiming in order, the losers meet again on the next ID: 210 claims.
+    const race = (random?: () => number) => {
+      const plan = planAcquire({ identity: { host: 'h', port: 1 }, maxWorkers: 1024 });
+      const nodes = Array.from({ length: 20 }, () => candidateWorkerIds(plan, [], random));
+      const taken = new Set<number>();
+      let claims = 0;
+      for (let waiting = nodes; waiting.length > 0; ) {
+        const won = new Set<number>();
+        waiting = waiting.filter((node) => {
+          const id = node.next().value as number;
+          claims++;
+          if (taken.has(id) || won.has(id)) return true;
+          won.add(id);
+          return false;
+        });
+        for (const id of won) taken.add(id);
+      }
+      return { claims, ids: taken.size };
+    };
+    assert.deepEqual(race(first), { claims: 210, ids: 20 }, 'in order');
+    for (let run = 0; run < 20; run++) {
+      const { claims, ids } = race();
+      assert.equal(ids, 20);
+      assert.ok(claims < 100, `${claims} claims for 20 IDs (about 45 expected)`);
+    }
   });
 });
 
