@@ -10,7 +10,7 @@ import { rejectsWith } from '../../test/support/segment-store-suite.ts';
 import { ManualClock } from '../clocks/manual-clock.ts';
 import type { NewTag } from '../ports/segment-store.ts';
 import { SqliteSegmentStore } from '../stores/sqlite/sqlite-segment-store.ts';
-import { MAX_SEGMENT_ID } from '../core/segment-limits.ts';
+import { MAX_SEGMENT_ID, TAG_PAGE_SIZE } from '../core/segment-limits.ts';
 import { SegmentService, type SegmentEvent, type SegmentServiceOptions } from './segment-service.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
@@ -370,18 +370,19 @@ describe('SegmentService: tags', () => {
 
   it('reads every tag a page at a time, letting other work run between pages and while it sweeps out deleted tags', async () => {
     const memory = await sqliteStore();
-    memory.bulkInsert(4500);
+    const tags = TAG_PAGE_SIZE * 2 + TAG_PAGE_SIZE / 4; // two whole pages and part of a third
+    memory.bulkInsert(tags);
     const store = new FaultySegmentStore(memory);
     const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
     const { turns: atStart } = await turnsDuring(() => service.start());
-    assert.equal(store.calls.listTagPage, 3, '4,500 tags in pages of 2,000');
-    assert.equal(service.stats().tags.length, 4500);
+    assert.equal(store.calls.listTagPage, 3, `${tags} tags in pages of ${TAG_PAGE_SIZE}`);
+    assert.equal(service.stats().tags.length, tags);
     assert.ok(atStart >= 2, `other work ran between the pages (${atStart} turns of the event loop)`);
     memory.deleteTag('bulk-7');
     const { turns: later } = await turnsDuring(() => service.refreshTags());
-    // Two between the three pages, two more while the 4,500 idle tags are swept 2,000 at a time.
+    // Two between the three pages, two more while the idle tags are swept a page's worth at a time.
     assert.ok(later >= 4, `other work ran between the pages and during the sweep (${later} turns)`);
-    assert.equal(service.stats().tags.length, 4499);
+    assert.equal(service.stats().tags.length, tags - 1);
     assert.equal(service.tagStats('bulk-7'), undefined, 'the deleted tag is gone');
     assert.equal(service.tagStats('bulk-8')?.tagStep, 10, 'the others keep their step');
   });
@@ -425,7 +426,7 @@ describe('SegmentService: tags', () => {
 
   it('names each tag once when it is first drawn from while a full read that listed it is still on its way', async () => {
     const memory = await sqliteStore();
-    memory.bulkInsert(4500); // three pages
+    memory.bulkInsert(4500); // several pages
     const store = new FaultySegmentStore(memory);
     const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
     await service.start();

@@ -142,7 +142,9 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
 
     it('honours workerId, exclude and lastTimestampBelow (what switch-worker asks for)', async () => {
       const registry = await open(namespace());
-      const leases = await Promise.all([0, 1, 2].map((i) => registry.acquire({ identity: { host: `h${i}`, port: 1 }, maxWorkers: 8 })));
+      // One after another: uncontended, each takes the lowest free ID (racing, etcd's losers spread out).
+      const leases: WorkerLease[] = [];
+      for (const i of [0, 1, 2]) leases.push(await registry.acquire({ identity: { host: `h${i}`, port: 1 }, maxWorkers: 8 }));
       const byId = new Map(leases.map((lease) => [lease.workerId, lease]));
       // IDs 0, 1, 2 recorded at T0 + 0, 1000, 2000, then released.
       for (const [id, lease] of byId) await lease.release({ lastTimestamp: T0 + id * 1000, reportedAt: T0 + id * 1000 });
