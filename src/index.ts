@@ -29,7 +29,7 @@ export type { SegmentLoadEvent, SegmentTagStats } from './core/segment-buffer.ts
 export { DEFAULT_STEP_POLICY, nextStep, resolveStepPolicy } from './core/step-policy.ts';
 export type { StepInput, StepPolicy, StepPolicyOptions } from './core/step-policy.ts';
 export { MAX_SEGMENT_ID, MAX_TAG_STEP, TAG_PATTERN } from './core/segment-limits.ts';
-export type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagRecord, TagUpdate } from './ports/segment-store.ts';
+export type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagListing, TagPage, TagRecord, TagUpdate } from './ports/segment-store.ts';
 export { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore, openSegmentStores } from './stores/open-segment-store.ts';
 export type { OpenSegmentStoreOptions, OpenSegmentStoresOptions } from './stores/open-segment-store.ts';
 export { MultiSegmentStore } from './stores/multi/multi-segment-store.ts';

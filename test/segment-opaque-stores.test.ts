@@ -100,6 +100,9 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         await sql(ddl(fixture.table));
         await sql(`insert into ${fixture.table}(biz_tag, max_id, step, description) values('from-leaf', 3001, 1000, 'Leaf row')`);
         const { store } = fixture;
+        // A full read's pages name only the listing's columns: none is missing on a Leaf table.
+        const paged = async () => (await store.listTagPage(undefined, 100)).records.map((r) => [r.tag, r.step, r.opaque]).sort();
+        assert.deepEqual(await paged(), [['from-leaf', 1000, false]]);
         assert.deepEqual((await store.listTags()).map((r) => [r.tag, r.opaque]), [['from-leaf', false]]);
         assert.equal((await store.getTag('from-leaf'))?.opaque, false);
         assert.equal((await store.allocate('from-leaf')).start, 3001n);
@@ -124,6 +127,8 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         assert.equal(Number(columns['opaque']), 0, 'existing rows are plain');
         assert.equal((await store.updateTag('plain', { opaque: true })).opaque, true);
         assert.equal((await store.createTag({ tag: 'secret', step: 10, opaque: true })).opaque, true);
+        // The next full read looks for the column again at its first page, and sees the marks.
+        assert.deepEqual(await paged(), [['from-leaf', 1000, false], ['plain', 30, true], ['secret', 10, true]]);
         // Leaf's own INSERT, naming only Leaf's columns, still works: the column has a default.
         await sql(`insert into ${fixture.table}(biz_tag, max_id, step, description) values('leaf-again', 1, 10, 'x')`);
         assert.equal((await store.getTag('leaf-again'))?.opaque, false);

@@ -1,5 +1,5 @@
 import type { Clock } from '../ports/clock.ts';
-import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
+import type { SegmentStore, TagListing, TagRecord } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentRun, type SegmentTagStats } from '../core/segment-buffer.ts';
 import { SEGMENT_SERVICE_BOUNDS, TAG_PAGE_SIZE, checkTag, tagNotFound } from '../core/segment-limits.ts';
@@ -467,7 +467,7 @@ export class SegmentService {
   }
 
   /** The buffer for a tag the store has, created on first sight. */
-  #adopt(record: Pick<TagRecord, 'tag' | 'step' | 'opaque'>): SegmentBuffer {
+  #adopt(record: TagListing): SegmentBuffer {
     if (this.#closing !== undefined) throw closedError();
     let buffer = this.#buffers.get(record.tag);
     if (buffer === undefined) {
@@ -576,7 +576,7 @@ export class SegmentService {
    * A record a refresh read: a tag in use takes its step (true); another is noted idle with the
    * latest full read's mark (false), and joins the name index if it is new.
    */
-  #note(record: TagRecord): boolean {
+  #note(record: TagListing): boolean {
     if (record.opaque === true) this.#opaque.add(record.tag);
     this.#negative.delete(record.tag);
     const buffer = this.#buffers.get(record.tag);

@@ -1,5 +1,5 @@
 import { IdMintError } from '../../src/core/errors.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagListing, TagPage, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
 
 /** How the next store calls behave. */
 export type FaultMode =
@@ -131,7 +131,7 @@ export class FaultySegmentStore implements SegmentStore {
     });
   }
 
-  #counted(records: TagRecord[]): TagRecord[] {
+  #counted<R extends TagListing>(records: R[]): R[] {
     this.tagRowsRead += records.length;
     return records;
   }

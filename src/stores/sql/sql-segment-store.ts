@@ -1,6 +1,6 @@
 import { IdMintError } from '../../core/errors.ts';
 import { MAX_SEGMENT_ID, MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, storedStep, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagListing, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
 import type { SqlConnection, SqlDialect, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
 import {
   byTag,
@@ -21,6 +21,7 @@ import {
   storedResidue,
   tagRecord,
   toBigInt,
+  toOpaqueFlag,
   toStep,
   type SegmentStoreOptions,
 } from '../store-support.ts';
@@ -63,6 +64,8 @@ export class SqlSegmentStore implements SegmentStore {
   readonly #timeoutMs: number;
   readonly #sql: ReturnType<typeof statements>;
   readonly residue?: SegmentResidue;
+  /** Whether the table had the opaque column at the last full read's first page (undefined: not looked yet). */
+  #listsOpaque: boolean | undefined;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
     const { table, timeoutMs, residue } = resolveStoreOptions(options);
@@ -166,8 +169,16 @@ export class SqlSegmentStore implements SegmentStore {
     checkPageLimit(limit);
     if (after !== undefined) checkTag(after);
     return this.#call('listTagPage', false, async (db) => {
-      const rows = (after === undefined ? await db.query(`${this.#sql.firstPage} LIMIT ${limit}`, []) : await db.query(`${this.#sql.nextPage} LIMIT ${limit}`, [after])).rows;
-      const records = rows.map(asRecord);
+      // Only the listing's columns (see TagListing). The opaque column is looked for at each full
+      // read's first page: a Leaf table has none, and `idmint db init` may add it meanwhile.
+      if (after === undefined || this.#listsOpaque === undefined) this.#listsOpaque = await this.#hasOpaqueColumn(db);
+      const columns = this.#listsOpaque ? `biz_tag, step, ${OPAQUE_COLUMN}` : 'biz_tag, step';
+      const rows = (
+        after === undefined
+          ? await db.query(`SELECT ${columns} FROM ${this.table} ORDER BY biz_tag LIMIT ${limit}`, [])
+          : await db.query(`SELECT ${columns} FROM ${this.table} WHERE biz_tag > ? ORDER BY biz_tag LIMIT ${limit}`, [after])
+      ).rows;
+      const records = rows.map(asListing);
       return { records, next: records.length < limit ? undefined : records[records.length - 1]?.tag };
     });
   }
@@ -362,8 +373,6 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     list: `SELECT * FROM ${table}`,
     clock: `SELECT ${dialect.nowMs} AS now_ms`,
     changedSince: `SELECT * FROM ${table} WHERE update_time >= ${dialect.timestampFromMs('?')}`,
-    firstPage: `SELECT * FROM ${table} ORDER BY biz_tag`,
-    nextPage: `SELECT * FROM ${table} WHERE biz_tag > ? ORDER BY biz_tag`,
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     reassign: `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?`,
   };
@@ -412,6 +421,11 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
  */
 export function changeIndexName(table: string): string {
   return `${table.slice(0, 50)}_update_time`;
+}
+
+/** A page's row (biz_tag, step and, where the table has it, opaque) as a TagListing. */
+function asListing(row: SqlRow): TagListing {
+  return { tag: String(row['biz_tag']), step: toStep(row['step']), opaque: toOpaqueFlag(row[OPAQUE_COLUMN]) };
 }
 
 function asRecord(row: SqlRow): TagRecord {
