@@ -21,6 +21,9 @@ export async function readStateFile(path: string): Promise<unknown> {
   return JSON.parse(text) as unknown;
 }
 
+/** fsync, awaited: the one step of a write done off the event loop. */
+const flush = promisify(fsync);
+
 /**
  * Writes `value` as JSON: to a temporary file, flushed to disk, then renamed over `path`.
  *
@@ -47,5 +50,3 @@ export async function writeStateFile(path: string, value: unknown): Promise<void
     throw error;
   }
 }
-
-const flush = promisify(fsync);

@@ -149,16 +149,18 @@ const TINYID_DOCS: Readonly<Record<string, { summary: string; query: Record<stri
 export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void {
   const { maxBatch, issued, authorizer, log, onError } = deps;
 
+  /** A request answered with TinyId's token error, counted under idmint's `code`. */
+  const refused = (code: ErrorCode) => {
+    onError(code);
+    return { token: false } as const;
+  };
+
   /** Runs `draw` for an allowed token and a served tag: its result, a bad token, or a failure. */
   const serve = async <T>(request: FastifyRequest, ids: boolean, draw: (service: SegmentService, tag: string, params: TinyIdParams) => Promise<T>): Promise<{ ok: T } | { token: false } | { error: IdMintError; tag: string }> => {
     const params = paramsOf(request);
     // TinyId binds and bounds batchSize before it checks the token (nextSegmentId takes none).
     if (ids) batchSizeOf(params.batchSize, maxBatch);
     const tag = params.bizType;
-    const refused = (code: ErrorCode) => {
-      onError(code);
-      return { token: false } as const;
-    };
     // TinyId answers "token is error" for a missing bizType too (its token check fails on it).
     if (tag === undefined || tag === '') return refused('INVALID_ARGUMENT');
     const refusal = authorizer.tokenRefusal(params.token, tag);

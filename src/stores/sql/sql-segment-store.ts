@@ -172,12 +172,8 @@ export class SqlSegmentStore implements SegmentStore {
       // Only the listing's columns (see TagListing). The opaque column is looked for at each full
       // read's first page: a Leaf table has none, and `idmint db init` may add it meanwhile.
       if (after === undefined || this.#listsOpaque === undefined) this.#listsOpaque = await this.#hasOpaqueColumn(db);
-      const columns = this.#listsOpaque ? `biz_tag, step, ${OPAQUE_COLUMN}` : 'biz_tag, step';
-      const rows = (
-        after === undefined
-          ? await db.query(`SELECT ${columns} FROM ${this.table} ORDER BY biz_tag LIMIT ${limit}`, [])
-          : await db.query(`SELECT ${columns} FROM ${this.table} WHERE biz_tag > ? ORDER BY biz_tag LIMIT ${limit}`, [after])
-      ).rows;
+      const page = this.#listsOpaque ? this.#sql.pageWithOpaque : this.#sql.page;
+      const rows = (after === undefined ? await db.query(`${page.first} LIMIT ${limit}`, []) : await db.query(`${page.next} LIMIT ${limit}`, [after])).rows;
       const records = rows.map(asListing);
       return { records, next: records.length < limit ? undefined : records[records.length - 1]?.tag };
     });
@@ -373,6 +369,9 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     list: `SELECT * FROM ${table}`,
     clock: `SELECT ${dialect.nowMs} AS now_ms`,
     changedSince: `SELECT * FROM ${table} WHERE update_time >= ${dialect.timestampFromMs('?')}`,
+    // A full read's pages: the listing's columns only (see TagListing), opaque where the table has it.
+    page: pageQueries(table, 'biz_tag, step'),
+    pageWithOpaque: pageQueries(table, `biz_tag, step, ${OPAQUE_COLUMN}`),
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     reassign: `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?`,
   };
@@ -421,6 +420,11 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
  */
 export function changeIndexName(table: string): string {
   return `${table.slice(0, 50)}_update_time`;
+}
+
+/** The first page and the next ones (after a biz_tag) of `columns`, in biz_tag order; the caller adds LIMIT. */
+function pageQueries(table: string, columns: string): { readonly first: string; readonly next: string } {
+  return { first: `SELECT ${columns} FROM ${table} ORDER BY biz_tag`, next: `SELECT ${columns} FROM ${table} WHERE biz_tag > ? ORDER BY biz_tag` };
 }
 
 /** A page's row (biz_tag, step and, where the table has it, opaque) as a TagListing. */
