@@ -2,9 +2,12 @@ import { sqlDriverUrl } from '../shared/connection-url.ts';
 import { insertOnConflictDoNothing, withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
 import { loadDriver } from '../shared/load-driver.ts';
 
-/** The part of a `pg` PoolClient idmint uses (a structural subset: idmint never imports pg's types). */
+/**
+ * The part of a `pg` PoolClient idmint uses (a structural subset: idmint never imports pg's types).
+ * Queries go through the callback form: see {@link PostgresDriver}.
+ */
 export interface PgClientLike {
-  query(config: { text: string; values: SqlValue[]; types: PgTypesLike }): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+  query(config: { text: string; values: SqlValue[]; types: PgTypesLike }, callback: (error: Error | null | undefined, result: { rows: Record<string, unknown>[]; rowCount: number | null }) => void): void;
   /** `release(true)` destroys the connection instead of returning it to the pool. */
   release(destroy?: boolean): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
@@ -54,7 +57,15 @@ export const postgresDialect: SqlDialect = {
  */
 const TEXT_TYPES: PgTypesLike = { getTypeParser: () => (value: string) => value };
 
-/** PostgreSQL through a `pg` Pool: {@link PostgresDriver.open} opens one, or pass your own. */
+/**
+ * PostgreSQL through a `pg` Pool: {@link PostgresDriver.open} opens one, or pass your own.
+ *
+ * Statements use pg's callback form, and the pool has no `query_timeout` (the caller's signal
+ * bounds every call and destroys the connection). pg's promise form and its per-query read timer
+ * each keep every row read since the last young-generation collection reachable until that
+ * collection: with a million-tag full read, each collection copied 10 to 15 MB and held the event
+ * loop 10 to 18 ms; with the callback form it copies almost nothing (0.3 ms).
+ */
 export class PostgresDriver implements SqlDriver {
   readonly dialect = postgresDialect;
   readonly #pool: PgPoolLike;
@@ -84,10 +95,13 @@ export class PostgresDriver implements SqlDriver {
       const ignore = () => undefined;
       client.on('error', ignore);
       return {
-        query: async (sql, params) => {
-          const result = await client.query({ text: this.#toPositional(sql), values: [...params], types: TEXT_TYPES });
-          return { rows: result.rows, affectedRows: result.rowCount ?? 0 };
-        },
+        query: (sql, params) =>
+          new Promise((resolve, reject) => {
+            client.query({ text: this.#toPositional(sql), values: [...params], types: TEXT_TYPES }, (error, result) => {
+              if (error) reject(error);
+              else resolve({ rows: result.rows, affectedRows: result.rowCount ?? 0 });
+            });
+          }),
         release: (destroy) => {
           client.removeListener('error', ignore);
           client.release(destroy);
@@ -121,7 +135,7 @@ export async function openPostgresPool(url: string, options: SqlPoolOptions): Pr
     connectionString: sqlDriverUrl(url),
     max: options.poolSize,
     connectionTimeoutMillis: options.timeoutMs,
-    query_timeout: options.timeoutMs,
+    // No query_timeout: see PostgresDriver. Every call is bounded by its caller's signal.
     keepAlive: true,
   });
   // An idle connection dropped by the server (restart, network cut) is reported here; without a
