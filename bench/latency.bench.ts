@@ -121,8 +121,11 @@ try {
   type FixedRun = OpenLoopResult & { readonly cpuUsPerRequest: number };
   const fixed = new Map<string, FixedRun[]>();
   for (let round = 0; round < ROUNDS; round++) {
+    // Each round starts at another route, so no route is always the one measured first after a
+    // change of rate or right after another route's heaviest run.
+    const order = [...routes.slice(round % routes.length), ...routes.slice(0, round % routes.length)];
     for (const rate of rates) {
-      for (const route of routes) {
+      for (const route of order) {
         await openLoop({ url: route.url, rate, seconds: WARMUP, connections: CONNECTIONS });
         const cpuBefore = treeCpuMs(route.target.child.pid ?? 0);
         const run = await openLoop({ url: route.url, rate, seconds: DURATION, connections: CONNECTIONS });
