@@ -17,7 +17,7 @@ const options = { poolSize: 1, timeoutMs: 5000 };
 const driver: SqlDriver = backend === 'postgres' ? await PostgresDriver.open(url, options) : await MysqlDriver.open(url, options);
 const sql = backend === 'postgres'
   ? `SELECT 'tag-' || g AS biz_tag, 1000 AS step FROM generate_series(1, ${ROWS}) g`
-  : `SELECT CONCAT('tag-', seq) AS biz_tag, 1000 AS step FROM seq_1_to_${ROWS}`;
+  : `WITH RECURSIVE s (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${ROWS}) SELECT CONCAT('tag-', n) AS biz_tag, 1000 AS step FROM s`;
 const read = () => driver.withConnection((connection) => connection.query(sql, []), { transaction: false, signal: AbortSignal.timeout(5000) });
 // Warm up (connections, compiled code, the driver's caches), then start from a collected heap.
 for (let i = 0; i < 10; i++) await read();
