@@ -239,7 +239,7 @@ ${markdownTable(['Measurement', 'req/s', 'p50', 'p99', 'p99.9', 'max', 'requests
 ${markdownTable(['Route', 'Processes', 'req/s', 'vs bare'], saturationRows)}
 
 **Fixed rates** (open loop, ${CONNECTIONS} connections, latency from each request's intended send time;
-"generator lag": how late the generator itself sent requests that had a free connection, its own
+"generator lag": how late the generator's loop got to each due request, sent or queued, its own
 event-loop delay on the shared cores, included in the latencies; "server CPU": user and system CPU
 time of the server's processes per answered request, from /proc, and its ratio to the bare route's):
 

@@ -47,9 +47,9 @@ export interface OpenLoopResult {
   readonly p999: number;
   readonly max: number;
   /**
-   * How late the generator itself sent requests that found a free connection (actual send minus
-   * intended time), ms, p99.9 and max: its own event-loop delays (GC, CPU taken by other
-   * processes). Part of every latency above; when it is near the p99.9, the tail is the
+   * How late the generator's loop got to each due request (then sent on a free connection, or
+   * queued when none was free), ms, p99.9 and max: its own event-loop delays (GC, CPU taken by
+   * other processes). Part of every latency above; when it is near the p99.9, the tail is the
    * generator's and the machine's, not the server's.
    */
   readonly sendLagP999: number;
@@ -186,12 +186,13 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   const start = performance.now();
   let next = 0;
   const dispatch = (intended: number) => {
+    // The generator's own lateness: how long after its due time this loop got to the request,
+    // whether a connection was free or not. (Taken only at sends, it missed a stall of the
+    // generator itself: most requests due meanwhile found every connection busy and queued.)
+    lags[lagCount++] = performance.now() - intended;
     const connection = idle.pop();
     if (connection === undefined) backlog.push(intended);
-    else {
-      send(connection, intended);
-      lags[lagCount++] = performance.now() - intended;
-    }
+    else send(connection, intended);
   };
   const tick = () => {
     const due = dueCount(performance.now() - start, interval, total);
