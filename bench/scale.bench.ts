@@ -18,13 +18,22 @@ import { SystemClock } from '../src/clocks/system-clock.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
 import { openSegmentStore } from '../src/stores/open-segment-store.ts';
 import { dropSqlTable } from '../test/support/registry-admin.ts';
+import { startServe } from '../test/support/serve-process.ts';
 import { machineLine, markdownTable, writeSection } from './support/report.ts';
 import { idleFor, timerGaps } from './support/timer-gaps.ts';
+import { startTarget, stopTargets } from './support/closed-loop.ts';
+import { openLoop } from './support/open-loop.ts';
 
 /** Tags drawn from in each run: the tags in use. */
 const IN_USE = 100;
-/** Single-ID requests timed for each p99.9 (20 samples above it: 3,000 gave a p99.9 of 3). */
-const REQUESTS = 20_000;
+/**
+ * The fixed rate (req/s) and length (s) of each open-loop p99.9 measurement, after WARMUP s at
+ * the same rate: a fresh `idmint serve` had p99.9 of 16 to 23 ms in its first 10 s at 3,000
+ * req/s, then 2.5 to 2.9 ms, as the bare route.
+ */
+const RATE = 3000;
+const SECONDS = 10;
+const WARMUP = 10;
 const POSTGRES_URL = process.env['IDMINT_BENCH_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 type StoreKind = 'sqlite' | 'postgres';
@@ -48,8 +57,12 @@ interface Figures {
   scrapeMs: number;
   blockMs: number;
   statusMs: number;
+  bareP999Ms: number;
   p999AloneMs: number;
-  p999BusyMs: number;
+  p999ScrapedMs: number;
+  scrapes: number;
+  p999ReadingMs: number;
+  fullReads: number;
 }
 
 /** The longest gap of a 1 ms ticker while `run` runs: how long the event loop was blocked. */
@@ -58,16 +71,50 @@ async function longestBlock<T>(run: () => Promise<T>): Promise<{ value: T; block
   return { value, blockMs: maxGapMs, ms };
 }
 
-/** p99.9 of REQUESTS single-ID requests, one after another, over the in-use tags. */
-async function p999(inject: (url: string) => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < REQUESTS; i++) {
-    const t = performance.now();
-    await inject(`/v1/segment/tag-${i % IN_USE}`);
-    times.push(performance.now() - t);
+/** p99.9 of an open loop at RATE req/s for SECONDS s, after WARMUP s. */
+async function fixedRateP999(url: string): Promise<number> {
+  await openLoop({ url, rate: RATE, seconds: WARMUP, connections: 50 });
+  return (await openLoop({ url, rate: RATE, seconds: SECONDS, connections: 50 })).p999;
+}
+
+/** A counter's value in a /metrics text. */
+function counter(metrics: string, name: string): number {
+  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN);
+}
+
+/** What a real node does besides answering while its p99.9 is measured. */
+type Background = 'nothing' | 'scrapes' | 'full reads';
+
+/**
+ * p99.9 of single-ID requests to a real `idmint serve` on the filled store, at a fixed rate, open
+ * loop (bench/support/open-loop.ts), while it does nothing else, is scraped every 100 ms, or reads
+ * every tag back to back (tagRefreshMs 1, every refresh a full read). Also how many scrapes and
+ * full reads (rows read over the `tags` in the store) ran meanwhile.
+ */
+async function serverP999(env: Record<string, string>, background: Background, tags: number): Promise<{ p999: number; fullReads: number; scrapes: number }> {
+  const readAll = { IDMINT_SEGMENT_TAG_REFRESH_MS: '1', IDMINT_SEGMENT_TAG_FULL_REFRESH_MS: '0' };
+  // A million tags take seconds to read before the node listens.
+  const serve = await startServe([], { env: background === 'full reads' ? { ...env, ...readAll } : env, timeoutMs: 60_000 });
+  try {
+    const scrape = () => fetch(`${serve.url}/metrics`).then((r) => r.text());
+    const before = await scrape();
+    let scraping = background === 'scrapes';
+    let scrapes = 0;
+    const scraper = (async () => {
+      while (scraping) {
+        await scrape();
+        scrapes++;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const p999 = await fixedRateP999(`${serve.url}/api/segment/get/tag-0`);
+    scraping = false;
+    await scraper;
+    const rowsRead = counter(await scrape(), 'idmint_segment_tag_rows_read_total') - counter(before, 'idmint_segment_tag_rows_read_total');
+    return { p999, fullReads: Math.floor(rowsRead / tags), scrapes };
+  } finally {
+    await serve.stop();
   }
-  times.sort((a, b) => a - b);
-  return times[Math.min(times.length - 1, Math.floor(times.length * 0.999))] as number;
 }
 
 /** Creates the table and `tags` rows last written an hour ago (idle tags), by the fastest path. */
@@ -140,31 +187,28 @@ async function child(kind: StoreKind, tags: number): Promise<Figures> {
     await fullReader.start();
     const full = await longestBlock(() => fullReader.refreshTags());
 
-    // p99.9 of single-ID requests alone, and while scrapes and full reads run back to back; a
-    // first pass warms the code up.
-    await p999(inject);
-    // Each phase starts from a collected heap, so neither pays for the other's garbage (at
-    // 1,000,000 tags this process holds three copies of the tag list: server, reader, refresher).
-    globalThis.gc?.();
-    const p999AloneMs = await p999(inject);
-    globalThis.gc?.();
-    let busy = true;
-    const background = (async () => {
-      while (busy) await Promise.all([inject('/metrics'), fullReader.refreshTags()]);
-      await fullReader.close();
-    })();
-    const p999BusyMs = await p999(inject);
-    busy = false;
-    await background;
+    await fullReader.close();
     await service.close();
     await store.close();
     await server.close();
+
+    // p99.9 at a fixed rate, open loop, of the bare Fastify route and of a real node on the same
+    // store: alone, scraped every 100 ms, and reading every tag back to back. This process, the
+    // load generator now, drops what it held first.
+    globalThis.gc?.();
+    const bare = await startTarget('bare');
+    const bareP999Ms = await fixedRateP999(`${bare.url}/bare/get/tag-0`).finally(() => stopTargets([bare]));
+    const serveEnv = { IDMINT_SEGMENT_STORE: url, IDMINT_SEGMENT_TABLE: table, IDMINT_WORKER_STATE_DIR: dir };
+    const alone = await serverP999(serveEnv, 'nothing', tags);
+    const scraped = await serverP999(serveEnv, 'scrapes', tags);
+    const reading = await serverP999(serveEnv, 'full reads', tags);
     return {
       store: kind, tags, insertMs, startupMs, rssMb,
       fullRows: rowsAfterFull, firstMs: first.ms, firstBlockMs: first.blockMs, idleBlockMs: idle.blockMs, fullMs: full.ms, fullBlockMs: full.blockMs, changeRows, changeMs,
       metricsKb: metrics.body.length / 1024,
       series: metrics.body.split('\n').filter((line) => line !== '' && !line.startsWith('#')).length,
-      scrapeMs: scrape.ms, blockMs: scrape.blockMs, statusMs, p999AloneMs, p999BusyMs,
+      scrapeMs: scrape.ms, blockMs: scrape.blockMs, statusMs,
+      bareP999Ms, p999AloneMs: alone.p999, p999ScrapedMs: scraped.p999, scrapes: scraped.scrapes, p999ReadingMs: reading.p999, fullReads: reading.fullReads,
     };
   } finally {
     if (kind === 'postgres') await dropSqlTable(url, table).catch(() => undefined);
@@ -198,8 +242,12 @@ if (childAt >= 0) {
     rows.map((r) => [r.store, f(r.tags), f(r.insertMs), f(r.startupMs), f(r.rssMb, 1), f((r.rssMb * 1e6) / r.tags), f(r.metricsKb, 1), f(r.series), f(r.scrapeMs, 1), f(r.blockMs, 1), f(r.idleBlockMs, 1), f(r.statusMs, 1)]),
   );
   const refresh = markdownTable(
-    ['store', 'tags in store', 'full read: rows', 'first full read ms', 'loop blocked ms', 'periodic full read ms', 'loop blocked ms', 'incremental read: rows', 'incremental read ms', 'rows read per node per minute (defaults)', 'p99.9 single ID ms', 'p99.9 during scrapes + full reads ms'],
-    rows.map((r) => [r.store, f(r.tags), f(r.fullRows), f(r.firstMs), f(r.firstBlockMs, 1), f(r.fullMs), f(r.fullBlockMs, 1), f(r.changeRows), f(r.changeMs, 1), f(r.changeRows + r.fullRows / 60), f(r.p999AloneMs, 2), f(r.p999BusyMs, 2)]),
+    ['store', 'tags in store', 'full read: rows', 'first full read ms', 'loop blocked ms', 'periodic full read ms', 'loop blocked ms', 'incremental read: rows', 'incremental read ms', 'rows read per node per minute (defaults)'],
+    rows.map((r) => [r.store, f(r.tags), f(r.fullRows), f(r.firstMs), f(r.firstBlockMs, 1), f(r.fullMs), f(r.fullBlockMs, 1), f(r.changeRows), f(r.changeMs, 1), f(r.changeRows + r.fullRows / 60)]),
+  );
+  const latency = markdownTable(
+    ['store', 'tags in store', 'bare route', 'idmint alone', 'vs bare', 'idmint scraped', 'scrapes', 'vs alone', 'idmint reading all tags', 'full reads', 'vs alone'],
+    rows.map((r) => [r.store, f(r.tags), f(r.bareP999Ms, 2), f(r.p999AloneMs, 2), f(r.p999AloneMs / r.bareP999Ms, 2), f(r.p999ScrapedMs, 2), f(r.scrapes), f(r.p999ScrapedMs / r.p999AloneMs, 2), f(r.p999ReadingMs, 2), f(r.fullReads), f(r.p999ReadingMs / r.p999AloneMs, 2)]),
   );
   const markdown = `${machineLine()} Absolute times drift on this shared virtual machine: read the ratios between rows, and the blocks against the idle floor.
 
@@ -207,9 +255,13 @@ ${IN_USE} tags in use (drawn from), the rest idle (last written an hour before);
 
 ${costs}
 
-The tag refresh as a node runs it: the full read, page by page, at start-up (the first, which also sorts every name for the status route's index, before the node is ready) and every segment.tagFullRefreshMs (1 h; periodic), and the incremental read (every segment.tagRefreshMs, 60 s), which here finds the ${IN_USE} tags the draws wrote. "Rows read per node per minute" is one incremental read plus a sixtieth of a full read. The p99.9 columns time ${f(REQUESTS)} single-ID requests one after another (in process, \`inject\`), alone and while /metrics scrapes and full tag reads run back to back, each after a garbage collection; this process holds the tag list three times (server, refresher, reader), a node once.
+The tag refresh as a node runs it: the full read, page by page, at start-up (the first, which also sorts every name for the status route's index, before the node is ready) and every segment.tagFullRefreshMs (1 h; periodic), and the incremental read (every segment.tagRefreshMs, 60 s), which here finds the ${IN_USE} tags the draws wrote. "Rows read per node per minute" is one incremental read plus a sixtieth of a full read.
 
-${refresh}`;
+${refresh}
+
+Single-ID requests (\`/api/segment/get/tag-0\`) to a real \`idmint serve\` on the same store, open loop at ${f(RATE)} req/s for ${SECONDS} s after ${WARMUP} s of warm-up (bench/support/open-loop.ts, latency from each request's intended send time), p99.9 in ms: a node doing nothing else, one scraped every 100 ms (150 times Prometheus's usual rate), and one reading every tag back to back (\`segment.tagRefreshMs\` 1 ms, every refresh a full read: the hourly read, without pause); the bare Fastify route at the same rate beside them. Each in a fresh process. The generator shares the 2 cores with the server.
+
+${latency}`;
   process.stdout.write(`${markdown}\n`);
   if (process.argv.includes('--write')) writeSection('scale', markdown);
 }
