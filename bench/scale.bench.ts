@@ -18,6 +18,7 @@ import { SystemClock } from '../src/clocks/system-clock.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
 import { openSegmentStore } from '../src/stores/open-segment-store.ts';
 import { dropSqlTable } from '../test/support/registry-admin.ts';
+import { metricSample } from '../test/support/metrics-text.ts';
 import { startServe } from '../test/support/serve-process.ts';
 import { machineLine, markdownTable, writeSection } from './support/report.ts';
 import { idleFor, timerGaps } from './support/timer-gaps.ts';
@@ -77,10 +78,8 @@ async function fixedRateP999(url: string): Promise<number> {
   return (await openLoop({ url, rate: RATE, seconds: SECONDS, connections: 50 })).p999;
 }
 
-/** A counter's value in a /metrics text. */
-function counter(metrics: string, name: string): number {
-  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN);
-}
+/** The counter of tag rows a node's refreshes read. */
+const ROWS_READ = 'idmint_segment_tag_rows_read_total';
 
 /** What a real node does besides answering while its p99.9 is measured. */
 type Background = 'nothing' | 'scrapes' | 'full reads';
@@ -104,13 +103,13 @@ async function serverP999(env: Record<string, string>, background: Background, t
       while (scraping) {
         await scrape();
         scrapes++;
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await idleFor(100);
       }
     })();
     const p999 = await fixedRateP999(`${serve.url}/api/segment/get/tag-0`);
     scraping = false;
     await scraper;
-    const rowsRead = counter(await scrape(), 'idmint_segment_tag_rows_read_total') - counter(before, 'idmint_segment_tag_rows_read_total');
+    const rowsRead = (metricSample(await scrape(), ROWS_READ) ?? Number.NaN) - (metricSample(before, ROWS_READ) ?? Number.NaN);
     return { p999, fullReads: Math.floor(rowsRead / tags), scrapes };
   } finally {
     await serve.stop();

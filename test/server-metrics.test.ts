@@ -2,18 +2,13 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { REQUIRE_SERVICES } from './support/services.ts';
+import { metricSample as sample } from './support/metrics-text.ts';
 import { testServer } from './support/server.ts';
 
 /** Prometheus's promtool (Debian's `prometheus` package; scripts/services.sh up installs it). */
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' }).status === 0 ? 'promtool' : undefined;
 const missing = 'promtool not found (apt-get install prometheus, or scripts/services.sh up)';
 if (promtool === undefined && !REQUIRE_SERVICES) process.stderr.write(`\n!!! SKIPPING the promtool check: ${missing}\n`);
-
-/** Value of the sample with exactly this name and label set. */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 describe('/metrics', () => {
   it('passes `promtool check metrics` (Prometheus\'s own linter)', { skip: promtool === undefined && !REQUIRE_SERVICES ? missing : false }, async () => {

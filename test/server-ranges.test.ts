@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { openSegmentStores } from '../src/stores/open-segment-store.ts';
 import { assertError, type Answer } from './support/http.ts';
+import { metricSample } from './support/metrics-text.ts';
 import { testServer } from './support/server.ts';
 
 const ADMIN = 'admin-token-0123456789';
@@ -213,7 +214,7 @@ describe("TinyId's routes", () => {
       // answers are HTTP 200: per query above, 4 routes; a wrong or missing token is UNAUTHORIZED,
       // a token without the tag FORBIDDEN, a missing bizType INVALID_ARGUMENT (plus the 400).
       const metrics = (await call(url, '/metrics')).body;
-      const counted = (code: string) => Number(new RegExp(`^idmint_http_errors_total\\{code="${code}"\\} (\\d+)$`, 'm').exec(metrics)?.[1] ?? 0);
+      const counted = (code: string) => metricSample(metrics, `idmint_http_errors_total{code="${code}"}`) ?? 0;
       assert.deepEqual(
         ['UNAUTHORIZED', 'FORBIDDEN', 'INVALID_ARGUMENT', 'TAG_NOT_FOUND', 'OPAQUE_RANGE_REFUSED'].map((code) => [code, counted(code)]),
         [['UNAUTHORIZED', 8], ['FORBIDDEN', 4], ['INVALID_ARGUMENT', 9], ['TAG_NOT_FOUND', 2], ['OPAQUE_RANGE_REFUSED', 3]],

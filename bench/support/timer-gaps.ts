@@ -3,6 +3,7 @@
 // machine the benchmarks run on, a process doing nothing sees its timer fire several ms late
 // now and then (the host's scheduling, not the process), and no smaller block or latency tail
 // can be told apart from that.
+import { percentile } from './open-loop.ts';
 
 export interface TimerGaps<T> {
   readonly value: T;
@@ -29,8 +30,8 @@ export async function timerGaps<T>(run: () => Promise<T>): Promise<TimerGaps<T>>
   // One more firing, so a block at the very end is counted.
   await new Promise((resolve) => setTimeout(resolve, 5));
   clearInterval(ticker);
-  gaps.sort((a, b) => a - b);
-  return { value, ms, maxGapMs: gaps.at(-1) ?? 0, p999GapMs: gaps[Math.min(gaps.length - 1, Math.floor(gaps.length * 0.999))] ?? 0 };
+  const sorted = Float64Array.from(gaps).sort();
+  return { value, ms, maxGapMs: sorted.at(-1) ?? 0, p999GapMs: gaps.length === 0 ? 0 : percentile(sorted, 99.9) };
 }
 
 /** Resolves after `ms`. */

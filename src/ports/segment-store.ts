@@ -112,7 +112,6 @@ export interface TagChanges {
   readonly cursor: string;
 }
 
-/** One page of {@link SegmentStore.listTagPage}. */
 /**
  * What a full read of the tag list needs of each tag: its name, its step and its opaque mark. A
  * page carries no more, so a store reads no more: at a million tags, parsing every row's max_id,
@@ -121,6 +120,7 @@ export interface TagChanges {
  */
 export type TagListing = Pick<TagRecord, 'tag' | 'step' | 'opaque'>;
 
+/** One page of {@link SegmentStore.listTagPage}. */
 export interface TagPage {
   readonly records: TagListing[];
   /** Pass back for the next page; undefined after the last one. Opaque. */
