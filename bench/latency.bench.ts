@@ -12,6 +12,8 @@
 // 3. Fixed rates (bench/support/open-loop.ts): 10,000 and 25,000 req/s and half the bare route's
 //    saturation rate, on the bare route and on the single-ID Leaf routes; p99.9 against the bare
 //    route's in the same run, and each server's CPU time per request (bench/support/process-cpu.ts).
+//    A second bare server (the A/A control) is measured the same way: its ratio to the first is
+//    what the machine alone makes of two equal servers, the resolution of the run's ratios.
 // 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s, beside the bare
 //    server answering the same number of prebuilt bytes (the transfer ceiling).
 //
@@ -54,18 +56,28 @@ const load = loadNote();
 // The machine's floor, before any server starts: how late a 1 ms timer fires in this idle process.
 const floor = await timerGaps(() => idleFor(2000));
 const bare = await startTarget('bare', 1, SERVER_CPU);
+// The A/A control: a second, identical bare server, measured exactly as idmint's routes are. Its
+// ratio to the first is what the machine alone makes of two equal servers: the resolution of
+// every other ratio in the run.
+const control = await startTarget('bare', 1, SERVER_CPU).catch((error: unknown) => {
+  stopTargets([bare]);
+  throw error;
+});
 const idmint = new Map<number, Target>();
 try {
   for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes, SERVER_CPU));
 } catch (error) {
-  stopTargets([bare, ...idmint.values()]);
+  stopTargets([bare, control, ...idmint.values()]);
   throw error;
 }
-const routes = [
-  { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0, target: bare },
+/** `reference`: the bare route every other is judged against; `control`: the A/A control. */
+type Role = 'reference' | 'control' | 'idmint';
+const routes: { name: string; url: string; processes: number; target: Target; role: Role }[] = [
+  { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0, target: bare, role: 'reference' },
+  { name: 'bare Fastify route, second process (A/A control)', url: `${control.url}/bare/get/bench`, processes: 0, target: control, role: 'control' },
   ...[...idmint].flatMap(([processes, target]) => [
-    { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes, target },
-    { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes, target },
+    { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes, target, role: 'idmint' as const },
+    { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes, target, role: 'idmint' as const },
   ]),
 ];
 
@@ -112,7 +124,7 @@ try {
   const bareCeiling = saturation.get('bare Fastify route@0') ?? Number.NaN;
   const saturationRows = routes.map((route) => {
     const rps = saturation.get(`${route.name}@${route.processes}`) ?? Number.NaN;
-    return [route.name, route.processes === 0 ? '-' : String(route.processes), formatRate(rps), route.processes === 0 ? '1.00 (ceiling)' : (rps / bareCeiling).toFixed(2)];
+    return [route.name, route.processes === 0 ? '-' : String(route.processes), formatRate(rps), route.role === 'reference' ? '1.00 (ceiling)' : (rps / bareCeiling).toFixed(2)];
   });
 
   // 3. Fixed rates.
@@ -139,6 +151,8 @@ try {
   const pick = (runs: readonly FixedRun[], f: (m: FixedRun) => number) => median(runs.map(f));
   const checks: string[] = [];
   const cpuRatios: number[] = [];
+  /** p99.9 ratios to the bare route, by role, over the rates the bare route kept up with. */
+  const ratios = { control: [] as number[], idmint: [] as number[] };
   const fixedRows = rates.flatMap((rate) => {
     const bareRuns = fixed.get(`${rate}:bare Fastify route@0`) ?? [];
     const bareP999 = pick(bareRuns, (m) => m.p999);
@@ -153,16 +167,24 @@ try {
       let target = '-';
       const bareBehind = pick(bareRuns, (m) => m.achievedRate) < rate * 0.98;
       // Where the bare route kept up: past saturation, requests queue and CPU per request changes regime.
-      if (route.processes > 0 && !bareBehind && Number.isFinite(cpu)) cpuRatios.push(cpu / bareCpu);
-      if (route.processes > 0 && bareBehind) {
+      if (route.role === 'idmint' && !bareBehind && Number.isFinite(cpu)) cpuRatios.push(cpu / bareCpu);
+      const label = route.role === 'control' ? 'A/A control (a second bare process)' : `${route.name}, ${route.processes} process(es)`;
+      if (route.role !== 'reference' && bareBehind) {
         // The reference itself could not keep up: its queue, not its latency, sets its p99.9.
         target = achieved < rate * 0.98 ? '**missed** (behind)' : 'not judged (bare route behind)';
-        checks.push(`${formatRate(rate)} req/s, ${route.name}, ${route.processes} process(es): p99.9 ${ms(p999)} ms; ${target}`);
-      } else if (route.processes > 0) {
-        const withinRatio = ratio <= TARGETS.p999Ratio && achieved >= rate * 0.98;
-        const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
-        target = `${verdict(withinRatio)} (1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
-        checks.push(`${formatRate(rate)} req/s, ${route.name}, ${route.processes} process(es): p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}`);
+        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms; ${target}`);
+      } else if (route.role !== 'reference') {
+        ratios[route.role].push(ratio);
+        if (route.role === 'control') {
+          // Two equal servers: any ratio away from 1, either way, is the machine's.
+          const within = ratio <= TARGETS.p999Ratio && ratio >= 1 / TARGETS.p999Ratio;
+          target = `A/A: ${within ? 'within' : 'outside'} 1.2x either way`;
+        } else {
+          const withinRatio = ratio <= TARGETS.p999Ratio && achieved >= rate * 0.98;
+          const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
+          target = `${verdict(withinRatio)} (1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
+        }
+        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}`);
       }
       return [
         formatRate(rate),
@@ -175,7 +197,7 @@ try {
         ms(pick(runs, (m) => m.max)),
         ms(pick(runs, (m) => m.sendLagP999)),
         Number.isFinite(cpu) ? `${cpu.toFixed(1)} (${(cpu / bareCpu).toFixed(2)})` : '-',
-        route.processes === 0 ? '1.00' : ratio.toFixed(2),
+        route.role === 'reference' ? '1.00' : ratio.toFixed(2),
         failures === 0 ? 'none' : `**${failures}**`,
         target,
       ];
@@ -219,6 +241,13 @@ try {
   }
   const bestBatch = Math.max(...idmintBatches.values());
   const segmentCeiling = Math.max(batchRates.get('segment:100000:bare route, prebuilt body') ?? 0, batchRates.get('segment:1000000:bare route, prebuilt body') ?? 0);
+  const span = (values: readonly number[]) => (values.length === 0 ? 'nothing (the bare route was behind)' : `${Math.min(...values).toFixed(2)}x to ${Math.max(...values).toFixed(2)}x`);
+  // How far apart the machine put two equal servers, as a factor either way.
+  const noise = Math.max(...ratios.control, ...ratios.control.map((r) => 1 / r));
+  checks.push(
+    `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${noise.toFixed(2)}x either way from the machine; ` +
+      `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.idmint.length} cases, beyond the control's spread in ${ratios.idmint.filter((r) => r > noise).length}`,
+  );
   checks.push(`server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the rates the bare route kept up with (no target; CPU per request moves little with the machine's load)`);
   checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`);
   checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
@@ -256,7 +285,7 @@ ${checks.map((c) => `- ${c}`).join('\n')}`;
 } finally {
   // A run stopped during the pause must not leave the bare server stopped.
   bare.child.kill('SIGCONT');
-  stopTargets([bare, ...idmint.values()]);
+  stopTargets([bare, control, ...idmint.values()]);
 }
 
 process.stdout.write(`${markdown}\n`);
