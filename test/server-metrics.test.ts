@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { REQUIRE_SERVICES } from './support/services.ts';
 import { metricSample as sample } from './support/metrics-text.ts';
 import { testServer } from './support/server.ts';
+import { waitFor } from './support/workers.ts';
 
 /** Prometheus's promtool (Debian's `prometheus` package; scripts/services.sh up installs it). */
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' }).status === 0 ? 'promtool' : undefined;
@@ -88,6 +93,28 @@ describe('/metrics', () => {
       assert.deepEqual([...tagLabels].sort(), ['', '_other', 'a', 'b']);
     } finally {
       await server.close();
+    }
+  });
+
+  it("counts the tag refresh's rows read and failures, read from the service at each scrape", async () => {
+    // 3 tags in the store before the server starts, and every refresh a full read
+    // (tagFullRefreshMs 0): the counter grows 3 at a time, from the start-up read on.
+    const dir = mkdtempSync(join(tmpdir(), 'idmint-metrics-refresh-'));
+    const path = join(dir, 'tags.db');
+    const store = new SqliteSegmentStore({ path });
+    await store.init();
+    for (const tag of ['r1', 'r2', 'r3']) await store.createTag({ tag, step: 10 });
+    await store.close();
+    const server = await testServer({ segment: { store: `sqlite:${path}`, tagRefreshMs: 20, tagFullRefreshMs: 0 } });
+    try {
+      const scrape = async (series: string) => sample((await server.app.inject('/metrics')).body, series);
+      await waitFor('three full reads of the 3 tags', async () => ((await scrape('idmint_segment_tag_rows_read_total')) ?? 0) >= 9);
+      const text = (await server.app.inject('/metrics')).body;
+      assert.equal((sample(text, 'idmint_segment_tag_rows_read_total') ?? -1) % 3, 0, 'whole reads of 3 rows');
+      assert.equal(sample(text, 'idmint_segment_tag_refresh_failures_total'), 0);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
