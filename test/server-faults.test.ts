@@ -3,6 +3,7 @@ import { after, before, it } from 'node:test';
 import { removeRegistryData } from './support/coordinators.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import { assertError } from './support/http.ts';
+import { metricSample } from './support/metrics-text.ts';
 import { testServer, type TestServer } from './support/server.ts';
 import { SERVICES, describeWithServices, hostPort, uniqueName } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
@@ -142,7 +143,12 @@ await describeWithServices('server over a failing etcd (in-process, TcpProxy)', 
     const ready = await server.app.inject('/readyz');
     assert.equal(ready.statusCode, 503);
     assert.match((ready.json() as { checks: { snowflake: string } }).checks.snowflake, /^worker \d+ (fenced|recovering)/);
-    assert.match((await server.app.inject('/metrics')).body, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 0$/m);
+    const fencedMetrics = (await server.app.inject('/metrics')).body;
+    assert.match(fencedMetrics, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 0$/m);
+    assert.ok((metricSample(fencedMetrics, 'idmint_snowflake_lease_renew_failures_total') ?? 0) >= 1, 'the failed renewals are counted');
+    // Cut past the lease's 2 s TTL: etcd has let the lease expire, so the next renewal finds it
+    // gone and the worker recovers on a new lease: a loss.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
     proxy.restore();
     let resumed = false;
     for (let i = 0; i < 300 && !resumed; i++) {
@@ -151,5 +157,8 @@ await describeWithServices('server over a failing etcd (in-process, TcpProxy)', 
     }
     assert.ok(resumed, 'no snowflake ID after the coordinator came back');
     assert.equal((await server.app.inject('/readyz')).statusCode, 200);
+    const resumedMetrics = (await server.app.inject('/metrics')).body;
+    assert.match(resumedMetrics, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 1$/m);
+    assert.ok((metricSample(resumedMetrics, 'idmint_snowflake_lease_losses_total') ?? 0) >= 1, 'the expired lease is counted as lost');
   });
 });
