@@ -65,17 +65,24 @@ const control = await startTarget('bare', 1, SERVER_CPU).catch((error: unknown) 
 });
 const idmint = new Map<number, Target>();
 try {
-  for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes, SERVER_CPU));
+  // One process also serves the bare app in its own event loop (its twin): see below.
+  for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes, SERVER_CPU, { twin: processes === 1 }));
 } catch (error) {
   stopTargets([bare, control, ...idmint.values()]);
   throw error;
 }
-/** `reference`: the bare route every other is judged against; `control`: the A/A control. */
-type Role = 'reference' | 'control' | 'idmint';
+/**
+ * `reference`: the bare route every other is judged against; `control`: the A/A control; `twin`:
+ * the bare app inside the one-process idmint server, sharing its event loop, heap and CPU
+ * placement, so idmint's routes against it show their own per-request cost without the bias
+ * of one process against another.
+ */
+type Role = 'reference' | 'control' | 'twin' | 'idmint';
 const routes: { name: string; url: string; processes: number; target: Target; role: Role }[] = [
   { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0, target: bare, role: 'reference' },
   { name: 'bare Fastify route, second process (A/A control)', url: `${control.url}/bare/get/bench`, processes: 0, target: control, role: 'control' },
   ...[...idmint].flatMap(([processes, target]) => [
+    ...(target.twin === undefined ? [] : [{ name: "bare Fastify route in idmint's process (twin)", url: `${target.twin}/bare/get/bench`, processes, target, role: 'twin' as const }]),
     { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes, target, role: 'idmint' as const },
     { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes, target, role: 'idmint' as const },
   ]),
@@ -151,12 +158,16 @@ try {
   const pick = (runs: readonly FixedRun[], f: (m: FixedRun) => number) => median(runs.map(f));
   const checks: string[] = [];
   const cpuRatios: number[] = [];
-  /** p99.9 ratios to the bare route, by role, over the rates the bare route kept up with. */
-  const ratios = { control: [] as number[], idmint: [] as number[] };
+  /**
+   * p99.9 ratios over the rates the bare route kept up with: to the bare route, by role; and
+   * (`inProcess`) of idmint's one-process routes to the twin in their process.
+   */
+  const ratios = { control: [] as number[], idmint: [] as number[], inProcess: [] as number[] };
   const fixedRows = rates.flatMap((rate) => {
     const bareRuns = fixed.get(`${rate}:bare Fastify route@0`) ?? [];
     const bareP999 = pick(bareRuns, (m) => m.p999);
     const bareCpu = pick(bareRuns, (m) => m.cpuUsPerRequest);
+    const twinP999 = pick(fixed.get(`${rate}:${routes.find((r) => r.role === 'twin')?.name}@1`) ?? [], (m) => m.p999);
     return routes.map((route) => {
       const runs = fixed.get(`${rate}:${route.name}@${route.processes}`) ?? [];
       const p999 = pick(runs, (m) => m.p999);
@@ -168,13 +179,19 @@ try {
       const bareBehind = pick(bareRuns, (m) => m.achievedRate) < rate * 0.98;
       // Where the bare route kept up: past saturation, requests queue and CPU per request changes regime.
       if (route.role === 'idmint' && !bareBehind && Number.isFinite(cpu)) cpuRatios.push(cpu / bareCpu);
-      const label = route.role === 'control' ? 'A/A control (a second bare process)' : `${route.name}, ${route.processes} process(es)`;
+      const label = route.role === 'control' ? 'A/A control (a second bare process)' : route.role === 'twin' ? "the bare app in idmint's process (twin)" : `${route.name}, ${route.processes} process(es)`;
+      // Against the twin: the same process, so the same loop, heap and placement.
+      const inProcess = route.role === 'idmint' && route.processes === 1 && Number.isFinite(twinP999) ? p999 / twinP999 : undefined;
       if (route.role !== 'reference' && bareBehind) {
         // The reference itself could not keep up: its queue, not its latency, sets its p99.9.
         target = achieved < rate * 0.98 ? '**missed** (behind)' : 'not judged (bare route behind)';
         checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms; ${target}`);
+      } else if (route.role === 'twin') {
+        target = 'reference in its process';
+        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms`);
       } else if (route.role !== 'reference') {
         ratios[route.role].push(ratio);
+        if (inProcess !== undefined) ratios.inProcess.push(inProcess);
         if (route.role === 'control') {
           // Two equal servers: any ratio away from 1, either way, is the machine's.
           const within = ratio <= TARGETS.p999Ratio && ratio >= 1 / TARGETS.p999Ratio;
@@ -184,7 +201,8 @@ try {
           const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
           target = `${verdict(withinRatio)} (1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
         }
-        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}`);
+        const twinNote = inProcess === undefined ? '' : `; ${inProcess.toFixed(2)}x the bare app in its own process (${ms(twinP999)} ms)`;
+        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}${twinNote}`);
       }
       return [
         formatRate(rate),
@@ -198,6 +216,7 @@ try {
         ms(pick(runs, (m) => m.sendLagP999)),
         Number.isFinite(cpu) ? `${cpu.toFixed(1)} (${(cpu / bareCpu).toFixed(2)})` : '-',
         route.role === 'reference' ? '1.00' : ratio.toFixed(2),
+        inProcess === undefined ? '-' : inProcess.toFixed(2),
         failures === 0 ? 'none' : `**${failures}**`,
         target,
       ];
@@ -248,6 +267,12 @@ try {
     `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${noise.toFixed(2)}x either way from the machine; ` +
       `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.idmint.length} cases, beyond the control's spread in ${ratios.idmint.filter((r) => r > noise).length}`,
   );
+  if (ratios.inProcess.length > 0) {
+    checks.push(
+      `in one process: idmint's routes measured ${span(ratios.inProcess)} the bare app serving beside them in the same process (the twin), within 1.2x in ${ratios.inProcess.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.inProcess.length} cases: ` +
+        'their own per-request cost, without the placement of one process against another',
+    );
+  }
   checks.push(`server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the rates the bare route kept up with (no target; CPU per request moves little with the machine's load)`);
   checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`);
   checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
@@ -270,9 +295,11 @@ ${markdownTable(['Route', 'Processes', 'req/s', 'vs bare'], saturationRows)}
 **Fixed rates** (open loop, ${CONNECTIONS} connections, latency from each request's intended send time;
 "generator lag": how late the generator's loop got to each due request, sent or queued, its own
 event-loop delay on the shared cores, included in the latencies; "server CPU": user and system CPU
-time of the server's processes per answered request, from /proc, and its ratio to the bare route's):
+time of the server's processes per answered request, from /proc, and its ratio to the bare route's;
+"twin": the bare app served by the one-process idmint server beside its routes, in the same
+process, so "vs twin" holds no difference between two processes' placement):
 
-${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'server CPU us/request (vs bare)', 'p99.9 vs bare', 'Failures', 'Target'], fixedRows)}
+${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'server CPU us/request (vs bare)', 'p99.9 vs bare', 'p99.9 vs twin', 'Failures', 'Target'], fixedRows)}
 
 **Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over node:http, each
 reading whole bodies; autocannon's client is too slow for bodies this large). "bare route, prebuilt body":

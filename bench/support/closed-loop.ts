@@ -11,13 +11,16 @@ import { percentile } from './open-loop.ts';
 export interface Target {
   readonly url: string;
   readonly child: ChildProcess;
+  /** The bare app in the same process, when started with `twin` (in-process idmint only). */
+  readonly twin?: string;
 }
 
 /**
  * Starts bench/support/http-target.ts in a process of its own. `processes` above 1 starts idmint
- * as `idmint serve --processes N` (passed to the target as BENCH_PROCESSES).
+ * as `idmint serve --processes N` (passed to the target as BENCH_PROCESSES); `twin` also serves
+ * the bare app in idmint's process (BENCH_TWIN).
  */
-export function startTarget(kind: 'bare' | 'idmint', processes = 1, cpu?: number): Promise<Target> {
+export function startTarget(kind: 'bare' | 'idmint', processes = 1, cpu?: number, options: { readonly twin?: boolean } = {}): Promise<Target> {
   const script = fileURLToPath(new URL('./http-target.ts', import.meta.url));
   const node = [process.execPath, ...process.execArgv, script, kind];
   // Pinned with taskset (Linux) when a CPU is given: the server then never waits for the
@@ -25,11 +28,14 @@ export function startTarget(kind: 'bare' | 'idmint', processes = 1, cpu?: number
   const [command = process.execPath, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
   const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, BENCH_PROCESSES: String(processes) },
+    env: { ...process.env, BENCH_PROCESSES: String(processes), BENCH_TWIN: options.twin === true ? '1' : '0' },
   });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${kind} target exited with ${code}`)));
-    child.stdout?.once('data', (chunk: Buffer) => resolve({ url: (JSON.parse(chunk.toString('utf8')) as { url: string }).url, child }));
+    child.stdout?.once('data', (chunk: Buffer) => {
+      const { url, twin } = JSON.parse(chunk.toString('utf8')) as { url: string; twin?: string };
+      resolve({ url, child, ...(twin === undefined ? {} : { twin }) });
+    });
   });
 }
 

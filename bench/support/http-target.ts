@@ -9,6 +9,11 @@
 // BENCH_PROCESSES=N (N > 1) starts `idmint serve --processes N` from the CLI instead of an
 // in-process server, with the same store, keys and tags, and the embedded worker registry so
 // every process gets a worker ID of its own.
+//
+// BENCH_TWIN=1 (in-process idmint only): the bare Fastify app also listens in idmint's process,
+// on a port of its own (`"twin"` in the JSON line): a reference that shares idmint's event loop,
+// heap and CPU placement, so a ratio to it holds what idmint's routes do per request and not how
+// the scheduler placed two processes.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -58,7 +63,8 @@ async function ready(url: string): Promise<void> {
   }
 }
 
-if (kind === 'bare') {
+/** The bare Fastify app: the ceiling on this machine. Resolves once it listens. */
+async function startBare(): Promise<{ url: string; close: () => Promise<void> }> {
   // Routed exactly as idmint's server is (no HEAD routes, the same router options), so the ratio
   // measures what idmint's routes do per request, not a difference in Fastify's configuration.
   const app = Fastify({ logger: false, ...ROUTING_OPTIONS });
@@ -75,8 +81,13 @@ if (kind === 'bare') {
     reply.type('application/octet-stream').send(body);
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0, backlog: LISTEN_BACKLOG });
-  process.stdout.write(`${JSON.stringify({ url })}\n`);
-  stop = () => app.close();
+  return { url, close: () => app.close() };
+}
+
+if (kind === 'bare') {
+  const bare = await startBare();
+  process.stdout.write(`${JSON.stringify({ url: bare.url })}\n`);
+  stop = bare.close;
 } else if (kind === 'idmint' && PROCESSES > 1) {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-bench-http-'));
   const port = await freePort();
@@ -129,8 +140,10 @@ if (kind === 'bare') {
     if (created.statusCode !== 201) throw new Error(`creating the bench tag failed: ${created.body}`);
   }
   const url = await server.listen();
-  process.stdout.write(`${JSON.stringify({ url })}\n`);
+  const twin = process.env['BENCH_TWIN'] === '1' ? await startBare() : undefined;
+  process.stdout.write(`${JSON.stringify({ url, ...(twin === undefined ? {} : { twin: twin.url }) })}\n`);
   stop = async () => {
+    await twin?.close();
     await server.close();
     rmSync(dir, { recursive: true, force: true });
   };
