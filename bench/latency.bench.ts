@@ -261,10 +261,10 @@ try {
   const bestBatch = Math.max(...idmintBatches.values());
   const segmentCeiling = Math.max(batchRates.get('segment:100000:bare route, prebuilt body') ?? 0, batchRates.get('segment:1000000:bare route, prebuilt body') ?? 0);
   const span = (values: readonly number[]) => (values.length === 0 ? 'nothing (the bare route was behind)' : `${Math.min(...values).toFixed(2)}x to ${Math.max(...values).toFixed(2)}x`);
-  // How far apart the machine put two equal servers, as a factor either way.
-  const noise = Math.max(...ratios.control, ...ratios.control.map((r) => 1 / r));
+  // How far apart the machine put two equal servers, as a factor either way (none: not judged).
+  const noise = ratios.control.length === 0 ? Number.POSITIVE_INFINITY : Math.max(...ratios.control, ...ratios.control.map((r) => 1 / r));
   checks.push(
-    `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${noise.toFixed(2)}x either way from the machine; ` +
+    `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${Number.isFinite(noise) ? `${noise.toFixed(2)}x either way` : 'any factor'} from the machine; ` +
       `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.idmint.length} cases, beyond the control's spread in ${ratios.idmint.filter((r) => r > noise).length}`,
   );
   if (ratios.inProcess.length > 0) {
