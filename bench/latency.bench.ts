@@ -15,7 +15,8 @@
 //    A second bare server (the A/A control) is measured the same way: its ratio to the first is
 //    what the machine alone makes of two equal servers, the resolution of the run's ratios.
 // 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s, beside the bare
-//    server answering the same number of prebuilt bytes (the transfer ceiling).
+//    server answering the same number of prebuilt bytes (the transfer ceiling); for segment tags
+//    also the range form (`/v1/segment/{tag}/range?size=N`: a start and an end per answer).
 //
 // Every server runs in a process of its own; the generator runs in this one, on the same 2 cores.
 import { execFileSync } from 'node:child_process';
@@ -237,16 +238,23 @@ try {
       ['snowflake', '/v1/snowflake', 100_000],
     ] as const) {
       // The bare route's prebuilt body of the same size first: what HTTP carries here at most.
+      // A segment tag also has the range form: up to `count` IDs as one start and end.
       const forms = [
         ['bare route, prebuilt body', `${bare.url}/bare/batch?count=${count}`, octets],
         ['JSON', `${firstTarget.url}${path}?count=${count}`, undefined],
         ['octet-stream', `${firstTarget.url}${path}?count=${count}`, octets],
+        ...(name === 'segment' ? [['range', `${firstTarget.url}${path}/range?size=${count}`, undefined] as const] : []),
       ] as const;
       for (const [form, url, headers] of forms) {
-        const options = { connections: BATCH_CONNECTIONS, ...(headers === undefined ? {} : { headers }) };
+        // A range may hold fewer than asked (the rest of a buffered range): count what each carried.
+        let rangeIds = 0;
+        const onBody = form === 'range' ? (body: Buffer) => (rangeIds += (JSON.parse(body.toString('utf8')) as { size: number }).size) : undefined;
+        const options = { connections: BATCH_CONNECTIONS, ...(headers === undefined ? {} : { headers }), ...(onBody === undefined ? {} : { onBody }) };
         await bodyLoop(url, WARMUP, options);
+        rangeIds = 0;
         const m = await bodyLoop(url, DURATION, options);
-        const ids = m.requestsPerSecond * count;
+        const seconds = m.latencies.length / m.requestsPerSecond;
+        const ids = form === 'range' ? rangeIds / seconds : m.requestsPerSecond * count;
         const key = `${name}:${count}`;
         batchRates.set(`${key}:${form}`, ids);
         if (form !== forms[0][0]) idmintBatches.set(`${key}:${form}`, ids);
@@ -254,11 +262,14 @@ try {
         const json = batchRates.get(`${key}:JSON`) ?? Number.NaN;
         const ceiling = batchRates.get(`${key}:${forms[0][0]}`) ?? Number.NaN;
         const shownPath = path.replace('bench-batch', '{tag}');
-        batchRows.push([`\`${shownPath}?count=${count}\``, form, formatRate(m.requestsPerSecond), formatRate(ids), form === 'octet-stream' ? (ids / json).toFixed(2) : '-', (ids / ceiling).toFixed(2), formatRate(m.bytes / DURATION / 1e6), ms(m.p50), ms(m.p99), m.failures === 0 ? 'none' : `**${m.failures}**`]);
+        const shownUrl = form === 'range' ? `${shownPath}/range?size=${count}` : `${shownPath}?count=${count}`;
+        batchRows.push([`\`${shownUrl}\``, form, formatRate(m.requestsPerSecond), formatRate(ids), form === 'octet-stream' || form === 'range' ? (ids / json).toFixed(2) : '-', (ids / ceiling).toFixed(2), formatRate(m.bytes / DURATION / 1e6), ms(m.p50), ms(m.p99), m.failures === 0 ? 'none' : `**${m.failures}**`]);
       }
     }
   }
-  const bestBatch = Math.max(...idmintBatches.values());
+  const best = (forms: readonly string[]) => Math.max(...[...idmintBatches].filter(([key]) => forms.some((form) => key.endsWith(`:${form}`))).map(([, ids]) => ids));
+  const bestBatch = best(['octet-stream']);
+  const bestRange = best(['range']);
   const segmentCeiling = Math.max(batchRates.get('segment:100000:bare route, prebuilt body') ?? 0, batchRates.get('segment:1000000:bare route, prebuilt body') ?? 0);
   const span = (values: readonly number[]) => (values.length === 0 ? 'nothing (the bare route was behind)' : `${Math.min(...values).toFixed(2)}x to ${Math.max(...values).toFixed(2)}x`);
   // How far apart the machine put two equal servers, as a factor either way (none: not judged).
@@ -275,6 +286,7 @@ try {
   }
   checks.push(`server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the rates the bare route kept up with (no target; CPU per request moves little with the machine's load)`);
   checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`);
+  checks.push(`segment ranges (the range form: a start and an end per answer) at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestRange >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestRange)} IDs/s, counted from each answer's size)`);
   checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
 
   markdown = `${machineLine()} ${load} Short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
@@ -304,7 +316,9 @@ ${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9'
 **Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over node:http, each
 reading whole bodies; autocannon's client is too slow for bodies this large). "bare route, prebuilt body":
 the bare Fastify server answering the same number of bytes, built once, as the ceiling of the transfer
-itself on this machine ("vs bare" is against it):
+itself on this machine ("vs bare" is against it). "range": \`GET /v1/segment/{tag}/range?size=N\`, up to N of
+the tag's IDs as one start and end (the client's local mode takes its ranges this way), its IDs counted
+from each answer's \`size\`; it sends a few hundred bytes whatever N is, so it is not bound by the transfer:
 
 ${markdownTable(['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'vs bare', 'MB/s', 'p50', 'p99', 'Failures'], batchRows)}
 

@@ -60,6 +60,8 @@ export interface ClosedLoopResult {
 
 export interface ClosedLoopOptions {
   readonly connections: number;
+  /** bodyLoop only: called with each whole 200 body (collected only when given). */
+  readonly onBody?: (body: Buffer) => void;
   /** Record every response's latency (from its actual send: what a closed loop can measure). */
   readonly keepLatencies?: boolean;
   readonly headers?: Record<string, string>;
@@ -112,11 +114,14 @@ export async function bodyLoop(url: string, seconds: number, options: ClosedLoop
       const sent = performance.now();
       request(url, { agent, headers: options.headers ?? {} }, (response) => {
         if (response.statusCode !== 200) failures++;
+        const chunks: Buffer[] | undefined = options.onBody !== undefined && response.statusCode === 200 ? [] : undefined;
         response.on('data', (chunk: Buffer) => {
           bytes += chunk.length;
+          chunks?.push(chunk);
         });
         response.on('end', () => {
           latencies.push(performance.now() - sent);
+          if (chunks !== undefined) options.onBody?.(Buffer.concat(chunks));
           resolve();
         });
       })
