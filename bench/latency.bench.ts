@@ -79,7 +79,14 @@ try {
  * of one process against another.
  */
 type Role = 'reference' | 'control' | 'twin' | 'idmint';
-const routes: { name: string; url: string; processes: number; target: Target; role: Role }[] = [
+interface Route {
+  readonly name: string;
+  readonly url: string;
+  readonly processes: number;
+  readonly target: Target;
+  readonly role: Role;
+}
+const routes: Route[] = [
   { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0, target: bare, role: 'reference' },
   { name: 'bare Fastify route, second process (A/A control)', url: `${control.url}/bare/get/bench`, processes: 0, target: control, role: 'control' },
   ...[...idmint].flatMap(([processes, target]) => [
@@ -122,16 +129,18 @@ try {
   const validationOk = atLeast(paused.latencies, 50) >= expectedSlow * 0.8;
 
   // 2. Saturation.
-  const saturation = new Map<string, number>();
+  const saturation = new Map<Route, number>();
   for (const route of routes) {
     await closedLoop(route.url, WARMUP, { connections: CONNECTIONS });
     const m = await closedLoop(route.url, Math.max(2, Math.round(DURATION / 2)), { connections: CONNECTIONS });
-    saturation.set(`${route.name}@${route.processes}`, m.requestsPerSecond);
+    saturation.set(route, m.requestsPerSecond);
     log(`saturation ${route.name} (${route.processes} processes): ${formatRate(m.requestsPerSecond)} req/s`);
   }
-  const bareCeiling = saturation.get('bare Fastify route@0') ?? Number.NaN;
+  const [reference] = routes as [Route];
+  const twin = routes.find((route) => route.role === 'twin');
+  const bareCeiling = saturation.get(reference) ?? Number.NaN;
   const saturationRows = routes.map((route) => {
-    const rps = saturation.get(`${route.name}@${route.processes}`) ?? Number.NaN;
+    const rps = saturation.get(route) ?? Number.NaN;
     return [route.name, route.processes === 0 ? '-' : String(route.processes), formatRate(rps), route.role === 'reference' ? '1.00 (ceiling)' : (rps / bareCeiling).toFixed(2)];
   });
 
@@ -139,7 +148,9 @@ try {
   const rates = [...new Set([10_000, 25_000, Math.round(bareCeiling / 2 / 1000) * 1000])].sort((a, b) => a - b);
   // Each measurement also takes the server's CPU time per answered request (all its processes).
   type FixedRun = OpenLoopResult & { readonly cpuUsPerRequest: number };
-  const fixed = new Map<string, FixedRun[]>();
+  const fixed = new Map<Route, Map<number, FixedRun[]>>();
+  /** The runs of `route` at `rate` so far; none for a route that is not there. */
+  const runsOf = (route: Route | undefined, rate: number): FixedRun[] => (route === undefined ? [] : (fixed.get(route)?.get(rate) ?? []));
   for (let round = 0; round < ROUNDS; round++) {
     // Each round starts at another route, so no route is always the one measured first after a
     // change of rate or right after another route's heaviest run.
@@ -150,8 +161,8 @@ try {
         const cpuBefore = treeCpuMs(route.target.child.pid ?? 0);
         const run = await openLoop({ url: route.url, rate, seconds: DURATION, connections: CONNECTIONS });
         const m = { ...run, cpuUsPerRequest: ((treeCpuMs(route.target.child.pid ?? 0) - cpuBefore) * 1000) / run.ok };
-        const key = `${rate}:${route.name}@${route.processes}`;
-        fixed.set(key, [...(fixed.get(key) ?? []), m]);
+        const byRate = fixed.get(route) ?? new Map<number, FixedRun[]>();
+        fixed.set(route, byRate.set(rate, [...runsOf(route, rate), m]));
         log(`${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)} CPU ${m.cpuUsPerRequest.toFixed(1)} us/request${m.failures > 0 ? `, ${m.failures} failures` : ''}`);
       }
     }
@@ -165,12 +176,12 @@ try {
    */
   const ratios = { control: [] as number[], idmint: [] as number[], inProcess: [] as number[] };
   const fixedRows = rates.flatMap((rate) => {
-    const bareRuns = fixed.get(`${rate}:bare Fastify route@0`) ?? [];
+    const bareRuns = runsOf(reference, rate);
     const bareP999 = pick(bareRuns, (m) => m.p999);
     const bareCpu = pick(bareRuns, (m) => m.cpuUsPerRequest);
-    const twinP999 = pick(fixed.get(`${rate}:${routes.find((r) => r.role === 'twin')?.name}@1`) ?? [], (m) => m.p999);
+    const twinP999 = pick(runsOf(twin, rate), (m) => m.p999);
     return routes.map((route) => {
-      const runs = fixed.get(`${rate}:${route.name}@${route.processes}`) ?? [];
+      const runs = runsOf(route, rate);
       const p999 = pick(runs, (m) => m.p999);
       const achieved = pick(runs, (m) => m.achievedRate);
       const failures = runs.reduce((n, m) => n + m.failures, 0);

@@ -142,10 +142,9 @@ export class ServerMetrics {
           this.set({ worker_id: String(state.workerId) }, state.ready ? 1 : 0);
         },
       });
-      const total = (name: string, help: string, read: (state: SnowflakeWorkerState) => number) => readCounter(name, help, () => read(snowflake.state()));
-      total('snowflake_clock_rollbacks_total', 'Times the generator found the clock behind a time it had already used.', (s) => s.clockRollbacks);
-      total('snowflake_lease_renew_failures_total', 'Lease renewals that failed (the node is fenced if they go on past the lease).', (s) => s.renewFailuresTotal);
-      total('snowflake_lease_losses_total', 'Leases lost (expired or taken over); a new worker ID is acquired each time.', (s) => s.leaseLosses);
+      readCounter('snowflake_clock_rollbacks_total', 'Times the generator found the clock behind a time it had already used.', () => snowflake.state().clockRollbacks);
+      readCounter('snowflake_lease_renew_failures_total', 'Lease renewals that failed (the node is fenced if they go on past the lease).', () => snowflake.state().renewFailuresTotal);
+      readCounter('snowflake_lease_losses_total', 'Leases lost (expired or taken over); a new worker ID is acquired each time.', () => snowflake.state().leaseLosses);
       new Gauge({
         name: `${prefix}snowflake_peer_clock_offset_seconds`,
         help: "This node's clock minus the mean of its live peers' clocks, measured at start-up; no sample when there was nothing to compare.",
@@ -186,10 +185,9 @@ export class ServerMetrics {
     gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
     counter('segment_range_loads_total', 'Ranges loaded from the store.', (t) => t.loads);
     counter('segment_range_load_failures_total', 'Range loads that failed or were abandoned after the timeout.', (t) => t.loadFailures);
-    /** A counter of the whole service, read from the scrape's snapshot. */
-    const serviceCounter = (name: string, help: string, read: (stats: SegmentServiceStats) => number) => readCounter(name, help, () => read(snapshot));
-    serviceCounter('segment_tag_refresh_failures_total', 'Times re-reading the tag list from the store failed.', (s) => s.tagRefreshFailures);
-    serviceCounter('segment_tag_rows_read_total', 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.', (s) => s.tagRowsRead);
+    // Counters of the whole service, read from the scrape's snapshot.
+    readCounter('segment_tag_refresh_failures_total', 'Times re-reading the tag list from the store failed.', () => snapshot.tagRefreshFailures);
+    readCounter('segment_tag_rows_read_total', 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.', () => snapshot.tagRowsRead);
   }
 
   /**
