@@ -161,8 +161,10 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
       {
         name: '2% of requests answered 503',
         input: [
-          series('idmint_http_request_duration_seconds_count', { route: '/v1/segment/:tag', status: '200' }, '0+980x15'),
-          series('idmint_http_request_duration_seconds_count', { route: '/v1/segment/:tag', status: '503' }, '0+20x15'),
+          // The rule sums over routes and methods: 20 of 1,000 per minute answered 503, split over two methods.
+          series('idmint_http_request_duration_seconds_count', { route: '/v1/segment/:tag', method: 'GET', status: '200' }, '0+980x15'),
+          series('idmint_http_request_duration_seconds_count', { route: '/v1/segment/:tag', method: 'GET', status: '503' }, '0+12x15'),
+          series('idmint_http_request_duration_seconds_count', { route: '/api/segment/get/:tag', method: 'POST', status: '503' }, '0+8x15'),
         ],
         checks: [{ eval_time: '12m', alertname: 'IdmintRequestErrors', exp_alerts: [expect('IdmintRequestErrors', { instance: node.instance })] }],
       },

@@ -68,7 +68,7 @@ export class ServerMetrics {
   readonly #requests: LatencyHistogram;
   readonly #loads: LatencyHistogram;
   readonly #loadSeries = new Map<string, LatencySeries>();
-  readonly #unmatched = new Map<number, LatencySeries>();
+  readonly #unmatched: RouteSeries;
   readonly #prefix: string;
   readonly #tags: TagLabels;
 
@@ -95,7 +95,8 @@ export class ServerMetrics {
         for (const [family, total] of issued.familyTotals()) yield [{ mode: family, tag: '' }, total];
       }) as unknown as Metric,
     );
-    this.#requests = new LatencyHistogram(`${prefix}http_request_duration_seconds`, 'Time from request to response, by route and status code.', REQUEST_BUCKETS);
+    this.#requests = new LatencyHistogram(`${prefix}http_request_duration_seconds`, 'Time from request to response, by route, method and status code.', REQUEST_BUCKETS);
+    this.#unmatched = new RouteSeries(this.#requests, UNMATCHED_ROUTE);
     this.#loads = new LatencyHistogram(`${prefix}segment_range_load_seconds`, 'Time to allocate a range from the store, by tag (successful loads).', LOAD_BUCKETS);
     this.registry.registerMetric(this.#requests as unknown as Metric);
     this.registry.registerMetric(this.#loads as unknown as Metric);
@@ -203,36 +204,58 @@ export class ServerMetrics {
    * label `unmatched`: routes are all paths, so it cannot clash with one. Call once the answer is sent.
    */
   observeUnmatched(reply: FastifyReply): void {
-    let target = this.#unmatched.get(reply.statusCode);
-    if (target === undefined) {
-      target = this.#requests.series({ route: UNMATCHED_ROUTE, status: String(reply.statusCode) });
-      this.#unmatched.set(reply.statusCode, target);
-    }
-    target.observe(reply.elapsedTime / 1000);
+    this.#unmatched.observe(reply.request.method, reply.statusCode, reply.elapsedTime / 1000);
   }
 
   /**
-   * Times every route's requests. Each route gets its own hook with its path and per-status
-   * series bound once, so a response costs a Map lookup and a short bucket search. This is the
-   * one per-request cost metrics add (about 3% of a single-ID route's throughput, measured):
-   * Fastify follows a response to its end only for routes with an onResponse hook or a logger.
-   * Must run before the routes are registered.
+   * Times every route's requests. Each route registration gets its own hook with its path bound
+   * once and its series cached by method and status, so a response costs two Map lookups and a
+   * short bucket search. This is the one per-request cost metrics add (about 3% of a single-ID
+   * route's throughput, measured): Fastify follows a response to its end only for routes with an
+   * onResponse hook or a logger. Must run before the routes are registered.
    */
   instrument(app: FastifyInstance): void {
     const requests = this.#requests;
     app.addHook('onRoute', (route) => {
-      const series = new Map<number, LatencySeries>();
-      const hook: onResponseHookHandler = (_request, reply, done) => {
-        let target = series.get(reply.statusCode);
-        if (target === undefined) {
-          target = requests.series({ route: route.url, status: String(reply.statusCode) });
-          series.set(reply.statusCode, target);
-        }
-        target.observe(reply.elapsedTime / 1000);
+      // A path may be registered more than once (Leaf's routes: GET, then the other methods, then
+      // OPTIONS, as three routes); the histogram gives each label set one series whichever asks.
+      const series = new RouteSeries(requests, route.url);
+      const hook: onResponseHookHandler = (request, reply, done) => {
+        series.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
         done();
       };
       route.onResponse = route.onResponse === undefined ? [hook] : [...[route.onResponse].flat(), hook];
     });
+  }
+}
+
+/**
+ * One route's request series, by method and status, each taken from the histogram on first use
+ * and kept, so a request builds no label object. The `method` label is what Node's HTTP parser
+ * accepted (a fixed list of about 35), so the series of a route stay bounded.
+ */
+class RouteSeries {
+  readonly #histogram: LatencyHistogram;
+  readonly #route: string;
+  readonly #byMethod = new Map<string, Map<number, LatencySeries>>();
+
+  constructor(histogram: LatencyHistogram, route: string) {
+    this.#histogram = histogram;
+    this.#route = route;
+  }
+
+  observe(method: string, status: number, seconds: number): void {
+    let byStatus = this.#byMethod.get(method);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      this.#byMethod.set(method, byStatus);
+    }
+    let series = byStatus.get(status);
+    if (series === undefined) {
+      series = this.#histogram.series({ route: this.#route, method, status: String(status) });
+      byStatus.set(status, series);
+    }
+    series.observe(seconds);
   }
 }
 
@@ -311,6 +334,8 @@ class LatencyHistogram {
   readonly aggregator = 'sum';
   readonly #bounds: readonly number[];
   readonly #series: LatencySeries[] = [];
+  /** Every series by its label set ({@link labelSetKey}): a label set printed twice is two samples Prometheus cannot both store. */
+  readonly #byLabels = new Map<string, LatencySeries>();
 
   constructor(name: string, help: string, bounds: readonly number[]) {
     this.name = name;
@@ -318,10 +343,20 @@ class LatencyHistogram {
     this.#bounds = bounds;
   }
 
-  /** A new series; callers keep it (one per label set), so none is created twice. */
+  /**
+   * The series of this label set, made on the first call: callers keep it, as a lookup here costs
+   * a key built from the labels. Two callers asking for one label set share one series, so the
+   * scrape never holds a label set twice (Prometheus keeps one of such samples and drops the
+   * other, and `promtool check metrics` does not notice).
+   */
   series(labels: Readonly<Record<string, string>>): LatencySeries {
-    const series = new LatencySeries(labels, this.#bounds);
-    this.#series.push(series);
+    const key = labelSetKey(labels);
+    let series = this.#byLabels.get(key);
+    if (series === undefined) {
+      series = new LatencySeries(labels, this.#bounds);
+      this.#byLabels.set(key, series);
+      this.#series.push(series);
+    }
     return series;
   }
 
@@ -370,4 +405,12 @@ class LatencyHistogram {
       series.count = 0;
     }
   }
+}
+
+/** A label set as one string, whatever the order of its keys. */
+function labelSetKey(labels: Readonly<Record<string, string>>): string {
+  return Object.keys(labels)
+    .sort()
+    .map((name) => `${name}\u0000${labels[name]}`)
+    .join('\u0001');
 }
