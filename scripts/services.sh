@@ -11,10 +11,10 @@
 #
 # `up` is idempotent: a service that answers is left alone; one that is missing is installed from
 # Debian's packages, then started, bound to 127.0.0.1 only. `up` with no service named also
-# installs libfaketime (Debian's faketime), which a clock-rollback test needs, promtool
-# (Debian's prometheus package), which checks /metrics and the alert rules, and chromium (Debian's
-# chromium), which the dashboard's browser tests drive; `status` with no service named reports
-# promtool and chromium. `up chromium` or `status chromium` names the browser alone. Prints one
+# installs libfaketime (Debian's faketime), which a clock-rollback test needs, Debian's prometheus
+# package (promtool checks /metrics and the alert rules; a test starts its own prometheus server
+# to scrape a server it runs), and chromium (Debian's chromium), which the dashboard's browser tests
+# drive; `status` with no service named reports promtool, prometheus and chromium. `up chromium` or `status chromium` names the browser alone. Prints one
 # line per service and exits non-zero if any service is not up at the end.
 # Needs root (or sudo) only to install or start.
 set -uo pipefail
@@ -157,19 +157,20 @@ faketime_up() {
   printf '%-10s %-5s %-15s %s\n' faketime up - "$status"
 }
 
-# promtool (Debian's prometheus package): a server test runs `promtool check metrics` on /metrics.
-# Only the tool is wanted: if the package's install started a Prometheus server (policy-rc.d
-# usually prevents it), that server is stopped again.
+# Debian's prometheus package: a server test runs `promtool check metrics` on /metrics, and another
+# starts a prometheus server of its own (on a free loopback port, stopped by its PID) to scrape a
+# server it runs. Only the binaries are wanted: if the package's install started the system's
+# Prometheus server (policy-rc.d usually prevents it), that server is stopped again.
 promtool_status() {
-  if command -v promtool >/dev/null 2>&1; then
+  if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
     printf '%-10s %-5s %-15s %s\n' promtool up - "$1"
   else
-    printf '%-10s %-5s %-15s %s\n' promtool down - "${2:-not installed (scripts/services.sh up)}"
+    printf '%-10s %-5s %-15s %s\n' promtool down - "${2:-promtool or prometheus not installed (scripts/services.sh up)}"
     return 1
   fi
 }
 promtool_up() {
-  if command -v promtool >/dev/null 2>&1; then promtool_status "already installed"; return; fi
+  if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then promtool_status "already installed"; return; fi
   if ! apt_install prometheus; then
     promtool_status - "install failed (see $LOG_DIR/apt.log)"
     return 1
@@ -274,7 +275,7 @@ main() {
     chromium_up || failed=1
   fi
   if [ "$command" = status ] && [ $# -eq 0 ]; then
-    promtool_status "$(promtool --version 2>&1 | head -n 1)" || failed=1
+    promtool_status "$(prometheus --version 2>&1 | head -n 1) (promtool and prometheus)" || failed=1
     chromium_status "$(chromium_version)" || failed=1
   fi
   exit $failed
