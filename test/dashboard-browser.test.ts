@@ -124,6 +124,11 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
         // The focus stays on the button across refreshes (keyed rows, no re-mount).
         await page.waitForTimeout(0);
         assert.match(await page.evaluate(() => document.activeElement?.textContent ?? ''), /^IDs\/s/);
+        // A tag drawn from shows the step of its latest range; one not yet drawn from (step 0 in
+        // the status) its configured step, which its first load takes, marked as such.
+        const stepCell = async (tag: string) => (await page.locator(`tr[data-tag="${tag}"] td[data-label="Step"]`).textContent()) ?? '';
+        assert.equal(await stepCell('orders'), '100');
+        assert.equal(await stepCell('payments'), '100configured');
         // Search narrows the table on the server's side.
         await page.locator('#tag-search').fill('pay');
         await page.waitForFunction(() => document.querySelectorAll('tr[data-tag]').length === 1, undefined, { timeout: WAIT_MS });

@@ -199,7 +199,19 @@ function TagRow(props: { readonly tag: TagStatus; readonly admin: boolean; reado
         </div>
       </td>
       <td data-label="Step" class="num">
-        <span title={`configured ${t.tagStep}`}>{formatCount(t.step)}</span>
+        {t.step === 0 ? (
+          // No range loaded yet (step 0 in the status): the first load takes the configured step.
+          <>
+            <span title="The configured step: no range loaded yet">
+              {formatCount(t.tagStep)}
+            </span>
+            <div class="muted small">configured</div>
+          </>
+        ) : (
+          <span title={`configured ${t.tagStep}`}>
+            {formatCount(t.step)}
+          </span>
+        )}
         <Sparkline values={steps.length > 1 ? steps : null} label={`Recent steps of ${t.tag}: ${steps.join(', ') || 'none'}`} />
       </td>
       <td data-label="Last load" class="num">
