@@ -23,6 +23,17 @@ grep -qE '^dist/dashboard/app-[A-Z0-9]+\.js$' "$work/files" || fail "the dashboa
 
 ! grep -E '(^src/|\.test\.|^test/|^bench/|^scripts/|^data/)' "$work/files" || fail "the package holds files that are not for users"
 
+# No install-time script reaches a consumer: npm runs preinstall, install and postinstall (and
+# `node-gyp rebuild` for a binding.gyp) when it installs a package, and runs or flags prepare for
+# one installed from a tarball or git. The package ships built (prepack runs the build).
+tar -xzf "$work/$tarball" -C "$work" package/package.json
+scripts=$(node -e '
+  const { scripts = {} } = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
+  console.log(["preinstall", "install", "postinstall", "prepare"].filter((name) => name in scripts).join(" "));
+' "$work/package/package.json")
+[ -z "$scripts" ] || fail "the packed package.json has install-time scripts: $scripts"
+! grep -qx 'binding.gyp' "$work/files" || fail "the package holds a binding.gyp (npm would run node-gyp on install)"
+
 mkdir "$work/app"
 cd "$work/app"
 npm init -y >/dev/null
