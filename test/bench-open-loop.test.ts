@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { dueCount, openLoop, percentile } from '../bench/support/open-loop.ts';
 
@@ -80,6 +80,98 @@ describe('bench open-loop generator', () => {
       // and its p99.9 (the 4th largest of 3,000) stayed at the usual jitter.
       assert.ok(result.sendLagP999 >= 100, `lag p99.9 ${result.sendLagP999} ms hides the generator's stall`);
       assert.ok(result.sendLagMax >= 190, `lag max ${result.sendLagMax} ms`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('reopens connections a server closes: Tomcat answers the 100th request on one with Connection: close', async () => {
+    // Tomcat's maxKeepAliveRequests (100 by default, so Leaf's and TinyId's servers): the 100th
+    // answer on a connection says `Connection: close`, and the server closes it.
+    const MAX_PER_CONNECTION = 100;
+    const perSocket = new Map<Socket, number>();
+    let served = 0;
+    let closedByServer = 0;
+    const server = createServer((request, response) => {
+      const n = (perSocket.get(request.socket) ?? 0) + 1;
+      perSocket.set(request.socket, n);
+      served++;
+      if (n === MAX_PER_CONNECTION) {
+        response.setHeader('connection', 'close');
+        closedByServer++;
+      }
+      response.end('1');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 400, seconds: 1.5, connections: 4, drainMs: 2000 });
+      assert.equal(result.intended, 600);
+      assert.equal(result.ok, 600);
+      assert.equal(result.failures, 0);
+      assert.equal(result.latencies.length, 600);
+      assert.equal(served, 600);
+      // 600 requests, at most 100 per connection: at least 6 connections, so 2 or more reopened;
+      // every connection the server closed before the end was replaced by one.
+      assert.ok(perSocket.size >= 6, `${perSocket.size} connections`);
+      assert.ok(result.reconnects >= 2 && result.reconnects <= closedByServer, `${result.reconnects} reconnects, ${closedByServer} closed by the server`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('reads chunked answers and answers that end with the connection', async () => {
+    // node:http sends chunked when the body is written in parts with no length.
+    let chunked = 0;
+    const http = createServer((_request, response) => {
+      chunked++;
+      response.write('12');
+      response.end('34');
+    });
+    // An answer with no length and no chunking runs to the end of the connection (RFC 9112 6.3).
+    let untilClose = 0;
+    const raw = createNetServer((socket) => {
+      socket.once('data', () => {
+        untilClose++;
+        socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n1234');
+      });
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    try {
+      const viaChunks = await openLoop({ url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/x`, rate: 200, seconds: 0.5, connections: 2, drainMs: 2000 });
+      assert.equal(viaChunks.ok, 100);
+      assert.equal(chunked, 100);
+      assert.equal(viaChunks.reconnects, 0, 'chunked answers keep the connection');
+      const viaClose = await openLoop({ url: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/x`, rate: 200, seconds: 0.5, connections: 2, drainMs: 2000 });
+      assert.equal(viaClose.ok, 100);
+      assert.equal(untilClose, 100);
+      assert.ok(viaClose.reconnects >= 98, `${viaClose.reconnects} reconnects: one per answer but the last ones`);
+    } finally {
+      http.closeAllConnections();
+      await new Promise((resolve) => http.close(resolve));
+      await new Promise((resolve) => raw.close(resolve));
+    }
+  });
+
+  it('waits for every answer when some are errors, and counts those as failures', async () => {
+    let served = 0;
+    const server = createServer((_request, response) => {
+      served++;
+      response.statusCode = served % 2 === 0 ? 503 : 200;
+      response.end('1');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 200, seconds: 0.5, connections: 2, drainMs: 2000 });
+      assert.equal(served, 100);
+      assert.equal(result.latencies.length, 100, 'every answer timed, the 503s too');
+      assert.equal(result.ok, 50);
+      assert.equal(result.failures, 50);
+      assert.ok(Number.isFinite(result.max));
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

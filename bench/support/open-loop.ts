@@ -11,8 +11,13 @@
 // The client is a minimal HTTP/1.1 keep-alive client on raw sockets (one request in flight per
 // connection, no pipelining), several times cheaper per request than node:http's, so on a machine
 // where the generator shares the cores with the server it takes as little CPU from it as it can.
-// It reads responses framed by Content-Length only (what Fastify sends for text, JSON strings
-// and buffers); a chunked answer counts as a failure.
+// It reads bodies framed as RFC 9112 6.3 says: by Content-Length, chunked, or up to the end of the
+// connection. It keeps `connections` sockets open for the whole run: one the server closes is
+// replaced by a new one, so servers that close keep-alive connections can be measured too (Tomcat
+// answers the 100th request on a connection with `Connection: close` and closes it, Leaf's and
+// TinyId's default; others close idle ones). A request on a connection that closes before its
+// answer is a failure; the replacement's connect time is part of the latencies of the requests
+// that wait for it, as it would be for a real client.
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -54,6 +59,8 @@ export interface OpenLoopResult {
    */
   readonly sendLagP999: number;
   readonly sendLagMax: number;
+  /** Connections opened during the run to replace ones that closed (the server's choice, or a broken one). */
+  readonly reconnects: number;
 }
 
 /** The value at percentile `p` (0-100) of ascending `sorted`: the smallest with at least p% at or below it. */
@@ -71,49 +78,127 @@ export function dueCount(elapsedMs: number, intervalMs: number, total: number): 
 }
 
 const HEADER_END = Buffer.from('\r\n\r\n');
+const LINE_END = Buffer.from('\r\n');
+
+/** Where the reader of a connection is in the answer it reads. */
+type ReadState = 'head' | 'length' | 'chunk-size' | 'chunk-data' | 'trailers' | 'until-close';
+
+/** Told of each whole answer: its status, and whether the connection may carry another request. */
+type Answered = (connection: Connection, intended: number, status: number, reusable: boolean) => void;
 
 /** One keep-alive connection, reading one answer at a time. */
 class Connection {
-  private pending: Buffer = Buffer.alloc(0);
-  private bodyLeft = -1;
-  private status = 0;
+  #pending: Buffer = Buffer.alloc(0);
+  #state: ReadState = 'head';
+  /** Body bytes still to come (`length`), or the rest of a chunk with its CRLF (`chunk-data`). */
+  #left = 0;
+  #status = 0;
+  #reusable = true;
   /** Intended time of the request in flight, or undefined when idle. */
   inFlight: number | undefined;
   readonly socket: Socket;
-  private readonly answered: (connection: Connection, intended: number, status: number) => void;
+  readonly #answered: Answered;
 
-  constructor(socket: Socket, answered: (connection: Connection, intended: number, status: number) => void) {
+  constructor(socket: Socket, answered: Answered) {
     this.socket = socket;
-    this.answered = answered;
+    this.#answered = answered;
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    socket.on('data', (chunk: Buffer) => this.#read(chunk));
   }
 
-  private read(chunk: Buffer): void {
-    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+  /**
+   * The socket has closed: an answer whose body runs to the end of the connection is whole now
+   * (true). Any other answer in flight is lost (false).
+   */
+  closed(): boolean {
+    if (this.#state !== 'until-close' || this.inFlight === undefined) return false;
+    this.#done();
+    return true;
+  }
+
+  #read(chunk: Buffer): void {
+    this.#pending = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
     for (;;) {
-      if (this.bodyLeft < 0) {
-        const end = this.pending.indexOf(HEADER_END);
-        if (end < 0) return;
-        const head = this.pending.subarray(0, end).toString('latin1');
-        this.status = Number(head.slice(9, 12));
-        const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-        // No length (chunked): not a framing this client reads; the status says failure.
-        this.bodyLeft = length === null ? 0 : Number(length[1]);
-        if (length === null) this.status = 0;
-        this.pending = this.pending.subarray(end + HEADER_END.length);
+      switch (this.#state) {
+        case 'head': {
+          const end = this.#pending.indexOf(HEADER_END);
+          if (end < 0) return;
+          this.#head(this.#pending.subarray(0, end).toString('latin1'));
+          this.#pending = this.#pending.subarray(end + HEADER_END.length);
+          // An interim answer (1xx) is followed by the final one; 204 and 304 have no body.
+          if (this.#state === 'head' && !(this.#status >= 100 && this.#status < 200)) this.#done();
+          break;
+        }
+        case 'length':
+          if (this.#pending.length < this.#left) return;
+          this.#pending = this.#pending.subarray(this.#left);
+          this.#done();
+          break;
+        case 'chunk-size': {
+          const end = this.#pending.indexOf(LINE_END);
+          if (end < 0) return;
+          // The size in hex, before any `;extension`.
+          const size = Number.parseInt(this.#pending.subarray(0, end).toString('latin1').split(';')[0] ?? '', 16);
+          this.#pending = this.#pending.subarray(end + LINE_END.length);
+          if (!(size >= 0)) return this.#broken();
+          this.#left = size + LINE_END.length;
+          this.#state = size === 0 ? 'trailers' : 'chunk-data';
+          break;
+        }
+        case 'chunk-data':
+          if (this.#pending.length < this.#left) return;
+          this.#pending = this.#pending.subarray(this.#left);
+          this.#state = 'chunk-size';
+          break;
+        case 'trailers': {
+          // Trailer fields, if any, then the empty line that ends the message.
+          const end = this.#pending.indexOf(LINE_END);
+          if (end < 0) return;
+          this.#pending = this.#pending.subarray(end + LINE_END.length);
+          if (end === 0) this.#done();
+          break;
+        }
+        case 'until-close':
+          this.#pending = Buffer.alloc(0);
+          return;
       }
-      if (this.pending.length < this.bodyLeft) return;
-      this.pending = this.pending.subarray(this.bodyLeft);
-      this.bodyLeft = -1;
-      const intended = this.inFlight;
-      this.inFlight = undefined;
-      if (intended !== undefined) this.answered(this, intended, this.status);
     }
+  }
+
+  /** Reads a status line and header fields, and sets how the body ends. */
+  #head(head: string): void {
+    const version = head.slice(0, 8);
+    this.#status = Number(head.slice(9, 12));
+    const connection = /\r\nconnection:[ \t]*([^\r]*)/i.exec(head)?.[1]?.toLowerCase() ?? '';
+    // HTTP/1.1 keeps the connection unless the server says close; HTTP/1.0 only if it says keep-alive.
+    this.#reusable = version === 'HTTP/1.1' ? !/\bclose\b/.test(connection) : /\bkeep-alive\b/.test(connection);
+    const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head);
+    if (this.#status === 204 || this.#status === 304 || (this.#status >= 100 && this.#status < 200)) this.#state = 'head';
+    else if (/\r\ntransfer-encoding:[^\r]*\bchunked\b/i.test(head)) this.#state = 'chunk-size';
+    else if (length !== null) {
+      this.#left = Number(length[1]);
+      this.#state = 'length';
+    } else {
+      this.#reusable = false;
+      this.#state = 'until-close';
+    }
+  }
+
+  #done(): void {
+    this.#state = 'head';
+    const intended = this.inFlight;
+    this.inFlight = undefined;
+    if (intended !== undefined) this.#answered(this, intended, this.#status, this.#reusable);
+  }
+
+  /** An answer this client cannot read: the connection is dropped (its request is lost) and replaced. */
+  #broken(): void {
+    this.#pending = Buffer.alloc(0);
+    this.socket.destroy();
   }
 }
 
-function open(host: string, port: number): Promise<Socket> {
+function connectTo(host: string, port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ host, port });
     socket.once('connect', () => {
@@ -139,49 +224,82 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   let lagCount = 0;
   let answers = 0;
   let ok = 0;
-  let failures = 0;
   let lastAnswer = 0;
 
   // Due requests no connection could take yet, as intended times (a FIFO with a moving head).
   const backlog: number[] = [];
   let backlogHead = 0;
   const idle: Connection[] = [];
+  /** The connections open now, to close at the end. */
+  const open = new Set<Connection>();
+  /** Requests whose connection closed before their answer came. */
+  let lost = 0;
+  let reconnects = 0;
+  let finished = false;
   let finish: () => void = () => {};
   const done = new Promise<void>((resolve) => {
-    finish = resolve;
+    finish = () => {
+      finished = true;
+      resolve();
+    };
   });
-  const settled = () => answers + failures >= total;
+  const settled = () => answers + lost >= total;
 
   const send = (connection: Connection, intended: number) => {
     connection.inFlight = intended;
     connection.socket.write(request);
   };
-  const answered = (connection: Connection, intended: number, status: number) => {
+  /** A connection free for a request: the oldest waiting one, or the idle list. */
+  const ready = (connection: Connection) => {
+    if (backlogHead < backlog.length) send(connection, backlog[backlogHead++] as number);
+    else idle.push(connection);
+  };
+  const answered = (connection: Connection, intended: number, status: number, reusable: boolean) => {
     const now = performance.now();
     latencies[answers++] = now - intended;
     lastAnswer = now;
     if (status >= 200 && status < 300) ok++;
-    else failures++;
-    if (backlogHead < backlog.length) send(connection, backlog[backlogHead++] as number);
-    else idle.push(connection);
+    // `Connection: close` (or a body that ended with the connection): closing it brings a new one.
+    if (reusable) ready(connection);
+    else connection.socket.destroy();
     if (settled()) finish();
   };
-  const sockets = await Promise.all(Array.from({ length: options.connections }, () => open(host, port)));
-  const connections = sockets.map((socket) => new Connection(socket, answered));
-  for (const connection of connections) {
-    // A broken connection fails its request; the rest of the run goes on over the others.
-    connection.socket.on('close', () => {
+  const adopt = (socket: Socket): Connection => {
+    const connection = new Connection(socket, answered);
+    open.add(connection);
+    socket.on('error', () => {});
+    // Whoever closed it (the server after its last answer, an idle timeout, a reset), the run goes
+    // on with as many connections as it started with.
+    socket.on('close', () => {
+      open.delete(connection);
       const index = idle.indexOf(connection);
       if (index >= 0) idle.splice(index, 1);
-      if (connection.inFlight !== undefined) {
+      if (!connection.closed() && connection.inFlight !== undefined) {
         connection.inFlight = undefined;
-        failures++;
+        lost++;
         if (settled()) finish();
       }
+      if (!finished) replace();
     });
-    connection.socket.on('error', () => {});
-    idle.push(connection);
-  }
+    return connection;
+  };
+  const replace = () => {
+    if (finished) return;
+    connectTo(host, port).then(
+      (socket) => {
+        if (finished) {
+          socket.destroy();
+          return;
+        }
+        reconnects++;
+        ready(adopt(socket));
+      },
+      // Refused or reset (the server restarting): try again shortly; waiting requests age meanwhile.
+      () => setTimeout(replace, 50).unref(),
+    );
+  };
+  const sockets = await Promise.all(Array.from({ length: options.connections }, () => connectTo(host, port)));
+  for (const socket of sockets) idle.push(adopt(socket));
 
   const start = performance.now();
   let next = 0;
@@ -212,7 +330,7 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   await done;
   clearTimeout(giveUp);
   for (const timer of timers) clearTimeout(timer);
-  for (const connection of connections) connection.socket.destroy();
+  for (const connection of open) connection.socket.destroy();
   // Requests never answered (or never even sent) are failures with no latency to show.
   const unanswered = total - answers;
   const sorted = latencies.subarray(0, answers).sort();
@@ -230,5 +348,6 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
     max: unanswered > 0 ? Number.POSITIVE_INFINITY : (sorted[sorted.length - 1] ?? Number.NaN),
     sendLagP999: percentile(sortedLags, 99.9),
     sendLagMax: sortedLags[sortedLags.length - 1] ?? Number.NaN,
+    reconnects,
   };
 }
