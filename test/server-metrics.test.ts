@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -126,6 +126,18 @@ describe('/metrics', () => {
         stored.set(`${labels['route']} ${labels['method']}`, value);
       }
       for (const [key, count] of sent) assert.equal(stored.get(key), count, `Prometheus stored ${stored.get(key)} for ${key}, sent ${count}`);
+      // The Grafana dashboard's request panels read the stored series as they are now labelled
+      // (a rate needs two samples of a series: one more scrape).
+      await prometheus.scrapedSince(Date.now());
+      const grafana = JSON.parse(readFileSync(new URL('../docs/grafana/idmint.json', import.meta.url), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+      const panels = grafana.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ title: panel.title, expr: target.expr })));
+      const requestPanels = panels.filter(({ expr }) => expr.includes('idmint_http_request_duration_seconds'));
+      assert.ok(requestPanels.length >= 2, 'the dashboard has request panels');
+      for (const { title, expr } of requestPanels) {
+        const result = await prometheus.query(expr.replaceAll('$instance', '.*'));
+        assert.ok(result.length > 0, `panel "${title}" finds no data: ${expr}`);
+        if (/by \(route\b/.test(expr)) for (const route of perRoute.keys()) assert.ok(result.some((r) => r.labels['route'] === route), `panel "${title}" has no ${route}`);
+      }
       // One ID per request on the segment and TinyId routes.
       const ids = [...sent].filter(([key]) => !key.startsWith('/decodeSnowflakeId ')).reduce((sum, [, count]) => sum + count, 0);
       assert.equal(sample(text, 'idmint_ids_issued_total{mode="segment",tag="prom"}'), ids);
