@@ -14,8 +14,9 @@
 # installs libfaketime (Debian's faketime), which a clock-rollback test needs, Debian's prometheus
 # package (promtool checks /metrics and the alert rules; a test starts its own prometheus server
 # to scrape a server it runs), and chromium (Debian's chromium), which the dashboard's browser tests
-# drive; `status` with no service named reports promtool, prometheus and chromium. `up chromium` or `status chromium` names the browser alone. Prints one
-# line per service and exits non-zero if any service is not up at the end.
+# drive; `status` with no service named reports promtool, prometheus and chromium. `up chromium`
+# or `status chromium` names the browser alone. Prints one line per service and exits non-zero if
+# any service is not up at the end.
 # Needs root (or sudo) only to install or start.
 set -uo pipefail
 
@@ -170,7 +171,10 @@ promtool_status() {
   fi
 }
 promtool_up() {
-  if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then promtool_status "already installed"; return; fi
+  if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
+    promtool_status "already installed"
+    return
+  fi
   if ! apt_install prometheus; then
     promtool_status - "install failed (see $LOG_DIR/apt.log)"
     return 1

@@ -86,7 +86,7 @@ describe('bench open-loop generator', () => {
     }
   });
 
-  it('reopens connections a server closes: Tomcat answers the 100th request on one with Connection: close', async () => {
+  it('reopens connections a server closes: Tomcat answers the 100th on one with Connection: close', async () => {
     // Tomcat's maxKeepAliveRequests (100 by default, so Leaf's and TinyId's servers): the 100th
     // answer on a connection says `Connection: close`, and the server closes it.
     const MAX_PER_CONNECTION = 100;
@@ -106,7 +106,8 @@ describe('bench open-loop generator', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     try {
-      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 400, seconds: 1.5, connections: 4, drainMs: 2000 });
+      const url = `http://127.0.0.1:${port}/x`;
+      const result = await openLoop({ url, rate: 400, seconds: 1.5, connections: 4, drainMs: 2000 });
       assert.equal(result.intended, 600);
       assert.equal(result.ok, 600);
       assert.equal(result.failures, 0);
@@ -115,7 +116,8 @@ describe('bench open-loop generator', () => {
       // 600 requests, at most 100 per connection: at least 6 connections, so 2 or more reopened;
       // every connection the server closed before the end was replaced by one.
       assert.ok(perSocket.size >= 6, `${perSocket.size} connections`);
-      assert.ok(result.reconnects >= 2 && result.reconnects <= closedByServer, `${result.reconnects} reconnects, ${closedByServer} closed by the server`);
+      const reconnects = `${result.reconnects} reconnects, ${closedByServer} closed by the server`;
+      assert.ok(result.reconnects >= 2 && result.reconnects <= closedByServer, reconnects);
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
@@ -141,11 +143,15 @@ describe('bench open-loop generator', () => {
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
     try {
-      const viaChunks = await openLoop({ url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/x`, rate: 200, seconds: 0.5, connections: 2, drainMs: 2000 });
+      const run = (server: { address(): unknown }) => {
+        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/x`;
+        return openLoop({ url, rate: 200, seconds: 0.5, connections: 2 });
+      };
+      const viaChunks = await run(http);
       assert.equal(viaChunks.ok, 100);
       assert.equal(chunked, 100);
       assert.equal(viaChunks.reconnects, 0, 'chunked answers keep the connection');
-      const viaClose = await openLoop({ url: `http://127.0.0.1:${(raw.address() as AddressInfo).port}/x`, rate: 200, seconds: 0.5, connections: 2, drainMs: 2000 });
+      const viaClose = await run(raw);
       assert.equal(viaClose.ok, 100);
       assert.equal(untilClose, 100);
       assert.ok(viaClose.reconnects >= 98, `${viaClose.reconnects} reconnects: one per answer but the last ones`);
@@ -166,7 +172,7 @@ describe('bench open-loop generator', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     try {
-      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 200, seconds: 0.5, connections: 2, drainMs: 2000 });
+      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 200, seconds: 0.5, connections: 2 });
       assert.equal(served, 100);
       assert.equal(result.latencies.length, 100, 'every answer timed, the 503s too');
       assert.equal(result.ok, 50);

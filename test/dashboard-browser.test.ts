@@ -126,7 +126,8 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
         assert.match(await page.evaluate(() => document.activeElement?.textContent ?? ''), /^IDs\/s/);
         // A tag drawn from shows the step of its latest range; one not yet drawn from (step 0 in
         // the status) its configured step, which its first load takes, marked as such.
-        const stepCell = async (tag: string) => (await page.locator(`tr[data-tag="${tag}"] td[data-label="Step"]`).textContent()) ?? '';
+        const stepCell = async (tag: string) =>
+          (await page.locator(`tr[data-tag="${tag}"] td[data-label="Step"]`).textContent()) ?? '';
         assert.equal(await stepCell('orders'), '100');
         assert.equal(await stepCell('payments'), '100configured');
         // Search narrows the table on the server's side.

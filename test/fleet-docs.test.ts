@@ -131,6 +131,9 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
     const node = { job: 'idmint', instance: 'a:8080' };
     const series = (name: string, labels: Record<string, string>, values: string) => ({ series: `${name}{${Object.entries({ ...node, ...labels }).map(([k, v]) => `${k}="${v}"`).join(',')}}`, values });
 
+    const segmentGet = { route: '/v1/segment/:tag', method: 'GET' };
+    const leafPost = { route: '/api/segment/get/:tag', method: 'POST' };
+
     const cases = [
       {
         name: 'a lease not held for 30 s',
@@ -161,10 +164,10 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
       {
         name: '2% of requests answered 503',
         input: [
-          // The rule sums over routes and methods: 20 of 1,000 per minute answered 503, split over two methods.
-          series('idmint_http_request_duration_seconds_count', { route: '/v1/segment/:tag', method: 'GET', status: '200' }, '0+980x15'),
-          series('idmint_http_request_duration_seconds_count', { route: '/v1/segment/:tag', method: 'GET', status: '503' }, '0+12x15'),
-          series('idmint_http_request_duration_seconds_count', { route: '/api/segment/get/:tag', method: 'POST', status: '503' }, '0+8x15'),
+          // The rule sums over routes and methods: 20 of 1,000 a minute answered 503, over two methods.
+          series('idmint_http_request_duration_seconds_count', { ...segmentGet, status: '200' }, '0+980x15'),
+          series('idmint_http_request_duration_seconds_count', { ...segmentGet, status: '503' }, '0+12x15'),
+          series('idmint_http_request_duration_seconds_count', { ...leafPost, status: '503' }, '0+8x15'),
         ],
         checks: [{ eval_time: '12m', alertname: 'IdmintRequestErrors', exp_alerts: [expect('IdmintRequestErrors', { instance: node.instance })] }],
       },

@@ -61,14 +61,18 @@ it('the README quick start works as written: create a tag, IDs from both modes, 
   }
 });
 
-/** Install-time lifecycle scripts: npm runs them (or, for `prepare`, flags them) when a package is installed. */
+/** Install-time lifecycle scripts: npm runs them (or, for `prepare`, flags them) when installing a package. */
 const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall', 'prepare'];
+const PACKAGE = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+  scripts: Record<string, string>;
+};
 
 // "runs no install script (the package ships built)"; "`npm install` builds nothing: `npm start`
-// builds". npm pack and publish use this package.json as it is, so no script here reaches a consumer
-// (scripts/check-package.sh checks the packed tarball's too).
+// builds". npm pack and publish use this package.json as it is, so no script here reaches a
+// consumer (scripts/check-package.sh checks the packed tarball's too).
 it('the package has no install-time script; packing builds it, and so does npm start', () => {
-  const { scripts } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
+  const { scripts } = PACKAGE;
   assert.deepEqual(INSTALL_SCRIPTS.filter((name) => scripts[name] !== undefined), []);
   assert.equal(scripts['prepack'], 'npm run build');
   assert.match(scripts['start'] ?? '', /^npm run build --silent && /);
@@ -76,33 +80,37 @@ it('the package has no install-time script; packing builds it, and so does npm s
 
 /** The system's own Node and npx, as a newcomer's shell finds them (not this repository's Node 24). */
 const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin';
-const systemNode = spawnSync('node', ['--version'], { encoding: 'utf8', env: { ...process.env, PATH: SYSTEM_PATH } });
-const systemNpx = spawnSync('npx', ['--version'], { encoding: 'utf8', env: { ...process.env, PATH: SYSTEM_PATH } });
-const noSystemNpx = systemNode.status !== 0 || systemNpx.status !== 0 ? `no system node and npx on ${SYSTEM_PATH}` : undefined;
+const systemEnv = { ...process.env, PATH: SYSTEM_PATH };
+const systemNode = spawnSync('node', ['--version'], { encoding: 'utf8', env: systemEnv });
+const systemNpx = spawnSync('npx', ['--version'], { encoding: 'utf8', env: systemEnv });
+const found = systemNode.status === 0 && systemNpx.status === 0;
+const noSystemNpx = found ? undefined : `no system node and npx on ${SYSTEM_PATH}`;
 if (noSystemNpx !== undefined) process.stderr.write(`\n!!! SKIPPING the npx EBADENGINE check: ${noSystemNpx}\n`);
 
 // The README's install section says where npm's EBADENGINE warning appears on an older system
 // Node. npx, run in the clone, links it into its cache (a fresh one here) on first use and checks
 // the link and its target: two blocks, then none on later runs. On a supported system Node, none.
-it("npx idmint prints npm's EBADENGINE warning where the README says: twice on first use, then never", { skip: noSystemNpx ?? false, timeout: 120_000 }, async () => {
+const EBADENGINE_TITLE = "npx idmint prints npm's EBADENGINE warning as the README says: twice at first, then never";
+it(EBADENGINE_TITLE, { skip: noSystemNpx ?? false, timeout: 120_000 }, async () => {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('## Quick start'));
-  assert.match(install.replace(/\s+/g, ' '), /once more, printed twice, the first time `npx idmint` runs in the clone/);
-  assert.match(install.replace(/\s+/g, ' '), /Later `npx idmint` runs print nothing/);
+  const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('## Quick start')).replace(/\s+/g, ' ');
+  assert.match(install, /once more, printed twice, the first time `npx idmint` runs in the clone/);
+  assert.match(install, /Later `npx idmint` runs print nothing/);
   const [major = 0, minor = 0] = systemNode.stdout.trim().slice(1).split('.').map(Number);
   const older = major < 22 || (major === 22 && minor < 13);
   const cache = mkdtempSync(join(tmpdir(), 'idmint-npx-cache-'));
   try {
-    const env: NodeJS.ProcessEnv = { PATH: SYSTEM_PATH, HOME: process.env['HOME'], npm_config_cache: cache, npm_config_update_notifier: 'false' };
+    // Only what npx needs: none of the npm_* variables `npm test` sets for its scripts.
+    const env = { PATH: SYSTEM_PATH, HOME: process.env['HOME'], npm_config_cache: cache };
     const root = fileURLToPath(new URL('..', import.meta.url));
     const npx = () => run('npx', ['idmint', '--version'], { cwd: root, env });
-    const blocks = (stderr: string) => stderr.split('\n').filter((line) => /EBADENGINE\s+package: 'idmint@/.test(line)).length;
+    const blocks = (stderr: string) => stderr.match(/EBADENGINE\s+package: 'idmint@/g)?.length ?? 0;
     const first = await npx();
     const second = await npx();
-    const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-    assert.equal(first.stdout.trim(), version);
-    assert.equal(second.stdout.trim(), version);
-    assert.equal(blocks(first.stderr), older ? 2 : 0, `first npx idmint on system Node ${systemNode.stdout.trim()}:\n${first.stderr}`);
+    assert.equal(first.stdout.trim(), PACKAGE.version);
+    assert.equal(second.stdout.trim(), PACKAGE.version);
+    const node = systemNode.stdout.trim();
+    assert.equal(blocks(first.stderr), older ? 2 : 0, `first npx idmint, system Node ${node}:\n${first.stderr}`);
     assert.equal(blocks(second.stderr), 0, `second npx idmint:\n${second.stderr}`);
   } finally {
     rmSync(cache, { recursive: true, force: true });

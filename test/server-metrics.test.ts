@@ -48,7 +48,7 @@ describe('/metrics', () => {
       assert.equal(response.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
       const text = await response.text();
       assert.match(text, /^# HELP idmint_process_cpu_user_seconds_total /);
-      assert.match(text, /^idmint_http_request_duration_seconds_count\{route="\/v1\/snowflake",method="GET",status="200"\} 1$/m);
+      assert.equal(requestCount(text, '/v1/snowflake', 'GET'), 1);
       assert.ok(text.endsWith('\n') && !text.endsWith('\n\n\n'), 'ends as registry.metrics() ends');
     } finally {
       await server.close();
@@ -62,9 +62,9 @@ describe('/metrics', () => {
       await server.app.inject({ method: 'DELETE', url: '/v1/tags/x' });
       await server.app.inject({ method: 'HEAD', url: '/v1/snowflake' });
       const text = (await server.app.inject('/metrics')).body;
-      assert.equal(sample(text, 'idmint_http_request_duration_seconds_count{route="unmatched",method="GET",status="404"}'), 3);
-      assert.equal(sample(text, 'idmint_http_request_duration_seconds_count{route="/v1/tags/:tag",method="DELETE",status="405"}'), 1);
-      assert.equal(sample(text, 'idmint_http_request_duration_seconds_count{route="/v1/snowflake",method="HEAD",status="405"}'), 1);
+      assert.equal(requestCount(text, 'unmatched', 'GET', 404), 3);
+      assert.equal(requestCount(text, '/v1/tags/:tag', 'DELETE', 405), 1);
+      assert.equal(requestCount(text, '/v1/snowflake', 'HEAD', 405), 1);
       assert.doesNotMatch(text, /^# TYPE \S+_total gauge$/m);
     } finally {
       await server.close();
@@ -76,37 +76,42 @@ describe('/metrics', () => {
     // routes of one path, which used to print the same label set twice with different counts.
     const server = await testServer();
     try {
-      const sent = await sendThroughEveryMethod((request) => server.app.inject(request).then((answer) => answer.statusCode));
+      const sent = await sendThroughEveryMethod(async (request) => (await server.app.inject(request)).statusCode);
       const text = (await server.app.inject('/metrics')).body;
-      const samples = text.split('\n').filter((line) => line !== '' && !line.startsWith('#')).map((line) => line.slice(0, line.lastIndexOf(' ')));
+      const samples = text
+        .split('\n')
+        .filter((line) => line !== '' && !line.startsWith('#'))
+        .map((line) => line.slice(0, line.lastIndexOf(' ')));
       const repeated = samples.filter((series, i) => samples.indexOf(series) !== i);
       assert.deepEqual(repeated, [], 'series printed more than once');
-      for (const [key, count] of sent) {
-        const method = key.slice(key.lastIndexOf(' ') + 1);
-        assert.equal(sample(text, `idmint_http_request_duration_seconds_count{route="${routeOf(key)}",method="${method}",status="200"}`), count, key);
+      for (const { route, method, count } of sent) {
+        assert.equal(requestCount(text, route, method), count, `${method} ${route}`);
       }
     } finally {
       await server.close();
     }
   });
 
-  it('is stored by a real Prometheus as counted: every route and method, and the IDs issued', { skip: prometheusSkip ?? false, timeout: 120_000 }, async () => {
+  const PROMETHEUS_TITLE = 'is stored by a real Prometheus as counted: every route and method, and the IDs issued';
+  it(PROMETHEUS_TITLE, { skip: prometheusSkip ?? false, timeout: 120_000 }, async () => {
     const server = await testServer({ port: 0 });
     let prometheus: TestPrometheus | undefined;
     try {
       const url = await server.listen();
       prometheus = await startPrometheus(new URL(url).host);
       const sent = await sendThroughEveryMethod(async ({ method, url: path, payload, headers }) => {
-        const response = await fetch(`${url}${path}`, { method, ...(payload === undefined ? {} : { body: payload }), ...(headers === undefined ? {} : { headers }) });
+        const response = await fetch(`${url}${path}`, { method, body: payload, headers });
         await response.arrayBuffer();
         return response.status;
       });
       const perRoute = new Map<string, number>();
-      for (const [key, count] of sent) perRoute.set(routeOf(key), (perRoute.get(routeOf(key)) ?? 0) + count);
-      // The counts are complete in the server's own text now; a scrape begun after this reads them all.
+      for (const { route, count } of sent) perRoute.set(route, (perRoute.get(route) ?? 0) + count);
+      // The counts are complete in the server's own text now (summed over its lines per route, so
+      // this holds whatever the labels); a scrape begun after this reads them all.
       const text = (await server.app.inject('/metrics')).body;
       const counted = new Map<string, number>();
-      for (const [, labels, value] of text.matchAll(/^idmint_http_request_duration_seconds_count\{([^}]*)\} (\S+)$/gm)) {
+      const countLines = /^idmint_http_request_duration_seconds_count\{([^}]*)\} (\S+)$/gm;
+      for (const [, labels, value] of text.matchAll(countLines)) {
         const route = /route="([^"]*)"/.exec(labels ?? '')?.[1] as string;
         counted.set(route, (counted.get(route) ?? 0) + Number(value));
       }
@@ -115,31 +120,36 @@ describe('/metrics', () => {
 
       // Per route, whatever the method: what a dashboard sums.
       const storedPerRoute = new Map<string, number>();
-      for (const { labels, value } of await prometheus.query(`sum by (route) (idmint_http_request_duration_seconds_count{job="${SCRAPE_JOB}"})`)) {
+      const requests = `idmint_http_request_duration_seconds_count{job="${SCRAPE_JOB}"}`;
+      for (const { labels, value } of await prometheus.query(`sum by (route) (${requests})`)) {
         storedPerRoute.set(labels['route'] as string, value);
       }
-      for (const [route, count] of perRoute) assert.equal(storedPerRoute.get(route), count, `Prometheus stored ${storedPerRoute.get(route)} requests for ${route}, sent ${count}`);
+      for (const [route, count] of perRoute) {
+        const value = storedPerRoute.get(route);
+        assert.equal(value, count, `Prometheus stored ${value} requests for ${route}, sent ${count}`);
+      }
       // Prometheus drops the second of two samples of one series in a scrape, and counts it here.
       assert.equal(await prometheus.ownMetric('prometheus_target_scrapes_sample_duplicate_timestamp_total'), 0);
-      const stored = new Map<string, number>();
-      for (const { labels, value } of await prometheus.query(`idmint_http_request_duration_seconds_count{job="${SCRAPE_JOB}",status="200"}`)) {
-        stored.set(`${labels['route']} ${labels['method']}`, value);
+      const stored = await prometheus.query(requests);
+      for (const { route, method, count } of sent) {
+        const series = stored.find(({ labels }) => labels['route'] === route && labels['method'] === method);
+        assert.equal(series?.value, count, `Prometheus stored ${series?.value} for ${method} ${route}, sent ${count}`);
       }
-      for (const [key, count] of sent) assert.equal(stored.get(key), count, `Prometheus stored ${stored.get(key)} for ${key}, sent ${count}`);
+
       // The Grafana dashboard's request panels read the stored series as they are now labelled
       // (a rate needs two samples of a series: one more scrape).
       await prometheus.scrapedSince(Date.now());
-      const grafana = JSON.parse(readFileSync(new URL('../docs/grafana/idmint.json', import.meta.url), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
-      const panels = grafana.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ title: panel.title, expr: target.expr })));
-      const requestPanels = panels.filter(({ expr }) => expr.includes('idmint_http_request_duration_seconds'));
-      assert.ok(requestPanels.length >= 2, 'the dashboard has request panels');
-      for (const { title, expr } of requestPanels) {
+      for (const { title, expr } of grafanaRequestPanels()) {
         const result = await prometheus.query(expr.replaceAll('$instance', '.*'));
         assert.ok(result.length > 0, `panel "${title}" finds no data: ${expr}`);
-        if (/by \(route\b/.test(expr)) for (const route of perRoute.keys()) assert.ok(result.some((r) => r.labels['route'] === route), `panel "${title}" has no ${route}`);
+        if (!/by \(route\b/.test(expr)) continue;
+        for (const route of perRoute.keys()) {
+          assert.ok(result.some(({ labels }) => labels['route'] === route), `panel "${title}": ${route}`);
+        }
       }
+
       // One ID per request on the segment and TinyId routes.
-      const ids = [...sent].filter(([key]) => !key.startsWith('/decodeSnowflakeId ')).reduce((sum, [, count]) => sum + count, 0);
+      const ids = sent.filter(({ route }) => route !== '/decodeSnowflakeId').reduce((sum, { count }) => sum + count, 0);
       assert.equal(sample(text, 'idmint_ids_issued_total{mode="segment",tag="prom"}'), ids);
       const [issued] = await prometheus.query(`idmint_ids_issued_total{job="${SCRAPE_JOB}",mode="segment",tag="prom"}`);
       assert.equal(issued?.value, ids);
@@ -211,9 +221,20 @@ describe('/metrics', () => {
   });
 });
 
-/** The route of a `route method` key. */
-function routeOf(key: string): string {
-  return key.slice(0, key.lastIndexOf(' '));
+/** `idmint_http_request_duration_seconds_count` of one route, method and status in a scrape's text. */
+function requestCount(text: string, route: string, method: string, status = 200): number | undefined {
+  const labels = `route="${route}",method="${method}",status="${status}"`;
+  return sample(text, `idmint_http_request_duration_seconds_count{${labels}}`);
+}
+
+/** The queries of docs/grafana/idmint.json's panels that read the request histogram. */
+function grafanaRequestPanels(): { title: string; expr: string }[] {
+  const text = readFileSync(new URL('../docs/grafana/idmint.json', import.meta.url), 'utf8');
+  const dashboard = JSON.parse(text) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  const panels = dashboard.panels.flatMap(({ title, targets = [] }) => targets.map(({ expr }) => ({ title, expr })));
+  const requests = panels.filter(({ expr }) => expr.includes('idmint_http_request_duration_seconds'));
+  assert.ok(requests.length >= 2, 'the dashboard has request panels');
+  return requests;
 }
 
 /** A request as `app.inject` takes it; the Prometheus test sends it with fetch instead. */
@@ -227,24 +248,28 @@ interface SentRequest {
 /**
  * Sends a different number of requests through each method of the paths registered once per
  * method (Leaf's segment route and /decodeSnowflakeId, TinyId's nextIdSimple, which TinyId's
- * client POSTs as a form), each answered 200. Returns the count per `route method`.
+ * client POSTs as a form), each answered 200. Returns how many went to each route and method.
  */
-async function sendThroughEveryMethod(send: (request: SentRequest) => Promise<number>): Promise<Map<string, number>> {
-  const sent = new Map<string, number>();
-  const each = async (route: string, request: SentRequest, times: number) => {
-    for (let i = 0; i < times; i++) assert.equal(await send(request), 200, `${request.method} ${request.url}`);
-    const key = `${route} ${request.method}`;
-    sent.set(key, (sent.get(key) ?? 0) + times);
+async function sendThroughEveryMethod(
+  send: (request: SentRequest) => Promise<number>,
+): Promise<{ route: string; method: string; count: number }[]> {
+  const sent: { route: string; method: string; count: number }[] = [];
+  const each = async (route: string, request: SentRequest, count: number) => {
+    for (let i = 0; i < count; i++) assert.equal(await send(request), 200, `${request.method} ${request.url}`);
+    sent.push({ route, method: request.method, count });
   };
-  assert.equal(await send({ method: 'POST', url: '/v1/tags', payload: JSON.stringify({ tag: 'prom', step: 10 }), headers: { 'content-type': 'application/json' } }), 201);
+  const json = { 'content-type': 'application/json' };
+  const tag = JSON.stringify({ tag: 'prom', step: 10 });
+  assert.equal(await send({ method: 'POST', url: '/v1/tags', payload: tag, headers: json }), 201);
   await each('/api/segment/get/:tag', { method: 'GET', url: '/api/segment/get/prom' }, 5);
   await each('/api/segment/get/:tag', { method: 'POST', url: '/api/segment/get/prom' }, 4);
   await each('/api/segment/get/:tag', { method: 'PUT', url: '/api/segment/get/prom' }, 2);
   const form = { 'content-type': 'application/x-www-form-urlencoded' };
   await each('/tinyid/id/nextIdSimple', { method: 'GET', url: '/tinyid/id/nextIdSimple?bizType=prom' }, 3);
-  await each('/tinyid/id/nextIdSimple', { method: 'POST', url: '/tinyid/id/nextIdSimple', payload: 'bizType=prom', headers: form }, 7);
-  const id = '1234567890123456789';
-  await each('/decodeSnowflakeId', { method: 'GET', url: `/decodeSnowflakeId?snowflakeId=${id}` }, 6);
-  await each('/decodeSnowflakeId', { method: 'POST', url: `/decodeSnowflakeId?snowflakeId=${id}` }, 1);
+  const tinyIdPost = { method: 'POST', url: '/tinyid/id/nextIdSimple', payload: 'bizType=prom', headers: form };
+  await each('/tinyid/id/nextIdSimple', tinyIdPost, 7);
+  const decode = '/decodeSnowflakeId?snowflakeId=1234567890123456789';
+  await each('/decodeSnowflakeId', { method: 'GET', url: decode }, 6);
+  await each('/decodeSnowflakeId', { method: 'POST', url: decode }, 1);
   return sent;
 }

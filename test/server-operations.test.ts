@@ -110,9 +110,12 @@ describe('operations routes and behaviour (in-process)', () => {
       assert.ok((metric(text, 'idmint_segment_range_load_seconds_count', '{tag="m"}') ?? 0) >= 1);
       assert.equal(metric(text, 'idmint_snowflake_lease_held', '{worker_id="9"}'), 1);
       assert.equal(metric(text, 'idmint_snowflake_clock_rollbacks_total'), 0);
-      assert.equal(metric(text, 'idmint_http_request_duration_seconds_count', '{route="/api/segment/get/:tag",method="GET",status="200"}'), 7);
-      assert.equal(metric(text, 'idmint_http_request_duration_seconds_count', '{route="/v1/segment/:tag",method="GET",status="404"}'), 1);
-      assert.equal(metric(text, 'idmint_http_request_duration_seconds_bucket', '{route="/api/segment/get/:tag",method="GET",status="200",le="+Inf"}'), 7);
+      const leafGet = 'route="/api/segment/get/:tag",method="GET"';
+      assert.equal(metric(text, 'idmint_http_request_duration_seconds_count', `{${leafGet},status="200"}`), 7);
+      const segmentGet = 'route="/v1/segment/:tag",method="GET"';
+      assert.equal(metric(text, 'idmint_http_request_duration_seconds_count', `{${segmentGet},status="404"}`), 1);
+      const buckets = 'idmint_http_request_duration_seconds_bucket';
+      assert.equal(metric(text, buckets, `{${leafGet},status="200",le="+Inf"}`), 7);
       assert.match(text, /^idmint_process_resident_memory_bytes /m);
     } finally {
       await server.close();

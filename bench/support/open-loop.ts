@@ -173,7 +173,8 @@ class Connection {
     // HTTP/1.1 keeps the connection unless the server says close; HTTP/1.0 only if it says keep-alive.
     this.#reusable = version === 'HTTP/1.1' ? !/\bclose\b/.test(connection) : /\bkeep-alive\b/.test(connection);
     const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head);
-    if (this.#status === 204 || this.#status === 304 || (this.#status >= 100 && this.#status < 200)) this.#state = 'head';
+    const noBody = this.#status === 204 || this.#status === 304 || (this.#status >= 100 && this.#status < 200);
+    if (noBody) this.#state = 'head';
     else if (/\r\ntransfer-encoding:[^\r]*\bchunked\b/i.test(head)) this.#state = 'chunk-size';
     else if (length !== null) {
       this.#left = Number(length[1]);

@@ -27,6 +27,13 @@ export interface QuerySample {
   readonly value: number;
 }
 
+/** What /api/v1/query answers (an instant vector). */
+interface QueryAnswer {
+  readonly status: string;
+  readonly error?: string;
+  readonly data?: { readonly result: { readonly metric: Record<string, string>; readonly value: [number, string] }[] };
+}
+
 /** A Prometheus server of a test's own, scraping one target. */
 export interface TestPrometheus {
   /** Its HTTP API, `http://127.0.0.1:<port>`. */
@@ -61,11 +68,13 @@ export async function startPrometheus(target: string, intervalMs = 200): Promise
   // The port is free when chosen; another process may take it before Prometheus binds it.
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
-    const child = spawn(
-      BINARY,
-      [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const args = [
+      `--config.file=${config}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ];
+    const child = spawn(BINARY, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     child.stderr?.on('data', (chunk: Buffer) => {
       log = (log + chunk.toString('utf8')).slice(-4000);
@@ -86,8 +95,10 @@ export async function startPrometheus(target: string, intervalMs = 200): Promise
 function handle(url: string, child: ChildProcess, dir: string): TestPrometheus {
   const query = async (expression: string): Promise<QuerySample[]> => {
     const response = await fetch(`${url}/api/v1/query?query=${encodeURIComponent(expression)}`);
-    const body = (await response.json()) as { status: string; error?: string; data?: { result: { metric: Record<string, string>; value: [number, string] }[] } };
-    if (body.status !== 'success' || body.data === undefined) throw new Error(`query ${expression}: ${body.error ?? response.status}`);
+    const body = (await response.json()) as QueryAnswer;
+    if (body.status !== 'success' || body.data === undefined) {
+      throw new Error(`query ${expression}: ${body.error ?? response.status}`);
+    }
     return body.data.result.map((sample) => ({ labels: sample.metric, value: Number(sample.value[1]) }));
   };
   return {
@@ -99,7 +110,9 @@ function handle(url: string, child: ChildProcess, dir: string): TestPrometheus {
         // `up` is written at every scrape with the scrape's start time as its timestamp.
         const [last] = await query(`timestamp(up{job="${SCRAPE_JOB}"})`);
         if (last !== undefined && last.value * 1000 >= sinceMs) return;
-        if (Date.now() > deadline) throw new Error(`no scrape stored since ${new Date(sinceMs).toISOString()} within ${timeoutMs} ms`);
+        if (Date.now() > deadline) {
+          throw new Error(`no scrape stored since ${new Date(sinceMs).toISOString()} within ${timeoutMs} ms`);
+        }
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     },
@@ -119,7 +132,9 @@ function handle(url: string, child: ChildProcess, dir: string): TestPrometheus {
 async function waitReady(url: string, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`exited with ${child.exitCode ?? child.signalCode}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`exited with ${child.exitCode ?? child.signalCode}`);
+    }
     const status = await fetch(`${url}/-/ready`).then(
       (response) => response.status,
       () => 0,
@@ -146,7 +161,10 @@ function freePort(): Promise<number> {
     probe.once('error', reject);
     probe.listen(0, '127.0.0.1', () => {
       const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+      probe.close(() => {
+        if (typeof address === 'object' && address !== null) resolve(address.port);
+        else reject(new Error('no port'));
+      });
     });
   });
 }

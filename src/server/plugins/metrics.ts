@@ -95,7 +95,11 @@ export class ServerMetrics {
         for (const [family, total] of issued.familyTotals()) yield [{ mode: family, tag: '' }, total];
       }) as unknown as Metric,
     );
-    this.#requests = new LatencyHistogram(`${prefix}http_request_duration_seconds`, 'Time from request to response, by route, method and status code.', REQUEST_BUCKETS);
+    this.#requests = new LatencyHistogram(
+      `${prefix}http_request_duration_seconds`,
+      'Time from request to response, by route, method and status code.',
+      REQUEST_BUCKETS,
+    );
     this.#unmatched = new RouteSeries(this.#requests, UNMATCHED_ROUTE);
     this.#loads = new LatencyHistogram(`${prefix}segment_range_load_seconds`, 'Time to allocate a range from the store, by tag (successful loads).', LOAD_BUCKETS);
     this.registry.registerMetric(this.#requests as unknown as Metric);
@@ -334,7 +338,7 @@ class LatencyHistogram {
   readonly aggregator = 'sum';
   readonly #bounds: readonly number[];
   readonly #series: LatencySeries[] = [];
-  /** Every series by its label set ({@link labelSetKey}): a label set printed twice is two samples Prometheus cannot both store. */
+  /** Every series by its label set ({@link labelSetKey}). */
   readonly #byLabels = new Map<string, LatencySeries>();
 
   constructor(name: string, help: string, bounds: readonly number[]) {
