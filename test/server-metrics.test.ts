@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { REQUIRE_SERVICES } from './support/services.ts';
 import { metricSample as sample } from './support/metrics-text.ts';
-import { SCRAPE_JOB, prometheusSkipReason, startPrometheus, type TestPrometheus } from './support/prometheus.ts';
+import { SCRAPE_JOB, prometheusSkip, startPrometheus, type TestPrometheus } from './support/prometheus.ts';
 import { testServer } from './support/server.ts';
 import { waitFor } from './support/workers.ts';
 
@@ -15,8 +15,6 @@ import { waitFor } from './support/workers.ts';
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' }).status === 0 ? 'promtool' : undefined;
 const missing = 'promtool not found (apt-get install prometheus, or scripts/services.sh up)';
 if (promtool === undefined && !REQUIRE_SERVICES) process.stderr.write(`\n!!! SKIPPING the promtool check: ${missing}\n`);
-
-const prometheusSkip = prometheusSkipReason();
 
 describe('/metrics', () => {
   it('passes `promtool check metrics` (Prometheus\'s own linter)', { skip: promtool === undefined && !REQUIRE_SERVICES ? missing : false }, async () => {
@@ -93,7 +91,7 @@ describe('/metrics', () => {
   });
 
   const PROMETHEUS_TITLE = 'is stored by a real Prometheus as counted: every route and method, and the IDs issued';
-  it(PROMETHEUS_TITLE, { skip: prometheusSkip ?? false, timeout: 120_000 }, async () => {
+  it(PROMETHEUS_TITLE, { skip: prometheusSkip(), timeout: 120_000 }, async () => {
     const server = await testServer({ port: 0 });
     let prometheus: TestPrometheus | undefined;
     try {

@@ -5,20 +5,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REQUIRE_SERVICES } from './services.ts';
 
-/** Debian's `prometheus` server (its `prometheus` package, which scripts/services.sh up installs with promtool). */
-const BINARY = 'prometheus';
-const MISSING = 'prometheus not found (apt-get install prometheus, or scripts/services.sh up)';
+/**
+ * Debian's `prometheus` server (its `prometheus` package, which scripts/services.sh up installs with
+ * promtool); IDMINT_TEST_PROMETHEUS names another binary.
+ */
+const BINARY = process.env['IDMINT_TEST_PROMETHEUS'] ?? 'prometheus';
+
+/** Why there is no Prometheus to run, or undefined when there is one. */
+export const PROMETHEUS_MISSING =
+  spawnSync(BINARY, ['--version'], { stdio: 'ignore' }).status === 0
+    ? undefined
+    : `${BINARY} not found (apt-get install prometheus, or scripts/services.sh up; IDMINT_TEST_PROMETHEUS names one)`;
 
 /**
- * Why a test that scrapes with a real Prometheus cannot run, or undefined when it can. With
- * IDMINT_REQUIRE_SERVICES=1 a missing binary throws (the test fails, as for a missing database);
- * otherwise a loud line.
+ * The `skip` option of a test that scrapes with a real Prometheus: skipped with a loud line when
+ * the binary is missing, except with IDMINT_REQUIRE_SERVICES=1, when the test runs and fails
+ * (see {@link startPrometheus}), as for a missing database.
  */
-export function prometheusSkipReason(): string | undefined {
-  if (spawnSync(BINARY, ['--version'], { stdio: 'ignore' }).status === 0) return undefined;
-  if (REQUIRE_SERVICES) throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${MISSING}`);
-  process.stderr.write(`\n!!! SKIPPING the Prometheus scrape test: ${MISSING}\n`);
-  return MISSING;
+export function prometheusSkip(): string | false {
+  if (PROMETHEUS_MISSING === undefined || REQUIRE_SERVICES) return false;
+  process.stderr.write(`\n!!! SKIPPING the Prometheus scrape test: ${PROMETHEUS_MISSING}\n`);
+  return PROMETHEUS_MISSING;
 }
 
 /** One sample of an instant query's answer. */
@@ -53,9 +60,11 @@ export const SCRAPE_JOB = 'idmint-test';
 
 /**
  * Starts Prometheus on a free loopback port with a configuration and storage directory of its
- * own, scraping `target` (`host:port`, path /metrics) every `intervalMs`; resolves once it is ready.
+ * own, scraping `target` (`host:port`, path /metrics) every `intervalMs`; resolves once it is
+ * ready. Throws when there is no binary (a test that runs without one is one that must fail).
  */
 export async function startPrometheus(target: string, intervalMs = 200): Promise<TestPrometheus> {
+  if (PROMETHEUS_MISSING !== undefined) throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${PROMETHEUS_MISSING}`);
   const dir = mkdtempSync(join(tmpdir(), 'idmint-prometheus-'));
   const config = join(dir, 'prometheus.yml');
   const interval = `${intervalMs}ms`;
