@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { IdMintClient } from '../src/client/client.ts';
 import { isIdMintError } from '../src/core/errors.ts';
+import { openSegmentStores } from '../src/stores/open-segment-store.ts';
 import { modulesLoadedBy } from './support/modules-loaded.ts';
+import { seededRandom, testSeed } from './support/random.ts';
 import { testServer } from './support/server.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'idmint-client-local-'));
@@ -150,6 +152,72 @@ describe('IdMintClient local mode', () => {
         });
       }
       assert.ok(recovered !== undefined && !seen.has(recovered) && recovered > last.id, `recovered with a new ID (${recovered})`);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('over a set of two SQLite databases (step 1000), with other callers between, returns only IDs of ranges it received, never one twice', async () => {
+    // The issue's case: a range of the other database, trimmed to its part above the client's
+    // highest ID, can hold none; the client once switched to it and returned its end, an ID the
+    // server then handed to another caller. Built exactly first, then a seeded random mix.
+    const stores = [1, 2].map((n) => `sqlite:${join(root, `set-${++files}-${n}.db`)}`);
+    const admin = await openSegmentStores(stores, { verify: false });
+    await admin.join();
+    await admin.createTag({ tag: 'orders', step: 1000 });
+    await admin.close();
+    const server = await testServer({ port: 0, segment: { store: undefined, stores, maxStep: 1000 }, snowflake: { enabled: false } });
+    const url = await server.listen();
+    const seed = testSeed();
+    const random = seededRandom(seed);
+    const runs: { start: bigint; end: bigint }[] = [];
+    const received = new Set<bigint>();
+    // Every range answer the client reads, recorded as it passes.
+    const recording: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (response.ok && String(input).includes('/range?')) {
+        const body = (await response.clone().json()) as { start: string; end: string; stride: number };
+        runs.push({ start: BigInt(body.start), end: BigInt(body.end) });
+        for (let id = BigInt(body.start); id < BigInt(body.end); id += BigInt(body.stride)) received.add(id);
+      }
+      return response;
+    };
+    const others: bigint[] = [];
+    const other = async (count: number) => {
+      if (count === 0) return;
+      const answer = (await (await fetch(`${url}/v1/segment/orders?count=${count}`)).json()) as { ids: string[] };
+      for (const id of answer.ids) others.push(BigInt(id));
+    };
+    try {
+      // Ranges of 37 fetched only when the last is used up, so the requests come in this order.
+      const client = new IdMintClient({ url, fetch: recording, local: { initialSize: 37, minSize: 37, maxSize: 37, prefetchThreshold: 1 } });
+      const mine: bigint[] = [];
+      // Each ID checked when returned: one of a range already received (a later range may hold it too).
+      const outside: bigint[] = [];
+      const draw = async () => {
+        const id = client.nextIdSync('orders') ?? (await client.nextId('orders'));
+        if (!received.has(id)) outside.push(id);
+        mine.push(id);
+      };
+      await draw();
+      // The server's first range (1000 IDs of one class, from a) gave the client [a, a + 74): its
+      // highest is then a + 74. Other callers take the rest of that range, then k IDs of the other
+      // database's range (from b), so that the client's next run ends at a + 75: all below the
+      // client's highest, bar the end.
+      const a = runs[0]?.start as bigint;
+      const b = a % 2n === 0n ? a - 1n : a + 1n;
+      await other(963);
+      await other(Number((a + 1n - b) / 2n));
+      for (let i = 0; i < 40; i++) await draw();
+      while (mine.length < 4000) {
+        for (let i = Math.floor(random() * 60); i > 0; i--) await draw();
+        await other(1 + Math.floor(random() * 40));
+      }
+      assert.deepEqual(outside.slice(0, 5), [], `${outside.length} of ${mine.length} IDs outside every range received (seed ${seed}; IDMINT_TEST_SEED replays)`);
+      const everything = [...mine, ...others];
+      assert.equal(new Set(everything).size, everything.length, `an ID issued twice among ${everything.length} (seed ${seed})`);
+      for (let i = 1; i < mine.length; i++) assert.ok((mine[i] as bigint) > (mine[i - 1] as bigint), `ordering increasing: ${mine[i]} after ${mine[i - 1]}`);
+      assert.ok((client.localStats().tags[0]?.droppedIds ?? 0) >= 37, 'the other database\'s runs below the client\'s IDs were dropped');
     } finally {
       await server.close();
     }

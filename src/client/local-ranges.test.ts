@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
+import { seededRandom, testSeed } from '../../test/support/random.ts';
 import { TagRanges, localSettings, type LocalModeOptions } from './local-ranges.ts';
 
 /** A tag's ranges over a queue of answers (or errors), with a clock the test moves. */
@@ -35,6 +36,14 @@ describe('TagRanges', () => {
     // [100,105); [50,60) dropped; [102,108) trimmed to [105,108); then [200,203).
     assert.deepEqual(ids, [100n, 101n, 102n, 103n, 104n, 105n, 106n, 107n, 200n, 201n]);
     assert.equal(ranges.stats().droppedIds, 13);
+  });
+
+  it('drops a range of another class whose trimmed part is empty, rather than issue its end', async () => {
+    // Class 0 of 2 gave 0, 2, 4 (highest 6); class 1's [5, 7) holds only 5, below 6: nothing is
+    // left above the floor, though its end (7) is above it. 7 was never received.
+    const { ranges } = scripted([range(0, 3, 2), range(5, 1, 2), range(101, 2, 2)], { prefetchThreshold: 1 });
+    assert.deepEqual(await drain(ranges, 5), [0n, 2n, 4n, 101n, 103n]);
+    assert.equal(ranges.stats().droppedIds, 1);
   });
 
   it("uses ranges whole in any order with ordering 'any', stepping by their stride", async () => {
@@ -75,4 +84,109 @@ describe('TagRanges', () => {
     const { ranges } = scripted([new IdMintError('TAG_NOT_FOUND', 'tag "t" does not exist')]);
     await assert.rejects(ranges.next(), (error) => isIdMintError(error, 'TAG_NOT_FOUND'));
   });
+});
+
+/**
+ * One simulated round: `databases` databases (1 to 3) whose rows issue IDs ≡ r (mod N) in ranges
+ * of `step`, two or three servers each buffering ranges of them (round-robin over the databases,
+ * as a set does), other takers drawing runs from the same buffers at random moments, a client
+ * whose range requests go to a random server, answered or failed at random moments. Returns a
+ * description of the first ID the client returned outside every run it received, or twice, or out
+ * of order under `increasing`; undefined when every ID was one it received, once.
+ */
+async function simulateRound(random: () => number, ordering: 'increasing' | 'any'): Promise<string | undefined> {
+  const pick = (n: number) => Math.floor(random() * n);
+  const databases = 1 + pick(3);
+  const step = 1 + pick(12);
+  const maxIds = Array.from({ length: databases }, (_, r) => BigInt(r + pick(4) * databases));
+  let turn = pick(databases);
+  /** A database's next range: `step` IDs of its class, `databases` apart. */
+  const allocate = () => {
+    const r = turn;
+    turn = (turn + 1) % databases;
+    const start = maxIds[r] as bigint;
+    maxIds[r] = start + BigInt(step * databases);
+    return { cursor: start, end: maxIds[r] as bigint };
+  };
+  const servers = Array.from({ length: 2 + pick(2) }, () => allocate());
+  /** Up to `size` IDs from a server's buffer (the rest of its range, if smaller), as a run. */
+  const take = (server: number, size: number) => {
+    let buffer = servers[server] as { cursor: bigint; end: bigint };
+    if (buffer.cursor >= buffer.end) servers[server] = buffer = allocate();
+    const stride = BigInt(databases);
+    const count = Math.min(size, Number((buffer.end - buffer.cursor) / stride));
+    const start = buffer.cursor;
+    buffer.cursor = start + BigInt(count) * stride;
+    return { start, end: buffer.cursor, stride, count };
+  };
+  const received = new Set<bigint>();
+  const clock = { now: 0 };
+  let pending: { resolve: (value: unknown) => void; reject: (error: unknown) => void; size: number } | undefined;
+  const ranges = new TagRanges('t', localSettings({ minSize: 1, initialSize: 1 + pick(8), maxSize: 16, prefetchThreshold: random(), backoffMs: 1, maxBackoffMs: 4, ordering }), (_tag, size) =>
+    new Promise((resolve, reject) => {
+      pending = { resolve, reject, size };
+    }), () => clock.now);
+  const answer = () => {
+    const request = pending;
+    if (request === undefined) return;
+    pending = undefined;
+    if (random() < 0.15) return request.reject(new IdMintError('SERVER_UNAVAILABLE', 'down', { details: { retryAt: clock.now + 1 } }));
+    const run = take(pick(servers.length), request.size);
+    for (let id = run.start; id < run.end; id += run.stride) received.add(id);
+    request.resolve({ tag: 't', start: String(run.start), end: String(run.end), stride: databases, size: run.count });
+  };
+  const issued = new Set<bigint>();
+  let last = -1n;
+  const check = (id: bigint): string | undefined => {
+    if (!received.has(id)) return `ID ${id} is in no run the client received`;
+    if (issued.has(id)) return `ID ${id} returned twice`;
+    if (ordering === 'increasing' && id <= last) return `ID ${id} after ${last} under ordering increasing`;
+    issued.add(id);
+    last = id;
+    return undefined;
+  };
+  for (let action = 0; action < 120; action++) {
+    const roll = random();
+    if (roll < 0.45) {
+      const id = ranges.nextSync();
+      const wrong = id === undefined ? undefined : check(id);
+      if (wrong !== undefined) return wrong;
+    } else if (roll < 0.65) {
+      answer();
+    } else if (roll < 0.8) {
+      take(pick(servers.length), 1 + pick(6)); // another client or server's caller
+    } else if (roll < 0.9) {
+      clock.now += pick(3);
+    } else {
+      // next(): waits for a range, the request answered (or failed) meanwhile.
+      let settled = false;
+      const waiting = ranges.next().then(
+        (id) => check(id),
+        (error: unknown) => (isIdMintError(error, 'RANGES_EXHAUSTED') ? undefined : `unexpected ${String(error)}`),
+      ).finally(() => (settled = true));
+      // Requests answered at random moments until it settles (a dropped range asks again).
+      for (let turns = 0; !settled; turns++) {
+        if (turns > 10_000) return 'next() never settled';
+        if (random() < 0.2) answer();
+        await Promise.resolve();
+      }
+      const wrong = await waiting;
+      if (wrong !== undefined) return wrong;
+    }
+    await Promise.resolve();
+  }
+  return undefined;
+}
+
+describe('TagRanges never returns an ID outside a range it received (seeded property)', () => {
+  const seed = testSeed();
+  for (const ordering of ['increasing', 'any'] as const) {
+    it(`ordering ${ordering}: 1 to 3 databases, other takers and failures interleaved, 600 rounds (seed ${seed}; IDMINT_TEST_SEED replays)`, async () => {
+      for (let round = 0; round < 600; round++) {
+        const roundSeed = (seed + round * 0x9e3779b9) >>> 0;
+        const wrong = await simulateRound(seededRandom(roundSeed), ordering);
+        assert.equal(wrong, undefined, `round ${round} (IDMINT_TEST_SEED=${seed}): ${wrong}`);
+      }
+    });
+  }
 });

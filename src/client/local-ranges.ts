@@ -192,7 +192,7 @@ export class TagRanges {
       this.#cursor = next.start;
       this.#end = next.end;
       this.#stride = next.stride;
-      const ids = Number((next.end - next.start) / next.stride);
+      const ids = idsIn(next);
       // Up to the threshold nothing needs a look; past it the next range is fetched (1: when empty).
       this.#left = Math.floor(ids * this.#s.prefetchThreshold);
       if (this.#left > 0) {
@@ -248,19 +248,18 @@ export class TagRanges {
       this.#failed(new IdMintError('SERVER_UNAVAILABLE', `tag "${this.tag}": a server answered a range request with a malformed range; nothing of it is issued`));
     }
     if (this.#s.ordering === 'increasing') {
-      const floor = this.#highest;
-      if (range.end <= floor) {
-        // Wholly below IDs already held: a server behind the one before it. Dropped, and fetched again.
-        this.#droppedIds += Number((range.end - range.start) / range.stride);
+      // Only the part at or above every ID already held is kept. A range with no ID there (a
+      // server behind the one before it, or a range of another class of a set that ends just past
+      // the floor) is dropped whole and another fetched: a held range is never empty, since
+      // #refill hands out its cursor before looking at its end.
+      const kept = idsFrom(range, this.#highest);
+      this.#droppedIds += idsIn(range) - (kept === undefined ? 0 : idsIn(kept));
+      if (kept === undefined) {
         this.#fetches++;
         this.#prefetch();
         return;
       }
-      if (range.start < floor) {
-        const skip = (floor - range.start + range.stride - 1n) / range.stride;
-        this.#droppedIds += Number(skip);
-        range = { start: range.start + skip * range.stride, end: range.end, stride: range.stride };
-      }
+      range = kept;
     }
     if (range.end > this.#highest) this.#highest = range.end;
     this.#failure = undefined;
@@ -285,6 +284,20 @@ export class TagRanges {
 }
 
 const DECIMAL = /^[0-9]{1,19}$/;
+
+/** How many IDs a range holds. */
+function idsIn(range: HeldRange): number {
+  return Number((range.end - range.start) / range.stride);
+}
+
+/**
+ * The range's IDs at or above `floor` (it starts at its first ID of its class there), or undefined
+ * when it has none: trimmed, a range can end before its first ID left, and it is then empty.
+ */
+function idsFrom(range: HeldRange, floor: bigint): HeldRange | undefined {
+  const start = range.start >= floor ? range.start : range.start + ((floor - range.start + range.stride - 1n) / range.stride) * range.stride;
+  return start < range.end ? { start, end: range.end, stride: range.stride } : undefined;
+}
 
 /** A range answer, checked: undefined unless every field is there and consistent. */
 function parseRange(answer: unknown, tag: string): HeldRange | undefined {
