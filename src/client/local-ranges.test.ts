@@ -122,15 +122,19 @@ async function simulateRound(random: () => number, ordering: 'increasing' | 'any
   const received = new Set<bigint>();
   const clock = { now: 0 };
   let pending: { resolve: (value: unknown) => void; reject: (error: unknown) => void; size: number } | undefined;
-  const ranges = new TagRanges('t', localSettings({ minSize: 1, initialSize: 1 + pick(8), maxSize: 16, prefetchThreshold: random(), backoffMs: 1, maxBackoffMs: 4, ordering }), (_tag, size) =>
-    new Promise((resolve, reject) => {
-      pending = { resolve, reject, size };
-    }), () => clock.now);
+  const sizes = { minSize: 1, initialSize: 1 + pick(8), maxSize: 16 };
+  const settings = localSettings({ ...sizes, prefetchThreshold: random(), backoffMs: 1, maxBackoffMs: 4, ordering });
+  const fetcher = (_tag: string, size: number) => new Promise((resolve, reject) => {
+    pending = { resolve, reject, size };
+  });
+  const ranges = new TagRanges('t', settings, fetcher, () => clock.now);
   const answer = () => {
     const request = pending;
     if (request === undefined) return;
     pending = undefined;
-    if (random() < 0.15) return request.reject(new IdMintError('SERVER_UNAVAILABLE', 'down', { details: { retryAt: clock.now + 1 } }));
+    if (random() < 0.15) {
+      return request.reject(new IdMintError('SERVER_UNAVAILABLE', 'down', { details: { retryAt: clock.now + 1 } }));
+    }
     const run = take(pick(servers.length), request.size);
     for (let id = run.start; id < run.end; id += run.stride) received.add(id);
     request.resolve({ tag: 't', start: String(run.start), end: String(run.end), stride: databases, size: run.count });
@@ -181,7 +185,8 @@ async function simulateRound(random: () => number, ordering: 'increasing' | 'any
 describe('TagRanges never returns an ID outside a range it received (seeded property)', () => {
   const seed = testSeed();
   for (const ordering of ['increasing', 'any'] as const) {
-    it(`ordering ${ordering}: 1 to 3 databases, other takers and failures interleaved, 600 rounds (seed ${seed}; IDMINT_TEST_SEED replays)`, async () => {
+    const name = `ordering ${ordering}: 1 to 3 databases, other takers and failures interleaved, 600 rounds`;
+    it(`${name} (seed ${seed}; IDMINT_TEST_SEED replays)`, async () => {
       for (let round = 0; round < 600; round++) {
         const roundSeed = (seed + round * 0x9e3779b9) >>> 0;
         const wrong = await simulateRound(seededRandom(roundSeed), ordering);

@@ -295,7 +295,8 @@ function idsIn(range: HeldRange): number {
  * when it has none: trimmed, a range can end before its first ID left, and it is then empty.
  */
 function idsFrom(range: HeldRange, floor: bigint): HeldRange | undefined {
-  const start = range.start >= floor ? range.start : range.start + ((floor - range.start + range.stride - 1n) / range.stride) * range.stride;
+  const skipped = range.start >= floor ? 0n : (floor - range.start + range.stride - 1n) / range.stride;
+  const start = range.start + skipped * range.stride;
   return start < range.end ? { start, end: range.end, stride: range.stride } : undefined;
 }
 
