@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { it } from 'node:test';
 import type { SetMemberStore } from '../src/stores/multi/multi-segment-store.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
+import { SegmentService } from '../src/service/segment-service.ts';
+import { openSegmentStore, openSegmentStores } from '../src/stores/open-segment-store.ts';
 import { runIdmint } from './support/cli.ts';
 import { SET_URLS, dropSet } from './support/segment-sets.ts';
 import { spawnServe, startServe } from './support/serve-process.ts';
@@ -65,6 +67,44 @@ await describeWithServices('idmint db init, tags and serve with a set of databas
     assert.notEqual(duplicate.code, 0);
   });
 
+  it("db init refuses an empty database in a lost member's place, naming the command; --replace", async (t) => {
+    const table = uniqueName('cliset');
+    const replacement = [urls[0], urls[1], SET_URLS.redis] as string[];
+    t.after(() => dropSet([...urls, SET_URLS.redis], table));
+    const idmint = (...args: string[]) => runIdmint([...args, '--table', table], { env: clean() });
+    const init = await idmint('db', 'init', '--stores', urls.join(','));
+    assert.equal(init.code, 0, init.stderr);
+    const created = await idmint('tags', 'create', 'orders', '--step', '10', '--stores', urls.join(','));
+    assert.equal(created.code, 0, created.stderr);
+    const set = await openSegmentStores(urls, { table });
+    const clock = new MonotonicClock();
+    const service = new SegmentService({ store: set, clock, tagRefreshMs: 0, step: { maxStep: 10 } });
+    const issued: bigint[] = [];
+    for (let i = 0; i < 300; i++) issued.push(service.nextSync('orders') ?? (await service.next('orders')));
+    await service.close();
+    await set.close();
+    const lostHighest = issued.filter((id) => id % 3n === 2n).reduce((a, b) => (a > b ? a : b));
+
+    // Database 2 (MariaDB) is lost; an empty Redis takes its place.
+    const command = `idmint db init --stores ${replacement.join(',')} --replace 2`;
+    const refused = await idmint('db', 'init', '--stores', replacement.join(','));
+    assert.notEqual(refused.code, 0);
+    assert.ok(refused.stderr.includes(`run "${command}"`), refused.stderr);
+    const create = await idmint('tags', 'create', 'users', '--step', '10', '--stores', replacement.join(','));
+    assert.notEqual(create.code, 0);
+    assert.ok(create.stderr.includes(`run "${command}" to replace it`), create.stderr);
+    const replaced = await idmint('db', 'init', '--stores', replacement.join(','), '--replace', '2');
+    assert.equal(replaced.code, 0, replaced.stderr);
+    assert.match(replaced.stdout, /\n {2}2 {2}redis:\/\/\S+ {2}\(replaces the lost one\)\ntag orders: rows added/);
+    const floor = BigInt(/rows added above (\d+)/.exec(replaced.stdout)?.[1] ?? '0');
+    assert.ok(floor > lostHighest, `the new database starts above ${lostHighest}, the lost one's highest ID: ${floor}`);
+    const row = await rowOf(SET_URLS.redis, table, 2, 3);
+    assert.ok((row?.maxId as bigint) > lostHighest);
+    const usage = await idmint('db', 'init', '--store', urls[0] as string, '--replace', '2');
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /--replace names a database of a set/);
+  });
+
   it('serve refuses a set listed in another order, naming the databases; serves one whose database is down', async (t) => {
     const table = uniqueName('cliset');
     t.after(() => dropSet(urls, table));
@@ -77,7 +117,8 @@ await describeWithServices('idmint db init, tags and serve with a set of databas
     const refused = spawnServe(['--no-snowflake-enabled', '--segment-stores', swapped, '--segment-table', table], { env: clean() });
     const exit = await refused.exited;
     assert.notEqual(exit.code, 0);
-    assert.match(refused.stderr(), /the set of 3 segment databases disagrees with their rows, so it is not used: database 0 \(postgres:.*\) holds tag "orders" as database 1 of a set of 3/);
+    const disagrees = /disagrees with their rows and records, so it is not used: database 0 \(postgres:.*\) holds/;
+    assert.match(refused.stderr(), disagrees);
 
     // A database that does not answer at start-up: the set serves from the others.
     const down = [urls[0], 'mysql://root@127.0.0.1:1/test', urls[2]].join(',');

@@ -146,6 +146,36 @@ for (const backend of BACKENDS) {
       assert.equal((await one.getTag('orders'))?.maxId, row!.maxId);
       await rejectsWith(plain.allocate('orders'), 'TAG_MISCONFIGURED', /fenced/);
     });
+    it("keeps the set's own records beside the table: versioned, compare-and-set, none before init", async (t) => {
+      const url = backend.url();
+      const table = uniqueName('set');
+      t.after(() => (url.startsWith('sqlite') ? undefined : dropSet([url], table)));
+      const one = await member(url, table, { offset: 1, increment: 3 });
+      // Before init (no table yet on SQL): nothing recorded, not an error.
+      assert.deepEqual(await one.readSetEntries(['self', 'set']), [undefined, undefined]);
+      await one.init();
+      const tag = 'ünï:cøde/{x} ';
+      assert.deepEqual(await one.readSetEntries([]), []);
+      assert.deepEqual(await one.readSetEntries(['self', `high/1/${tag}`]), [undefined, undefined]);
+      assert.equal(await one.writeSetEntry('self', undefined, '{"id":"a"}'), true);
+      assert.equal(await one.writeSetEntry('self', undefined, '{"id":"b"}'), false, 'an entry is created once');
+      assert.equal(await one.writeSetEntry(`high/1/${tag}`, undefined, 'x'.repeat(3000)), true);
+      const entries = await one.readSetEntries(['self', 'set', `high/1/${tag}`]);
+      const long = { version: 1, value: 'x'.repeat(3000) };
+      assert.deepEqual(entries, [{ version: 1, value: '{"id":"a"}' }, undefined, long]);
+      assert.equal(await one.writeSetEntry('self', 2, '{"id":"c"}'), false, 'a stale version changes nothing');
+      assert.equal(await one.writeSetEntry('self', 1, '{"id":"c"}'), true);
+      assert.deepEqual(await one.readSetEntries(['self']), [{ version: 2, value: '{"id":"c"}' }]);
+      // Many keys in one read (in chunks), each with its own answer.
+      const keys = Array.from({ length: 450 }, (_, i) => `high/0/t${i}`);
+      for (const key of keys.slice(0, 3)) assert.equal(await one.writeSetEntry(key, undefined, key), true);
+      const read = await one.readSetEntries(keys);
+      assert.equal(read.length, 450);
+      const values = read.slice(0, 4).map((entry) => entry?.value);
+      assert.deepEqual(values, ['high/0/t0', 'high/0/t1', 'high/0/t2', undefined]);
+      // Leaf's own table is untouched: no tag appears.
+      assert.deepEqual(await one.listTags(), []);
+    });
   });
 
   await describeWithServices(`a set of one database passes the SegmentStore contract: ${backend.name}`, backend.services, () => {
@@ -265,12 +295,15 @@ await describeWithServices('sets across two PostgreSQL databases, MariaDB and Re
     await drawThrough(three, 'orders', 100);
     const before = await Promise.all(urls.map(async (url, offset) => (await member(url, table, { offset, increment: 3 })).getTag('orders')));
     const withoutOne = await openSet([SET_URLS.postgresA, SET_URLS.mariadb, SET_URLS.redis, SET_URLS.postgresB].slice(0, 2), table);
-    await rejectsWith(withoutOne.join(), 'INVALID_ARGUMENT', /tag "orders": its rows say it is in a set of 3 databases, but database 1 of that set is not in the list/);
+    const leftOut = /database 1 of the set recorded in database 0 \(postgres:.*\), postgres:.*, is not in the list: /;
+    await rejectsWith(withoutOne.join(), 'INVALID_ARGUMENT', leftOut);
     const after = await Promise.all(urls.map(async (url, offset) => (await member(url, table, { offset, increment: 3 })).getTag('orders')));
     assert.deepEqual(after.map((r) => [r?.maxId, r?.residue]), before.map((r) => [r?.maxId, r?.residue]), 'no row was fenced or moved');
-    // An empty database in place of a member of a formed set of the same size: its IDs are unknown.
+    // An empty database in place of a member of a formed set of the same size: refused, naming
+    // the command that replaces it (test/segment-set-members.test.ts runs it).
     const replaced = await openSet([SET_URLS.postgresA, SET_URLS.redis, SET_URLS.mariadb], table);
-    await rejectsWith(replaced.join(), 'INVALID_ARGUMENT', /database 1 \(redis:.*\) has no tags, but the other databases are already a set of 3/);
+    const command = /lost for good and redis:.* replaces it, run "idmint db init --stores postgres:.*,redis:.*,mysql:/;
+    await rejectsWith(replaced.join(), 'INVALID_ARGUMENT', command);
     for (const store of [three, withoutOne, replaced]) await store.close();
   });
 

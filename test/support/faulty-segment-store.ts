@@ -12,7 +12,32 @@ export type FaultMode =
   /** Forward (the store commits), then never answer: the caller cannot know the outcome. */
   | 'lose-reply';
 
-export type Operation = 'allocate' | 'release' | 'listTags' | 'listTagChanges' | 'listTagPage' | 'getTag' | 'createTag' | 'updateTag' | 'reassign';
+export type Operation =
+  | 'allocate'
+  | 'release'
+  | 'listTags'
+  | 'listTagChanges'
+  | 'listTagPage'
+  | 'getTag'
+  | 'createTag'
+  | 'updateTag'
+  | 'reassign'
+  | 'readSetEntries'
+  | 'writeSetEntry';
+
+const OPERATIONS: readonly Operation[] = [
+  'allocate',
+  'release',
+  'listTags',
+  'listTagChanges',
+  'listTagPage',
+  'getTag',
+  'createTag',
+  'updateTag',
+  'reassign',
+  'readSetEntries',
+  'writeSetEntry',
+];
 
 /** A gate calls wait at, for the operations it applies to (all when undefined). */
 interface Gate {
@@ -33,7 +58,7 @@ export class FaultySegmentStore implements SegmentStore {
   /** Every call waits this long first (real ms). */
   delayMs = 0;
   /** Calls per operation, counted when they start. */
-  readonly calls: Record<Operation, number> = { allocate: 0, release: 0, listTags: 0, listTagChanges: 0, listTagPage: 0, getTag: 0, createTag: 0, updateTag: 0, reassign: 0 };
+  readonly calls = Object.fromEntries(OPERATIONS.map((operation) => [operation, 0])) as Record<Operation, number>;
   /** Tag records the reads of the tag list returned (listTags, listTagChanges, listTagPage): the rows a refresh read. */
   tagRowsRead = 0;
   /** The `step` argument of every allocate call, in order. */
@@ -57,6 +82,21 @@ export class FaultySegmentStore implements SegmentStore {
   reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
     const inner = this.inner as SegmentStore & { reassign?: FaultySegmentStore['reassign'] };
     return this.#through('reassign', () => (inner.reassign === undefined ? Promise.reject(new Error('the real store has no reassign')) : inner.reassign(tag, from, to)));
+  }
+
+  /** Forwards a set's own records (MultiSegmentStore) to a real store that has them. */
+  readSetEntries(keys: readonly string[]): Promise<({ version: number; value: string } | undefined)[]> {
+    return this.#through('readSetEntries', () => this.#setRecords().readSetEntries(keys));
+  }
+
+  writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean> {
+    return this.#through('writeSetEntry', () => this.#setRecords().writeSetEntry(key, version, value));
+  }
+
+  #setRecords(): Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'> {
+    const inner = this.inner as Partial<Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'>>;
+    if (inner.readSetEntries === undefined || inner.writeSetEntry === undefined) throw new Error('no set records');
+    return inner as Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'>;
   }
 
   /**

@@ -1,6 +1,7 @@
 // The real databases sets of segment databases are tested on: two PostgreSQL databases (the test
 // database and the server's `postgres` database, or IDMINT_TEST_POSTGRES_URL_2), MariaDB and Redis.
 // Each test works on a table (or key prefix) of its own and drops it in every database afterwards.
+import { setTableName } from '../../src/stores/sql/sql-segment-store.ts';
 import { SEGMENT_BACKENDS, deleteRedisPrefix, withPort } from './segment-backends.ts';
 import { SERVICES, hostPort } from './services.ts';
 import { TcpProxy } from './tcp-proxy.ts';
@@ -28,11 +29,15 @@ export function rawSql(url: string, statement: string): Promise<Record<string, u
   return (backend.sql as NonNullable<typeof backend.sql>)(url, statement);
 }
 
-/** Drops `table` (or deletes the Redis prefix) in every database of `urls`. */
+/** Drops `table` and the set's own records table (or deletes the Redis prefix) in every database of `urls`. */
 export async function dropSet(urls: readonly string[], table: string): Promise<void> {
   for (const url of urls) {
-    if (url.startsWith('redis')) await deleteRedisPrefix(url, table);
-    else await rawSql(url, `DROP TABLE IF EXISTS ${table}`);
+    if (url.startsWith('redis')) {
+      await deleteRedisPrefix(url, table);
+    } else {
+      await rawSql(url, `DROP TABLE IF EXISTS ${table}`);
+      await rawSql(url, `DROP TABLE IF EXISTS ${setTableName(table)}`);
+    }
   }
 }
 

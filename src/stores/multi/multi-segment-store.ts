@@ -2,6 +2,10 @@ import { IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts
 import { MAX_SEGMENT_DATABASES, checkDescription, checkStep, checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
 import { alignUp, byTag, checkNewTag, checkPageLimit, checkRelease, residueText, sameResidue } from '../store-support.ts';
+import { SetHighs, type MarkAccess, type MarkStore } from './set-highs.ts';
+import { checkJoin, membershipProblems, type ListedMember, type MemberRecords } from './set-membership.ts';
+import { SELF_KEY, SET_KEY, formatSelf, formatSet, newMemberId, parseSelf, parseSet } from './set-records.ts';
+import type { SetEntry } from './set-records.ts';
 
 /**
  * A store that can be one database of a set: the SegmentStore port opened with a residue class,
@@ -11,6 +15,23 @@ export interface SetMemberStore extends SegmentStore {
   readonly residue?: SegmentResidue;
   /** Sets the row's max_id and residue class to `to` if they are still exactly `from`; true when set. */
   reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean>;
+  /**
+   * The set's own records (set-records.ts) under `keys`: each entry's text and version, undefined
+   * where there is none (all of them where the store has no place for them yet).
+   */
+  readSetEntries(keys: readonly string[]): Promise<(SetEntry | undefined)[]>;
+  /** Writes a set record if its version is still `version` (undefined: none yet); true when written. */
+  writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean>;
+}
+
+/** Options of {@link MultiSegmentStore.join}. */
+export interface SetJoinOptions {
+  /**
+   * The database at this index replaces the recorded member at the same index, lost for good
+   * (`idmint db init --replace`): it must be empty, and is seeded above the lost one's high-water
+   * marks. Without it, a recorded member missing from the list is refused.
+   */
+  readonly replace?: number;
 }
 
 /** One database of a set. */
@@ -58,6 +79,11 @@ export interface SetJoinReport {
   readonly tags: readonly { readonly tag: string; readonly action: 'unchanged' | 'completed' | 'reformed'; readonly maxId: bigint }[];
 }
 
+/** What {@link MultiSegmentStore.join} did to one tag. */
+type JoinedTag = SetJoinReport['tags'][number];
+
+const DOCS = 'docs/segments.md, Several databases';
+
 /** Re-reading a tag's rows after a compare-and-set lost to a live writer, at most this often. */
 const JOIN_ATTEMPTS = 20;
 
@@ -81,16 +107,21 @@ interface Outcome<T> {
  * increment N, and only ever issues IDs ≡ r (mod N) (MySQL's auto_increment_offset and
  * auto_increment_increment, TinyId's remainder and delta). A range from it is `step` IDs of that
  * class, `N` apart (SegmentRange.stride), so ranges from different databases never share an ID
- * and need no coordination between the databases.
+ * and need no coordination between the databases to allocate. One thing is kept across them: a
+ * range's IDs are used only below its database's high-water mark kept on another database too
+ * (set-highs.ts), so a database lost for good has its IDs bounded by the others.
  *
  * Allocation goes round-robin over the databases that are up; one that fails (unavailable, or
  * timing out) is skipped with a doubling backoff and tried again afterwards, and the same call
- * moves on to the next database, so allocation goes on while any one database answers. A
- * database that lacks the tag, or whose row is not of its class, is passed over for that call.
+ * moves on to the next database, so allocation goes on while any two databases answer (one
+ * alone, up to its marks). A database that lacks the tag, or whose row is not of its class, is
+ * passed over for that call.
  *
  * Tag administration goes to every database: a tag is created, re-stepped and listed in all of
- * them. {@link join} forms or re-forms the set (a Leaf table joining it, a database added) and
- * {@link verify} refuses, at start-up, a database whose rows are of another class.
+ * them. {@link join} forms or re-forms the set (a Leaf table joining it, a database added, a lost
+ * one replaced) and records its members in every database (set-records.ts); {@link verify}
+ * refuses, at start-up, a database whose rows are of another class, or a list that is not the
+ * set its databases record.
  */
 export class MultiSegmentStore implements SegmentStore {
   readonly backend = 'multi';
@@ -101,6 +132,11 @@ export class MultiSegmentStore implements SegmentStore {
   readonly #now: () => number;
   /** Where the next allocation starts its round. */
   #turn = 0;
+  readonly #highs: SetHighs;
+  /** Each database's identity as last read (null: none recorded; undefined: not read yet). */
+  readonly #identities: (string | null | undefined)[];
+  /** Per `<index>/<tag>`: why the range's mark could not be raised, while every other database is down. */
+  readonly #uncovered = new Map<string, IdMintError>();
 
   constructor(options: MultiSegmentStoreOptions) {
     const databases = options?.databases;
@@ -119,6 +155,8 @@ export class MultiSegmentStore implements SegmentStore {
     this.#backoffMs = checkMs('backoffMs', options.backoffMs ?? 1000);
     this.#maxBackoffMs = checkMs('maxBackoffMs', options.maxBackoffMs ?? 10_000);
     this.#now = options.now ?? (() => performance.now());
+    this.#identities = databases.map(() => undefined);
+    this.#highs = new SetHighs(this.#markAccess());
   }
 
   /** How many databases the set has: N, the stride of every range. */
@@ -138,15 +176,32 @@ export class MultiSegmentStore implements SegmentStore {
     const failed: Outcome<never>[] = [];
     for (const index of order) {
       const db = this.#databases[index] as SetDatabase;
+      const blocked = this.#stillUncovered(index, tag);
+      if (blocked !== undefined) {
+        failed.push({ index, error: blocked });
+        continue;
+      }
+      let range: SegmentRange;
       try {
-        const range = await db.store.allocate(tag, step);
+        range = await db.store.allocate(tag, step);
         this.#succeeded(index);
         (this.#health[index] as Health).allocations++;
-        return range;
       } catch (cause) {
         const error = asStoreError(cause, db.name, 'allocate');
         if (error.code === 'INVALID_ARGUMENT') throw error;
         this.#failed(index, error);
+        failed.push({ index, error });
+        continue;
+      }
+      try {
+        // No ID of the range is used before a high-water mark kept elsewhere bounds it (set-highs.ts).
+        await this.#highs.cover(index, range);
+        this.#uncovered.delete(`${index}/${tag}`);
+        return range;
+      } catch (cause) {
+        // The range is skipped, never used; database index itself answered, so it is not backed off.
+        const error = asStoreError(cause, db.name, 'cover');
+        if (error.code === 'STORE_UNAVAILABLE') this.#uncovered.set(`${index}/${tag}`, error);
         failed.push({ index, error });
       }
     }
@@ -273,8 +328,11 @@ export class MultiSegmentStore implements SegmentStore {
     if (present.length === this.size) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
     const floor = present.reduce((highest, record) => (record.maxId > highest ? record.maxId : highest), values.startId);
     const missing = this.#indexes().filter((index) => existing[index] === undefined);
-    const created = await this.#each(missing, (db) =>
-      db.store.createTag({ ...tag, startId: floor }).catch(async (error: unknown) => {
+    // A database lacking a row that others have may replace one whose IDs only the high-water
+    // marks still bound: its row starts above them too.
+    const marks = this.size > 1 ? await this.#highs.highest(values.tag, this.size) : [];
+    const created = await this.#each(missing, (db, index) =>
+      db.store.createTag({ ...tag, startId: max(floor, marks[index] ?? 0n) }).catch(async (error: unknown) => {
         // Created meanwhile by another caller: what matters is that the row exists.
         if (isIdMintError(error, 'TAG_EXISTS')) return (await db.store.getTag(values.tag)) ?? Promise.reject(error);
         throw error;
@@ -326,26 +384,38 @@ export class MultiSegmentStore implements SegmentStore {
 
   /**
    * Start-up check: every row of every database that answers must be of that database's class
-   * (`id_offset` r, `id_increment` N). Throws CONFIG_INVALID naming each database and row that is
-   * not (a database listed in another order or another set, a Leaf table not yet joined, a set
-   * whose re-forming was cut short), so it is never used. A database that does not answer is
-   * left to the guard every allocation carries (it allocates only from a row of its class), and
-   * resolves in the returned list.
+   * (`id_offset` r, `id_increment` N), and the list must be the set its databases record
+   * (set-membership.ts), whatever the rows' fence state. Throws CONFIG_INVALID naming each
+   * database and row that is not (a database listed in another order or another set, a Leaf
+   * table not yet joined, a set whose re-forming was cut short, an empty database in a member's
+   * place, a set with tags whose members are not recorded), and the command that fixes it, so it
+   * is never used. A database that does not answer is left to the guard every allocation carries
+   * (it allocates only from a row of its class, under a mark naming it), and resolves in the
+   * returned list.
    */
   async verify(): Promise<{ readonly unreachable: readonly string[] }> {
-    const outcomes = await this.#each(this.#indexes(), (db) => db.store.listTags());
+    const outcomes = await this.#each(this.#indexes(), async (db) => ({
+      rows: await db.store.listTags(),
+      records: await this.#readRecords(db),
+    }));
     const problems: string[] = [];
     for (const { index, value } of outcomes) {
       const expected = { offset: index, increment: this.size };
-      for (const record of value ?? []) {
+      for (const record of value?.rows ?? []) {
         if (!sameResidue(record.residue, expected)) problems.push(`database ${index} (${this.#name(index)}) holds tag "${record.tag}" as ${residueText(record.residue)}`);
       }
     }
+    const records = this.#indexes().map((index) => outcomes.find((o) => o.index === index)?.value?.records);
+    outcomes.forEach(({ index, value }) => value === undefined || (this.#identities[index] = value.records.id));
+    const anyRows = outcomes.some((o) => (o.value?.rows.length ?? 0) > 0);
+    problems.push(...membershipProblems(this.#databases.map((db) => db.name), records, anyRows));
     if (problems.length > 0) {
       const shown = problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; and ${problems.length - 5} more` : '');
       throw new IdMintError(
         'CONFIG_INVALID',
-        `the set of ${this.size} segment databases disagrees with their rows, so it is not used: ${shown}. Each database must be listed at its index in the same order everywhere; after forming the set, adding a database or changing the order, run "idmint db init" with the new list (docs/segments.md, Several databases)`,
+        `the set of ${this.size} segment databases disagrees with their rows and records, so it is not used: ` +
+          `${shown}. Each database must be listed at its index in the same order everywhere; after forming the set, ` +
+          `adding a database or changing the order, run "idmint db init" with the new list (${DOCS})`,
         { details: { key: 'segment.stores', databases: this.size, problems: problems.length } },
       );
     }
@@ -353,39 +423,100 @@ export class MultiSegmentStore implements SegmentStore {
   }
 
   /**
-   * Forms or re-forms the set (`idmint db init`): creates the tables (with the residue columns),
-   * then gives every tag a row of its class in every database, above every ID any of them ever
-   * issued. Every database must answer. Safe while nodes run, whatever set they were configured
-   * with, as long as every writer of these rows is an idmint node (a Leaf node must be stopped):
+   * Forms or re-forms the set (`idmint db init`): creates the tables (with the residue columns and
+   * the set's own records), records the set's members in every database, then gives every tag a
+   * row of its class in every database, above every ID any of them ever issued. Every database
+   * must answer. Safe while nodes run, whatever set they were configured with, as long as every
+   * writer of these rows is an idmint node (a Leaf node must be stopped):
    *
+   * - The members: every database a listed one records as a member of its set must be in the
+   *   list (set-membership.ts), whatever the rows' fence state, so a run cut short and run again
+   *   with a shorter list cannot leave one out; `replace` lets an empty database take the place
+   *   of one lost for good. Then every database records the new list.
+   * - The high-water marks (set-highs.ts) are moved to the new list's databases, index by index,
+   *   keeping their value: from then on a database left out cannot raise one.
    * - A tag whose rows are all of their class (or missing) is completed: a missing row is created
-   *   above the highest `max_id` of the others. Only database r ever issues class r, so that is
-   *   enough.
+   *   above the highest `max_id` of the others and above the marks for its index and for any
+   *   database left out (a lost one, replaced). Only database r ever issues class r, and no range
+   *   of r is used above its marks, so that is enough.
    * - Otherwise every row is first fenced (`id_increment` 0, a compare-and-set on what was read):
    *   no store of any set allocates from a fenced row, and a store of its own refuses it too.
-   *   With every row fenced, `max_id` can no longer move, so the highest of them, H, is above
-   *   every ID issued by any database under any set. Each row is then set to database r of N at
-   *   the first ID of class r at or above H (compare-and-set again). A compare-and-set that loses
-   *   to a node still allocating makes it read the rows again and start over.
-   *
-   * A tag whose rows say it was in a set of M databases must have all M of them in the list:
-   * leaving one out would leave its IDs out of H, so the join is refused.
+   *   With every row fenced, `max_id` can no longer move, so the highest of them and of a
+   *   replaced database's marks, H, is above every ID issued by any database under any set.
+   *   Each row is then set to database r of N at the first ID of class r at or above H
+   *   (compare-and-set again). A compare-and-set that loses to a node still allocating makes it
+   *   read the rows again and start over.
+   * - Last, every mark is raised to at least its row's `max_id`, so IDs issued before marks were
+   *   kept (by an older idmint) are bounded too.
    */
-  async join(): Promise<SetJoinReport> {
+  async join(options: SetJoinOptions = {}): Promise<SetJoinReport> {
     await this.init();
     const lists = this.#all('joining the set', await this.#each(this.#indexes(), (db) => db.store.listTags()));
-    this.#checkNoEmptyMember(lists);
+    const ids = await this.#recordMembers(lists, options.replace);
     const names = [...new Set(lists.flatMap((records) => records.map((record) => record.tag)))].sort();
-    const tags: SetJoinReport['tags'][number][] = [];
-    for (const tag of names) tags.push(await this.#joinTag(tag));
+    const tags: JoinedTag[] = [];
+    for (const tag of names) tags.push(await this.#joinTag(tag, ids));
     return { tags };
   }
 
-  async #joinTag(tag: string): Promise<SetJoinReport['tags'][number]> {
+  /**
+   * Gives every database an identity where it has none, checks the list against the sets they
+   * record (checkJoin), and records the list in every database: the identities, by index.
+   */
+  async #recordMembers(lists: readonly (readonly TagRecord[])[], replace: number | undefined): Promise<string[]> {
+    for (let attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
+      const reads = await this.#each(this.#indexes(), (db) => db.store.readSetEntries([SELF_KEY, SET_KEY]));
+      const read = this.#all('reading the set records', reads);
+      const unnamed = this.#indexes().filter((index) => read[index]?.[0] === undefined);
+      if (unnamed.length > 0) {
+        // A compare-and-set on "none yet": a concurrent run's identity wins, and is read next time.
+        const named = await this.#each(unnamed, (db) =>
+          db.store.writeSetEntry(SELF_KEY, undefined, formatSelf(newMemberId())),
+        );
+        this.#all('recording identities', named);
+        continue;
+      }
+      const listed = this.#indexes().map((index): ListedMember => {
+        const [self, set] = read[index] as (SetEntry | undefined)[];
+        const where = `database ${index} (${this.#name(index)})`;
+        const id = parseSelf(self as SetEntry, where);
+        const hasRows = (lists[index]?.length ?? 0) > 0;
+        return { name: this.#name(index), id, set: set && parseSet(set, where), hasRows };
+      });
+      if (!listed.some((member) => member.set !== undefined)) {
+        if (replace !== undefined) {
+          const why = "no database of the list records a set, so nothing bounds a lost database's IDs";
+          const first = `run "idmint db init" with the set's whole list first (${DOCS})`;
+          const details = { key: 'segment.stores', replace };
+          throw new IdMintError('INVALID_ARGUMENT', `--replace ${replace}: ${why}; ${first}`, { details });
+        }
+        this.#checkNoEmptyMember(lists);
+      }
+      checkJoin(listed, replace);
+      const value = formatSet(listed.map(({ id, name }) => ({ id: id as string, name })));
+      const writes = await this.#each(this.#indexes(), (db, index) => {
+        const current = read[index]?.[1];
+        if (current?.value === value) return Promise.resolve(true);
+        return db.store.writeSetEntry(SET_KEY, current?.version, value);
+      });
+      if (!this.#all('recording the set', writes).every(Boolean)) continue;
+      listed.forEach((member, index) => (this.#identities[index] = member.id));
+      return listed.map((member) => member.id as string);
+    }
+    const why = `its records changed under every one of ${JOIN_ATTEMPTS} attempts (another "idmint db init" running?)`;
+    throw new IdMintError('STORE_UNAVAILABLE', `joining the set: ${why}; run it again`);
+  }
+
+  async #joinTag(tag: string, ids: readonly string[]): Promise<JoinedTag> {
     const n = this.size;
     const target = (index: number): SegmentResidue => ({ offset: index, increment: n });
     const read = async () => this.#all(`joining tag "${tag}"`, await this.#each(this.#indexes(), (db) => db.store.getTag(tag)));
     const highest = (rows: readonly (TagRecord | undefined)[]) => rows.reduce((h, row) => (row !== undefined && row.maxId > h ? row.maxId : h), 0n);
+    // Last: every mark at least its row's max_id (see join).
+    const seed = async (action: JoinedTag['action'], maxId: bigint): Promise<JoinedTag> => {
+      if (n > 1) await this.#highs.settle(tag, ids, (await read()).map((row) => row?.maxId ?? 0n));
+      return { tag, action, maxId };
+    };
     for (let attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
       let rows = await read();
       const template = rows.find((row) => row !== undefined);
@@ -395,32 +526,42 @@ export class MultiSegmentStore implements SegmentStore {
           () => true,
           (error: unknown) => (isIdMintError(error, 'TAG_EXISTS') ? false : Promise.reject(error)),
         );
-      if (rows.every((row, index) => row === undefined || sameResidue(row.residue, target(index)))) {
-        const missing = this.#indexes().filter((index) => rows[index] === undefined);
-        if (missing.length === 0) return { tag, action: 'unchanged', maxId: highest(rows) };
-        const floor = highest(rows);
-        if ((await Promise.all(missing.map((index) => create(index, floor)))).every(Boolean)) return { tag, action: 'completed', maxId: floor };
+      const complete = rows.every((row, index) => row === undefined || sameResidue(row.residue, target(index)));
+      if (complete && rows.every((row) => row !== undefined)) return seed('unchanged', highest(rows));
+      // The marks move to this list's databases first (no database left out raises one from
+      // then on); their values stay. A row missing at index r starts above r's marks: they bound
+      // what the database there before (a lost one, replaced) handed out, even after a run cut
+      // short moved them to the new one.
+      const { highest: marks, lost } = n > 1 ? await this.#highs.settle(tag, ids) : { highest: [], lost: 0n };
+      const missing = this.#indexes().filter((index) => rows[index] === undefined);
+      const unrowed = missing.reduce((high, index) => max(high, marks[index] ?? 0n), lost);
+      if (complete) {
+        const floors = missing.map((index) => max(max(highest(rows), marks[index] ?? 0n), lost));
+        const created = await Promise.all(missing.map((index, k) => create(index, floors[k] as bigint)));
+        if (created.every(Boolean)) return seed('completed', floors.reduce(max, 0n));
         continue;
       }
-      // Before anything is fenced (a run cut short leaves fenced rows, whose old set is no longer known).
-      if (!rows.some((row) => row?.residue?.increment === 0)) this.#checkWholeSets(tag, rows);
+      // The rows' own word, for a set formed before idmint recorded its members: read before this
+      // run fences anything (a fenced row no longer says its set's size; the records keep it).
+      if (attempt === 0 && !rows.some((row) => row?.residue?.increment === 0)) this.#checkWholeSets(tag, rows);
       // Fence: no allocation from any row while max_id is read.
-      let lost = false;
+      let changed = false;
       for (const [index, row] of rows.entries()) {
         if (row === undefined || row.residue?.increment === 0) continue;
         const residue = row.residue ?? { offset: 0, increment: 1 };
-        if (!(await this.#reassign(index, tag, { maxId: row.maxId, residue }, { maxId: row.maxId, residue: { offset: residue.offset, increment: 0 } }))) lost = true;
+        const fenced = { maxId: row.maxId, residue: { offset: residue.offset, increment: 0 } };
+        if (!(await this.#reassign(index, tag, { maxId: row.maxId, residue }, fenced))) changed = true;
       }
-      if (lost) continue;
+      if (changed) continue;
       rows = await read();
       if (rows.some((row) => row !== undefined && row.residue?.increment !== 0)) continue;
-      const floor = highest(rows);
+      const floor = max(highest(rows), unrowed);
       for (const [index, row] of rows.entries()) {
         const to = { maxId: alignUp(floor, target(index)), residue: target(index) };
         const done = row === undefined ? await create(index, floor) : await this.#reassign(index, tag, { maxId: row.maxId, residue: row.residue as SegmentResidue }, to);
-        if (!done) lost = true;
+        if (!done) changed = true;
       }
-      if (!lost) return { tag, action: 'reformed', maxId: floor };
+      if (!changed) return seed('reformed', floor);
     }
     throw new IdMintError('STORE_UNAVAILABLE', `joining tag "${tag}": its rows changed under every one of ${JOIN_ATTEMPTS} attempts; stop the nodes that allocate it outside idmint (Leaf) and run it again`, { details: { tag } });
   }
@@ -448,9 +589,10 @@ export class MultiSegmentStore implements SegmentStore {
   }
 
   /**
-   * Refuses a database with no tags at all in a set whose other databases are already a set of
-   * this size: it most likely replaces a database of the set, whose IDs no other database knows,
-   * so a row created above the others' max_id could repeat them.
+   * For a set no database records yet (formed by an older idmint): refuses a database with no
+   * tags at all in a set whose other databases are already a set of this size. It most likely
+   * replaces a database of the set, whose IDs no other database knows (no marks were kept), so a
+   * row created above the others' max_id could repeat them.
    */
   #checkNoEmptyMember(lists: readonly (readonly TagRecord[])[]): void {
     const formed = lists.some((records, index) => records.some((record) => sameResidue(record.residue, { offset: index, increment: this.size })));
@@ -458,9 +600,56 @@ export class MultiSegmentStore implements SegmentStore {
     if (!formed || empty.length === 0 || this.size === 1) return;
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `database ${empty.map((index) => `${index} (${this.#name(index)})`).join(', ')} has no tags, but the other databases are already a set of ${this.size}: if it replaces a database of the set, that database's IDs are known only to it, so copy its table to the new database instead (rows and max_id as they are); if tags were created while it was down, complete each with "idmint tags create" (docs/segments.md, Several databases)`,
+      `database ${empty.map((index) => `${index} (${this.#name(index)})`).join(', ')} has no tags, ` +
+        `but the other databases are already a set of ${this.size}, formed before idmint recorded a set's ` +
+        "members and high-water marks: if it replaces a database of the set, that database's IDs are known only " +
+        'to it, so copy its table (rows and max_id as they are, from the database itself, not a backup) ' +
+        `to the new database instead (${DOCS})`,
       { details: { key: 'segment.stores', databases: this.size } },
     );
+  }
+
+  /** What database `db` records of itself (set-membership.ts), for the start-up check. */
+  async #readRecords(db: SetDatabase): Promise<MemberRecords> {
+    const [self, set] = await db.store.readSetEntries([SELF_KEY, SET_KEY]);
+    return { id: self === undefined ? null : parseSelf(self, db.name), set: set && parseSet(set, db.name) };
+  }
+
+  /** How the high-water marks reach the databases: one call at a time, counted in their health. */
+  #markAccess(): MarkAccess {
+    return {
+      size: this.#databases.length,
+      name: (index) => this.#name(index),
+      call: (index, run) => this.#callOne(index, run),
+      identity: async (index, fresh) => {
+        const known = this.#identities[index];
+        if (!fresh && known !== undefined) return known;
+        const [self] = await this.#callOne(index, (store) => store.readSetEntries([SELF_KEY]));
+        const id = self === undefined ? null : parseSelf(self, `database ${index} (${this.#name(index)})`);
+        this.#identities[index] = id;
+        return id;
+      },
+    };
+  }
+
+  /** Runs `run` on database index's store, its outcome counted in the database's health. */
+  async #callOne<T>(index: number, run: (store: MarkStore) => Promise<T>): Promise<T> {
+    const [outcome] = await this.#each([index], (db) => run(db.store));
+    if (outcome === undefined || outcome.error !== undefined) throw outcome?.error;
+    return outcome.value as T;
+  }
+
+  /**
+   * Why database index's last range of `tag` could not be used (its mark not raised), while
+   * every other database is still backing off: allocating again would only skip another range.
+   */
+  #stillUncovered(index: number, tag: string): IdMintError | undefined {
+    const error = this.#uncovered.get(`${index}/${tag}`);
+    if (error === undefined) return undefined;
+    const now = this.#now();
+    if (this.#health.every((h, other) => other === index || h.retryAt > now)) return error;
+    this.#uncovered.delete(`${index}/${tag}`);
+    return undefined;
   }
 
   async #reassign(index: number, tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
@@ -559,6 +748,10 @@ export class MultiSegmentStore implements SegmentStore {
     const first = errors.find((e) => e.error.code === code)?.error;
     return new IdMintError(code, `${what}: ${parts.join('; ')}`, { ...(first === undefined ? {} : { cause: first }), details: { ...(first?.details ?? {}), databases: this.size } });
   }
+}
+
+function max(a: bigint, b: bigint): bigint {
+  return a > b ? a : b;
 }
 
 /** The databases' lists (lowest database first) as one record per tag, each merged as {@link merge}. */

@@ -32,6 +32,8 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 // no tag's key can be another prefix's key or a tag set. On a single Redis, hash slots play no
 // part, so `{` and `}` in a tag change nothing (a Redis Cluster is not supported: creating and
 // listing tags touch several keys, which a cluster refuses across slots whatever the tags).
+// `<prefix>:set` is a hash of a set's own records (MultiSegmentStore: its members, this
+// database's identity, high-water marks), never a tag's key.
 //
 // Lua numbers are doubles, exact only to 2^53, so no script does arithmetic on max_id: HINCRBY
 // adds in 64-bit integers (and refuses to overflow, changing nothing), and max_id travels as the
@@ -137,6 +139,25 @@ if ARGV[2] == 'set' then redis.call('HSET', KEYS[1], 'description', ARGV[3]) end
 if ARGV[2] == 'clear' then redis.call('HDEL', KEYS[1], 'description') end
 touch(KEYS[1])
 return {nonce, 'ok', unpack(read(KEYS[1]))}`;
+
+// KEYS[1] the set's records hash (`<prefix>:set`); ARGV the entry keys. Each entry is two fields,
+// `v:<key>` (its version) and `d:<key>` (its text): a flat list of version and text per key.
+const READ_SET = `${PRELUDE}
+local out = {nonce}
+for _, key in ipairs(ARGV) do
+  table.insert(out, redis.call('HGET', KEYS[1], 'v:' .. key) or false)
+  table.insert(out, redis.call('HGET', KEYS[1], 'd:' .. key) or false)
+end
+return out`;
+
+// KEYS[1] the set's records hash; ARGV key, expected version ('' for none yet), text.
+// Compare-and-set on the version, which goes up by one with each write.
+const WRITE_SET = `${PRELUDE}
+local version = redis.call('HGET', KEYS[1], 'v:' .. ARGV[1])
+if (ARGV[2] == '' and version) or (ARGV[2] ~= '' and version ~= ARGV[2]) then return {nonce, 0} end
+redis.call('HSET', KEYS[1], 'd:' .. ARGV[1], ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'v:' .. ARGV[1], 1)
+return {nonce, 1}`;
 
 // KEYS[1] tag hash.
 const GET = `${PRELUDE}
@@ -271,6 +292,29 @@ export class RedisSegmentStore implements SegmentStore {
     return Number(reply[0]) === 1;
   }
 
+  /** The set's own records in the hash `<prefix>:set`: see SqlSegmentStore.readSetEntries. */
+  async readSetEntries(keys: readonly string[]): Promise<({ version: number; value: string } | undefined)[]> {
+    const entries: ({ version: number; value: string } | undefined)[] = [];
+    // In chunks: one script holds the server while it runs.
+    for (let i = 0; i < keys.length; i += 500) {
+      const chunk = keys.slice(i, i + 500);
+      const reply = await this.#run('readSetEntries', READ_SET, [this.#setKey], [...chunk]);
+      chunk.forEach((_, k) => {
+        const version = reply[2 * k];
+        const value = String(reply[2 * k + 1] ?? '');
+        entries.push(version === null || version === undefined ? undefined : { version: Number(version), value });
+      });
+    }
+    return entries;
+  }
+
+  /** Writes a set record if its version is still `version`: see SqlSegmentStore.writeSetEntry. */
+  async writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean> {
+    const expected = version === undefined ? '' : String(version);
+    const reply = await this.#run('writeSetEntry', WRITE_SET, [this.#setKey], [key, expected, value]);
+    return Number(reply[0]) === 1;
+  }
+
   async listTags(): Promise<TagRecord[]> {
     return this.#records(await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')])).sort(byTag);
   }
@@ -339,6 +383,11 @@ export class RedisSegmentStore implements SegmentStore {
 
   #key(tag: string): string {
     return `${this.table}:tag:${tag}`;
+  }
+
+  /** The hash of the set's own records (MultiSegmentStore): never a tag's key, the tag set or the changed set. */
+  get #setKey(): string {
+    return `${this.table}:set`;
   }
 
   /** The sorted set of tag keys by last write time, for {@link listTagChanges}. */

@@ -63,6 +63,7 @@ export class SqlSegmentStore implements SegmentStore {
   readonly #driver: SqlDriver;
   readonly #timeoutMs: number;
   readonly #sql: ReturnType<typeof statements>;
+  readonly #setSql: ReturnType<typeof setStatements>;
   readonly residue?: SegmentResidue;
   /** Whether the table had the opaque column at the last full read's first page (undefined: not looked yet). */
   #listsOpaque: boolean | undefined;
@@ -75,6 +76,7 @@ export class SqlSegmentStore implements SegmentStore {
     this.#timeoutMs = timeoutMs;
     if (residue !== undefined) this.residue = residue;
     this.#sql = statements(table, driver.dialect, residue);
+    this.#setSql = setStatements(table, driver.dialect);
   }
 
   /**
@@ -90,7 +92,10 @@ export class SqlSegmentStore implements SegmentStore {
         // Two `IF NOT EXISTS` racing on PostgreSQL: the loser trips over the winner's catalog row.
         if (!this.#driver.dialect.isDuplicateKey(error)) throw error;
       }
-      if (this.residue !== undefined) await this.#addResidueColumns(db);
+      if (this.residue !== undefined) {
+        await this.#addResidueColumns(db);
+        await this.#createSetTable(db);
+      }
       await this.#addOpaqueColumn(db);
       await this.#addChangeIndex(db);
     });
@@ -142,6 +147,48 @@ export class SqlSegmentStore implements SegmentStore {
     checkTag(tag);
     const params = [to.maxId, to.residue.offset, to.residue.increment, tag, from.maxId, from.residue.offset, from.residue.increment];
     return this.#call('reassign', false, async (db) => (await db.query(this.#sql.reassign, params)).affectedRows === 1, () => false);
+  }
+
+  /**
+   * The set's own records (MultiSegmentStore: the set's members, this database's identity, the
+   * high-water marks), in {@link setTableName}, for `keys`: each entry's text and version, or
+   * undefined where there is none. Undefined for all of them when the table does not exist (a
+   * table of a store of its own, or of a set `idmint db init` has not recorded yet).
+   */
+  async readSetEntries(keys: readonly string[]): Promise<({ version: number; value: string } | undefined)[]> {
+    return this.#call('readSetEntries', false, async (db) => {
+      const found = new Map<string, { version: number; value: string }>();
+      for (let i = 0; i < keys.length; i += SET_READ_CHUNK) {
+        const chunk = keys.slice(i, i + SET_READ_CHUNK);
+        let rows: readonly SqlRow[];
+        try {
+          rows = (await db.query(this.#setSql.read(chunk.length), [this.table, ...chunk])).rows;
+        } catch (error) {
+          // The database answers, but the table is not there (or cannot be read): no entries.
+          if (await db.query('SELECT 1', []).then(() => true, () => false)) return keys.map(() => undefined);
+          throw error;
+        }
+        for (const row of rows) {
+          found.set(String(row['entry']), { version: Number(row['version']), value: String(row['value']) });
+        }
+      }
+      return keys.map((key) => found.get(key));
+    });
+  }
+
+  /**
+   * Writes a set record: `value` under `key` if its version is still `version` (undefined: if
+   * there is none yet), compare-and-set; the version then goes up by one (a new entry's is 1).
+   * Resolves true when written.
+   */
+  async writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean> {
+    return this.#call('writeSetEntry', false, async (db) => {
+      const written =
+        version === undefined
+          ? await db.query(this.#setSql.insert, [this.table, key, value])
+          : await db.query(this.#setSql.update, [value, this.table, key, version]);
+      return written.affectedRows === 1;
+    });
   }
 
   listTags(): Promise<TagRecord[]> {
@@ -334,6 +381,15 @@ export class SqlSegmentStore implements SegmentStore {
     }
   }
 
+  /** The set's own table ({@link setTableName}); a concurrent init that created it first is not an error. */
+  async #createSetTable(db: SqlConnection): Promise<void> {
+    try {
+      await db.query(this.#setSql.create, []);
+    } catch (error) {
+      if (!this.#driver.dialect.isDuplicateKey(error)) throw error;
+    }
+  }
+
   /** The guarded UPDATE matched no row: no such tag, a row of another class, a row no range can come from, or the step would pass 2^63-1. */
   async #whyNotAllocated(db: SqlConnection, tag: string, step: number | undefined): Promise<IdMintError> {
     const row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
@@ -411,6 +467,37 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     release: `${release} AND ${guard}`,
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
     insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
+  };
+}
+
+/** Keys read in one statement, so a read of every tag's marks stays within every backend's limits. */
+const SET_READ_CHUNK = 200;
+
+/**
+ * The table of a set's own records (MultiSegmentStore: set-records.ts), beside the segment table:
+ * `<table>_set`, cut to stay within 63 characters. Its rows name the segment table they belong to,
+ * so two long table names cut to the same one never share records. Leaf's table is not touched.
+ */
+export function setTableName(table: string): string {
+  return `${table.slice(0, 59)}_set`;
+}
+
+function setStatements(table: string, dialect: SqlDialect) {
+  const name = setTableName(table);
+  const columns = [
+    'segment_table varchar(63) NOT NULL',
+    'entry varchar(200) NOT NULL',
+    'version bigint NOT NULL',
+    'value text NOT NULL',
+    'PRIMARY KEY (segment_table, entry)',
+  ];
+  const marks = (keys: number) => Array.from({ length: keys }, () => '?').join(', ');
+  return {
+    create: `CREATE TABLE IF NOT EXISTS ${name} (${columns.join(', ')})${dialect.tableOptions}`,
+    read: (keys: number) =>
+      `SELECT entry, version, value FROM ${name} WHERE segment_table = ? AND entry IN (${marks(keys)})`,
+    insert: dialect.insertIfAbsent(name, ['segment_table', 'entry', 'version', 'value'], ['?', '?', '1', '?']),
+    update: `UPDATE ${name} SET value = ?, version = version + 1 WHERE segment_table = ? AND entry = ? AND version = ?`,
   };
 }
 
