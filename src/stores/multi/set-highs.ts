@@ -63,8 +63,8 @@ type Settled = PromiseSettledResult<RaiseOutcome>;
 /** The high-water marks of one set, with what this process knows is kept (see the file's comment). */
 export class SetHighs {
   readonly #access: MarkAccess;
-  /** Per `<index>/<tag>`: a mark this process knows is kept on database index and on another. */
-  readonly #known = new Map<string, bigint>();
+  /** Per tag, per index: a mark this process knows is kept on database index and on another. */
+  readonly #known = new Map<string, (bigint | undefined)[]>();
 
   constructor(access: MarkAccess) {
     this.#access = access;
@@ -81,17 +81,19 @@ export class SetHighs {
     if (this.#access.size < 2) return;
     const key = highKey(index, range.tag);
     const headroom = (range.end - range.start) * HEADROOM_RANGES;
-    let known = this.#known.get(key);
+    const knownOfTag = this.#known.get(range.tag) ?? [];
+    this.#known.set(range.tag, knownOfTag);
+    let known = knownOfTag[index];
     if (known === undefined) {
       // A process starting: database index's own mark is never above what another member keeps.
       known = await this.#ownMark(index, key);
-      if (known !== undefined) this.#known.set(key, known);
+      knownOfTag[index] = known;
     }
     if (known !== undefined && range.end + headroom / 2n <= known) return;
     const target = range.end + headroom > MAX_SEGMENT_ID ? MAX_SEGMENT_ID : range.end + headroom;
     const failure = await this.#raise(index, range.tag, target);
     if (failure === undefined) {
-      this.#known.set(key, target);
+      knownOfTag[index] = target;
       return;
     }
     if (known !== undefined && range.end <= known) return; // still under a mark already kept
@@ -111,7 +113,7 @@ export class SetHighs {
    * process knew of the tag's marks.
    */
   async settle(tag: string, ids: readonly string[], floors: readonly bigint[] = []): Promise<SettledMarks> {
-    for (let index = 0; index < ids.length; index++) this.#known.delete(highKey(index, tag));
+    this.#known.delete(tag);
     let highest: bigint[] = ids.map(() => 0n);
     let lost = 0n;
     for (let attempt = 0; attempt < MARK_ATTEMPTS; attempt++) {
