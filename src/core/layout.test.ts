@@ -177,3 +177,43 @@ describe('compose and decompose round-trip over the whole bit range', () => {
     assert.throws(() => composeId(layout, { ...ok, datacenterId: 1 }), /datacenterId 1 does not fit/);
   });
 });
+
+describe('decomposeId, parseId and composeId take a layout, a spec or a preset name', () => {
+  const throwsCode = (fn: () => unknown, code: 'LAYOUT_INVALID' | 'INVALID_ID' | 'INVALID_ARGUMENT', pattern: RegExp) =>
+    assert.throws(fn, (error: unknown) => {
+      assert.ok(isIdMintError(error, code), `expected IdMintError ${code}, got ${String(error)}`);
+      assert.match(error.message, pattern);
+      return true;
+    });
+  const twitter = getLayout('twitter');
+  const id = composeId(twitter, { timestamp: twitter.epochMs + 5000, datacenterId: 3, workerId: 7, sequence: 9 });
+
+  it('with no layout, decodes as the default layout (idmint), as SnowflakeGenerator makes them', () => {
+    const idmint = getLayout('idmint');
+    const mine = composeId(idmint, { timestamp: idmint.epochMs + 1234, workerId: 7, sequence: 2 });
+    // Before: a TypeError reading the missing layout's fields.
+    assert.deepEqual(decomposeId(mine), decomposeId(mine, idmint));
+    assert.equal(decomposeId(mine.toString()).workerId, 7);
+    assert.equal(parseId(mine.toString()), mine);
+  });
+
+  it('with a preset name or a spec, decodes as that layout', () => {
+    assert.deepEqual(decomposeId(id, 'twitter'), decomposeId(id, twitter));
+    assert.equal(decomposeId(id.toString(), 'twitter').datacenterId, 3);
+    assert.deepEqual(decomposeId(id, { timeBits: 41, datacenterBits: 5, workerBits: 5, sequenceBits: 12, epoch: twitter.epochMs }).workerId, 7);
+    assert.equal(composeId('twitter', { timestamp: twitter.epochMs + 5000, datacenterId: 3, workerId: 7, sequence: 9 }), id);
+    assert.equal(parseId(id, 'twitter'), id);
+  });
+
+  it('bad input is an IdMintError with a stable code, never a TypeError', () => {
+    throwsCode(() => decomposeId(id, 'twiter'), 'LAYOUT_INVALID', /unknown layout "twiter"/);
+    throwsCode(() => decomposeId(id, null as unknown as string), 'LAYOUT_INVALID', /got null/);
+    throwsCode(() => decomposeId(id, 42 as unknown as string), 'LAYOUT_INVALID', /got a number/);
+    throwsCode(() => decomposeId(id, {} as LayoutSpec), 'LAYOUT_INVALID', /timeBits/);
+    throwsCode(() => decomposeId(undefined), 'INVALID_ID', /got undefined/);
+    throwsCode(() => decomposeId('12abc'), 'INVALID_ID', /not a decimal integer/);
+    throwsCode(() => parseId('1', null as unknown as string), 'LAYOUT_INVALID', /got null/);
+    throwsCode(() => defineLayout(null as unknown as LayoutSpec), 'LAYOUT_INVALID', /spec must be an object/);
+    throwsCode(() => composeId('idmint', null as unknown as { timestamp: number; workerId: number; sequence: number }), 'INVALID_ARGUMENT', /parts/);
+  });
+});

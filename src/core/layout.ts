@@ -110,12 +110,22 @@ export function getLayout(name: string): Layout {
   return defineLayout(spec);
 }
 
-/** Accepts a preset name, a spec or an already validated layout. */
+/**
+ * Accepts a preset name, a spec or an already validated layout; undefined is the default layout.
+ * Anything else (null, a number) is LAYOUT_INVALID, never a TypeError from reading its fields.
+ */
 export function resolveLayout(layout: Layout | LayoutSpec | string | undefined): Layout {
   if (layout === undefined) return getLayout(DEFAULT_LAYOUT);
   if (typeof layout === 'string') return getLayout(layout);
+  if (layout === null || typeof layout !== 'object') {
+    throw new IdMintError('LAYOUT_INVALID', `layout must be a preset name (${LAYOUT_PRESETS.join(', ')}), a spec or a layout from defineLayout, got ${describeValue(layout)}`);
+  }
   if (isLayout(layout)) return layout;
   return defineLayout(layout);
+}
+
+function describeValue(value: unknown): string {
+  return value === null ? 'null' : `a ${typeof value}`;
 }
 
 const validated = new WeakSet<Layout>();
@@ -129,6 +139,7 @@ function isLayout(value: Layout | LayoutSpec): value is Layout {
  * what is allowed. `nowMs`, when given, also rejects an epoch in the future.
  */
 export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
+  if (spec === null || typeof spec !== 'object') throw new IdMintError('LAYOUT_INVALID', `layout spec must be an object, got ${describeValue(spec)}`);
   const name = spec.name ?? 'custom';
   const fail = (message: string): never => {
     throw new IdMintError('LAYOUT_INVALID', `layout "${name}": ${message}`);
@@ -213,13 +224,16 @@ export function nodeBits(layout: Layout, workerId: number, datacenterId = 0): bi
 }
 
 /**
- * Builds an ID from its parts. Throws INVALID_ARGUMENT when a part does not fit its field, so
- * a composed ID always decodes back to the same parts.
+ * Builds an ID from its parts under `layout` (a layout, a spec or a preset name). Throws
+ * INVALID_ARGUMENT when a part does not fit its field, so a composed ID always decodes back to
+ * the same parts.
  */
 export function composeId(
-  layout: Layout,
+  layoutOrName: Layout | LayoutSpec | string,
   parts: { readonly timestamp: number; readonly workerId: number; readonly datacenterId?: number; readonly sequence: number },
 ): bigint {
+  const layout = resolveLayout(layoutOrName);
+  if (parts === null || typeof parts !== 'object') throw new IdMintError('INVALID_ARGUMENT', `composeId needs the parts { timestamp, workerId, sequence }, got ${describeValue(parts)}`);
   const units = Math.floor((parts.timestamp - layout.epochMs) / layout.timeUnitMs);
   checkPart('timestamp', parts.timestamp, units, layout.maxTimeUnits, layout);
   checkPart('workerId', parts.workerId, parts.workerId, layout.maxWorkerId, layout);
@@ -239,9 +253,11 @@ const CANONICAL_DECIMAL = /^(?:0|[1-9][0-9]{0,19})$/;
 /**
  * Parses an ID strictly: a bigint, a safe non-negative integer number, or a canonical decimal
  * string (digits only, no sign, spaces or leading zeros). Anything negative, above the layout's
- * largest ID, or not an integer is INVALID_ID, never a silently different number.
+ * largest ID, or not an integer is INVALID_ID, never a silently different number. `layout` is a
+ * layout, a spec or a preset name; default `idmint`.
  */
-export function parseId(input: unknown, layout: Layout): bigint {
+export function parseId(input: unknown, layoutOrName?: Layout | LayoutSpec | string): bigint {
+  const layout = resolveLayout(layoutOrName);
   let id: bigint;
   if (typeof input === 'bigint') {
     id = input;
@@ -269,8 +285,13 @@ function truncate(text: string): string {
   return text.length > 40 ? `${text.slice(0, 40)}...` : text;
 }
 
-/** Splits an ID (any form {@link parseId} accepts) into its parts under `layout`. */
-export function decomposeId(input: unknown, layout: Layout): IdParts {
+/**
+ * Splits an ID (any form {@link parseId} accepts) into its parts under `layout`: a layout, a spec
+ * or a preset name, as SnowflakeGenerator takes; default `idmint`, the generator's default. Bad
+ * input is INVALID_ID or LAYOUT_INVALID.
+ */
+export function decomposeId(input: unknown, layoutOrName?: Layout | LayoutSpec | string): IdParts {
+  const layout = resolveLayout(layoutOrName);
   const id = parseId(input, layout);
   const sequence = Number(id & BigInt(layout.maxSequence));
   const workerId = Number((id >> BigInt(layout.workerShift)) & BigInt(layout.maxWorkerId));
