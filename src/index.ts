@@ -16,8 +16,10 @@ export {
 export type { IdParts, Layout, LayoutPresetName, LayoutSpec } from './core/layout.ts';
 export { DEFAULT_ROLLBACK_POLICY, ROLLBACK_POLICIES, resolveRollbackPolicy } from './core/clock-policy.ts';
 export type { RollbackPolicy, RollbackPolicyName, RollbackPolicyOptions } from './core/clock-policy.ts';
-export { SnowflakeGenerator } from './core/snowflake.ts';
-export type { SnowflakeOptions } from './core/snowflake.ts';
+// The generators with a default clock (a MonotonicClock), and the one-liners over them.
+export { ObjectIdGenerator, SnowflakeGenerator, UlidGenerator, UuidV7Generator } from './generators/generators.ts';
+export type { ObjectIdOptions, SnowflakeOptions, UlidOptions, UuidV7Options } from './generators/generators.ts';
+export { objectId, ulid, uuidv4, uuidv7 } from './generators/one-liners.ts';
 export type { Clock } from './ports/clock.ts';
 export { ManualClock } from './clocks/manual-clock.ts';
 export { MonotonicClock } from './clocks/monotonic-clock.ts';
@@ -51,12 +53,12 @@ export type {
 export { localNodeIdentity } from './service/node-identity.ts';
 export { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './registries/open-worker-registry.ts';
 export type { OpenWorkerRegistryOptions } from './registries/open-worker-registry.ts';
-export { UuidV4Generator, UuidV7Generator, decodeUuid, isUuid, uuidFromBytes, uuidToBytes } from './core/uuid.ts';
-export type { DecodedUuid, UuidV4Options, UuidV7Options, UuidVariant } from './core/uuid.ts';
-export { CROCKFORD_BASE32, UlidGenerator, decodeUlid, isUlid, ulidFromBytes, ulidToBytes } from './core/ulid.ts';
-export type { DecodedUlid, UlidOptions } from './core/ulid.ts';
-export { ObjectIdGenerator, decodeObjectId, isObjectId, objectIdFromBytes, objectIdToBytes } from './core/objectid.ts';
-export type { DecodedObjectId, ObjectIdOptions } from './core/objectid.ts';
+export { UuidV4Generator, decodeUuid, isUuid, uuidFromBytes, uuidToBytes } from './core/uuid.ts';
+export type { DecodedUuid, UuidV4Options, UuidVariant } from './core/uuid.ts';
+export { CROCKFORD_BASE32, decodeUlid, isUlid, ulidFromBytes, ulidToBytes } from './core/ulid.ts';
+export type { DecodedUlid } from './core/ulid.ts';
+export { decodeObjectId, isObjectId, objectIdFromBytes, objectIdToBytes } from './core/objectid.ts';
+export type { DecodedObjectId } from './core/objectid.ts';
 export { ID_FORMATS, decodeAny, detectFormat } from './core/id-formats.ts';
 export type { DecodeAnyOptions, DecodedAnyId, DecodedSnowflake, IdFormat } from './core/id-formats.ts';
 export { FAMILY_ROLLBACK_POLICIES } from './core/monotonic-time.ts';

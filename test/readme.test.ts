@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, it } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { startServe } from './support/serve-process.ts';
 
@@ -114,5 +114,68 @@ it(EBADENGINE_TITLE, { skip: noSystemNpx ?? false, timeout: 120_000 }, async () 
     assert.equal(blocks(second.stderr), 0, `second npx idmint:\n${second.stderr}`);
   } finally {
     rmSync(cache, { recursive: true, force: true });
+  }
+});
+
+/** The ```ts blocks of a README section. */
+function codeBlocks(heading: string): string[] {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  const start = readme.indexOf(`## ${heading}`);
+  const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+  return [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1] ?? '');
+}
+
+const INDEX = pathToFileURL(fileURLToPath(new URL('../src/index.ts', import.meta.url))).href;
+
+/**
+ * Runs a README sample as a module in `cwd`, importing the package from src/index.ts. Each line
+ * `expression; // what it shows` is wrapped so its value is printed; resolves to those values by
+ * the line's source text. Placeholders in the sample (`<32 hex>`) are given real values.
+ */
+async function runSample(code: string, cwd: string): Promise<Map<string, unknown>> {
+  const lines = code.replaceAll("from 'idmint'", `from '${INDEX}'`).replaceAll('<32 hex>', '00112233445566778899aabbccddeeff').split('\n');
+  const shown: string[] = [];
+  const instrumented = lines.map((line) => {
+    const match = /^(\s*)(.+?);\s*\/\/.*$/.exec(line);
+    if (match === null || /^(const|let|import|export)\b/.test(match[2] ?? '') || (match[2] ?? '').startsWith('}')) return line;
+    shown.push((match[2] ?? '').trim());
+    return `${match[1]}__show(${shown.length - 1}, ${match[2]});`;
+  });
+  const show = 'const __show = (n, v) => console.log(JSON.stringify([n, v], (_k, x) => (typeof x === "bigint" ? `${x}n` : x instanceof Uint8Array ? { bytes: x.length } : x)));';
+  const file = join(cwd, `sample-${shown.length}-${Math.random().toString(36).slice(2)}.ts`);
+  writeFileSync(file, `${show}\n${instrumented.join('\n')}\n`);
+  const { stdout } = await run(process.execPath, ['--disable-warning=ExperimentalWarning', file], { cwd });
+  const values = new Map<string, unknown>();
+  for (const line of stdout.trim().split('\n').filter(Boolean)) {
+    const [n, value] = JSON.parse(line) as [number, unknown];
+    values.set(shown[n] ?? '', value);
+  }
+  return values;
+}
+
+// The library tour, run as written: the worker ID it promises (7) is the one decoded; the
+// one-liners need no clock; the segment sample counts from 1.
+it('the README library tour runs as written, and shows what its comments say', async () => {
+  const blocks = codeBlocks('Library tour').filter((block) => block.includes("from 'idmint'"));
+  const cwd = mkdtempSync(join(tmpdir(), 'idmint-readme-library-'));
+  try {
+    const [snowflake, worker, segments, families] = await Promise.all(blocks.map((block) => runSample(block, cwd)));
+    assert.equal(blocks.length, 4);
+    assert.match(String(snowflake?.get('generator.nextString()')), /^[1-9][0-9]{15,18}$/);
+    assert.equal((snowflake?.get('generator.nextBatch(1000)') as unknown[]).length, 1000);
+    const parts = snowflake?.get('decomposeId(id)') as { workerId: number; timestamp: number; sequence: number };
+    assert.equal(parts.workerId, 7);
+    assert.ok(Math.abs(parts.timestamp - Date.now()) < 60_000, `timestamp ${parts.timestamp}`);
+    assert.match(String(worker?.get('worker.next()')), /^[1-9][0-9]{15,18}n$/);
+    assert.equal(segments?.get("segments.nextSync('orders') ?? (await segments.next('orders'))"), '1n');
+    assert.match(String(families?.get('uuidv7()')), /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.match(String(families?.get('uuidv4()')), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.match(String(families?.get('ulid()')), /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/);
+    assert.match(String(families?.get('objectId()')), /^[0-9a-f]{24}$/);
+    assert.deepEqual(families?.get('new UuidV7Generator().next()'), { bytes: 16 });
+    assert.match(String(families?.get("opaque.encode(1234n, 'orders')")), /^[0-9]{19}$/);
+    assert.equal((families?.get("decodeAny('01K7ZJ3F2V0Q8X3N6W1T5R9B4M')") as { format: string }).format, 'ulid');
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
   }
 });

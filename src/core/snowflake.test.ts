@@ -149,6 +149,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     const clock = new ManualClock(T0);
     const gen = new SnowflakeGenerator({
       clock: { now: () => clock.now(), sleep: (ms) => { clock.sleptMs += ms; } }, // time does not pass
+      workerId: 5,
       rollback: { policy: 'wait' },
     });
     gen.next();
@@ -297,13 +298,13 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
   });
 
   it('refuses to construct a generator whose layout already ran out (Baidu\'s default since 2024-11-20)', () => {
-    throwsCode(() => new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu' }), 'TIME_OVERFLOW', /2024-11-20/);
+    throwsCode(() => new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu', workerId: 0 }), 'TIME_OVERFLOW', /2024-11-20/);
   });
 
   it('refuses an epoch in the future and a clock before the epoch', () => {
-    throwsCode(() => new SnowflakeGenerator({ clock: new ManualClock(Date.UTC(2025, 0, 1)) }), 'LAYOUT_INVALID', /epoch .* is in the future/);
+    throwsCode(() => new SnowflakeGenerator({ clock: new ManualClock(Date.UTC(2025, 0, 1)), workerId: 0 }), 'LAYOUT_INVALID', /epoch .* is in the future/);
     const clock = new ManualClock(layout.epochMs);
-    const gen = new SnowflakeGenerator({ clock, rollback: { policy: 'refuse' } });
+    const gen = new SnowflakeGenerator({ clock, workerId: 0, rollback: { policy: 'refuse' } });
     gen.next();
     clock.set(layout.epochMs - 10);
     throwsCode(() => gen.next(), 'CLOCK_MOVED_BACKWARDS', /before the epoch/);
@@ -337,6 +338,13 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
     const twitter = new SnowflakeGenerator({ clock, layout: 'twitter', datacenterId: 3, workerId: 31 });
     assert.deepEqual([decomposeId(twitter.next(), twitter.layout).datacenterId, decomposeId(twitter.next(), twitter.layout).workerId], [3, 31]);
     throwsCode(() => new SnowflakeGenerator({} as SnowflakeOptions), 'INVALID_ARGUMENT', /needs options with a clock/);
+  });
+
+  it('never assumes a worker ID: one left out is INVALID_ARGUMENT saying how to get one (it was worker 0)', () => {
+    const clock = new ManualClock(T0);
+    throwsCode(() => new SnowflakeGenerator({ clock } as unknown as SnowflakeOptions), 'INVALID_ARGUMENT', /needs a workerId.*SnowflakeWorker\.start/);
+    throwsCode(() => new SnowflakeGenerator({ clock, workerId: undefined } as unknown as SnowflakeOptions), 'INVALID_ARGUMENT', /needs a workerId/);
+    assert.equal(new SnowflakeGenerator({ clock, workerId: 0 }).workerId, 0);
   });
 });
 

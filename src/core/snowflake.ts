@@ -10,8 +10,12 @@ export interface SnowflakeOptions {
   readonly clock: Clock;
   /** A preset name (default `idmint`), a spec, or a layout from `defineLayout`. */
   readonly layout?: Layout | LayoutSpec | string;
-  /** This generator's worker ID, 0 to the layout's maxWorkerId. Default 0. */
-  readonly workerId?: number;
+  /**
+   * This generator's worker ID, 0 to the layout's maxWorkerId. Required: two generators running
+   * with one worker ID issue the same IDs, so none is ever assumed. Unique per running generator;
+   * a worker registry assigns one for you (`SnowflakeWorker.start({ registry })`, docs/workers.md).
+   */
+  readonly workerId: number;
   /** Datacenter ID for layouts with a datacenter field. Default 0. */
   readonly datacenterId?: number;
   /** Clock-rollback policy; default `wait` (see docs/layouts.md). */
@@ -103,11 +107,17 @@ export class SnowflakeGenerator {
     if (options === null || typeof options !== 'object' || options.clock === undefined) {
       throw new IdMintError('INVALID_ARGUMENT', 'SnowflakeGenerator needs options with a clock (for example new MonotonicClock())');
     }
+    if (options.workerId === undefined) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'SnowflakeGenerator needs a workerId, unique per running generator (or lease one: SnowflakeWorker.start({ registry }))',
+      );
+    }
     this.#clock = options.clock;
     this.layout = resolveLayout(options.layout);
     this.policy = resolveRollbackPolicy(options.rollback);
     const layout = this.layout;
-    this.workerId = checkInteger('workerId', options.workerId ?? 0, 0, layout.maxWorkerId, layout);
+    this.workerId = checkInteger('workerId', options.workerId, 0, layout.maxWorkerId, layout);
     this.datacenterId = checkInteger('datacenterId', options.datacenterId ?? 0, 0, layout.maxDatacenterId, layout);
     // Half the sequence space at most, so a spread start always leaves room in its time unit.
     this.#spread = checkInteger('sequenceSpread', options.sequenceSpread ?? 0, 0, Math.floor((layout.maxSequence + 1) / 2), layout);
