@@ -32,13 +32,14 @@ const STATIC = /^static:([0-9]+)$/;
  * operator's own flags (flags win over files and variables):
  *
  * - a static registry `static:K` becomes `static:K+slot`. Worker IDs K to K+N-1 are this node's,
- *   each with its own state file (`idmint-worker-<id>.json`) and that file's OS lock; a child that
- *   replaces a dead one takes the same worker ID and state file, whose last timestamp makes it
- *   wait until its clock is past every ID the dead one could have issued (as any restart does).
+ *   each with its own state file (`idmint-worker-<id>.json`) and its locks (the state file's and
+ *   the worker ID's host-wide one); a child that replaces a dead one takes the same worker ID and
+ *   state file, whose last timestamp makes it wait until its clock is past every ID the dead one
+ *   could have issued (as any restart does).
  *   A coordinated registry needs nothing: it never hands one worker ID to two live leases.
  * - the worker cache file (the worker ID this node last held, for starting while the registry is
  *   down) gets a `.<slot>` suffix: two processes starting offline from one file would both take
- *   the one worker ID it names.
+ *   the one worker ID it names (the file's lock would refuse the second child).
  */
 export function slotFlags(config: ServerConfig, slot: number): Record<string, string> {
   const flags: Record<string, string> = {};

@@ -3,7 +3,7 @@ import { CLOCK_NAMES } from '../clocks/named-clock.ts';
 import { ROLLBACK_LIMITS, ROLLBACK_POLICIES } from '../core/clock-policy.ts';
 import { DEFAULT_LAYOUT, LAYOUT_PRESETS, getLayout } from '../core/layout.ts';
 import { DEFAULT_OPERATION_TIMEOUT_MS, DEFAULT_TTL_MS, LEASE_TTL_BOUNDS, REGISTRY_NAME_PATTERN, REGISTRY_NAME_RULE } from '../registries/common.ts';
-import { DEFAULT_STATIC_TTL_MS } from '../registries/static/static-worker-registry.ts';
+import { DEFAULT_LOCK_DIR, DEFAULT_STATIC_TTL_MS } from '../registries/static/static-worker-registry.ts';
 import {
   DEFAULT_MAX_PEER_SKEW_MS,
   DEFAULT_SAFETY_MARGIN_MS,
@@ -60,7 +60,7 @@ export const SnowflakeConfig = Type.Object(
     cluster: text({
       env: 'IDMINT_WORKER_CLUSTER',
       default: 'idmint',
-      doc: 'Cluster name for the redis:// and SQL registries: worker IDs are unique within it. ZooKeeper and etcd take it from the URL path.',
+      doc: 'Cluster name for the redis://, SQL and static registries: worker IDs are unique within it (static: on this host). ZooKeeper and etcd take it from the URL path.',
       pattern: REGISTRY_NAME_PATTERN,
       allowed: REGISTRY_NAME_RULE,
     }),
@@ -69,6 +69,13 @@ export const SnowflakeConfig = Type.Object(
       env: 'IDMINT_WORKER_STATE_DIR',
       default: './data',
       doc: "static: directory of the state file that keeps the worker's last timestamp across restarts.",
+      pattern: /^[^\0]+$/,
+      allowed: 'a directory path',
+    }),
+    lockDir: text({
+      env: 'IDMINT_WORKER_LOCK_DIR',
+      default: DEFAULT_LOCK_DIR,
+      doc: 'static: host-wide directory of worker-ID locks, the same for every idmint process of the host, so two of them (two directories, a server and idmint next) never run one worker ID of a cluster (docs/workers.md).',
       pattern: /^[^\0]+$/,
       allowed: 'a directory path',
     }),

@@ -5,8 +5,8 @@ import type { Interleave } from './common.ts';
 /** Options for {@link openWorkerRegistry}; each applies only where it says. */
 export interface OpenWorkerRegistryOptions {
   /**
-   * Cluster name for Redis and SQL; worker IDs are unique within it. Default `idmint`. ZooKeeper
-   * and etcd take it from the URL path.
+   * Cluster name for Redis, SQL and static; worker IDs are unique within it (static: on this
+   * host). Default `idmint`. ZooKeeper and etcd take it from the URL path.
    */
   readonly name?: string;
   /** Lease TTL in ms (ZooKeeper: the session timeout asked for). Default 10000; static 3000. */
@@ -15,6 +15,11 @@ export interface OpenWorkerRegistryOptions {
   readonly operationTimeoutMs?: number;
   /** static: directory of the state file. Default `./data`. */
   readonly stateDir?: string;
+  /**
+   * static: the host-wide directory of worker-ID locks, the same for every process of the host
+   * (so two of them never run one worker ID of a cluster). Default `/tmp/idmint`.
+   */
+  readonly lockDir?: string;
   /** SQL: table name. Default `worker_node`. */
   readonly table?: string;
   /** ZooKeeper: how long an entry must be unwritten before it is recycled. Default 10000 ms. */
@@ -37,7 +42,7 @@ export const WORKER_REGISTRY_FORMS = WORKER_REGISTRY_URL_FORMS;
  * Opens the worker registry a URL names. The static registry loads nothing else; every other
  * adapter, and its driver, is imported only when its URL is used.
  *
- * - `static:0`: worker 0 from configuration, state file under `./data/`;
+ * - `static:0`: worker 0 from configuration, state file under `./data/`, locked host-wide;
  * - `zookeeper://host:2181/name`: Leaf's layout under `/snowflake/name`;
  * - `etcd://host:2379/name`: keys under `/idmint/workers/name/`;
  * - `redis://host:6379/0` (`rediss://` for TLS): keys under `idmint:workers:{<options.name>}:` in database 0;
@@ -54,7 +59,14 @@ export async function openWorkerRegistry(url: string, options: OpenWorkerRegistr
   switch (parsed.kind) {
     case 'static': {
       const { StaticWorkerRegistry } = await import('./static/static-worker-registry.ts');
-      return new StaticWorkerRegistry({ workerId: parsed.workerId, stateDir: options.stateDir, ttlMs: options.ttlMs, interleave: options.interleave });
+      return new StaticWorkerRegistry({
+        workerId: parsed.workerId,
+        stateDir: options.stateDir,
+        lockDir: options.lockDir,
+        name: options.name,
+        ttlMs: options.ttlMs,
+        interleave: options.interleave,
+      });
     }
     case 'zookeeper': {
       const { connectZooKeeperWorkerRegistry } = await import('./zookeeper/zookeeper-worker-registry.ts');

@@ -136,6 +136,7 @@ async function openSnowflake(
     name: s.cluster,
     table: s.table,
     stateDir: s.stateDir,
+    lockDir: s.lockDir,
     operationTimeoutMs: s.registryTimeoutMs,
     ...(s.leaseTtlMs === 0 ? {} : { ttlMs: s.leaseTtlMs }),
     ...(s.cacheFile === '' ? {} : { cacheFile: s.cacheFile }),

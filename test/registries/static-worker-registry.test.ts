@@ -4,32 +4,36 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { StaticWorkerRegistry } from '../../src/registries/static/static-worker-registry.ts';
+import { TEST_LOCK_DIR } from '../support/lock-dir.ts';
 import { stateFileRecord } from '../support/registry-admin.ts';
-import { startServe } from '../support/serve-process.ts';
+import { spawnServe, startServe } from '../support/serve-process.ts';
+import { assertNoDuplicateIds, drawSnowflakes } from '../support/snowflake-draw.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
 import { WorkerProcess, assertNoDuplicates } from '../support/worker-processes.ts';
 import { runInterleavingSuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
 import { delay, tempDir } from '../support/workers.ts';
 
 const dir = await tempDir('static-registry');
+// The host-wide locks of these registries: the test process's own directory (support/lock-dir.ts).
+const lockDir = TEST_LOCK_DIR;
 const identity = { host: '10.0.0.1', port: 8080 };
 
 describe('static worker registry', () => {
   it('hands out the configured ID, and keeps every report in its state file across restarts', async () => {
     const stateDir = join(dir.path, 'a');
-    const registry = new StaticWorkerRegistry({ workerId: 7, stateDir });
+    const registry = new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir });
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
     assert.deepEqual([lease.workerId, lease.lastTimestamp, lease.reportedAt, lease.ttlMs], [7, -1, -1, 3000]);
     assert.equal(await lease.renew({ lastTimestamp: 5000, reportedAt: 2000 }), 3000);
     assert.deepEqual(JSON.parse(await readFile(registry.stateFile, 'utf8')), { workerId: 7, lastTimestamp: 5000, reportedAt: 2000 });
     await lease.release({ lastTimestamp: 2500, reportedAt: 2600 });
-    const restarted = await new StaticWorkerRegistry({ workerId: 7, stateDir }).acquire({ identity, maxWorkers: 1024 });
+    const restarted = await new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir }).acquire({ identity, maxWorkers: 1024 });
     assert.deepEqual([restarted.lastTimestamp, restarted.reportedAt], [2500, 2600]);
     assert.deepEqual(await registry.peers(), []);
   });
 
   it('a renewal waits for one turn of a busy event loop, not one per file step (six made it miss its deadline under load)', async () => {
-    const registry = new StaticWorkerRegistry({ workerId: 3, stateDir: join(dir.path, 'busy') });
+    const registry = new StaticWorkerRegistry({ workerId: 3, stateDir: join(dir.path, 'busy'), lockDir });
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
     // Every turn of the loop holds it for 40 ms, as a server handling a thousand connections does.
     let turns = 0;
@@ -57,7 +61,7 @@ describe('static worker registry', () => {
 
   it('refuses to start over from nothing when the state file is damaged', async () => {
     const stateDir = join(dir.path, 'b');
-    const registry = new StaticWorkerRegistry({ workerId: 1, stateDir });
+    const registry = new StaticWorkerRegistry({ workerId: 1, stateDir, lockDir });
     await mkdir(stateDir, { recursive: true });
     await writeFile(registry.stateFile, '{"workerId":1,"lastTim'); // torn by hand: the registry writes atomically
     await assert.rejects(registry.acquire({ identity, maxWorkers: 2 }), (error) => {
@@ -70,7 +74,7 @@ describe('static worker registry', () => {
   });
 
   it('rejects an ID the layout cannot hold, and honours what switch-worker asks for', async () => {
-    const registry = new StaticWorkerRegistry({ workerId: 64, stateDir: join(dir.path, 'c') });
+    const registry = new StaticWorkerRegistry({ workerId: 64, stateDir: join(dir.path, 'c'), lockDir });
     await assert.rejects(registry.acquire({ identity, maxWorkers: 64 }), (error) => isIdMintError(error, 'CONFIG_INVALID') && /0 to 63/.test(error.message));
     await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
@@ -86,7 +90,7 @@ const harness: RegistryHarness = {
   services: [],
   ttlMs: 3000,
   url: () => 'static:0',
-  options: (name) => ({ stateDir: join(dir.path, name) }),
+  options: (name) => ({ stateDir: join(dir.path, name), lockDir: join(dir.path, name, 'locks') }),
   cleanup: async () => {},
   record: (name) => stateFileRecord(join(dir.path, name, 'idmint-worker-0.json')),
 };
@@ -96,8 +100,8 @@ describe('static worker registry: one holder per state file', () => {
 
   it('refuses a second holder of the same state file in one process, in one line naming the file and the holder; the next starts once it is released', async () => {
     const stateDir = join(dir.path, 'lock-1');
-    const one = new StaticWorkerRegistry({ workerId: 3, stateDir });
-    const two = new StaticWorkerRegistry({ workerId: 3, stateDir });
+    const one = new StaticWorkerRegistry({ workerId: 3, stateDir, lockDir });
+    const two = new StaticWorkerRegistry({ workerId: 3, stateDir, lockDir });
     const lease = await one.acquire({ identity, maxWorkers: 1024 });
     await assert.rejects(two.acquire({ identity: other, maxWorkers: 1024 }), (error) => {
       assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
@@ -107,7 +111,7 @@ describe('static worker registry: one holder per state file', () => {
       return true;
     });
     // Another worker ID in the same directory is another state file: no conflict.
-    const neighbour = await new StaticWorkerRegistry({ workerId: 4, stateDir }).acquire({ identity: other, maxWorkers: 1024 });
+    const neighbour = await new StaticWorkerRegistry({ workerId: 4, stateDir, lockDir }).acquire({ identity: other, maxWorkers: 1024 });
     await neighbour.release({ lastTimestamp: 1, reportedAt: 1 });
     await lease.release({ lastTimestamp: 10_000, reportedAt: 10_001 });
     const next = await two.acquire({ identity: other, maxWorkers: 1024 });
@@ -120,7 +124,7 @@ describe('static worker registry: one holder per state file', () => {
   });
 
   it('two processes with one worker ID and state directory: the second is refused, naming the first; after a SIGKILL of the first, the next starts after its IDs', { timeout: 120_000 }, async (t) => {
-    const options = { stateDir: join(dir.path, 'lock-2') };
+    const options = { stateDir: join(dir.path, 'lock-2'), lockDir };
     const nodes: WorkerProcess[] = [];
     const node = (port: number) => {
       const child = new WorkerProcess({ url: 'static:5', options, identity: { host: '10.0.0.1', port }, layout: 'idmint', renewIntervalMs: 500, safetyMarginMs: 500, batch: 50, everyMs: 10 });
@@ -174,6 +178,74 @@ describe('static worker registry: one holder per state file', () => {
     }
     const next = await startServe([], { cwd });
     assert.equal(await next.stop(), 0);
+  });
+});
+
+describe('static worker registry: one host, one worker ID (the host lock)', () => {
+  const other = { host: '10.0.0.2', port: 9090 };
+
+  it('two state directories, one worker ID: the second is refused naming the first and its state file; another cluster is not; the next holder starts after the last one\'s record', async () => {
+    const hostLocks = join(dir.path, 'host-1');
+    const first = new StaticWorkerRegistry({ workerId: 6, stateDir: join(dir.path, 'host-1-a'), lockDir: hostLocks });
+    const second = new StaticWorkerRegistry({ workerId: 6, stateDir: join(dir.path, 'host-1-b'), lockDir: hostLocks });
+    const lease = await first.acquire({ identity, maxWorkers: 1024 });
+    await assert.rejects(second.acquire({ identity: other, maxWorkers: 1024 }), (error) => {
+      assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
+      assert.match(error.message, new RegExp(`worker 6 of cluster idmint is in use on this host by pid ${process.pid}\\b.*port 8080`));
+      assert.ok(error.message.includes(join(dir.path, 'host-1-a', 'idmint-worker-6.json')), error.message);
+      assert.ok(error.message.includes(join(hostLocks, 'idmint', 'worker-6.lock')), error.message);
+      assert.ok(!error.message.includes('\n'));
+      return true;
+    });
+    // Worker IDs are per cluster: another cluster's worker 6 is another ID space.
+    const elsewhere = await new StaticWorkerRegistry({ workerId: 6, stateDir: join(dir.path, 'host-1-c'), lockDir: hostLocks, name: 'billing' }).acquire({ identity: other, maxWorkers: 1024 });
+    await elsewhere.release({ lastTimestamp: 1, reportedAt: 1 });
+    await lease.release({ lastTimestamp: 20_000, reportedAt: 20_001 });
+    // The second directory's state file never saw worker 6: the host record says where it stopped.
+    const next = await second.acquire({ identity: other, maxWorkers: 1024 });
+    assert.deepEqual([next.lastTimestamp, next.reportedAt], [20_000, 20_001]);
+    await next.release({ lastTimestamp: 20_500, reportedAt: 20_501 });
+    const back = await first.acquire({ identity, maxWorkers: 1024 });
+    assert.deepEqual([back.lastTimestamp, back.reportedAt], [20_500, 20_501], 'and back in the first directory, the later record wins');
+    await back.release({ lastTimestamp: 20_500, reportedAt: 20_502 });
+  });
+
+  it('a holder killed while holding a reservation: the next one, from another directory, starts after that reservation', async () => {
+    const hostLocks = join(dir.path, 'host-2');
+    const killed = new StaticWorkerRegistry({ workerId: 2, stateDir: join(dir.path, 'host-2-a'), lockDir: hostLocks });
+    const lease = await killed.acquire({ identity, maxWorkers: 1024 });
+    // A renewal reserves a horizon ahead of the clock (and a borrow lead); then the process dies.
+    await lease.renew({ lastTimestamp: 50_000, reportedAt: 47_000 });
+    await killed.close();
+    const next = await new StaticWorkerRegistry({ workerId: 2, stateDir: join(dir.path, 'host-2-b'), lockDir: hostLocks }).acquire({ identity: other, maxWorkers: 1024 });
+    assert.deepEqual([next.lastTimestamp, next.reportedAt], [50_000, 47_000]);
+    await next.release({ lastTimestamp: 50_000, reportedAt: 51_000 });
+  });
+
+  it('`idmint serve` in two directories of one host, both static:0: the second is refused in one line naming the first, and no ID is issued twice (there were 1,900 in 6,000)', { timeout: 120_000 }, async () => {
+    // Both servers inherit this test process's IDMINT_WORKER_LOCK_DIR (support/lock-dir.ts): one host.
+    const [a, b] = [join(dir.path, 'serve-a'), join(dir.path, 'serve-b')];
+    await Promise.all([mkdir(a, { recursive: true }), mkdir(b, { recursive: true })]);
+    const first = await startServe([], { cwd: a });
+    const second = spawnServe([], { cwd: b });
+    try {
+      const secondUrl = await second.logLine((line) => line['msg'] === 'idmint listening').then((line) => String(line['url']), () => undefined);
+      const drawing = delay(1500);
+      const drawn = await Promise.all([drawSnowflakes(first.url, drawing), secondUrl === undefined ? [] : drawSnowflakes(secondUrl, drawing)]);
+      assert.ok((drawn[0]?.length ?? 0) > 0, 'the first server served');
+      assertNoDuplicateIds(drawn, 'two servers on static:0 in two directories');
+      assert.equal(secondUrl, undefined, 'the second server must not serve');
+      assert.equal((await second.exited).code, 1);
+      const stderr = second.stderr().trim();
+      assert.equal(stderr.split('\n').length, 1, `one line, got: ${stderr}`);
+      assert.match(stderr, new RegExp(`^idmint serve: .*worker 0 of cluster idmint is in use on this host by pid ${first.child.pid}\\b`));
+      assert.ok(stderr.includes(join(a, 'data', 'idmint-worker-0.json')), stderr);
+    } finally {
+      await Promise.all([first.stop('SIGKILL'), second.kill('SIGKILL')]);
+    }
+    // Once the first is gone (killed: the kernel dropped its locks), the second directory serves.
+    const again = await startServe([], { cwd: b });
+    assert.equal(await again.stop(), 0);
   });
 });
 

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+// Every idmint process a test starts takes its static worker-ID locks in a directory of the test's own.
+import './lock-dir.ts';
 
 /** Path of the `idmint` executable in this checkout. */
 export const IDMINT_BIN = fileURLToPath(new URL('../../bin/idmint.js', import.meta.url));

@@ -25,9 +25,10 @@ export async function testServer(values: Record<string, unknown> = {}, options: 
       done();
     },
   });
-  // The static registry's state file goes to a directory of this server's own, never ./data.
+  // The static registry's state file and host lock go to a directory of this server's own, never
+  // ./data or the machine's /tmp/idmint.
   const stateDir = mkdtempSync(join(tmpdir(), 'idmint-test-server-'));
-  const config = defineConfig(merge({ segment: { store: 'sqlite::memory:' }, snowflake: { stateDir }, log: { level: 'info' } }, values));
+  const config = defineConfig(merge({ segment: { store: 'sqlite::memory:' }, snowflake: { stateDir, lockDir: join(stateDir, 'locks') }, log: { level: 'info' } }, values));
   let server: IdMintServer;
   try {
     server = await buildServer(config, { logStream, ...options });

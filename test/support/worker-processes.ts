@@ -2,6 +2,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import './lock-dir.ts';
 import type { WorkerProcessConfig } from './worker-process.ts';
 
 const CHILD = fileURLToPath(new URL('./worker-process.ts', import.meta.url));

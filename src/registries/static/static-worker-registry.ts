@@ -1,9 +1,21 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { IdMintError } from '../../core/errors.ts';
 import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
-import { RegistryLease, allows, checkTtl, leaseLost, planAcquire, registryUnavailable, workerIdsExhausted, type AcquirePlan, type Interleave, type InterleaveStep } from '../common.ts';
+import {
+  RegistryLease,
+  allows,
+  checkName,
+  checkTtl,
+  leaseLost,
+  planAcquire,
+  registryUnavailable,
+  workerIdsExhausted,
+  type AcquirePlan,
+  type Interleave,
+  type InterleaveStep,
+} from '../common.ts';
+import { FileLock, type LockHolder } from '../file-lock.ts';
 import { readStateFile, writeStateFile } from '../state-file.ts';
-import { StateFileLock, type LockHolder } from './state-file-lock.ts';
 
 /** Options for {@link StaticWorkerRegistry}. */
 export interface StaticWorkerRegistryOptions {
@@ -17,6 +29,15 @@ export interface StaticWorkerRegistryOptions {
   /** The state file itself; default `<stateDir>/idmint-worker-<workerId>.json`. */
   readonly stateFile?: string;
   /**
+   * The host-wide directory of static worker-ID locks, shared by every process of this host that
+   * uses static worker IDs: the lock of worker N of cluster C is `<lockDir>/<C>/worker-N.lock`,
+   * so two processes of one host never run one worker ID, whatever their state directories.
+   * Default {@link DEFAULT_LOCK_DIR}.
+   */
+  readonly lockDir?: string;
+  /** The cluster name: worker IDs are unique per host within it. Default `idmint`. */
+  readonly name?: string;
+  /**
    * How far ahead of its clock a report reserves (the "lease" nobody else contends for). A node
    * killed without a release restarts after waiting out at most this. Default 3000 ms.
    */
@@ -27,6 +48,14 @@ export interface StaticWorkerRegistryOptions {
 
 /** Default TTL of a static "lease": how long a node killed without a release waits on restart. */
 export const DEFAULT_STATIC_TTL_MS = 3000;
+
+/**
+ * Default host-wide lock directory. A fixed path, not os.tmpdir(): that follows $TMPDIR, which
+ * two processes of one host may see differently, and then they would not see each other's locks.
+ * Set another (IDMINT_WORKER_LOCK_DIR) where /tmp is private to a service (systemd PrivateTmp),
+ * per container, or read-only.
+ */
+export const DEFAULT_LOCK_DIR = '/tmp/idmint';
 
 interface StaticState {
   readonly workerId: number;
@@ -40,23 +69,34 @@ interface StaticState {
  * file (atomically, flushed), so a restart with the clock behind the last recorded time is
  * refused like with any other registry, instead of silently reissuing IDs.
  *
- * A lease is an exclusive OS lock on the state file ({@link StateFileLock}), taken before the file
- * is read and held until the lease is released or the registry closed; the kernel drops it when
- * the process ends, however it ends. A second process on the same state file (a second
- * `idmint serve` in the same directory, two containers on one volume) is refused with
- * WORKER_IDS_EXHAUSTED naming the file and the process that holds it, instead of issuing the
- * same IDs as the first.
+ * A lease is two exclusive OS locks ({@link FileLock}), taken before anything is read and held
+ * until the lease is released or the registry closed; the kernel drops them when the process ends,
+ * however it ends:
+ *
+ * - the **host lock** of the worker ID, `<lockDir>/<name>/worker-<id>.lock`: one host, one worker
+ *   ID per cluster, whatever the state directory (two `idmint serve` in two directories, an
+ *   `idmint next` beside a server). Beside it the host record, `worker-<id>.json`, holds the last
+ *   report of whichever process of this host held the ID last, so one started from another
+ *   directory still starts after its IDs (its reservation, the `borrow` lead, a clock step).
+ * - the **state file's** lock: one process per state file (two containers on one volume).
+ *
+ * A second holder of either is refused with WORKER_IDS_EXHAUSTED naming the file and the process
+ * that holds it, instead of issuing the same IDs as the first. Across hosts the worker ID stays
+ * the operator's choice.
  */
 export class StaticWorkerRegistry implements WorkerRegistry {
   readonly backend = 'static';
   readonly workerId: number;
   readonly stateFile: string;
+  /** The host lock's path without extension: `<lockDir>/<name>/worker-<id>`. */
+  readonly hostLock: string;
+  readonly #name: string;
   readonly #ttlMs: number;
   readonly #interleave: Interleave | undefined;
-  /** Writes of the state file, one after another in the order they were asked for. */
+  /** Writes of the state files, one after another in the order they were asked for. */
   #writes: Promise<unknown> = Promise.resolve();
-  /** The state file's lock while a lease of this registry holds it. */
-  #lock: StateFileLock | undefined;
+  /** The locks while a lease of this registry holds them. */
+  #locks: Locks | undefined;
 
   constructor(options: StaticWorkerRegistryOptions) {
     if (!Number.isInteger(options.workerId) || options.workerId < 0 || options.workerId >= 2 ** 31) {
@@ -64,6 +104,10 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     }
     this.workerId = options.workerId;
     this.stateFile = options.stateFile ?? join(options.stateDir ?? 'data', `idmint-worker-${options.workerId}.json`);
+    this.#name = checkName(options.name ?? 'idmint');
+    const lockDir = options.lockDir ?? DEFAULT_LOCK_DIR;
+    if (typeof lockDir !== 'string' || lockDir === '') throw new IdMintError('INVALID_ARGUMENT', `lockDir must be a directory path, got ${JSON.stringify(lockDir)}`);
+    this.hostLock = join(resolve(lockDir), this.#name, `worker-${options.workerId}`);
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_STATIC_TTL_MS);
     this.#interleave = options.interleave;
   }
@@ -76,15 +120,18 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     // Excluded whatever its record says (switch-worker leaving it): say so, not that it is in use.
     if (!allows(plan, this.workerId, -1)) throw workerIdsExhausted(this.backend, plan);
     if (this.#interleave !== undefined) await this.#step({ point: 'before-claim', backend: this.backend, workerId: this.workerId });
-    // The claim: the file's lock. The file is read only once it is held, so it is the record as
-    // the claim left it, and no one else writes it until this lease ends.
-    const lock = await this.#take(plan);
+    // The claim: the locks. The files are read only once they are held, so the record is as the
+    // claim left it, and no one else writes either file until this lease ends.
+    const locks = await this.#take(plan);
     let state: StaticState;
     try {
-      state = await this.#read();
+      // The later of the two records: this directory's, and the host's (another directory's
+      // process may have held the ID since, and reserved time ahead of its clock).
+      const [own, host] = await Promise.all([this.#read(this.stateFile), this.#read(`${this.hostLock}.json`)]);
+      state = { workerId: this.workerId, lastTimestamp: Math.max(own.lastTimestamp, host.lastTimestamp), reportedAt: Math.max(own.reportedAt, host.reportedAt) };
       if (!allows(plan, this.workerId, state.lastTimestamp)) throw workerIdsExhausted(this.backend, plan);
     } catch (error) {
-      this.#unlock(lock);
+      this.#unlock(locks);
       throw error;
     }
     let recorded: WorkerReport = { lastTimestamp: state.lastTimestamp, reportedAt: state.reportedAt };
@@ -96,17 +143,19 @@ export class StaticWorkerRegistry implements WorkerRegistry {
       ttlMs: this.#ttlMs,
       write: async (kind, report) => {
         if (kind === 'renew' && this.#interleave !== undefined) await this.#step({ point: 'before-renew-write', backend: this.backend, workerId: this.workerId, report });
-        // A renewal never lowers the file (one that comes after a later one changes nothing); a
+        // A renewal never lowers the files (one that comes after a later one changes nothing); a
         // release records its exact values. One write at a time, so each starts from the last.
         await this.#serially(async () => {
           // A renewal still on its way when the lease ended (released, or the registry closed)
-          // must not write: the file may be another process's by now.
-          if (!lock.held) throw leaseLost(this.backend, this.workerId, 'it was released');
+          // must not write: the files may be another process's by now.
+          if (!locks.state.held) throw leaseLost(this.backend, this.workerId, 'it was released');
           const next = kind === 'release' ? report : { lastTimestamp: Math.max(recorded.lastTimestamp, report.lastTimestamp), reportedAt: Math.max(recorded.reportedAt, report.reportedAt) };
-          await this.#write(next);
+          // Both at once: each write's flush is its one turn of the event loop (state-file.ts).
+          await Promise.all([this.#write(this.stateFile, next), this.#write(`${this.hostLock}.json`, next)]);
+          locks.host.touch();
           recorded = next;
         });
-        if (kind === 'release') this.#unlock(lock);
+        if (kind === 'release') this.#unlock(locks);
         return this.#ttlMs;
       },
     });
@@ -117,39 +166,61 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     return [];
   }
 
-  /** Lets go of the state file's lock if a lease still holds it (as a crash would: no last report). */
+  /** Lets go of the locks if a lease still holds them (as a crash would: no last report). */
   async close(): Promise<void> {
-    if (this.#lock !== undefined) this.#unlock(this.#lock);
+    if (this.#locks !== undefined) this.#unlock(this.#locks);
   }
 
-  /** Takes the state file's lock, or refuses naming the process that holds it. */
-  async #take(plan: AcquirePlan): Promise<StateFileLock> {
-    let taken: Awaited<ReturnType<typeof StateFileLock.take>>;
+  /** Takes the host lock, then the state file's, or refuses naming the process that holds one. */
+  async #take(plan: AcquirePlan): Promise<Locks> {
+    const self = (uses: string) => FileLock.self(plan.identity.port, uses);
+    const host = await this.#lock(this.hostLock, self(this.stateFile), { shared: true });
+    if (!(host instanceof FileLock)) throw this.#hostInUse(plan, host.heldBy);
+    let state: Awaited<ReturnType<typeof FileLock.take>>;
     try {
-      taken = await StateFileLock.take(this.stateFile, StateFileLock.self(plan.identity.port));
+      state = await this.#lock(this.stateFile, self(this.stateFile));
     } catch (error) {
-      throw registryUnavailable(this.backend, `${this.stateFile}.lock`, error);
+      host.release();
+      throw error;
     }
-    if (!(taken instanceof StateFileLock)) throw this.#inUse(plan, taken.heldBy);
-    this.#lock = taken;
-    return taken;
+    if (!(state instanceof FileLock)) {
+      host.release();
+      throw this.#inUse(plan, state.heldBy);
+    }
+    this.#locks = { host, state };
+    return this.#locks;
   }
 
-  #unlock(lock: StateFileLock): void {
-    lock.release();
-    if (this.#lock === lock) this.#lock = undefined;
+  async #lock(path: string, holder: Omit<LockHolder, 'since'>, options?: { shared: boolean }): ReturnType<typeof FileLock.take> {
+    try {
+      return await FileLock.take(path, holder, options);
+    } catch (error) {
+      throw registryUnavailable(this.backend, `${path}.lock`, new Error(`cannot take the lock (${(error as Error).message}); its directory must be writable by this process (IDMINT_WORKER_LOCK_DIR, IDMINT_WORKER_STATE_DIR)`, { cause: error }));
+    }
+  }
+
+  #unlock(locks: Locks): void {
+    locks.state.release();
+    locks.host.release();
+    if (this.#locks === locks) this.#locks = undefined;
   }
 
   /** WORKER_IDS_EXHAUSTED in one line: the state file, and who holds it where that is known. */
   #inUse(plan: AcquirePlan, holder: LockHolder | undefined): IdMintError {
-    const who =
-      holder === undefined
-        ? 'another process'
-        : `pid ${holder.pid} on ${holder.host}${holder.port > 0 ? `, port ${holder.port}` : ''}, since ${String(holder.since)}`;
     return new IdMintError(
       'WORKER_IDS_EXHAUSTED',
-      `static worker registry: worker ${this.workerId} is in use by ${who}, which holds the lock of its state file ${this.stateFile}; two processes with one worker ID would issue the same IDs: stop that one, or give this one a worker ID and state directory of its own (static:<id>, stateDir)`,
+      `static worker registry: worker ${this.workerId} is in use by ${describeHolder(holder)}, which holds the lock of its state file ${this.stateFile}; two processes with one worker ID would issue the same IDs: stop that one, or give this one a worker ID and state directory of its own (static:<id>, stateDir)`,
       { details: { backend: this.backend, limit: plan.maxWorkers, live: 1, workerId: this.workerId, stateFile: this.stateFile, holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null } },
+    );
+  }
+
+  /** WORKER_IDS_EXHAUSTED in one line: another process of this host runs the worker ID. */
+  #hostInUse(plan: AcquirePlan, holder: LockHolder | undefined): IdMintError {
+    const where = holder?.uses === undefined ? '' : ` with state file ${holder.uses}`;
+    return new IdMintError(
+      'WORKER_IDS_EXHAUSTED',
+      `static worker registry: worker ${this.workerId} of cluster ${this.#name} is in use on this host by ${describeHolder(holder)}${where} (host lock ${this.hostLock}.lock); two processes with one worker ID would issue the same IDs: stop that one, or give this one another worker ID (static:<id>)`,
+      { details: { backend: this.backend, limit: plan.maxWorkers, live: 1, workerId: this.workerId, hostLock: `${this.hostLock}.lock`, holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null } },
     );
   }
 
@@ -169,36 +240,49 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     }
   }
 
-  async #read(): Promise<StaticState> {
+  /** A record (the state file, or the host record); none yet reads as -1, never 0. */
+  async #read(file: string): Promise<StaticState> {
     let raw: unknown;
     try {
-      raw = await readStateFile(this.stateFile);
+      raw = await readStateFile(file);
     } catch (error) {
-      throw this.#unreadable(error);
+      throw this.#unreadable(file, error);
     }
     if (raw === undefined) return { workerId: this.workerId, lastTimestamp: -1, reportedAt: -1 };
     const state = raw as Partial<StaticState>;
     if (state.workerId !== this.workerId || !Number.isSafeInteger(state.lastTimestamp) || !Number.isSafeInteger(state.reportedAt)) {
       // Never start over from nothing: that is exactly the clock check Leaf's cache file skipped.
-      throw this.#unreadable(new Error(`expected {"workerId":${this.workerId},"lastTimestamp":<ms>,"reportedAt":<ms>}`));
+      throw this.#unreadable(file, new Error(`expected {"workerId":${this.workerId},"lastTimestamp":<ms>,"reportedAt":<ms>}`));
     }
     return state as StaticState;
   }
 
-  async #write(report: WorkerReport): Promise<void> {
+  async #write(file: string, report: WorkerReport): Promise<void> {
     try {
-      await writeStateFile(this.stateFile, { workerId: this.workerId, ...report });
+      await writeStateFile(file, { workerId: this.workerId, ...report });
     } catch (error) {
-      throw registryUnavailable(this.backend, this.stateFile, error);
+      throw registryUnavailable(this.backend, file, error);
     }
   }
 
-  #unreadable(cause: unknown): IdMintError {
+  #unreadable(file: string, cause: unknown): IdMintError {
     const reason = cause instanceof Error ? cause.message : String(cause);
     return new IdMintError(
       'REGISTRY_UNAVAILABLE',
-      `static worker registry: state file ${this.stateFile} is unreadable (${reason}); it holds the last timestamp of worker ${this.workerId}, so idmint will not start without it: restore it, or remove it only if you know the clock is past every ID this worker issued`,
+      `static worker registry: state file ${file} is unreadable (${reason}); it holds the last timestamp of worker ${this.workerId}, so idmint will not start without it: restore it, or remove it only if you know the clock is past every ID this worker issued`,
       { cause },
     );
   }
+}
+
+/** The locks of one static lease. */
+interface Locks {
+  readonly host: FileLock;
+  readonly state: FileLock;
+}
+
+/** "pid 30580 on vm, port 8080, since ...", or "another process" when its holder file is gone. */
+function describeHolder(holder: LockHolder | undefined): string {
+  if (holder === undefined) return 'another process';
+  return `pid ${holder.pid} on ${holder.host}${holder.port > 0 ? `, port ${holder.port}` : ''}, since ${String(holder.since)}`;
 }
