@@ -95,5 +95,8 @@ export async function openWorkerRegistry(url: string, options: OpenWorkerRegistr
 
   if (options.cacheFile === undefined) return registry;
   const { CachedWorkerRegistry } = await import('./cache/cached-worker-registry.ts');
-  return new CachedWorkerRegistry(registry, { file: options.cacheFile });
+  // The cluster whose worker IDs the file holds: a file of another is never used offline.
+  const name = parsed.kind === 'zookeeper' || parsed.kind === 'etcd' ? parsed.name : (options.name ?? 'idmint');
+  const cluster = parsed.kind === 'redis' || parsed.kind === 'zookeeper' || parsed.kind === 'etcd' ? name : `${options.table ?? 'worker_node'}/${name}`;
+  return new CachedWorkerRegistry(registry, { file: options.cacheFile, cluster });
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, beforeEach, it } from 'node:test';
 import { ManualClock } from '../../src/clocks/manual-clock.ts';
@@ -9,7 +9,9 @@ import type { WorkerRegistry } from '../../src/ports/worker-registry.ts';
 import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
 import { SnowflakeWorker } from '../../src/service/snowflake-worker.ts';
 import { deleteRedisNamespace, redisRecord, sqlRecord, viaProxy } from '../support/registry-admin.ts';
+import { spawnServe, startServe } from '../support/serve-process.ts';
 import { SERVICES, describeWithServices, hostPort, uniqueName } from '../support/services.ts';
+import { assertNoDuplicateIds, drawSnowflakes } from '../support/snowflake-draw.ts';
 import { TcpProxy } from '../support/tcp-proxy.ts';
 import { runInterleavingSuite } from '../support/worker-registry-suite.ts';
 import { delay, tempDir, waitFor } from '../support/workers.ts';
@@ -58,6 +60,8 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await lease.renew({ lastTimestamp: T0 + 9000, reportedAt: T0 });
     const cached = JSON.parse(await readFile(cacheFile, 'utf8')) as { workerId: number; lastTimestamp: number; reportedAt: number };
     assert.deepEqual([cached.workerId, cached.lastTimestamp, cached.reportedAt], [lease.workerId, T0 + 9000, T0]);
+    // It dies: its connections and the cache file's lock go, its lease stays until the TTL.
+    await online.close();
 
     proxy.cut(); // the coordinator goes down; the node restarts
     const offline = await open(proxy, cacheFile);
@@ -84,11 +88,68 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await worker.close();
   });
 
+  it('one cache file, one holder: a second registry on it is refused until the first closes; a file of another cluster is never used offline', async () => {
+    const cacheFile = join(dir.path, 'worker-cache-3.json');
+    const first = await open(proxy, cacheFile);
+    const lease = await first.acquire({ identity, maxWorkers: 1024 });
+    await lease.renew({ lastTimestamp: T0 + 1000, reportedAt: T0 });
+    const second = await open(proxy, cacheFile);
+    // Same host, same port: only the lock tells the two apart.
+    await assert.rejects(second.acquire({ identity, maxWorkers: 1024 }), (error) => {
+      assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
+      assert.match(error.message, new RegExp(`worker cache file ${cacheFile.replaceAll('.', '\\.')} is in use by pid ${process.pid}\\b`));
+      return true;
+    });
+    await first.close(); // dies holding its lease
+    proxy.cut();
+    // The same file under another cluster name: its worker ID may be a live node's there.
+    const otherCluster = await openWorkerRegistry(viaProxy(redis, proxy), { name: `${name}-other`, ttlMs: 3000, operationTimeoutMs: 500, cacheFile });
+    registries.push(otherCluster);
+    await assert.rejects(otherCluster.acquire({ identity, maxWorkers: 1024 }), (error) => isIdMintError(error, 'REGISTRY_UNAVAILABLE'));
+    await otherCluster.close();
+    // Its own cluster's registry starts from it offline, whatever the port it asks with.
+    const restarted = await second.acquire({ identity: { ...identity, port: 0 }, maxWorkers: 1024 });
+    assert.deepEqual([restarted.workerId, restarted.lastTimestamp], [lease.workerId, T0 + 1000]);
+    await second.close();
+  });
+
+  it('two `idmint serve --port 0` in one directory, Redis down, one cache file: only one starts offline, the other is refused naming the file; no ID is issued twice (there were 3,400 in 12,000)', { timeout: 120_000 }, async () => {
+    const cwd = join(dir.path, 'serve-offline');
+    await mkdir(cwd, { recursive: true });
+    const args = ['--worker-registry', viaProxy(redis, proxy), '--worker-cluster', name, '--worker-cache-file', 'data/worker-cache.json', '--registry-timeout-ms', '1000', '--no-segment-enabled'];
+    // One run online, then a graceful stop: the cache file names its worker ID.
+    const online = await startServe(args, { cwd });
+    assert.equal(await online.stop(), 0);
+    const cached = JSON.parse(await readFile(join(cwd, 'data', 'worker-cache.json'), 'utf8')) as { workerId: number };
+    proxy.cut(); // Redis is down (for these nodes); two nodes start at once in the same directory.
+    const nodes = [spawnServe(args, { cwd }), spawnServe(args, { cwd })];
+    try {
+      const urls = await Promise.all(nodes.map((node) => node.logLine((line) => line['msg'] === 'idmint listening').then((line) => String(line['url']), () => undefined)));
+      const drawing = delay(1500);
+      const drawn = await Promise.all(urls.map((url) => (url === undefined ? [] : drawSnowflakes(url, drawing))));
+      assert.ok(drawn.some((ids) => ids.length > 0), 'one node served offline');
+      assertNoDuplicateIds(drawn, 'two nodes started offline from one cache file');
+      const served = urls.filter((url) => url !== undefined);
+      assert.equal(served.length, 1, 'exactly one node serves');
+      const refused = nodes[urls.indexOf(undefined)];
+      assert.equal((await refused?.exited)?.code, 1);
+      const stderr = refused?.stderr().trim() ?? '';
+      assert.equal(stderr.split('\n').length, 1, `one line, got: ${stderr}`);
+      const holder = nodes[urls.findIndex((url) => url !== undefined)]?.child.pid;
+      assert.match(stderr, new RegExp(`^idmint serve: .*worker cache file data/worker-cache\\.json is in use by pid ${holder}\\b`));
+      for (const ids of drawn) for (const id of ids.slice(0, 10)) assert.equal(decomposeId(id, layout).workerId, cached.workerId, 'the cached worker ID');
+    } finally {
+      await Promise.all(nodes.map((node) => node.kill('SIGKILL')));
+      proxy.restore();
+    }
+  });
+
   it('gives up the cached ID when the coordinator gave it to another node meanwhile', async () => {
     const cacheFile = join(dir.path, 'worker-cache-2.json');
     const online = await open(proxy, cacheFile);
     const lease = await online.acquire({ identity, maxWorkers: 1 });
     await lease.renew({ lastTimestamp: T0 + 1000, reportedAt: T0 });
+    await online.close(); // it dies without releasing
     proxy.cut(); // this node is cut off (and restarts); the coordinator itself keeps running
     const offline = await open(proxy, cacheFile);
     const clock = new ManualClock(T0 + 1001);

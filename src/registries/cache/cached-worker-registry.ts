@@ -1,6 +1,7 @@
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
-import { DEFAULT_TTL_MS, RegistryLease, allows, checkTtl, leaseLost, planAcquire, registryUnavailable } from '../common.ts';
+import { DEFAULT_TTL_MS, RegistryLease, allows, checkTtl, leaseLost, planAcquire, registryUnavailable, type AcquirePlan } from '../common.ts';
+import { FileLock, type LockHolder } from '../file-lock.ts';
 import { readStateFile, writeStateFile } from '../state-file.ts';
 
 /** Options for {@link CachedWorkerRegistry}. */
@@ -12,11 +13,19 @@ export interface CachedWorkerRegistryOptions {
    * registry does. Default 10000 ms.
    */
   readonly offlineTtlMs?: number;
+  /**
+   * Which registry's worker IDs the file holds (a cluster name, with the table for SQL), recorded
+   * in the file: a file written for another cluster is never used to start offline, where its
+   * worker ID may be another node's. Default: not checked.
+   */
+  readonly cluster?: string;
 }
 
 /** What the cache file holds. */
 interface CacheState {
   readonly backend: string;
+  /** {@link CachedWorkerRegistryOptions.cluster}; absent in files of older versions. */
+  readonly cluster?: string;
   readonly identity: NodeIdentity;
   readonly workerId: number;
   /** The latest report, written locally before it is sent (so it is never behind the coordinator's). */
@@ -41,37 +50,57 @@ interface CacheState {
  * The price, as in Leaf: while the coordinator is down, the ID this node runs with cannot be
  * protected from a node the coordinator gave it to before it went down. Use it only where
  * availability during a coordinator outage matters more than that window.
+ *
+ * The file stands for a worker ID, so it is locked like a static state file ({@link FileLock}):
+ * from the first acquire until {@link close}, no other process (nor another registry in this
+ * one) can use it. Two processes sharing one file would otherwise both start offline on the one
+ * worker ID it names: `idmint serve --port 0` twice in one directory did, as the file's only
+ * guard was the node's host and port, and the port was the configured one, 0 for both. The file
+ * is this node's identity now: it is used offline only by the process that holds its lock, on
+ * the host that wrote it, for the cluster it was written for.
  */
 export class CachedWorkerRegistry implements WorkerRegistry {
   readonly backend: string;
   readonly #inner: WorkerRegistry;
   readonly #file: string;
   readonly #offlineTtlMs: number;
+  readonly #cluster: string | undefined;
   /** Writes of the cache file, one after another in the order they were asked for. */
   #writes: Promise<unknown> = Promise.resolve();
+  /** The file's lock, from the first acquire until close. */
+  #lock: FileLock | undefined;
 
   constructor(inner: WorkerRegistry, options: CachedWorkerRegistryOptions) {
     this.#inner = inner;
     this.backend = inner.backend;
     this.#file = options.file;
     this.#offlineTtlMs = checkTtl(options.offlineTtlMs ?? DEFAULT_TTL_MS);
+    this.#cluster = options.cluster;
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     const plan = planAcquire(request);
+    // Before the coordinator is asked or the file read: the file is this process's, or nothing is.
+    await this.#holdFile(plan);
     let lease: WorkerLease;
     try {
       lease = await this.#inner.acquire(request);
     } catch (error) {
       if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE')) throw error;
       const cached = await this.#read();
-      const sameNode = cached?.backend === this.backend && cached.identity.host === plan.identity.host && cached.identity.port === plan.identity.port;
+      // Written on this host, for this backend and cluster. Not compared: the port, which is the
+      // configured one (0 for every process that picks its port at listen), so it tells no
+      // process from another; the lock does.
+      const sameNode =
+        cached?.backend === this.backend &&
+        cached.identity.host === plan.identity.host &&
+        (cached.cluster === undefined || this.#cluster === undefined || cached.cluster === this.#cluster);
       if (cached === undefined || !sameNode || !allows(plan, cached.workerId, cached.lastTimestamp)) throw error;
       return this.#offline(cached, request);
     }
     const confirmed = { lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt };
     try {
-      await this.#write({ backend: this.backend, identity: plan.identity, workerId: lease.workerId, ...confirmed, confirmed });
+      await this.#write(this.#state(plan.identity, lease.workerId, confirmed, confirmed));
     } catch (error) {
       await lease.release(confirmed).catch(() => {});
       throw error;
@@ -83,8 +112,41 @@ export class CachedWorkerRegistry implements WorkerRegistry {
     return this.#inner.peers();
   }
 
-  close(): Promise<void> {
-    return this.#inner.close();
+  /** Closes the coordinator's registry, then lets go of the file (a lease still held lapses). */
+  async close(): Promise<void> {
+    try {
+      await this.#inner.close();
+    } finally {
+      this.#lock?.release();
+      this.#lock = undefined;
+    }
+  }
+
+  /** Takes the file's lock unless this registry holds it; refuses naming the process that does. */
+  async #holdFile(plan: AcquirePlan): Promise<void> {
+    if (this.#lock !== undefined) return;
+    let taken: Awaited<ReturnType<typeof FileLock.take>>;
+    try {
+      taken = await FileLock.take(this.#file, FileLock.self(plan.identity.port, this.#file));
+    } catch (error) {
+      throw registryUnavailable(this.backend, `${this.#file}.lock`, new Error(`cannot take the lock of the worker cache file (${(error as Error).message})`, { cause: error }));
+    }
+    if (!(taken instanceof FileLock)) throw this.#inUse(plan, taken.heldBy);
+    this.#lock = taken;
+  }
+
+  /** WORKER_IDS_EXHAUSTED in one line: the cache file, and the process that holds it. */
+  #inUse(plan: AcquirePlan, holder: LockHolder | undefined): IdMintError {
+    const who = holder === undefined ? 'another process' : `pid ${holder.pid} on ${holder.host}${holder.port > 0 ? `, port ${holder.port}` : ''}, since ${String(holder.since)}`;
+    return new IdMintError(
+      'WORKER_IDS_EXHAUSTED',
+      `${this.backend} worker registry: worker cache file ${this.#file} is in use by ${who}; two processes sharing it would both start offline on the worker ID it names: give each process a cache file of its own (IDMINT_WORKER_CACHE_FILE)`,
+      { details: { backend: this.backend, limit: plan.maxWorkers, live: null, cacheFile: this.#file, holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null } },
+    );
+  }
+
+  #state(identity: NodeIdentity, workerId: number, latest: WorkerReport, confirmed: WorkerReport): CacheState {
+    return { backend: this.backend, ...(this.#cluster === undefined ? {} : { cluster: this.#cluster }), identity, workerId, ...latest, confirmed };
   }
 
   /** A coordinator lease whose reports go to the file first. */
@@ -157,7 +219,7 @@ export class CachedWorkerRegistry implements WorkerRegistry {
     const save = (change: () => void) =>
       this.#serially(() => {
         change();
-        return this.#write({ backend: this.backend, identity, workerId, ...latest, confirmed });
+        return this.#write(this.#state(identity, workerId, latest, confirmed));
       });
     return {
       /** Before `report` is sent: the file is never behind what the coordinator may record. */
