@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, it } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { decomposeId } from '../src/core/layout.ts';
 import { startServe } from './support/serve-process.ts';
 
 const run = promisify(execFile);
@@ -175,6 +176,81 @@ it('the README library tour runs as written, and shows what its comments say', a
     assert.deepEqual(families?.get('new UuidV7Generator().next()'), { bytes: 16 });
     assert.match(String(families?.get("opaque.encode(1234n, 'orders')")), /^[0-9]{19}$/);
     assert.equal((families?.get("decodeAny('01K7ZJ3F2V0Q8X3N6W1T5R9B4M')") as { format: string }).format, 'ulid');
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
+});
+
+/** The `idmint next` lines of the README's CLI tour, with their comments. */
+function tourNextLines(): { command: string; comment: string }[] {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  const start = readme.indexOf('## CLI tour');
+  const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+  return section
+    .split('\n')
+    .filter((line) => / npx idmint next |^npx idmint next /.test(line))
+    .map((line) => {
+      const hash = line.indexOf('  # ');
+      return { command: line.slice(0, hash).trim(), comment: line.slice(hash + 4).trim() };
+    });
+}
+
+/** What a tour line's IDs must look like: the worker it names, the layout's bound, a family's form. */
+function checkTourOutput(command: string, stdout: string): void {
+  const lines = stdout.trim().split('\n');
+  assert.equal(lines.length, Number(/--count (\d+)/.exec(command)?.[1] ?? 1), command);
+  const format = /--format (\w+)/.exec(command)?.[1] ?? 'snowflake';
+  const shapes: Record<string, RegExp> = {
+    snowflake: /^[1-9][0-9]{14,18}$/,
+    uuid7: /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    uuid4: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    ulid: /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/,
+    objectid: /^[0-9a-f]{24}$/,
+    opaque: /^[0-9]{25}$/,
+  };
+  for (const line of lines) assert.match(line, shapes[format] ?? /^$/, command);
+  if (format !== 'snowflake') return;
+  const layout = /--layout ([\w-]+)/.exec(command)?.[1] ?? 'idmint';
+  const worker = Number(/--worker (\d+)/.exec(command)?.[1] ?? 0);
+  for (const line of lines) assert.equal(decomposeId(line, layout).workerId, worker, command);
+  if (layout === 'js-safe') assert.ok(lines.every((line) => BigInt(line) < 2n ** 53n), command);
+}
+
+// "idmint next takes its worker ID the way the server does ... beside a running server that holds
+// it, next refuses": the tour's lines as written, in a fresh directory, then beside the quick
+// start's server in that directory.
+it('the README CLI tour\'s `idmint next` lines run as written, alone and beside a running server', { timeout: 180_000 }, async () => {
+  const lines = tourNextLines();
+  assert.ok(lines.length >= 7, 'tour lines found');
+  const cwd = mkdtempSync(join(tmpdir(), 'idmint-readme-tour-'));
+  const bin = `"${process.execPath}" "${fileURLToPath(new URL('../bin/idmint.js', import.meta.url))}"`;
+  const sh = (command: string) =>
+    run('sh', ['-c', command.replace('npx idmint', bin).replace('<32 hex>', '00112233445566778899aabbccddeeff')], { cwd }).then(
+      ({ stdout }) => ({ code: 0, stdout, stderr: '' }),
+      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+    );
+  try {
+    for (const { command } of lines) {
+      const result = await sh(command);
+      assert.equal(result.code, 0, `${command}: ${result.stderr}`);
+      checkTourOutput(command, result.stdout);
+    }
+    const server = await startServe([], { cwd });
+    try {
+      for (const { command } of lines) {
+        const result = await sh(command);
+        const needsWorker = /--format (uuid7|uuid4|ulid|objectid)/.test(command) === false;
+        if (needsWorker && !command.includes('--worker')) {
+          assert.equal(result.code, 1, `${command} beside the server: ${result.stdout}`);
+          assert.match(result.stderr, new RegExp(`^idmint next: .*worker 0 of cluster idmint is in use on this host by pid ${server.child.pid}\\b.*--worker`), command);
+        } else {
+          assert.equal(result.code, 0, `${command} beside the server: ${result.stderr}`);
+          checkTourOutput(command, result.stdout);
+        }
+      }
+    } finally {
+      await server.stop();
+    }
   } finally {
     rmSync(cwd, { recursive: true, force: true });
   }

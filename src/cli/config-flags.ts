@@ -1,7 +1,7 @@
 import type { ParseArgsOptionsConfig } from 'node:util';
 import { loadConfig, type LoadedConfig } from '../config/load.ts';
 import { parseOnOff } from '../config/read.ts';
-import { configKeys } from '../config/schema.ts';
+import { configKeys, type ConfigKey } from '../config/schema.ts';
 
 /**
  * Every configuration key as a CLI flag (`IDMINT_SEGMENT_STORE` is `--segment-store`), plus
@@ -33,13 +33,7 @@ export function normalizeBooleanFlags(argv: readonly string[]): string[] {
  * accepted too: a command that uses only the store need not list the server's every key.
  */
 export function configFlagHelp(section?: string): string {
-  const keys = configKeys().filter((key) => section === undefined || key.key.startsWith(`${section}.`));
-  const rows = keys.map((key) => {
-    const name = key.spec.boolean === true ? `--[no-]${key.flag}` : `--${key.flag} V`;
-    const fallback = key.spec.secret === true ? '' : ` (default ${JSON.stringify(key.spec.default)})`;
-    const variables = key.spec.fallbackEnv === undefined ? key.spec.env : `${key.spec.env} or ${key.spec.fallbackEnv}`;
-    return `      ${name.padEnd(34)}${variables}${fallback}`;
-  });
+  const rows = configFlagRows(configKeys().filter((key) => section === undefined || key.key.startsWith(`${section}.`)));
   return [
     '  -c, --config FILE                     config file, JSON or YAML (also IDMINT_CONFIG)',
     ...rows,
@@ -48,6 +42,16 @@ export function configFlagHelp(section?: string): string {
     'Precedence: config file < environment variables < flags (IDMINT_PORT before PORT).',
     'docs/configuration.md describes every key, its default and what it allows.',
   ].join('\n');
+}
+
+/** One help line per key: its flag, its variable and its default. */
+export function configFlagRows(keys: readonly ConfigKey[]): string[] {
+  return keys.map((key) => {
+    const name = key.spec.boolean === true ? `--[no-]${key.flag}` : `--${key.flag} V`;
+    const fallback = key.spec.secret === true ? '' : ` (default ${JSON.stringify(key.spec.default)})`;
+    const variables = key.spec.fallbackEnv === undefined ? key.spec.env : `${key.spec.env} or ${key.spec.fallbackEnv}`;
+    return `      ${name.padEnd(34)}${variables}${fallback}`;
+  });
 }
 
 /** Loads the configuration from `--config`/IDMINT_CONFIG, the process environment and the flags given. */

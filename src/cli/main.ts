@@ -6,21 +6,36 @@ import type { CliIo } from './io.ts';
 
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
+/** Set once the reader of stdout has gone (`idmint next | head`): every later write fails. */
+let stdoutClosed: NodeJS.ErrnoException | undefined;
+
 const io: CliIo = {
   out: (text) =>
     new Promise<void>((resolve, reject) => {
-      process.stdout.write(text, (error) => (error ? reject(error) : resolve()));
+      if (stdoutClosed !== undefined) return reject(stdoutClosed);
+      process.stdout.write(text, (error) => {
+        if (error === null || error === undefined) return resolve();
+        if ((error as NodeJS.ErrnoException).code === 'EPIPE') stdoutClosed = error;
+        reject(error);
+      });
     }),
   err: (text) => {
     process.stderr.write(text);
   },
 };
 
-// `idmint next | head` closes the pipe early; that is the reader's choice, not an error.
+// `idmint next | head` closes the pipe early; that is the reader's choice, not an error. The
+// command's next write then fails, and it winds down as on any failure (idmint next releases its
+// worker ID) before the process exits 0, instead of exiting here with its lease still held.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code === 'EPIPE') process.exit(0);
-  throw error;
+  if (error.code !== 'EPIPE') throw error;
+  stdoutClosed = error;
 });
+
+/** True for the failed write of a closed stdout. */
+function isClosedStdout(error: unknown): boolean {
+  return stdoutClosed !== undefined && (error as NodeJS.ErrnoException | null)?.code === 'EPIPE';
+}
 
 /** Resolves once everything written to `stream` so far has been handed to the OS. */
 function flushed(stream: NodeJS.WriteStream): Promise<void> {
@@ -42,8 +57,12 @@ try {
   }
   code = result as number;
 } catch (error) {
-  process.stderr.write(`idmint: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  code = 1;
+  if (isClosedStdout(error)) {
+    code = 0;
+  } else {
+    process.stderr.write(`idmint: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    code = 1;
+  }
 }
 // The command is done: exit now, even if a driver left a socket or timer behind that its bounded
 // close() could not end. Nothing may keep a finished command's process alive.
