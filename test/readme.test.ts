@@ -131,10 +131,16 @@ const INDEX = pathToFileURL(fileURLToPath(new URL('../src/index.ts', import.meta
 /**
  * Runs a README sample as a module in `cwd`, importing the package from src/index.ts. Each line
  * `expression; // what it shows` is wrapped so its value is printed; resolves to those values by
- * the line's source text. Placeholders in the sample (`<32 hex>`) are given real values.
+ * the line's source text. Placeholders in the sample (`<32 hex>`) are given real values, and a
+ * static registry a lock directory under `cwd`.
  */
 async function runSample(code: string, cwd: string): Promise<Map<string, unknown>> {
-  const lines = code.replaceAll("from 'idmint'", `from '${INDEX}'`).replaceAll('<32 hex>', '00112233445566778899aabbccddeeff').split('\n');
+  const lines = code
+    .replaceAll("from 'idmint'", `from '${INDEX}'`)
+    .replaceAll('<32 hex>', '00112233445566778899aabbccddeeff')
+    // The host-wide lock of a static worker ID in the sample's own directory, not the machine's.
+    .replace(/openWorkerRegistry\('(static:[0-9]+)'\)/g, "openWorkerRegistry('$1', { lockDir: './locks' })")
+    .split('\n');
   const shown: string[] = [];
   const instrumented = lines.map((line) => {
     const match = /^(\s*)(.+?);\s*\/\/.*$/.exec(line);

@@ -129,7 +129,7 @@ if (kind === 'bare') {
     defineConfig({
       port: 0,
       segment: { store: `sqlite:${join(dir, 'idmint.db')}` },
-      snowflake: { registry: 'static:1', stateDir: dir },
+      snowflake: { registry: 'static:1', stateDir: dir, lockDir: dir },
       log: { level: 'warn' },
       api: { maxBatch: MAX_BATCH },
       opaque: { keys: OPAQUE_KEY },
