@@ -145,7 +145,11 @@ async function child(kind: StoreKind, tags: number): Promise<Figures> {
   const table = kind === 'sqlite' ? 'leaf_alloc' : `bench_scale_${process.pid}`;
   const url = kind === 'sqlite' ? `sqlite:${join(dir, 'tags.db')}` : POSTGRES_URL;
   const silent = new Writable({ write: (_chunk, _encoding, done) => done() });
-  const config = defineConfig({ segment: { store: url, table }, snowflake: { stateDir: dir, lockDir: dir }, log: { level: 'warn' } });
+  const config = defineConfig({
+    segment: { store: url, table },
+    snowflake: { stateDir: dir, lockDir: dir },
+    log: { level: 'warn' },
+  });
   try {
     let t = performance.now();
     await fill(kind, url, table, tags);

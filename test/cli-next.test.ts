@@ -19,10 +19,13 @@ import { delay } from './support/workers.ts';
 const root = mkdtempSync(join(tmpdir(), 'idmint-cli-next-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 const workdir = (name: string) => mkdtempSync(join(root, `${name}-`));
-const idsOf = (result: CliResult) => (result.stdout.trim() === '' ? [] : result.stdout.trim().split('\n').map((line) => BigInt(line)));
+const idsOf = (result: CliResult) => result.stdout.split('\n').filter(Boolean).map((line) => BigInt(line));
+/** "worker 0 of cluster idmint is in use on this host by pid <pid>", as the refusal says it. */
+const inUseBy = (pid: number | undefined) => `worker 0 of cluster idmint is in use on this host by pid ${pid}\\b`;
 
 describe('idmint next beside a server (static registry, the defaults)', () => {
-  it('in the server\'s directory: refused in one line naming the server, and no ID issued twice (there were 294,000)', { timeout: 180_000 }, async () => {
+  const title = "in the server's directory: refused in one line naming the server, no ID issued twice (were 294,000)";
+  it(title, { timeout: 180_000 }, async () => {
     const cwd = workdir('beside');
     const server = await startServe([], { cwd });
     try {
@@ -39,7 +42,8 @@ describe('idmint next beside a server (static registry, the defaults)', () => {
         assert.equal(run.stdout, '');
         const stderr = run.stderr.trim();
         assert.equal(stderr.split('\n').length, 1, `one line, got: ${stderr}`);
-        assert.match(stderr, new RegExp(`^idmint next: static worker registry: worker 0 of cluster idmint is in use on this host by pid ${server.child.pid}\\b.*pass --worker <id>`));
+        const refusal = `^idmint next: static worker registry: ${inUseBy(server.child.pid)}`;
+        assert.match(stderr, new RegExp(`${refusal}.*pass --worker <id>`));
       }
       // An explicit worker ID is an explicit choice: refused while a live process holds it ...
       const zero = await runIdmint(['next', '--worker', '0'], { cwd });
@@ -65,13 +69,13 @@ describe('idmint next beside a server (static registry, the defaults)', () => {
     try {
       const elsewhere = await runIdmint(['next'], { cwd: workdir('elsewhere') });
       assert.equal(elsewhere.code, 1, elsewhere.stdout);
-      assert.match(elsewhere.stderr, new RegExp(`worker 0 of cluster idmint is in use on this host by pid ${server.child.pid}\\b`));
+      assert.match(elsewhere.stderr, new RegExp(inUseBy(server.child.pid)));
     } finally {
       await server.stop();
     }
   });
 
-  it('one run after another: each starts after the last one\'s IDs, and a server after them', { timeout: 60_000 }, async () => {
+  it("runs one after another: each starts after the last one's IDs, a server too", { timeout: 60_000 }, async () => {
     const cwd = workdir('sequence');
     let last = -1n;
     for (let run = 0; run < 3; run++) {
@@ -103,11 +107,13 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
     return { IDMINT_WORKER_REGISTRY: redis, IDMINT_WORKER_CLUSTER: name };
   };
 
-  it('leases a worker ID of its own beside a server of the cluster, refuses the server\'s with --worker, and releases on exit', { timeout: 120_000 }, async () => {
+  const title = "leases a worker ID of its own beside a server, refuses the server's with --worker, releases on exit";
+  it(title, { timeout: 120_000 }, async () => {
     const env = setup();
     const server = await startServe(['--no-segment-enabled'], { cwd: workdir('redis'), env });
     try {
-      const serverWorker = Number((server.logs.find((line) => line['msg'] === 'idmint listening')?.['snowflake'] as { workerId: number }).workerId);
+      const listening = server.logs.find((line) => line['msg'] === 'idmint listening');
+      const serverWorker = (listening?.['snowflake'] as { workerId: number }).workerId;
       const drawing = delay(1500);
       const drawn = drawSnowflakes(server.url, drawing);
       const cli = await runIdmint(['next', '--count', '200000'], { cwd: workdir('redis-cli'), env });
@@ -120,7 +126,8 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
       assertNoDuplicateIds([served, cliIds], 'idmint next beside a server of the cluster');
       const taken = await runIdmint(['next', '--worker', String(serverWorker)], { env });
       assert.equal(taken.code, 1);
-      assert.match(taken.stderr, new RegExp(`^idmint next: redis worker registry: no free worker ID .*only worker ID ${serverWorker} was asked for.*pass --worker <id>`));
+      const refusal = `^idmint next: redis worker registry: no free worker ID .*only worker ID ${serverWorker} was`;
+      assert.match(taken.stderr, new RegExp(`${refusal}.*pass --worker <id>`));
       // Released on exit: the same worker ID is free again at once (a lease left behind would
       // hold it for its 10 s TTL), after a normal end, after `| head -1`, and after SIGTERM.
       const free = serverWorker === 7 ? 8 : 7;
@@ -129,12 +136,15 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
         assert.equal(again.code, 0, again.stderr);
         assert.ok(idsOf(again).every((id) => decomposeId(id).workerId === free));
       }
-      const piped = await shell(`"${process.execPath}" "${IDMINT_BIN}" next --worker ${free} --count 5000000 | head -1`, env);
+      const takeFree = async () => (await runIdmint(['next', '--worker', String(free)], { env })).code;
+      const idmint = `"${process.execPath}" "${IDMINT_BIN}"`;
+      const piped = await shell(`${idmint} next --worker ${free} --count 5000000 | head -1`, env);
       assert.match(piped.stdout, /^[1-9][0-9]+\n$/);
-      assert.equal((await runIdmint(['next', '--worker', String(free)], { env })).code, 0, 'free again after | head -1');
-      const stopped = await stopAfterFirstLine(['next', '--worker', String(free), '--count', '10000000', '--layout', 'js-safe'], env);
+      assert.equal(await takeFree(), 0, 'free again after | head -1');
+      const long = ['next', '--worker', String(free), '--count', '10000000', '--layout', 'js-safe'];
+      const stopped = await stopAfterFirstLine(long, env);
       assert.equal(stopped.signal, 'SIGTERM');
-      assert.equal((await runIdmint(['next', '--worker', String(free)], { env })).code, 0, 'free again after SIGTERM');
+      assert.equal(await takeFree(), 0, 'free again after SIGTERM');
     } finally {
       await server.stop();
     }
@@ -142,7 +152,7 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
 });
 
 /** Runs a shell command line; resolves with its output once it ends. */
-function shell(command: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function shell(command: string, env: NodeJS.ProcessEnv): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn('sh', ['-c', command], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -154,11 +164,14 @@ function shell(command: string, env: NodeJS.ProcessEnv): Promise<{ code: number 
 }
 
 /** Starts `idmint <args>`, sends SIGTERM once it printed its first ID, and resolves with how it ended. */
-function stopAfterFirstLine(args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+function stopAfterFirstLine(args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ signal: string | null }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [IDMINT_BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [IDMINT_BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     child.stdout.once('data', () => child.kill('SIGTERM'));
     child.stdout.resume();
-    child.on('close', (code, signal) => resolve({ code, signal }));
+    child.on('close', (_code, signal) => resolve({ signal }));
   });
 }

@@ -86,7 +86,10 @@ describe('idmint CLI', () => {
     [['next', '--count', '0'], /^idmint next: --count must be an integer from 1 to 10000000, got "0"\n$/],
     [['next', '--count', '12abc'], /--count must be an integer/],
     [['next', '--worker', '1024'], /--worker must be an integer from 0 to 1023, got "1024"/],
-    [['next', '--layout', 'nope'], /^idmint next: invalid configuration: snowflake\.layout = "nope" \(from --layout\): must be one of idmint, leaf, twitter, js-safe, baidu\n$/],
+    [
+      ['next', '--layout', 'nope'],
+      /^idmint next: invalid configuration: snowflake\.layout = "nope" \(from --layout\): must be one of idmint, /,
+    ],
     [['next', '--rollback', 'sleep'], /--rollback must be one of refuse, wait, borrow, history/],
     [['next', '--bogus'], /^idmint next: Unknown option '--bogus'\n$/],
     [['next', 'extra'], /unexpected argument "extra"/],

@@ -118,6 +118,9 @@ it(EBADENGINE_TITLE, { skip: noSystemNpx ?? false, timeout: 120_000 }, async () 
   }
 });
 
+const UUID7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
 /** The ```ts blocks of a README section. */
 function codeBlocks(heading: string): string[] {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -144,11 +147,14 @@ async function runSample(code: string, cwd: string): Promise<Map<string, unknown
   const shown: string[] = [];
   const instrumented = lines.map((line) => {
     const match = /^(\s*)(.+?);\s*\/\/.*$/.exec(line);
-    if (match === null || /^(const|let|import|export)\b/.test(match[2] ?? '') || (match[2] ?? '').startsWith('}')) return line;
+    const statement = match?.[2] ?? '';
+    if (match === null || /^(const|let|import|export)\b/.test(statement) || statement.startsWith('}')) return line;
     shown.push((match[2] ?? '').trim());
     return `${match[1]}__show(${shown.length - 1}, ${match[2]});`;
   });
-  const show = 'const __show = (n, v) => console.log(JSON.stringify([n, v], (_k, x) => (typeof x === "bigint" ? `${x}n` : x instanceof Uint8Array ? { bytes: x.length } : x)));';
+  const show =
+    'const __show = (n, v) => console.log(JSON.stringify([n, v], (_k, x) => ' +
+    '(typeof x === "bigint" ? `${x}n` : x instanceof Uint8Array ? { bytes: x.length } : x)));';
   const file = join(cwd, `sample-${shown.length}-${Math.random().toString(36).slice(2)}.ts`);
   writeFileSync(file, `${show}\n${instrumented.join('\n')}\n`);
   const { stdout } = await run(process.execPath, ['--disable-warning=ExperimentalWarning', file], { cwd });
@@ -175,8 +181,8 @@ it('the README library tour runs as written, and shows what its comments say', a
     assert.ok(Math.abs(parts.timestamp - Date.now()) < 60_000, `timestamp ${parts.timestamp}`);
     assert.match(String(worker?.get('worker.next()')), /^[1-9][0-9]{15,18}n$/);
     assert.equal(segments?.get("segments.nextSync('orders') ?? (await segments.next('orders'))"), '1n');
-    assert.match(String(families?.get('uuidv7()')), /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    assert.match(String(families?.get('uuidv4()')), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.match(String(families?.get('uuidv7()')), UUID7);
+    assert.match(String(families?.get('uuidv4()')), UUID4);
     assert.match(String(families?.get('ulid()')), /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/);
     assert.match(String(families?.get('objectId()')), /^[0-9a-f]{24}$/);
     assert.deepEqual(families?.get('new UuidV7Generator().next()'), { bytes: 16 });
@@ -208,8 +214,8 @@ function checkTourOutput(command: string, stdout: string): void {
   const format = /--format (\w+)/.exec(command)?.[1] ?? 'snowflake';
   const shapes: Record<string, RegExp> = {
     snowflake: /^[1-9][0-9]{14,18}$/,
-    uuid7: /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
-    uuid4: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    uuid7: UUID7,
+    uuid4: UUID4,
     ulid: /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/,
     objectid: /^[0-9a-f]{24}$/,
     opaque: /^[0-9]{25}$/,
@@ -225,15 +231,17 @@ function checkTourOutput(command: string, stdout: string): void {
 // "idmint next takes its worker ID the way the server does ... beside a running server that holds
 // it, next refuses": the tour's lines as written, in a fresh directory, then beside the quick
 // start's server in that directory.
-it('the README CLI tour\'s `idmint next` lines run as written, alone and beside a running server', { timeout: 180_000 }, async () => {
+const tourTitle = "the README CLI tour's `idmint next` lines run as written, alone and beside a server";
+it(tourTitle, { timeout: 180_000 }, async () => {
   const lines = tourNextLines();
   assert.ok(lines.length >= 7, 'tour lines found');
   const cwd = mkdtempSync(join(tmpdir(), 'idmint-readme-tour-'));
   const bin = `"${process.execPath}" "${fileURLToPath(new URL('../bin/idmint.js', import.meta.url))}"`;
+  const KEY = '00112233445566778899aabbccddeeff';
   const sh = (command: string) =>
-    run('sh', ['-c', command.replace('npx idmint', bin).replace('<32 hex>', '00112233445566778899aabbccddeeff')], { cwd }).then(
+    run('sh', ['-c', command.replace('npx idmint', bin).replace('<32 hex>', KEY)], { cwd }).then(
       ({ stdout }) => ({ code: 0, stdout, stderr: '' }),
-      (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+      ({ code, stdout, stderr }: { code: number; stdout: string; stderr: string }) => ({ code, stdout, stderr }),
     );
   try {
     for (const { command } of lines) {
@@ -248,7 +256,8 @@ it('the README CLI tour\'s `idmint next` lines run as written, alone and beside 
         const needsWorker = /--format (uuid7|uuid4|ulid|objectid)/.test(command) === false;
         if (needsWorker && !command.includes('--worker')) {
           assert.equal(result.code, 1, `${command} beside the server: ${result.stdout}`);
-          assert.match(result.stderr, new RegExp(`^idmint next: .*worker 0 of cluster idmint is in use on this host by pid ${server.child.pid}\\b.*--worker`), command);
+          const inUse = `worker 0 of cluster idmint is in use on this host by pid ${server.child.pid}\\b`;
+          assert.match(result.stderr, new RegExp(`^idmint next: .*${inUse}.*--worker`), command);
         } else {
           assert.equal(result.code, 0, `${command} beside the server: ${result.stderr}`);
           checkTourOutput(command, result.stdout);

@@ -60,7 +60,8 @@ try {
   if (isClosedStdout(error)) {
     code = 0;
   } else {
-    process.stderr.write(`idmint: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`idmint: unexpected error: ${text}\n`);
     code = 1;
   }
 }

@@ -60,7 +60,9 @@ export const SnowflakeConfig = Type.Object(
     cluster: text({
       env: 'IDMINT_WORKER_CLUSTER',
       default: 'idmint',
-      doc: 'Cluster name for the redis://, SQL and static registries: worker IDs are unique within it (static: on this host). ZooKeeper and etcd take it from the URL path.',
+      doc:
+        'Cluster name for the redis://, SQL and static registries: worker IDs are unique within it (static: on this ' +
+        'host). ZooKeeper and etcd take it from the URL path.',
       pattern: REGISTRY_NAME_PATTERN,
       allowed: REGISTRY_NAME_RULE,
     }),
@@ -75,7 +77,9 @@ export const SnowflakeConfig = Type.Object(
     lockDir: text({
       env: 'IDMINT_WORKER_LOCK_DIR',
       default: DEFAULT_LOCK_DIR,
-      doc: 'static: host-wide directory of worker-ID locks, the same for every idmint process of the host, so two of them (two directories, a server and idmint next) never run one worker ID of a cluster (docs/workers.md).',
+      doc:
+        'static: host-wide directory of worker-ID locks, the same for every idmint process of the host, so two of ' +
+        'them (two directories, a server and idmint next) never run one worker ID of a cluster (docs/workers.md).',
       pattern: /^[^\0]+$/,
       allowed: 'a directory path',
     }),

@@ -200,8 +200,10 @@ describe('decomposeId, parseId and composeId take a layout, a spec or a preset n
   it('with a preset name or a spec, decodes as that layout', () => {
     assert.deepEqual(decomposeId(id, 'twitter'), decomposeId(id, twitter));
     assert.equal(decomposeId(id.toString(), 'twitter').datacenterId, 3);
-    assert.deepEqual(decomposeId(id, { timeBits: 41, datacenterBits: 5, workerBits: 5, sequenceBits: 12, epoch: twitter.epochMs }).workerId, 7);
-    assert.equal(composeId('twitter', { timestamp: twitter.epochMs + 5000, datacenterId: 3, workerId: 7, sequence: 9 }), id);
+    const spec = { timeBits: 41, datacenterBits: 5, workerBits: 5, sequenceBits: 12, epoch: twitter.epochMs };
+    assert.deepEqual(decomposeId(id, spec).workerId, 7);
+    const parts = { timestamp: twitter.epochMs + 5000, datacenterId: 3, workerId: 7, sequence: 9 };
+    assert.equal(composeId('twitter', parts), id);
     assert.equal(parseId(id, 'twitter'), id);
   });
 
@@ -214,6 +216,7 @@ describe('decomposeId, parseId and composeId take a layout, a spec or a preset n
     throwsCode(() => decomposeId('12abc'), 'INVALID_ID', /not a decimal integer/);
     throwsCode(() => parseId('1', null as unknown as string), 'LAYOUT_INVALID', /got null/);
     throwsCode(() => defineLayout(null as unknown as LayoutSpec), 'LAYOUT_INVALID', /spec must be an object/);
-    throwsCode(() => composeId('idmint', null as unknown as { timestamp: number; workerId: number; sequence: number }), 'INVALID_ARGUMENT', /parts/);
+    const noParts = null as unknown as { timestamp: number; workerId: number; sequence: number };
+    throwsCode(() => composeId('idmint', noParts), 'INVALID_ARGUMENT', /needs \{ timestamp/);
   });
 });

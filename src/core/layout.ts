@@ -118,7 +118,9 @@ export function resolveLayout(layout: Layout | LayoutSpec | string | undefined):
   if (layout === undefined) return getLayout(DEFAULT_LAYOUT);
   if (typeof layout === 'string') return getLayout(layout);
   if (layout === null || typeof layout !== 'object') {
-    throw new IdMintError('LAYOUT_INVALID', `layout must be a preset name (${LAYOUT_PRESETS.join(', ')}), a spec or a layout from defineLayout, got ${describeValue(layout)}`);
+    const presets = LAYOUT_PRESETS.join(', ');
+    const forms = `a preset name (${presets}), a spec or a layout from defineLayout`;
+    throw new IdMintError('LAYOUT_INVALID', `layout must be ${forms}, got ${describeValue(layout)}`);
   }
   if (isLayout(layout)) return layout;
   return defineLayout(layout);
@@ -139,7 +141,9 @@ function isLayout(value: Layout | LayoutSpec): value is Layout {
  * what is allowed. `nowMs`, when given, also rejects an epoch in the future.
  */
 export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
-  if (spec === null || typeof spec !== 'object') throw new IdMintError('LAYOUT_INVALID', `layout spec must be an object, got ${describeValue(spec)}`);
+  if (spec === null || typeof spec !== 'object') {
+    throw new IdMintError('LAYOUT_INVALID', `layout spec must be an object, got ${describeValue(spec)}`);
+  }
   const name = spec.name ?? 'custom';
   const fail = (message: string): never => {
     throw new IdMintError('LAYOUT_INVALID', `layout "${name}": ${message}`);
@@ -233,7 +237,10 @@ export function composeId(
   parts: { readonly timestamp: number; readonly workerId: number; readonly datacenterId?: number; readonly sequence: number },
 ): bigint {
   const layout = resolveLayout(layoutOrName);
-  if (parts === null || typeof parts !== 'object') throw new IdMintError('INVALID_ARGUMENT', `composeId needs the parts { timestamp, workerId, sequence }, got ${describeValue(parts)}`);
+  if (parts === null || typeof parts !== 'object') {
+    const got = describeValue(parts);
+    throw new IdMintError('INVALID_ARGUMENT', `composeId needs { timestamp, workerId, sequence }, got ${got}`);
+  }
   const units = Math.floor((parts.timestamp - layout.epochMs) / layout.timeUnitMs);
   checkPart('timestamp', parts.timestamp, units, layout.maxTimeUnits, layout);
   checkPart('workerId', parts.workerId, parts.workerId, layout.maxWorkerId, layout);

@@ -298,11 +298,13 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
   });
 
   it('refuses to construct a generator whose layout already ran out (Baidu\'s default since 2024-11-20)', () => {
-    throwsCode(() => new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu', workerId: 0 }), 'TIME_OVERFLOW', /2024-11-20/);
+    const baidu = () => new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu', workerId: 0 });
+    throwsCode(baidu, 'TIME_OVERFLOW', /2024-11-20/);
   });
 
   it('refuses an epoch in the future and a clock before the epoch', () => {
-    throwsCode(() => new SnowflakeGenerator({ clock: new ManualClock(Date.UTC(2025, 0, 1)), workerId: 0 }), 'LAYOUT_INVALID', /epoch .* is in the future/);
+    const early = () => new SnowflakeGenerator({ clock: new ManualClock(Date.UTC(2025, 0, 1)), workerId: 0 });
+    throwsCode(early, 'LAYOUT_INVALID', /epoch .* is in the future/);
     const clock = new ManualClock(layout.epochMs);
     const gen = new SnowflakeGenerator({ clock, workerId: 0, rollback: { policy: 'refuse' } });
     gen.next();
@@ -342,8 +344,9 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
 
   it('never assumes a worker ID: one left out is INVALID_ARGUMENT saying how to get one (it was worker 0)', () => {
     const clock = new ManualClock(T0);
-    throwsCode(() => new SnowflakeGenerator({ clock } as unknown as SnowflakeOptions), 'INVALID_ARGUMENT', /needs a workerId.*SnowflakeWorker\.start/);
-    throwsCode(() => new SnowflakeGenerator({ clock, workerId: undefined } as unknown as SnowflakeOptions), 'INVALID_ARGUMENT', /needs a workerId/);
+    const without = (options: object) => () => new SnowflakeGenerator(options as SnowflakeOptions);
+    throwsCode(without({ clock }), 'INVALID_ARGUMENT', /needs a workerId.*SnowflakeWorker\.start/);
+    throwsCode(without({ clock, workerId: undefined }), 'INVALID_ARGUMENT', /needs a workerId/);
     assert.equal(new SnowflakeGenerator({ clock, workerId: 0 }).workerId, 0);
   });
 });

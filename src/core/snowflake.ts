@@ -110,7 +110,8 @@ export class SnowflakeGenerator {
     if (options.workerId === undefined) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        'SnowflakeGenerator needs a workerId, unique per running generator (or lease one: SnowflakeWorker.start({ registry }))',
+        'SnowflakeGenerator needs a workerId, unique per running generator ' +
+          '(or lease one: SnowflakeWorker.start({ registry }))',
       );
     }
     this.#clock = options.clock;

@@ -55,8 +55,10 @@ describe('generators with a default clock', () => {
     assert.equal(decomposeId(generator.nextString(), 'idmint').workerId, 7);
     // @ts-expect-error: workerId is required; this line stops compiling if it becomes optional.
     const missing = () => new SnowflakeGenerator({});
-    assert.throws(missing, (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /needs a workerId/.test(error.message));
-    assert.throws(() => new UuidV7Generator(null as never), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /options must be an object, got null/.test(error.message));
+    const invalid = (pattern: RegExp) => (error: unknown) =>
+      isIdMintError(error, 'INVALID_ARGUMENT') && pattern.test(error.message);
+    assert.throws(missing, invalid(/needs a workerId/));
+    assert.throws(() => new UuidV7Generator(null as never), invalid(/options must be an object, got null/));
   });
 });
 

@@ -5,8 +5,10 @@
 // (a ManualClock in tests). Everything else, validation included, is core's.
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { IdMintError } from '../core/errors.ts';
-import { ObjectIdGenerator as CoreObjectIdGenerator, type ObjectIdOptions as CoreObjectIdOptions } from '../core/objectid.ts';
-import { SnowflakeGenerator as CoreSnowflakeGenerator, type SnowflakeOptions as CoreSnowflakeOptions } from '../core/snowflake.ts';
+import { ObjectIdGenerator as CoreObjectIdGenerator } from '../core/objectid.ts';
+import type { ObjectIdOptions as CoreObjectIdOptions } from '../core/objectid.ts';
+import { SnowflakeGenerator as CoreSnowflakeGenerator } from '../core/snowflake.ts';
+import type { SnowflakeOptions as CoreSnowflakeOptions } from '../core/snowflake.ts';
 import { UlidGenerator as CoreUlidGenerator, type UlidOptions as CoreUlidOptions } from '../core/ulid.ts';
 import { UuidV7Generator as CoreUuidV7Generator, type UuidV7Options as CoreUuidV7Options } from '../core/uuid.ts';
 import type { Clock } from '../ports/clock.ts';
@@ -29,7 +31,8 @@ export type ObjectIdOptions = WithDefaultClock<CoreObjectIdOptions>;
 function withClock<T extends object>(options: T | undefined, generator: string): T & { readonly clock: Clock } {
   if (options === undefined) return { clock: new MonotonicClock() } as T & { readonly clock: Clock };
   if (options === null || typeof options !== 'object') {
-    throw new IdMintError('INVALID_ARGUMENT', `${generator} options must be an object, got ${options === null ? 'null' : `a ${typeof options}`}`);
+    const got = options === null ? 'null' : `a ${typeof options}`;
+    throw new IdMintError('INVALID_ARGUMENT', `${generator} options must be an object, got ${got}`);
   }
   const given = (options as { readonly clock?: Clock }).clock;
   return { ...options, clock: given ?? new MonotonicClock() };

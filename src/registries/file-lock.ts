@@ -64,7 +64,11 @@ export class FileLock {
    * or, when another connection holds it, returns who that is (undefined when its holder file is
    * missing or unreadable). Other failures (the directory cannot be written) throw.
    */
-  static async take(path: string, holder: Omit<LockHolder, 'since'>, options: FileLockOptions = {}): Promise<FileLock | { heldBy: LockHolder | undefined }> {
+  static async take(
+    path: string,
+    holder: Omit<LockHolder, 'since'>,
+    options: FileLockOptions = {},
+  ): Promise<FileLock | { heldBy: LockHolder | undefined }> {
     makeDirectory(dirname(path), options.shared === true);
     // Loaded on first use: importing the registries loads no SQLite (Node 22 calls it experimental).
     const { DatabaseSync } = await import('node:sqlite');
@@ -73,8 +77,12 @@ export class FileLock {
     try {
       db.exec('PRAGMA locking_mode = EXCLUSIVE');
       db.exec('BEGIN EXCLUSIVE');
-      db.exec('CREATE TABLE IF NOT EXISTS holder (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, port INTEGER NOT NULL)');
-      db.prepare('INSERT OR REPLACE INTO holder (id, pid, host, port) VALUES (1, ?, ?, ?)').run(holder.pid, holder.host, holder.port);
+      db.exec(
+        'CREATE TABLE IF NOT EXISTS holder ' +
+          '(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, port INTEGER NOT NULL)',
+      );
+      const insert = db.prepare('INSERT OR REPLACE INTO holder (id, pid, host, port) VALUES (1, ?, ?, ?)');
+      insert.run(holder.pid, holder.host, holder.port);
       db.exec('COMMIT');
     } catch (error) {
       db.close();
@@ -145,6 +153,13 @@ function makeDirectory(dir: string, shared: boolean): void {
     }
     if (at === first) return;
   }
+}
+
+/** "pid 30580 on vm, port 8080, since ...", or "another process" when its holder file is gone. */
+export function describeHolder(holder: LockHolder | undefined): string {
+  if (holder === undefined) return 'another process';
+  const port = holder.port > 0 ? `, port ${holder.port}` : '';
+  return `pid ${holder.pid} on ${holder.host}${port}, since ${String(holder.since)}`;
 }
 
 async function readHolder(path: string): Promise<LockHolder | undefined> {

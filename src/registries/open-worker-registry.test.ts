@@ -19,11 +19,12 @@ describe('openWorkerRegistry', () => {
     assert.equal(((await openWorkerRegistry('static:0')) as StaticWorkerRegistry).stateFile, 'data/idmint-worker-0.json');
   });
 
-  it('gives static:<id> its host lock under the lock directory, per cluster name (default /tmp/idmint, idmint)', async () => {
-    const named = (await openWorkerRegistry('static:7', { lockDir: '/var/lib/locks', name: 'orders' })) as StaticWorkerRegistry;
+  it('gives static:<id> its host lock under the lock directory, per cluster name (default /tmp/idmint)', async () => {
+    const open = async (url: string, options = {}) => (await openWorkerRegistry(url, options)) as StaticWorkerRegistry;
+    const named = await open('static:7', { lockDir: '/var/lib/locks', name: 'orders' });
     assert.equal(named.hostLock, '/var/lib/locks/orders/worker-7');
-    assert.equal(((await openWorkerRegistry('static:0')) as StaticWorkerRegistry).hostLock, '/tmp/idmint/idmint/worker-0');
-    await assert.rejects(openWorkerRegistry('static:0', { name: 'a/b' }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+    assert.equal((await open('static:0')).hostLock, '/tmp/idmint/idmint/worker-0');
+    await assert.rejects(open('static:0', { name: 'a/b' }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
   });
 
   for (const value of ['', 'static:', 'static:-1', 'static:x', 'zookeeper://host:2181', 'zookeeper://host:2181/a/b', 'etcd://h:2379', 'etcd:// /x', 'http://h/x', 'sqlite:', 'mongodb://h/x', 'postgres://h:5432']) {
@@ -52,7 +53,8 @@ describe('openWorkerRegistry', () => {
     const probe = (url: string) => {
       const { urls } = modulesLoadedBy(
         `const { openWorkerRegistry } = await import(${JSON.stringify(factory)});
-         const registry = await openWorkerRegistry(${JSON.stringify(url)}, { stateDir: ${JSON.stringify(dir)}, lockDir: ${JSON.stringify(dir)} });
+         const options = { stateDir: ${JSON.stringify(dir)}, lockDir: ${JSON.stringify(dir)} };
+         const registry = await openWorkerRegistry(${JSON.stringify(url)}, options);
          if (registry.backend === 'static') await (await registry.acquire({ identity: { host: 'h', port: 1 }, maxWorkers: 1024 })).release({ lastTimestamp: 1, reportedAt: 1 });
          await registry.close();`,
       );

@@ -97,6 +97,7 @@ export async function openWorkerRegistry(url: string, options: OpenWorkerRegistr
   const { CachedWorkerRegistry } = await import('./cache/cached-worker-registry.ts');
   // The cluster whose worker IDs the file holds: a file of another is never used offline.
   const name = parsed.kind === 'zookeeper' || parsed.kind === 'etcd' ? parsed.name : (options.name ?? 'idmint');
-  const cluster = parsed.kind === 'redis' || parsed.kind === 'zookeeper' || parsed.kind === 'etcd' ? name : `${options.table ?? 'worker_node'}/${name}`;
+  const sql = parsed.kind !== 'redis' && parsed.kind !== 'zookeeper' && parsed.kind !== 'etcd';
+  const cluster = sql ? `${options.table ?? 'worker_node'}/${name}` : name;
   return new CachedWorkerRegistry(registry, { file: options.cacheFile, cluster });
 }

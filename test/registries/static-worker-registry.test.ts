@@ -6,7 +6,7 @@ import { isIdMintError } from '../../src/core/errors.ts';
 import { StaticWorkerRegistry } from '../../src/registries/static/static-worker-registry.ts';
 import { TEST_LOCK_DIR } from '../support/lock-dir.ts';
 import { stateFileRecord } from '../support/registry-admin.ts';
-import { spawnServe, startServe } from '../support/serve-process.ts';
+import { listeningUrl, spawnServe, startServe } from '../support/serve-process.ts';
 import { assertNoDuplicateIds, drawSnowflakes } from '../support/snowflake-draw.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
 import { WorkerProcess, assertNoDuplicates } from '../support/worker-processes.ts';
@@ -17,6 +17,7 @@ const dir = await tempDir('static-registry');
 // The host-wide locks of these registries: the test process's own directory (support/lock-dir.ts).
 const lockDir = TEST_LOCK_DIR;
 const identity = { host: '10.0.0.1', port: 8080 };
+const maxWorkers = 1024;
 
 describe('static worker registry', () => {
   it('hands out the configured ID, and keeps every report in its state file across restarts', async () => {
@@ -27,7 +28,8 @@ describe('static worker registry', () => {
     assert.equal(await lease.renew({ lastTimestamp: 5000, reportedAt: 2000 }), 3000);
     assert.deepEqual(JSON.parse(await readFile(registry.stateFile, 'utf8')), { workerId: 7, lastTimestamp: 5000, reportedAt: 2000 });
     await lease.release({ lastTimestamp: 2500, reportedAt: 2600 });
-    const restarted = await new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir }).acquire({ identity, maxWorkers: 1024 });
+    const again = new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir });
+    const restarted = await again.acquire({ identity, maxWorkers: 1024 });
     assert.deepEqual([restarted.lastTimestamp, restarted.reportedAt], [2500, 2600]);
     assert.deepEqual(await registry.peers(), []);
   });
@@ -111,7 +113,10 @@ describe('static worker registry: one holder per state file', () => {
       return true;
     });
     // Another worker ID in the same directory is another state file: no conflict.
-    const neighbour = await new StaticWorkerRegistry({ workerId: 4, stateDir, lockDir }).acquire({ identity: other, maxWorkers: 1024 });
+    const neighbour = await new StaticWorkerRegistry({ workerId: 4, stateDir, lockDir }).acquire({
+      identity: other,
+      maxWorkers: 1024,
+    });
     await neighbour.release({ lastTimestamp: 1, reportedAt: 1 });
     await lease.release({ lastTimestamp: 10_000, reportedAt: 10_001 });
     const next = await two.acquire({ identity: other, maxWorkers: 1024 });
@@ -184,21 +189,28 @@ describe('static worker registry: one holder per state file', () => {
 describe('static worker registry: one host, one worker ID (the host lock)', () => {
   const other = { host: '10.0.0.2', port: 9090 };
 
-  it('two state directories, one worker ID: the second is refused naming the first and its state file; another cluster is not; the next holder starts after the last one\'s record', async () => {
+  /** A registry of `workerId` with its state in `dir/<stateDir>`, its host lock in `dir/<lockDir>`. */
+  const registry = (workerId: number, stateDir: string, lockDir: string, name?: string) =>
+    new StaticWorkerRegistry({ workerId, stateDir: join(dir.path, stateDir), lockDir: join(dir.path, lockDir), name });
+
+  const twoDirectories = 'two state directories, one worker ID: the second is refused naming the first and its ' +
+    "state file; another cluster is not; the next holder starts after the last one's record";
+  it(twoDirectories, async () => {
     const hostLocks = join(dir.path, 'host-1');
-    const first = new StaticWorkerRegistry({ workerId: 6, stateDir: join(dir.path, 'host-1-a'), lockDir: hostLocks });
-    const second = new StaticWorkerRegistry({ workerId: 6, stateDir: join(dir.path, 'host-1-b'), lockDir: hostLocks });
+    const first = registry(6, 'host-1-a', 'host-1');
+    const second = registry(6, 'host-1-b', 'host-1');
     const lease = await first.acquire({ identity, maxWorkers: 1024 });
     await assert.rejects(second.acquire({ identity: other, maxWorkers: 1024 }), (error) => {
       assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
-      assert.match(error.message, new RegExp(`worker 6 of cluster idmint is in use on this host by pid ${process.pid}\\b.*port 8080`));
+      const inUse = `worker 6 of cluster idmint is in use on this host by pid ${process.pid}\\b.*port 8080`;
+      assert.match(error.message, new RegExp(inUse));
       assert.ok(error.message.includes(join(dir.path, 'host-1-a', 'idmint-worker-6.json')), error.message);
       assert.ok(error.message.includes(join(hostLocks, 'idmint', 'worker-6.lock')), error.message);
       assert.ok(!error.message.includes('\n'));
       return true;
     });
     // Worker IDs are per cluster: another cluster's worker 6 is another ID space.
-    const elsewhere = await new StaticWorkerRegistry({ workerId: 6, stateDir: join(dir.path, 'host-1-c'), lockDir: hostLocks, name: 'billing' }).acquire({ identity: other, maxWorkers: 1024 });
+    const elsewhere = await registry(6, 'host-1-c', 'host-1', 'billing').acquire({ identity: other, maxWorkers });
     await elsewhere.release({ lastTimestamp: 1, reportedAt: 1 });
     await lease.release({ lastTimestamp: 20_000, reportedAt: 20_001 });
     // The second directory's state file never saw worker 6: the host record says where it stopped.
@@ -206,39 +218,42 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     assert.deepEqual([next.lastTimestamp, next.reportedAt], [20_000, 20_001]);
     await next.release({ lastTimestamp: 20_500, reportedAt: 20_501 });
     const back = await first.acquire({ identity, maxWorkers: 1024 });
-    assert.deepEqual([back.lastTimestamp, back.reportedAt], [20_500, 20_501], 'and back in the first directory, the later record wins');
+    assert.deepEqual([back.lastTimestamp, back.reportedAt], [20_500, 20_501], 'back in the first directory');
     await back.release({ lastTimestamp: 20_500, reportedAt: 20_502 });
   });
 
-  it('a holder killed while holding a reservation: the next one, from another directory, starts after that reservation', async () => {
-    const hostLocks = join(dir.path, 'host-2');
-    const killed = new StaticWorkerRegistry({ workerId: 2, stateDir: join(dir.path, 'host-2-a'), lockDir: hostLocks });
+  it('a holder killed while holding a reservation: the next one, from another directory, starts after it', async () => {
+    const killed = registry(2, 'host-2-a', 'host-2');
     const lease = await killed.acquire({ identity, maxWorkers: 1024 });
     // A renewal reserves a horizon ahead of the clock (and a borrow lead); then the process dies.
     await lease.renew({ lastTimestamp: 50_000, reportedAt: 47_000 });
     await killed.close();
-    const next = await new StaticWorkerRegistry({ workerId: 2, stateDir: join(dir.path, 'host-2-b'), lockDir: hostLocks }).acquire({ identity: other, maxWorkers: 1024 });
+    const next = await registry(2, 'host-2-b', 'host-2').acquire({ identity: other, maxWorkers });
     assert.deepEqual([next.lastTimestamp, next.reportedAt], [50_000, 47_000]);
     await next.release({ lastTimestamp: 50_000, reportedAt: 51_000 });
   });
 
-  it('`idmint serve` in two directories of one host, both static:0: the second is refused in one line naming the first, and no ID is issued twice (there were 1,900 in 6,000)', { timeout: 120_000 }, async () => {
+  const twoServers = '`idmint serve` in two directories of one host, both static:0: the second is refused in one ' +
+    'line naming the first, and no ID is issued twice (there were 1,900 in 6,000)';
+  it(twoServers, { timeout: 120_000 }, async () => {
     // Both servers inherit this test process's IDMINT_WORKER_LOCK_DIR (support/lock-dir.ts): one host.
     const [a, b] = [join(dir.path, 'serve-a'), join(dir.path, 'serve-b')];
     await Promise.all([mkdir(a, { recursive: true }), mkdir(b, { recursive: true })]);
     const first = await startServe([], { cwd: a });
     const second = spawnServe([], { cwd: b });
     try {
-      const secondUrl = await second.logLine((line) => line['msg'] === 'idmint listening').then((line) => String(line['url']), () => undefined);
+      const secondUrl = await listeningUrl(second);
       const drawing = delay(1500);
-      const drawn = await Promise.all([drawSnowflakes(first.url, drawing), secondUrl === undefined ? [] : drawSnowflakes(secondUrl, drawing)]);
+      const draw = (url: string | undefined) => (url === undefined ? [] : drawSnowflakes(url, drawing));
+      const drawn = await Promise.all([draw(first.url), draw(secondUrl)]);
       assert.ok((drawn[0]?.length ?? 0) > 0, 'the first server served');
       assertNoDuplicateIds(drawn, 'two servers on static:0 in two directories');
       assert.equal(secondUrl, undefined, 'the second server must not serve');
       assert.equal((await second.exited).code, 1);
       const stderr = second.stderr().trim();
       assert.equal(stderr.split('\n').length, 1, `one line, got: ${stderr}`);
-      assert.match(stderr, new RegExp(`^idmint serve: .*worker 0 of cluster idmint is in use on this host by pid ${first.child.pid}\\b`));
+      const inUse = `worker 0 of cluster idmint is in use on this host by pid ${first.child.pid}\\b`;
+      assert.match(stderr, new RegExp(`^idmint serve: .*${inUse}`));
       assert.ok(stderr.includes(join(a, 'data', 'idmint-worker-0.json')), stderr);
     } finally {
       await Promise.all([first.stop('SIGKILL'), second.kill('SIGKILL')]);

@@ -112,6 +112,14 @@ export function spawnServe(args: readonly string[] = [], options: ServeOptions =
   };
 }
 
+/** The URL a started server listens on, once it says so; undefined if it ends first (refused). */
+export function listeningUrl(serve: ServeChild): Promise<string | undefined> {
+  return serve.logLine((line) => line['msg'] === 'idmint listening').then(
+    (line) => String(line['url']),
+    () => undefined,
+  );
+}
+
 /**
  * Runs `idmint serve --port 0 --host 127.0.0.1 <args>` and resolves once it logs that it listens.
  * Rejects with the process's stderr if it exits first or does not listen within `timeoutMs`.

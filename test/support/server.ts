@@ -28,7 +28,12 @@ export async function testServer(values: Record<string, unknown> = {}, options: 
   // The static registry's state file and host lock go to a directory of this server's own, never
   // ./data or the machine's /tmp/idmint.
   const stateDir = mkdtempSync(join(tmpdir(), 'idmint-test-server-'));
-  const config = defineConfig(merge({ segment: { store: 'sqlite::memory:' }, snowflake: { stateDir, lockDir: join(stateDir, 'locks') }, log: { level: 'info' } }, values));
+  const defaults = {
+    segment: { store: 'sqlite::memory:' },
+    snowflake: { stateDir, lockDir: join(stateDir, 'locks') },
+    log: { level: 'info' },
+  };
+  const config = defineConfig(merge(defaults, values));
   let server: IdMintServer;
   try {
     server = await buildServer(config, { logStream, ...options });

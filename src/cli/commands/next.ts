@@ -32,15 +32,20 @@ type Format = (typeof FORMATS)[number];
  * and must not take a server's file), nor the datacenter and rollback keys, which have this
  * command's own `--datacenter` and `--rollback`.
  */
+const NOT_FOR_NEXT = ['snowflake.enabled', 'snowflake.cacheFile', 'snowflake.datacenterId'];
 const SNOWFLAKE_KEYS = configKeys().filter(
-  (key) => key.key.startsWith('snowflake.') && !['snowflake.enabled', 'snowflake.cacheFile', 'snowflake.datacenterId'].includes(key.key) && !key.key.startsWith('snowflake.rollback.'),
+  (key) =>
+    key.key.startsWith('snowflake.') && !NOT_FOR_NEXT.includes(key.key) && !key.key.startsWith('snowflake.rollback.'),
 );
+const TEXT_FLAG = { type: 'string' } as const;
+/** `-l` too: the short form `--layout` had before it became the configuration's flag. */
+const LAYOUT_FLAG = { type: 'string', short: 'l' } as const;
 /** Flags that only a snowflake generator (plain or opaque) takes. */
 const SNOWFLAKE_FLAGS = ['worker', 'datacenter', 'rollback', ...SNOWFLAKE_KEYS.map((key) => key.flag)];
 
 export const nextCommand: CliCommand = {
   name: 'next',
-  summary: 'print new IDs: snowflake (on a leased worker ID), uuid7, uuid4, ulid, objectid or opaque (no server needed)',
+  summary: 'print new IDs: snowflake (on a leased worker ID), uuid7, uuid4, ulid, objectid or opaque',
   help: `Usage: idmint next [--format F] [--count N] [--worker W] [--datacenter D] [--layout NAME] [--rollback POLICY]
 
 Prints N new IDs, one per line, from a generator in this process.
@@ -85,7 +90,7 @@ The other families need no coordination.`,
         datacenter: { type: 'string', short: 'd' },
         rollback: { type: 'string' },
         config: { type: 'string', short: 'c' },
-        ...Object.fromEntries(SNOWFLAKE_KEYS.map((key) => [key.flag, { type: 'string' as const, ...(key.flag === 'layout' ? { short: 'l' } : {}) }])),
+        ...Object.fromEntries(SNOWFLAKE_KEYS.map((key) => [key.flag, key.flag === 'layout' ? LAYOUT_FLAG : TEXT_FLAG])),
       },
       { min: 0, max: 0 },
     );
@@ -105,8 +110,10 @@ The other families need no coordination.`,
     }
     const config = configFromFlags(values as Record<string, string | undefined>).config;
     const layout = getLayout(config.snowflake.layout);
-    const workerId = values.worker === undefined ? undefined : integerFlag('worker', values.worker, 0, 0, layout.maxWorkerId);
-    const datacenterId = integerFlag('datacenter', values.datacenter, config.snowflake.datacenterId, 0, layout.maxDatacenterId);
+    const maxWorkerId = layout.maxWorkerId;
+    const workerId = values.worker === undefined ? undefined : integerFlag('worker', values.worker, 0, 0, maxWorkerId);
+    const datacenter = config.snowflake.datacenterId;
+    const datacenterId = integerFlag('datacenter', values.datacenter, datacenter, 0, layout.maxDatacenterId);
     const rollback = rollbackOf(values.rollback, config);
     // The keys come from the configuration (environment, file), never from a flag of this command.
     const opaque = format === 'opaque' ? (OpaqueIds.fromConfig(config.opaque.keys) ?? failNoKeys()) : undefined;
@@ -136,7 +143,8 @@ The other families need no coordination.`,
 function rollbackOf(flag: string | undefined, config: ServerConfig): WorkerRollbackOptions {
   if (flag === undefined) return config.snowflake.rollback as WorkerRollbackOptions;
   if (!(ROLLBACK_POLICIES as readonly string[]).includes(flag)) {
-    throw new IdMintError('INVALID_ARGUMENT', `--rollback must be one of ${ROLLBACK_POLICIES.join(', ')}, got "${flag}"`);
+    const allowed = ROLLBACK_POLICIES.join(', ');
+    throw new IdMintError('INVALID_ARGUMENT', `--rollback must be one of ${allowed}, got "${flag}"`);
   }
   return { policy: flag as RollbackPolicyName };
 }
@@ -200,7 +208,8 @@ async function startWorker(
  */
 async function registryFailure(error: unknown, url: string): Promise<unknown> {
   if (isIdMintError(error, 'WORKER_IDS_EXHAUSTED')) {
-    return new IdMintError('WORKER_IDS_EXHAUSTED', `${error.message}; here: pass --worker <id> with a worker ID no other process uses (on any host)`, {
+    const hint = 'here: pass --worker <id> with a worker ID no other process uses (on any host)';
+    return new IdMintError('WORKER_IDS_EXHAUSTED', `${error.message}; ${hint}`, {
       cause: error,
       ...(error.details === undefined ? {} : { details: error.details }),
     });
@@ -214,7 +223,10 @@ async function registryFailure(error: unknown, url: string): Promise<unknown> {
  * second one exits at once (the lease then lapses: a coordinator's by its TTL, a static one's
  * lock with the process, its reservation honoured by the next holder).
  */
-async function withStopSignals(io: CliIo, work: (stopped: () => NodeJS.Signals | undefined) => Promise<void>): Promise<CliExit> {
+async function withStopSignals(
+  io: CliIo,
+  work: (stopped: () => NodeJS.Signals | undefined) => Promise<void>,
+): Promise<CliExit> {
   let received: ReturnType<typeof firstSignal> | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     if (received === undefined) {

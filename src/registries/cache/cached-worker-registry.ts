@@ -1,7 +1,8 @@
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
-import { DEFAULT_TTL_MS, RegistryLease, allows, checkTtl, leaseLost, planAcquire, registryUnavailable, type AcquirePlan } from '../common.ts';
-import { FileLock, type LockHolder } from '../file-lock.ts';
+import { DEFAULT_TTL_MS, RegistryLease, allows, checkTtl, leaseLost, planAcquire, registryUnavailable } from '../common.ts';
+import type { AcquirePlan } from '../common.ts';
+import { FileLock, describeHolder, type LockHolder } from '../file-lock.ts';
 import { readStateFile, writeStateFile } from '../state-file.ts';
 
 /** Options for {@link CachedWorkerRegistry}. */
@@ -129,7 +130,9 @@ export class CachedWorkerRegistry implements WorkerRegistry {
     try {
       taken = await FileLock.take(this.#file, FileLock.self(plan.identity.port, this.#file));
     } catch (error) {
-      throw registryUnavailable(this.backend, `${this.#file}.lock`, new Error(`cannot take the lock of the worker cache file (${(error as Error).message})`, { cause: error }));
+      const reason = (error as Error).message;
+      const why = new Error(`cannot take the lock of the worker cache file (${reason})`, { cause: error });
+      throw registryUnavailable(this.backend, `${this.#file}.lock`, why);
     }
     if (!(taken instanceof FileLock)) throw this.#inUse(plan, taken.heldBy);
     this.#lock = taken;
@@ -137,16 +140,27 @@ export class CachedWorkerRegistry implements WorkerRegistry {
 
   /** WORKER_IDS_EXHAUSTED in one line: the cache file, and the process that holds it. */
   #inUse(plan: AcquirePlan, holder: LockHolder | undefined): IdMintError {
-    const who = holder === undefined ? 'another process' : `pid ${holder.pid} on ${holder.host}${holder.port > 0 ? `, port ${holder.port}` : ''}, since ${String(holder.since)}`;
     return new IdMintError(
       'WORKER_IDS_EXHAUSTED',
-      `${this.backend} worker registry: worker cache file ${this.#file} is in use by ${who}; two processes sharing it would both start offline on the worker ID it names: give each process a cache file of its own (IDMINT_WORKER_CACHE_FILE)`,
-      { details: { backend: this.backend, limit: plan.maxWorkers, live: null, cacheFile: this.#file, holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null } },
+      `${this.backend} worker registry: worker cache file ${this.#file} is in use by ${describeHolder(holder)}; ` +
+        'two processes sharing it would both start offline on the worker ID it names: ' +
+        'give each process a cache file of its own (IDMINT_WORKER_CACHE_FILE)',
+      {
+        details: {
+          backend: this.backend,
+          limit: plan.maxWorkers,
+          live: null,
+          cacheFile: this.#file,
+          holderPid: holder?.pid ?? null,
+          holderHost: holder?.host ?? null,
+        },
+      },
     );
   }
 
   #state(identity: NodeIdentity, workerId: number, latest: WorkerReport, confirmed: WorkerReport): CacheState {
-    return { backend: this.backend, ...(this.#cluster === undefined ? {} : { cluster: this.#cluster }), identity, workerId, ...latest, confirmed };
+    const cluster = this.#cluster === undefined ? {} : { cluster: this.#cluster };
+    return { backend: this.backend, ...cluster, identity, workerId, ...latest, confirmed };
   }
 
   /** A coordinator lease whose reports go to the file first. */

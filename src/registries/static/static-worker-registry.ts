@@ -14,7 +14,7 @@ import {
   type Interleave,
   type InterleaveStep,
 } from '../common.ts';
-import { FileLock, type LockHolder } from '../file-lock.ts';
+import { FileLock, describeHolder, type FileLockOptions, type LockHolder } from '../file-lock.ts';
 import { readStateFile, writeStateFile } from '../state-file.ts';
 
 /** Options for {@link StaticWorkerRegistry}. */
@@ -106,7 +106,9 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     this.stateFile = options.stateFile ?? join(options.stateDir ?? 'data', `idmint-worker-${options.workerId}.json`);
     this.#name = checkName(options.name ?? 'idmint');
     const lockDir = options.lockDir ?? DEFAULT_LOCK_DIR;
-    if (typeof lockDir !== 'string' || lockDir === '') throw new IdMintError('INVALID_ARGUMENT', `lockDir must be a directory path, got ${JSON.stringify(lockDir)}`);
+    if (typeof lockDir !== 'string' || lockDir === '') {
+      throw new IdMintError('INVALID_ARGUMENT', `lockDir must be a directory path, got ${JSON.stringify(lockDir)}`);
+    }
     this.hostLock = join(resolve(lockDir), this.#name, `worker-${options.workerId}`);
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_STATIC_TTL_MS);
     this.#interleave = options.interleave;
@@ -128,7 +130,11 @@ export class StaticWorkerRegistry implements WorkerRegistry {
       // The later of the two records: this directory's, and the host's (another directory's
       // process may have held the ID since, and reserved time ahead of its clock).
       const [own, host] = await Promise.all([this.#read(this.stateFile), this.#read(`${this.hostLock}.json`)]);
-      state = { workerId: this.workerId, lastTimestamp: Math.max(own.lastTimestamp, host.lastTimestamp), reportedAt: Math.max(own.reportedAt, host.reportedAt) };
+      state = {
+        workerId: this.workerId,
+        lastTimestamp: Math.max(own.lastTimestamp, host.lastTimestamp),
+        reportedAt: Math.max(own.reportedAt, host.reportedAt),
+      };
       if (!allows(plan, this.workerId, state.lastTimestamp)) throw workerIdsExhausted(this.backend, plan);
     } catch (error) {
       this.#unlock(locks);
@@ -191,11 +197,15 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     return this.#locks;
   }
 
-  async #lock(path: string, holder: Omit<LockHolder, 'since'>, options?: { shared: boolean }): ReturnType<typeof FileLock.take> {
+  async #lock(path: string, holder: Omit<LockHolder, 'since'>, options?: FileLockOptions) {
     try {
       return await FileLock.take(path, holder, options);
     } catch (error) {
-      throw registryUnavailable(this.backend, `${path}.lock`, new Error(`cannot take the lock (${(error as Error).message}); its directory must be writable by this process (IDMINT_WORKER_LOCK_DIR, IDMINT_WORKER_STATE_DIR)`, { cause: error }));
+      const reason = (error as Error).message;
+      const settings = 'IDMINT_WORKER_LOCK_DIR, IDMINT_WORKER_STATE_DIR';
+      const writable = `its directory must be writable by this process (${settings})`;
+      const why = new Error(`cannot take the lock (${reason}); ${writable}`, { cause: error });
+      throw registryUnavailable(this.backend, `${path}.lock`, why);
     }
   }
 
@@ -209,8 +219,11 @@ export class StaticWorkerRegistry implements WorkerRegistry {
   #inUse(plan: AcquirePlan, holder: LockHolder | undefined): IdMintError {
     return new IdMintError(
       'WORKER_IDS_EXHAUSTED',
-      `static worker registry: worker ${this.workerId} is in use by ${describeHolder(holder)}, which holds the lock of its state file ${this.stateFile}; two processes with one worker ID would issue the same IDs: stop that one, or give this one a worker ID and state directory of its own (static:<id>, stateDir)`,
-      { details: { backend: this.backend, limit: plan.maxWorkers, live: 1, workerId: this.workerId, stateFile: this.stateFile, holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null } },
+      `static worker registry: worker ${this.workerId} is in use by ${describeHolder(holder)}, ` +
+        `which holds the lock of its state file ${this.stateFile}; ` +
+        'two processes with one worker ID would issue the same IDs: ' +
+        'stop that one, or give this one a worker ID and state directory of its own (static:<id>, stateDir)',
+      { details: { ...this.#holderDetails(plan, holder), stateFile: this.stateFile } },
     );
   }
 
@@ -219,9 +232,17 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     const where = holder?.uses === undefined ? '' : ` with state file ${holder.uses}`;
     return new IdMintError(
       'WORKER_IDS_EXHAUSTED',
-      `static worker registry: worker ${this.workerId} of cluster ${this.#name} is in use on this host by ${describeHolder(holder)}${where} (host lock ${this.hostLock}.lock); two processes with one worker ID would issue the same IDs: stop that one, or give this one another worker ID (static:<id>)`,
-      { details: { backend: this.backend, limit: plan.maxWorkers, live: 1, workerId: this.workerId, hostLock: `${this.hostLock}.lock`, holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null } },
+      `static worker registry: worker ${this.workerId} of cluster ${this.#name} is in use on this host ` +
+        `by ${describeHolder(holder)}${where} (host lock ${this.hostLock}.lock); ` +
+        'two processes with one worker ID would issue the same IDs: ' +
+        'stop that one, or give this one another worker ID (static:<id>)',
+      { details: { ...this.#holderDetails(plan, holder), hostLock: `${this.hostLock}.lock` } },
     );
+  }
+
+  #holderDetails(plan: AcquirePlan, holder: LockHolder | undefined) {
+    const held = { holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null };
+    return { backend: this.backend, limit: plan.maxWorkers, live: 1, workerId: this.workerId, ...held };
   }
 
   /** Runs `task` after every write asked for before it has finished. */
@@ -252,7 +273,8 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     const state = raw as Partial<StaticState>;
     if (state.workerId !== this.workerId || !Number.isSafeInteger(state.lastTimestamp) || !Number.isSafeInteger(state.reportedAt)) {
       // Never start over from nothing: that is exactly the clock check Leaf's cache file skipped.
-      throw this.#unreadable(file, new Error(`expected {"workerId":${this.workerId},"lastTimestamp":<ms>,"reportedAt":<ms>}`));
+      const expected = `{"workerId":${this.workerId},"lastTimestamp":<ms>,"reportedAt":<ms>}`;
+      throw this.#unreadable(file, new Error(`expected ${expected}`));
     }
     return state as StaticState;
   }
@@ -269,7 +291,9 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     const reason = cause instanceof Error ? cause.message : String(cause);
     return new IdMintError(
       'REGISTRY_UNAVAILABLE',
-      `static worker registry: state file ${file} is unreadable (${reason}); it holds the last timestamp of worker ${this.workerId}, so idmint will not start without it: restore it, or remove it only if you know the clock is past every ID this worker issued`,
+      `static worker registry: state file ${file} is unreadable (${reason}); ` +
+        `it holds the last timestamp of worker ${this.workerId}, so idmint will not start without it: ` +
+        'restore it, or remove it only if you know the clock is past every ID this worker issued',
       { cause },
     );
   }
@@ -281,8 +305,3 @@ interface Locks {
   readonly state: FileLock;
 }
 
-/** "pid 30580 on vm, port 8080, since ...", or "another process" when its holder file is gone. */
-function describeHolder(holder: LockHolder | undefined): string {
-  if (holder === undefined) return 'another process';
-  return `pid ${holder.pid} on ${holder.host}${holder.port > 0 ? `, port ${holder.port}` : ''}, since ${String(holder.since)}`;
-}
