@@ -1,6 +1,6 @@
 import { chmodSync, mkdirSync, utimesSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { dirname, resolve, sep } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import { readStateFile, writeStateFile } from './state-file.ts';
 
@@ -135,23 +135,24 @@ export class FileLock {
 }
 
 /**
- * Creates `dir` and its missing parents. A shared directory, and each parent created for it, gets
- * mode 1777 (world-writable, sticky: no user can remove or replace another's files), whatever the
- * umask, as it would be created by the first user of the host to need it.
+ * Creates `dir` and its missing parents. A shared directory (`<lockDir>/<cluster>`) and its parent
+ * (`lockDir`), where this call created them, get mode 1777 (world-writable and sticky: no user can
+ * remove or replace another's files), whatever the umask, as the first user of the host to need
+ * them would make them. Directories above are created as usual.
  */
 function makeDirectory(dir: string, shared: boolean): void {
   const target = resolve(dir);
   const created = mkdirSync(target, { recursive: true });
   if (!shared || created === undefined) return;
-  // Only the directories this call created: from the target up to the first one made.
   const first = resolve(created);
-  for (let at = target; at.startsWith(first); at = dirname(at)) {
+  for (const at of [target, dirname(target)]) {
+    // Only what this call created: the first directory made and those below it.
+    if (at !== first && !at.startsWith(`${first}${sep}`)) continue;
     try {
       chmodSync(at, 0o1777);
     } catch {
       // Created by another user between our mkdir and chmod: theirs to set.
     }
-    if (at === first) return;
   }
 }
 

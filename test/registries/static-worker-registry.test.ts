@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
@@ -220,6 +220,21 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     const back = await first.acquire({ identity, maxWorkers: 1024 });
     assert.deepEqual([back.lastTimestamp, back.reportedAt], [20_500, 20_501], 'back in the first directory');
     await back.release({ lastTimestamp: 20_500, reportedAt: 20_502 });
+  });
+
+  it('makes its lock directories shared by all users (mode 1777), keeps a held lock fresh for cleaners', async () => {
+    const lease = await registry(9, 'host-3-a', 'host-3/locks').acquire({ identity, maxWorkers });
+    const lockDir = join(dir.path, 'host-3', 'locks');
+    const mode = async (path: string) => (await stat(path)).mode & 0o7777;
+    assert.deepEqual([await mode(lockDir), await mode(join(lockDir, 'idmint'))], [0o1777, 0o1777]);
+    assert.equal((await mode(join(dir.path, 'host-3'))) & 0o1002, 0, 'a parent it made is not shared');
+    // A cleaner ages files by their times: each report sets the held lock's to now.
+    const lockFile = join(lockDir, 'idmint', 'worker-9.lock');
+    const old = new Date(Date.now() - 30 * 86_400_000);
+    await utimes(lockFile, old, old);
+    await lease.renew({ lastTimestamp: 1000, reportedAt: 900 });
+    assert.ok(Date.now() - (await stat(lockFile)).mtimeMs < 60_000, 'touched by the renewal');
+    await lease.release({ lastTimestamp: 1000, reportedAt: 1000 });
   });
 
   it('a holder killed while holding a reservation: the next one, from another directory, starts after it', async () => {
