@@ -62,6 +62,8 @@ class SteppedServer {
       FAKETIME_NO_CACHE: '1',
       FAKETIME_DONT_FAKE_MONOTONIC: '1',
       IDMINT_SEGMENT_ENABLED: 'false',
+      // Its static worker's host lock in its own directory, not the machine's /tmp/idmint.
+      IDMINT_WORKER_LOCK_DIR: join(cwd, 'locks'),
     };
     // The runner's own configuration must not leak in.
     for (const key of Object.keys(process.env)) if (key.startsWith('IDMINT_') && !(key in env)) env[key] = '';
