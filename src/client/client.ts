@@ -1,12 +1,20 @@
+import { ID_FAMILIES, type IdFamily } from '../contract/families.ts';
+import type { DecodedAnyId, DecodedOpaqueSegmentId, DecodedOpaqueSnowflakeId, IdBatch } from '../contract/ids.ts';
+import type { Readiness as ReadinessAnswer } from '../contract/operations.ts';
+import type { SegmentBatch } from '../contract/segment.ts';
+import type { DecodedSnowflakeId, SnowflakeBatch } from '../contract/snowflake.ts';
+import type { NewTag, Tag, TagChanges, TagList } from '../contract/tags.ts';
 import { IdMintError } from '../core/errors.ts';
 import { errorFrom, unreachable } from './http-errors.ts';
 import { TagRanges, localSettings, type LocalModeOptions, type LocalSettings, type LocalTagStats } from './local-ranges.ts';
 import { ServerPool, type ServerState } from './server-pool.ts';
+import { sleep } from '../shared/time.ts';
 
+// The answers' types are the HTTP contract's (src/contract/): what the server's routes are
+// typed and serialized by. Only types come from there, and the family list (a file with no imports).
 export type { LocalModeOptions, LocalTagStats } from './local-ranges.ts';
 export type { ServerState } from './server-pool.ts';
-import type { TagJson } from '../shared/tag-json.ts';
-import { sleep } from '../shared/time.ts';
+export type { DecodedAnyId, DecodedOpaqueSegmentId, DecodedOpaqueSnowflakeId, Tag };
 
 /** Options for {@link IdMintClient}. */
 export interface IdMintClientOptions {
@@ -36,75 +44,16 @@ export interface IdMintClientOptions {
   readonly fetch?: typeof fetch;
 }
 
-/** A tag as the server reports it; `maxId` is a decimal string (it may exceed 2^53). */
-export type Tag = TagJson;
-
 /** The parts of a snowflake ID, as `/v1/snowflake/decode/{id}` answers. */
-export interface DecodedId {
-  readonly id: string;
-  readonly layout: string;
-  /** Start of the ID's time unit, ms since 1970. */
-  readonly timestamp: number;
-  /** The same, ISO-8601. */
-  readonly date: string;
-  readonly datacenterId?: number;
-  readonly workerId: number;
-  readonly sequence: number;
-}
+export type DecodedId = DecodedSnowflakeId;
 
 /** An ID family the server issues at `/v1/<family>`. */
-export type IdFamilyName = 'uuid7' | 'uuid4' | 'ulid' | 'objectid';
-
-/**
- * What `/v1/decode/{id}` answers: the detected format and its parts (docs/formats.md, Decoding).
- * Which fields are present depends on `format`; dates are ISO strings.
- */
-export interface DecodedAnyId {
-  readonly format: 'uuid' | 'ulid' | 'objectid' | 'snowflake';
-  /** The ID in its canonical form. */
-  readonly id: string;
-  readonly timestamp?: number;
-  readonly date?: string;
-  /** UUID. */
-  readonly version?: number;
-  readonly variant?: string;
-  /** UUIDv7. */
-  readonly randA?: number;
-  readonly randB?: string;
-  /** UUIDv7 and ObjectId. */
-  readonly counter?: number;
-  /** ULID: the 80-bit random part, 20 hex digits. */
-  readonly random?: string;
-  /** ObjectId: the per-process random value, 10 hex digits. */
-  readonly processRandom?: string;
-  /** Snowflake (a decimal ID under the server's layout). */
-  readonly layout?: string;
-  readonly datacenterId?: number;
-  readonly workerId?: number;
-  readonly sequence?: number;
-}
-
-/** The dense ID behind an opaque segment ID (`/v1/opaque/segment/{tag}/{id}`). */
-export interface DecodedOpaqueSegmentId {
-  readonly tag: string;
-  readonly id: string;
-  /** The dense segment ID, in decimal. */
-  readonly dense: string;
-  /** The key the ID was made under. */
-  readonly keyId: number;
-}
-
-/** The snowflake ID behind an opaque one, and its parts (`/v1/opaque/snowflake/{id}`). */
-export interface DecodedOpaqueSnowflakeId extends DecodedId {
-  /** The snowflake ID, in decimal (`id` is the opaque ID as given). */
-  readonly dense: string;
-  readonly keyId: number;
-}
+export type IdFamilyName = IdFamily;
 
 /** `/readyz`: whether the server should get traffic, and each check's state. */
 export interface Readiness {
   readonly ready: boolean;
-  readonly checks: Readonly<Record<string, string>>;
+  readonly checks: ReadinessAnswer['checks'];
 }
 
 /**
@@ -214,7 +163,7 @@ export class IdMintClient {
 
   /** `count` of the tag's next segment IDs, increasing. */
   async segmentBatch(tag: string, count: number): Promise<string[]> {
-    const body = await this.#request<{ ids: string[] }>('GET', `/v1/segment/${encodeURIComponent(tag)}?count=${count}`);
+    const body = await this.#request<SegmentBatch>('GET', `/v1/segment/${encodeURIComponent(tag)}?count=${count}`);
     return body.ids;
   }
 
@@ -224,7 +173,7 @@ export class IdMintClient {
   }
 
   /** `count` snowflake IDs, strictly increasing, and the worker that made them. */
-  async snowflakeBatch(count: number): Promise<{ workerId: number; ids: string[] }> {
+  async snowflakeBatch(count: number): Promise<SnowflakeBatch> {
     return this.#request('GET', `/v1/snowflake?count=${count}`);
   }
 
@@ -233,10 +182,13 @@ export class IdMintClient {
     return this.#request('GET', `/v1/snowflake/decode/${encodeURIComponent(String(id))}`);
   }
 
-  /** `count` IDs of a family (UUIDv7, UUIDv4, ULID, ObjectId), in the order the server made them. */
+  /** `count` IDs of a family (UUIDv7, UUIDv4, ULID, ObjectId: ID_FAMILIES), in the order the server made them. */
   async ids(family: IdFamilyName, count = 1): Promise<string[]> {
-    if (!FAMILIES.has(family)) throw new IdMintError('INVALID_ARGUMENT', `family must be one of ${[...FAMILIES].join(', ')}, got ${JSON.stringify(family)}`);
-    return (await this.#request<{ ids: string[] }>('GET', `/v1/${family}?count=${count}`)).ids;
+    if (!FAMILIES.has(family)) {
+      const allowed = ID_FAMILIES.join(', ');
+      throw new IdMintError('INVALID_ARGUMENT', `family must be one of ${allowed}, got ${JSON.stringify(family)}`);
+    }
+    return (await this.#request<IdBatch>('GET', `/v1/${family}?count=${count}`)).ids;
   }
 
   /** `count` UUIDv7s, strictly increasing. */
@@ -266,7 +218,7 @@ export class IdMintClient {
 
   /** `count` opaque snowflake IDs (25-digit decimal strings). */
   async opaqueSnowflake(count = 1): Promise<string[]> {
-    return (await this.#request<{ ids: string[] }>('GET', `/v1/opaque/snowflake?count=${count}`)).ids;
+    return (await this.#request<IdBatch>('GET', `/v1/opaque/snowflake?count=${count}`)).ids;
   }
 
   /** The dense ID behind an opaque ID of `tag` (admin token); INVALID_ID if it is not one of the tag's. */
@@ -281,7 +233,7 @@ export class IdMintClient {
 
   /** Every tag the token may see, sorted by name. */
   async listTags(): Promise<Tag[]> {
-    return (await this.#request<{ tags: Tag[] }>('GET', '/v1/tags')).tags;
+    return (await this.#request<TagList>('GET', '/v1/tags')).tags;
   }
 
   /** One tag; TAG_NOT_FOUND if it does not exist. */
@@ -290,20 +242,20 @@ export class IdMintClient {
   }
 
   /** Creates a tag (admin token); TAG_EXISTS if it exists. */
-  async createTag(tag: { tag: string; step: number; startId?: string | bigint | number; description?: string | null; opaque?: boolean }): Promise<Tag> {
+  async createTag(tag: Omit<NewTag, 'startId'> & { startId?: NewTag['startId'] | bigint }): Promise<Tag> {
     const { startId, ...rest } = tag;
     return this.#request('POST', '/v1/tags', startId === undefined ? rest : { ...rest, startId: String(startId) }, 'json', false);
   }
 
   /** Changes a tag's step and/or description, or makes it opaque (admin token). */
-  async updateTag(tag: string, update: { step?: number; description?: string | null; opaque?: boolean }): Promise<Tag> {
+  async updateTag(tag: string, update: TagChanges): Promise<Tag> {
     return this.#request('PATCH', `/v1/tags/${encodeURIComponent(tag)}`, update, 'json', false);
   }
 
   /** `/readyz`, never throwing for a 503 (that is an answer: not ready). */
   async readiness(): Promise<Readiness> {
     const response = await this.#send('GET', '/readyz', undefined);
-    const body = (await response.json()) as { status: string; checks: Record<string, string> };
+    const body = (await response.json()) as ReadinessAnswer;
     return { ready: response.status === 200, checks: body.checks };
   }
 
@@ -336,7 +288,7 @@ export class IdMintClient {
   }
 }
 
-const FAMILIES: ReadonlySet<string> = new Set(['uuid7', 'uuid4', 'ulid', 'objectid']);
+const FAMILIES: ReadonlySet<string> = new Set(ID_FAMILIES);
 
 /** A server's base URL, checked, without its trailing slash. */
 function baseOf(url: string): string {

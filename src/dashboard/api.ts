@@ -1,6 +1,8 @@
 // Calls to the idmint API from the page, with the bearer token as any client sends it.
 
-import type { Status, TagQuery } from './status-types.ts';
+import type { Status } from '../contract/status.ts';
+import type { NewTag, Tag, TagChanges } from '../contract/tags.ts';
+import type { TagQuery } from './status-types.ts';
 import { statusQueryString } from './format.ts';
 
 /** A failed call, with the server's error code and message (or NETWORK when no answer came). */
@@ -51,21 +53,14 @@ export function fetchStatus(token: string, query: TagQuery, signal: AbortSignal)
   return call<Status>(`/v1/status${statusQueryString(query)}`, { token, signal });
 }
 
-export interface TagRecord {
-  readonly tag: string;
-  readonly maxId: string;
-  readonly step: number;
-  readonly description: string | null;
+export function createTag(token: string, body: NewTag): Promise<Tag> {
+  return call<Tag>('/v1/tags', { token, method: 'POST', body });
 }
 
-export function createTag(token: string, body: { tag: string; step: number; description?: string; startId?: string }): Promise<TagRecord> {
-  return call<TagRecord>('/v1/tags', { token, method: 'POST', body });
+export function updateTag(token: string, tag: string, body: TagChanges): Promise<Tag> {
+  return call<Tag>(`/v1/tags/${encodeURIComponent(tag)}`, { token, method: 'PATCH', body });
 }
 
-export function updateTag(token: string, tag: string, body: { step?: number; description?: string | null }): Promise<TagRecord> {
-  return call<TagRecord>(`/v1/tags/${encodeURIComponent(tag)}`, { token, method: 'PATCH', body });
-}
-
-export function getTag(token: string, tag: string): Promise<TagRecord> {
-  return call<TagRecord>(`/v1/tags/${encodeURIComponent(tag)}`, { token });
+export function getTag(token: string, tag: string): Promise<Tag> {
+  return call<Tag>(`/v1/tags/${encodeURIComponent(tag)}`, { token });
 }

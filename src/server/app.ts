@@ -13,7 +13,8 @@ import { IssuedCounts, ServerMetrics } from './plugins/metrics.ts';
 import { watchSegmentDatabases } from './plugins/segment-database-metrics.ts';
 import { installOpenApi } from './plugins/openapi.ts';
 import { clientErrorHandler, createHttpServer } from './plugins/protocol.ts';
-import { READINESS_SCHEMA, healthRoutes, type ReadinessCheck } from './routes/health.ts';
+import { Readiness } from '../contract/operations.ts';
+import { healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
 import { rangeRoutes } from './routes/range.ts';
 import { tinyIdRoutes } from './routes/tinyid.ts';
@@ -232,7 +233,7 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     status.errors.register(metrics.registry);
   }
   const methods = methodNotAllowed(app);
-  app.addSchema(READINESS_SCHEMA);
+  app.addSchema(Readiness);
   await installOpenApi(app, { version: PACKAGE.version, license: PACKAGE.license }, authorizer.enabled);
 
   const checks: ReadinessCheck[] = [{ name: 'accepting', check: () => (state.draining ? { ok: false, detail: 'shutting down' } : { ok: true }) }];

@@ -1,30 +1,12 @@
 import { IdMintError } from '../core/errors.ts';
-import { TAG_PATTERN, checkDescription } from '../core/segment-limits.ts';
 
 /**
  * Input checks for path and query values, done by hand rather than by the JSON-schema validator:
  * they run on every ID request, where a regex test is all the budget allows, and they say exactly
  * what is wrong ("count must be an integer from 1 to 10000, got "1e3"") instead of a schema path.
- * The matching JSON schemas (below) document them in the OpenAPI document. Tags are checked by
- * core's checkTag, the one check every part of idmint shares.
+ * The route contracts' schemas (src/contract/) document them in the OpenAPI document. Tags are
+ * checked by core's checkTag, the one check every part of idmint shares.
  */
-
-/** JSON schema of a new tag's name (the JSON API creates only these), for OpenAPI and request bodies. */
-export const TAG_SCHEMA = {
-  type: 'string',
-  pattern: TAG_PATTERN.source,
-  description: 'Business tag: 1 to 128 letters, digits, `_`, `.`, `:` or `-`.',
-  examples: ['order'],
-} as const;
-
-/** JSON schema of a tag in a path, for OpenAPI: any tag a store holds (core's checkTag), percent-encoded. */
-const TAG_PATH_SCHEMA = {
-  type: 'string',
-  minLength: 1,
-  maxLength: 128,
-  description: 'Business tag: 1 to 128 characters, any a Leaf `biz_tag` holds but U+0000 (Unicode, spaces, `/` included), percent-encoded.',
-  examples: ['order'],
-} as const;
 
 const DIGITS = /^[0-9]{1,16}$/;
 
@@ -38,17 +20,6 @@ export function parseCount(raw: unknown, max: number, name = 'count'): number {
   if (value >= 1 && value <= max) return value;
   const shown = Array.isArray(raw) ? 'more than one value' : `"${clip(String(raw))}"`;
   throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from 1 to ${max}, got ${shown}`);
-}
-
-/** The `{tag}` path parameter, for OpenAPI. */
-export const TAG_PARAMS = { type: 'object', required: ['tag'], properties: { tag: TAG_PATH_SCHEMA } } as const;
-
-/** The `count` query parameter, for OpenAPI. */
-export function countQuery(max: number) {
-  return {
-    type: 'object',
-    properties: { count: { type: 'integer', minimum: 1, maximum: max, default: 1, description: `How many IDs, 1 to ${max} (api.maxBatch).` } },
-  } as const;
 }
 
 /** Shortens user input quoted back in a message, so a 10 kB tag does not become a 10 kB error. */

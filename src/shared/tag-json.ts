@@ -1,21 +1,12 @@
+import type { Tag } from '../contract/tags.ts';
 import type { TagRecord } from '../ports/segment-store.ts';
 
 /**
- * A tag on the wire, as the HTTP API answers it and `idmint tags list --json` prints it: `maxId`
- * as a decimal string (it may exceed 2^53), dates as ISO strings. The client reads the same shape.
+ * A stored tag in its wire form (the contract's Tag), as the HTTP API answers it and
+ * `idmint tags list --json` prints it: `maxId` as a decimal string (it may exceed 2^53), dates as
+ * ISO strings.
  */
-export interface TagJson {
-  readonly tag: string;
-  readonly maxId: string;
-  readonly step: number;
-  readonly description: string | null;
-  readonly updatedAt: string | null;
-  /** True when the tag's IDs are answered in their opaque form (docs/formats.md). */
-  readonly opaque: boolean;
-}
-
-/** Converts a stored tag to its wire form. */
-export function tagJson(record: TagRecord): TagJson {
+export function tagJson(record: TagRecord): Tag {
   return {
     tag: record.tag,
     maxId: record.maxId.toString(),

@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { ApiError, fetchStatus } from '../api.ts';
 import { formatDuration } from '../format.ts';
-import type { Status, TagQuery } from '../status-types.ts';
+import type { Status } from '../../contract/status.ts';
+import type { TagQuery } from '../status-types.ts';
 import { ServerPanel } from './server-panel.tsx';
 import { SnowflakePanel } from './snowflake-panel.tsx';
 import { TagsPanel } from './tags-panel.tsx';

@@ -1,5 +1,5 @@
 import { formatCount, formatMs, formatRate } from '../format.ts';
-import type { Status } from '../status-types.ts';
+import type { Status } from '../../contract/status.ts';
 import { RateChart } from './chart.tsx';
 
 /** Uptime is in the header; here: health, requests/s and p99 by route, error answers by code. */

@@ -1,5 +1,5 @@
 import { formatMs, formatRate } from '../format.ts';
-import type { SnowflakeStatus } from '../status-types.ts';
+import type { SnowflakeStatus } from '../../contract/status.ts';
 import { RateChart } from './chart.tsx';
 
 const STATUS_TEXT: Readonly<Record<SnowflakeStatus['status'], string>> = {

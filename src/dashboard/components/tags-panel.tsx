@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { formatCount, formatMs, formatRate, nextSort, rangeProgress } from '../format.ts';
-import type { SegmentStatus, TagQuery, TagStatus } from '../status-types.ts';
+import type { SegmentStatus, TagStatus } from '../../contract/status.ts';
+import type { TagQuery } from '../status-types.ts';
 import { Sparkline } from './sparkline.tsx';
 import { EditTagDialog, NewTagDialog } from './tag-forms.tsx';
 

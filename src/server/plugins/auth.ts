@@ -1,17 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { ACCESS_LEVELS, needsBearer, type Access, type BearerAccess } from '../../contract/route.ts';
 import { IdMintError } from '../../core/errors.ts';
 import type { ServerConfig } from '../../config/schema.ts';
 import { TAG_PATTERN } from '../../core/segment-limits.ts';
-
-/**
- * What a route needs, set as `config.access` on the route:
- * - `tag`: a token allowed the route's `:tag` (segment IDs, reading a tag);
- * - `any`: any valid token (snowflake IDs, decoding, listing tags, which is filtered per token);
- * - `admin`: the admin token (creating and changing tags).
- * Routes without `access` (health, metrics, OpenAPI) are open.
- */
-export type Access = 'tag' | 'any' | 'admin';
 
 /** Who is calling, once the token has been checked. */
 export interface Principal {
@@ -22,6 +14,10 @@ export interface Principal {
 
 declare module 'fastify' {
   interface FastifyContextConfig {
+    /**
+     * Who may call the route (src/contract/route.ts). Every route must say: one that does not
+     * is refused when it is registered, so the server does not start.
+     */
     access?: Access;
   }
   interface FastifyRequest {
@@ -81,8 +77,8 @@ export class Authorizer {
     return found.allows(tag) ? undefined : 'FORBIDDEN';
   }
 
-  /** Checks `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */
-  authorize(request: FastifyRequest, access: Access): Principal {
+  /** Checks a bearer-token `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */
+  authorize(request: FastifyRequest, access: BearerAccess): Principal {
     const principal = this.authenticate(request.headers.authorization);
     if (access === 'admin' && !principal.admin) {
       throw new IdMintError('FORBIDDEN', 'this route changes tags and needs the admin token');
@@ -96,16 +92,27 @@ export class Authorizer {
 }
 
 /**
- * Adds the check to every route that declares `config.access`, as that route's own onRequest
- * hook, so open routes (health, metrics) pay nothing. Does nothing at all when auth is off. Must
- * run before the routes are registered.
+ * Access is denied by default: every route must declare `config.access` (see Access), and one
+ * that does not, or names no known access, is refused as it is registered (an INTERNAL_ERROR
+ * thrown by `app.route`, so the server does not start), with auth on or off, so a forgotten
+ * declaration fails on a developer's machine rather than shipping a route open.
+ *
+ * With auth on, each route whose access needs the bearer token gets the check as its own
+ * onRequest hook, run before the body is read; open routes (health, metrics) pay nothing, and
+ * TinyId's routes check their `token` parameter themselves. Must run before the routes are
+ * registered: the hook sees only routes added after it.
  */
 export function installAuth(app: FastifyInstance, authorizer: Authorizer): void {
-  if (!authorizer.enabled) return;
-  app.decorateRequest('principal', undefined);
+  if (authorizer.enabled) app.decorateRequest('principal', undefined);
   app.addHook('onRoute', (route) => {
     const access = route.config?.access;
-    if (access === undefined) return;
+    if (access === undefined || !(ACCESS_LEVELS as readonly string[]).includes(access)) {
+      const methods = [route.method].flat().join(',');
+      throw new IdMintError('INTERNAL_ERROR',
+        `route ${methods} ${route.url} declares no access: set config.access to one of ${ACCESS_LEVELS.join(', ')} ` +
+        `(open for none)`);
+    }
+    if (!authorizer.enabled || !needsBearer(access)) return;
     const hook: onRequestHookHandler = (request, _reply, done) => {
       try {
         request.principal = authorizer.authorize(request, access);

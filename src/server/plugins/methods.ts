@@ -40,7 +40,8 @@ export function methodNotAllowed(app: FastifyInstance): { install(): void } {
         app.route({
           method: others,
           url,
-          config: { methodNotAllowed: true },
+          // Open: a 405 says only which methods the path takes, and comes before any auth.
+          config: { access: 'open', methodNotAllowed: true },
           schema: { hide: true },
           // Answered before the body is parsed: a POST to /healthz is a 405 whatever its body.
           onRequest: (request, reply) => refuse(request, reply),

@@ -54,7 +54,8 @@ export function dashboardRoutes(app: FastifyInstance, options: { readonly dir?: 
   const built = assets.get('index.html');
   const page = built === undefined ? undefined : { ...built, body: Buffer.from(built.body.toString('utf8').replace('<meta name="idmint-auth" content="off" />', `<meta name="idmint-auth" content="${options.authEnabled ? 'on' : 'off'}" />`)) };
   const notBuilt = () => new IdMintError('ROUTE_NOT_FOUND', 'the dashboard is not built on this server: run `npm run build`, then restart');
-  const hidden = { schema: { hide: true } } as const;
+  // Open: the page and its scripts hold no data (the page asks for a token when the API needs one).
+  const hidden = { config: { access: 'open' }, schema: { hide: true } } as const;
 
   for (const url of ['/', '/dashboard']) {
     app.get(url, hidden, (_request, reply) => {

@@ -1,11 +1,13 @@
 import type { FastifyInstance } from 'fastify';
+import { maxBatchBound } from '../../contract/common.ts';
+import { SEGMENT_RANGE } from '../../contract/segment.ts';
 import { IdMintError } from '../../core/errors.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import type { SegmentRun } from '../../core/segment-buffer.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
-import { TAG_PARAMS, parseCount } from '../input.ts';
+import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { ERRORS } from './shared.ts';
+import { addRoute } from './from-contract.ts';
 
 /** What the range route needs. */
 export interface RangeRouteDeps {
@@ -46,21 +48,6 @@ export async function drawRun(service: SegmentService, tag: string, size: number
   return run;
 }
 
-/** JSON schema of the range answer, for the OpenAPI document. */
-const RANGE_SCHEMA = {
-  description: 'The range: IDs `start`, `start + stride`, ... up to `last`; `end` is exclusive. Decimal strings.',
-  type: 'object',
-  required: ['tag', 'start', 'end', 'last', 'stride', 'size'],
-  properties: {
-    tag: { type: 'string' },
-    start: { type: 'string', description: 'First ID of the range (inclusive).', examples: ['1001'] },
-    end: { type: 'string', description: 'One stride past the last ID: exclusive. `(end - start) / stride` is `size`.', examples: ['2001'] },
-    last: { type: 'string', description: 'Last ID of the range (inclusive): `end - stride`.', examples: ['2000'] },
-    stride: { type: 'integer', minimum: 1, maximum: 64, description: 'Distance between consecutive IDs: 1 from one database, N from one database of a set of N (every ID in `start`\'s residue class mod N). Step by it.' },
-    size: { type: 'integer', minimum: 1, description: 'IDs in the range: the `size` asked for, or fewer when the buffered range held fewer (never more).' },
-  },
-} as const;
-
 /**
  * `GET /v1/segment/{tag}/range?size=N`: up to N of the tag's IDs as one contiguous run, for a
  * caller that issues them itself (idmint's client in local mode). The run comes out of the same
@@ -70,27 +57,9 @@ const RANGE_SCHEMA = {
  */
 export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
   const { maxBatch, issued } = deps;
-  app.get<{ Params: { tag: string }; Querystring: { size?: string } }>(
-    '/v1/segment/:tag/range',
-    {
-      config: {
-        access: 'tag',
-        docs: {
-          params: TAG_PARAMS,
-          querystring: {
-            type: 'object',
-            required: ['size'],
-            properties: { size: { type: 'integer', minimum: 1, maximum: maxBatch, description: `How many IDs at most, 1 to ${maxBatch} (api.maxBatch).` } },
-          },
-        },
-      },
-      schema: {
-        operationId: 'segmentRange',
-        summary: "Reserves up to `size` of the tag's next IDs as one range the caller issues itself (end exclusive, step by `stride`); refused for an opaque tag",
-        tags: ['segment'],
-        response: { 200: RANGE_SCHEMA, ...ERRORS },
-      },
-    },
+  addRoute(
+    app,
+    SEGMENT_RANGE,
     async (request) => {
       const tag = checkTag(request.params.tag);
       if (request.query.size === undefined) throw new IdMintError('INVALID_ARGUMENT', `size is required: how many IDs the range holds at most, 1 to ${maxBatch}`);
@@ -99,5 +68,6 @@ export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
       issued.addSegment(tag, run.count);
       return { tag, start: run.start.toString(), end: run.end.toString(), last: (run.end - BigInt(run.stride)).toString(), stride: run.stride, size: run.count };
     },
+    { bound: maxBatchBound(maxBatch) },
   );
 }

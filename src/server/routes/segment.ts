@@ -1,13 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OCTET_TYPE, maxBatchBound } from '../../contract/common.ts';
+import { LEAF_SEGMENT_ID, SEGMENT_BATCH } from '../../contract/segment.ts';
 import { IdMintError } from '../../core/errors.ts';
 import type { SegmentRun } from '../../core/segment-buffer.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
 import { failOpaqueTag, segmentIdText, segmentIdTexts, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkTag } from '../../core/segment-limits.ts';
-import { TAG_PARAMS, countQuery, parseCount } from '../input.ts';
+import { parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { ERRORS, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, runsJson, wantsOctets, writeRunOctets } from './shared.ts';
+import { addRoute } from './from-contract.ts';
+import { idsJson, idsOctets, leafContentType, leafRoute, runsJson, wantsOctets, writeRunOctets } from './shared.ts';
 
 /** What the segment routes need. */
 export interface SegmentRouteDeps {
@@ -57,26 +60,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     reply.type(leafContentType(request.headers.accept)).send(text);
   };
 
-  leafRoute<{ Params: { tag: string } }>(
+  leafRoute(
     app,
-    '/api/segment/get/:tag',
-    {
-      config: { access: 'tag', docs: { params: TAG_PARAMS } },
-      schema: {
-        summary: "The tag's next ID (Leaf-compatible; any method): text/plain, or the same bare number as JSON for Accept: application/json. An opaque tag's ID is its opaque form: 19 digits, a signed BIGINT",
-        tags: ['leaf'],
-        response: {
-          200: {
-            description: 'The ID in decimal.',
-            content: {
-              'text/plain': { schema: { type: 'string', examples: ['1001'] } },
-              'application/json': { schema: { type: 'integer', examples: [1001] } },
-            },
-          },
-          ...ERRORS,
-        },
-      },
-    },
+    LEAF_SEGMENT_ID,
     (request, reply) => {
       const tag = request.params.tag;
       const segments = deps.service;
@@ -125,23 +111,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     return json;
   };
 
-  app.get<{ Params: { tag: string }; Querystring: { count?: string } }>(
-    '/v1/segment/:tag',
-    {
-      config: { access: 'tag', docs: { params: TAG_PARAMS, querystring: countQuery(maxBatch) } },
-      schema: {
-        summary: "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an opaque tag's in their opaque form, in no visible order. JSON, or binary for Accept: application/octet-stream",
-        tags: ['segment'],
-        response: {
-          200: batchResponse('The tag and its IDs, as decimal strings', {
-            type: 'object',
-            required: ['tag', 'ids'],
-            properties: { tag: { type: 'string' }, ids: { type: 'array', items: { type: 'string' } } },
-          }),
-          ...ERRORS,
-        },
-      },
-    },
+  addRoute<typeof SEGMENT_BATCH, string | Buffer>(
+    app,
+    SEGMENT_BATCH,
     async (request, reply) => {
       const tag = checkTag(request.params.tag);
       const count = parseCount(request.query.count, maxBatch);
@@ -156,6 +128,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
       if (octets) return reply.type(OCTET_TYPE).send(idsOctets(texts));
       return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
     },
+    { bound: maxBatchBound(maxBatch) },
   );
 }
 

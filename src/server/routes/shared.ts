@@ -1,17 +1,12 @@
-import type { FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault, RouteGenericInterface, RouteHandlerMethod, RouteShorthandOptions } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { OCTET_TYPE } from '../../contract/common.ts';
+import type { AnswerOf, RouteContract, RouteTypes } from '../../contract/route.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
+import { routeOptions, type ContractHandler } from './from-contract.ts';
 
 /** Content type of Leaf-compatible single-ID answers. */
 export const TEXT_TYPE = 'text/plain; charset=utf-8';
-
-const errorResponse = (description: string) => ({ description, $ref: 'Error#' }) as const;
-
-/** Error answers every ID route may give, for the OpenAPI document. */
-export const ERRORS = {
-  '4XX': errorResponse('Invalid input (400), auth (401, 403), unknown tag or disabled mode (404), conflict (409).'),
-  '5XX': errorResponse('Store, registry or clock trouble (503, with Retry-After when retrying helps).'),
-} as const;
 
 /**
  * `{<head>"ids":["1","2",...]}` built as one string: the IDs are decimal strings (they exceed
@@ -36,19 +31,26 @@ export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
 /**
  * Registers a Leaf-compatible route the way Leaf's Spring mappings answer: every method in
  * {@link LEAF_METHODS} runs `handler` (GET is the one the OpenAPI document shows, the others are
- * hidden beside it), and OPTIONS answers 200 with `Allow` and draws nothing. The routes live in a
- * scope of their own where any request body, of any type, is read (up to api.bodyLimit) and
- * ignored, as Spring ignores a body the mapping binds nothing from: a Leaf client that POSTs a
- * form still gets its answer, where idmint's JSON routes would say 415. Auth, errors, metrics and
- * the OpenAPI document come from `app` as for any route.
+ * hidden beside it, with the same access), and OPTIONS answers 200 with `Allow` and draws
+ * nothing (open: it says only what the route takes). The routes live in a scope of their own
+ * where any request body, of any type, is read (up to api.bodyLimit) and ignored, as Spring
+ * ignores a body the mapping binds nothing from: a Leaf client that POSTs a form still gets its
+ * answer, where idmint's JSON routes would say 415. Auth, errors, metrics and the OpenAPI
+ * document come from `app` as for any route.
  */
-export function leafRoute<G extends RouteGenericInterface>(app: FastifyInstance, url: string, options: RouteShorthandOptions, handler: RouteHandlerMethod<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, G>): void {
+export function leafRoute<C extends RouteContract, Answer = AnswerOf<C>>(
+  app: FastifyInstance,
+  contract: C,
+  handler: ContractHandler<C, Answer>,
+): void {
+  const { url, access } = contract;
+  const others = LEAF_METHODS.filter((method) => method !== 'GET');
   app.register(async (leaf) => {
     leaf.removeAllContentTypeParsers();
     leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
-    leaf.get<G>(url, options, handler);
-    leaf.route<G>({ method: LEAF_METHODS.filter((method) => method !== 'GET'), url, ...(options.config === undefined ? {} : { config: options.config }), schema: { hide: true }, handler });
-    leaf.options(url, { schema: { hide: true } }, (_request, reply) => {
+    leaf.get<RouteTypes<C, Answer>>(url, routeOptions(contract), handler);
+    leaf.route<RouteTypes<C, Answer>>({ method: others, url, config: { access }, schema: { hide: true }, handler });
+    leaf.options(url, { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
       reply.header('allow', LEAF_ALLOW).code(200).send();
     });
   });
@@ -93,9 +95,6 @@ function acceptRanges(accept: string): { type: string; subtype: string }[] {
     .filter((range) => range.quality > 0)
     .sort((a, b) => b.quality - a.quality || b.specificity - a.specificity || a.index - b.index);
 }
-
-/** Content type of binary batches: each ID a big-endian unsigned 64-bit integer. */
-export const OCTET_TYPE = 'application/octet-stream';
 
 /**
  * Whether a batch request asked for binary IDs: `application/octet-stream` ranks above any JSON
@@ -234,20 +233,4 @@ export async function runsJson(head: string, runs: readonly { readonly start: bi
   out[at++] = CLOSE_ARRAY;
   out[at++] = CLOSE_OBJECT;
   return out.subarray(0, at);
-}
-
-/**
- * The OpenAPI 200 answer of a batch route: `json` (its JSON object's schema) by default, or the
- * IDs alone in binary for `Accept: application/octet-stream`.
- */
-export function batchResponse<const S extends object>(jsonDescription: string, json: S) {
-  return {
-    description: `${jsonDescription}; or, for \`Accept: application/octet-stream\`, the IDs alone as big-endian unsigned 64-bit integers.`,
-    content: {
-      'application/json': { schema: json },
-      [OCTET_TYPE]: {
-        schema: { type: 'string', format: 'binary', description: 'The IDs as big-endian unsigned 64-bit integers, 8 bytes each, in the same order as the JSON form; the body length is 8 x count.' },
-      },
-    },
-  } as const;
 }

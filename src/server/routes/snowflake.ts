@@ -1,14 +1,18 @@
 import type { FastifyInstance } from 'fastify';
+import { OCTET_TYPE } from '../../contract/common.ts';
+import type { CountBound } from '../../contract/route.ts';
+import { LEAF_DECODE, LEAF_SNOWFLAKE_ID, SNOWFLAKE_BATCH, SNOWFLAKE_DECODE } from '../../contract/snowflake.ts';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { decomposeId, type Layout } from '../../core/layout.ts';
 import { BATCH_WINDOW_MS, maxBatchFor } from '../../core/snowflake.ts';
 import { batchBoundReason, type SnowflakeWorker } from '../../service/snowflake-worker.ts';
 import { checkTag } from '../../core/segment-limits.ts';
-import { TAG_PARAMS, parseCount } from '../input.ts';
+import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
-import { ERRORS, JSON_SLICE, OCTET_TYPE, batchResponse, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
+import { addRoute } from './from-contract.ts';
+import { JSON_SLICE, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -20,12 +24,6 @@ export interface SnowflakeRouteDeps {
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
 }
-
-const ID_PARAM = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', pattern: '^(0|[1-9][0-9]{0,18})$', description: 'A snowflake ID in decimal.' } },
-} as const;
 
 /**
  * Snowflake mode: Leaf's `/api/snowflake/get/{tag}` and `/decodeSnowflakeId`, and the JSON
@@ -56,26 +54,9 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     return deps.worker;
   };
 
-  leafRoute<{ Params: { tag: string } }>(
+  leafRoute(
     app,
-    '/api/snowflake/get/:tag',
-    {
-      config: { access: 'any', docs: { params: TAG_PARAMS } },
-      schema: {
-        summary: 'One snowflake ID (Leaf-compatible; any method; Leaf ignores the tag, and so does idmint): text/plain, or the bare number as JSON for Accept: application/json',
-        tags: ['leaf'],
-        response: {
-          200: {
-            description: 'The ID in decimal.',
-            content: {
-              'text/plain': { schema: { type: 'string', examples: ['117600667735949312'] } },
-              'application/json': { schema: { type: 'integer', description: 'The same digits: a JSON number, exact only up to 2^53 in JavaScript clients.' } },
-            },
-          },
-          ...ERRORS,
-        },
-      },
-    },
+    LEAF_SNOWFLAKE_ID,
     (request, reply) => {
       checkTag(request.params.tag);
       const id = worker().nextString();
@@ -84,23 +65,9 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     },
   );
 
-  app.get<{ Querystring: { count?: string } }>(
-    '/v1/snowflake',
-    {
-      config: { access: 'any', docs: { querystring: batchCountQuery(batchLimit, maxBatch, layout) } },
-      schema: {
-        summary: 'A batch of snowflake IDs, strictly increasing: always exactly `count` of them. JSON, or binary for Accept: application/octet-stream',
-        tags: ['snowflake'],
-        response: {
-          200: batchResponse('Exactly `count` IDs, as decimal strings (they exceed 2^53), and the worker that made them', {
-            type: 'object',
-            required: ['workerId', 'ids'],
-            properties: { workerId: { type: 'integer' }, ids: { type: 'array', items: { type: 'string' } } },
-          }),
-          ...ERRORS,
-        },
-      },
-    },
+  addRoute<typeof SNOWFLAKE_BATCH, string | Buffer>(
+    app,
+    SNOWFLAKE_BATCH,
     async (request, reply) => {
       const count = parseBatchCount(request.query.count);
       const source = worker();
@@ -111,33 +78,12 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
       if (wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(idsOctets(ids));
       return reply.type(JSON_TYPE).send(await idsJsonInSlices(`{"workerId":${decomposeId(ids[0] ?? 0n, layout).workerId},`, ids));
     },
+    { bound: batchBound(batchLimit, maxBatch, layout) },
   );
 
-  app.get<{ Params: { id: string } }>(
-    '/v1/snowflake/decode/:id',
-    {
-      config: { access: 'any', docs: { params: ID_PARAM } },
-      schema: {
-        summary: "The parts of a snowflake ID under this server's layout",
-        tags: ['snowflake'],
-        response: {
-          200: {
-            type: 'object',
-            required: ['id', 'layout', 'timestamp', 'date', 'workerId', 'sequence'],
-            properties: {
-              id: { type: 'string' },
-              layout: { type: 'string' },
-              timestamp: { type: 'integer', description: 'Start of the ID\'s time unit, ms since 1970.' },
-              date: { type: 'string', format: 'date-time' },
-              datacenterId: { type: 'integer', description: 'Only for layouts with a datacenter field.' },
-              workerId: { type: 'integer' },
-              sequence: { type: 'integer' },
-            },
-          },
-          ...ERRORS,
-        },
-      },
-    },
+  addRoute(
+    app,
+    SNOWFLAKE_DECODE,
     (request) => {
       const parts = decomposeId(request.params.id, layout);
       return { id: request.params.id, layout: layout.name, ...parts, date: parts.date.toISOString() };
@@ -146,32 +92,9 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
 
   // Any method, as Leaf's mapping; the ID is read from the query string only (Spring would also
   // read it from a form body).
-  leafRoute<{ Querystring: { snowflakeId?: string } }>(
+  leafRoute(
     app,
-    '/decodeSnowflakeId',
-    {
-      config: {
-        access: 'any',
-        docs: { querystring: { type: 'object', required: ['snowflakeId'], properties: { snowflakeId: ID_PARAM.properties.id } } },
-      },
-      schema: {
-        summary: "The parts of a snowflake ID, in Leaf's shape (all values strings; time in UTC)",
-        tags: ['leaf'],
-        response: {
-          200: {
-            type: 'object',
-            required: ['timestamp', 'workerId', 'sequenceId'],
-            properties: {
-              timestamp: { type: 'string', examples: ['1567733700834(2019-09-06 01:35:00.834)'] },
-              datacenterId: { type: 'string', description: 'Only for layouts with a datacenter field.' },
-              workerId: { type: 'string' },
-              sequenceId: { type: 'string' },
-            },
-          },
-          ...ERRORS,
-        },
-      },
-    },
+    LEAF_DECODE,
     (request) => {
       const raw = request.query.snowflakeId;
       if (typeof raw !== 'string') throw new IdMintError('INVALID_ID', 'snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>');
@@ -189,13 +112,10 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
   );
 }
 
-/** The `count` query parameter of `/v1/snowflake`, for OpenAPI. */
-function batchCountQuery(limit: number, maxBatch: number, layout: Layout) {
+/** The bound on a snowflake batch: api.maxBatch, or what the layout issues in a batch window when that is less. */
+export function batchBound(limit: number, maxBatch: number, layout: Layout): CountBound {
   const bound = limit < maxBatch ? `${limit}: what layout "${layout.name}" issues in ${BATCH_WINDOW_MS} ms` : `${limit} (api.maxBatch)`;
-  return {
-    type: 'object',
-    properties: { count: { type: 'integer', minimum: 1, maximum: limit, default: 1, description: `How many IDs, 1 to ${bound}. More is 400 INVALID_ARGUMENT naming the bound.` } },
-  } as const;
+  return { max: limit, bound };
 }
 
 /**

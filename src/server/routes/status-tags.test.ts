@@ -3,7 +3,8 @@ import { describe, it } from 'node:test';
 import type { SegmentTagStats } from '../../core/segment-buffer.ts';
 import { idleStats } from '../../service/segment-service.ts';
 import { SortedTagNames } from '../../service/sorted-tag-names.ts';
-import { SELECTIONS, SORTS, fill, tagPage, type TagPageContext, type TagPageQuery, type TagSource } from './status-tags.ts';
+import { SELECTIONS, SORTS } from '../../contract/status.ts';
+import { fill, tagPage, type TagPageContext, type TagPageQuery, type TagSource } from './status-tags.ts';
 
 /** A deterministic pseudo-random sequence (the test must not depend on luck). */
 function random(seed: number): () => number {

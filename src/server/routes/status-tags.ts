@@ -1,3 +1,4 @@
+import type { Selection, Sort } from '../../contract/status.ts';
 import type { SegmentTagStats } from '../../core/segment-buffer.ts';
 import { idleStats } from '../../service/segment-service.ts';
 import { lowerBound, upperBound } from '../../service/sorted-tag-names.ts';
@@ -17,14 +18,6 @@ import { lowerBound, upperBound } from '../../service/sorted-tag-names.ts';
  *
  * Objects are built for the page's tags only.
  */
-
-/** Sort keys of the tag list. */
-export const SORTS = ['tag', 'fill', 'remaining', 'rate', 'step', 'latency', 'failures'] as const;
-export type Sort = (typeof SORTS)[number];
-
-/** Which tags a page lists: every known tag, or only those in use (a buffer: drawn from, created or changed on this node since start-up). */
-export const SELECTIONS = ['all', 'in-use'] as const;
-export type Selection = (typeof SELECTIONS)[number];
 
 export interface TagPageQuery {
   /** Lower-case text the name must contain; '' for any. */

@@ -1,16 +1,30 @@
 import type { FastifyInstance } from 'fastify';
+import type { ReadonlyDeep } from '../../contract/route.ts';
+import {
+  DEFAULT_TAG_LIMIT,
+  MAX_TAG_LIMIT,
+  SELECTIONS,
+  SORTS,
+  STATUS,
+  TagStatus,
+  type SegmentStatus,
+  type Selection,
+  type SnowflakeStatus,
+  type Sort,
+  type Status,
+} from '../../contract/status.ts';
 import { IdMintError } from '../../core/errors.ts';
 import type { Layout } from '../../core/layout.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
 import type { SnowflakeWorker } from '../../service/snowflake-worker.ts';
 import type { SegmentTagStats } from '../../core/segment-buffer.ts';
-import { SELECTIONS, SORTS, fill, tagPage, type Selection, type Sort, type TagPageQuery } from './status-tags.ts';
+import { fill, tagPage, type TagPageQuery } from './status-tags.ts';
 import { clip } from '../input.ts';
 import type { Principal } from '../plugins/auth.ts';
 import type { ErrorCounts } from '../plugins/error-counts.ts';
 import type { StatusSampler } from '../plugins/status-sampler.ts';
 import type { ReadinessCheck } from './health.ts';
-import { ERRORS } from './shared.ts';
+import { addRoute } from './from-contract.ts';
 
 /** What the status route reads. A mode that is off is absent. */
 export interface StatusRouteDeps {
@@ -26,188 +40,6 @@ export interface StatusRouteDeps {
   readonly checks: readonly ReadinessCheck[];
 }
 
-/** Tags per page by default, and at most: the page asks for one page, however many tags exist. */
-const DEFAULT_LIMIT = 50;
-const MAX_LIMIT = 500;
-
-const STATUS_QUERY = {
-  type: 'object',
-  properties: {
-    q: { type: 'string', maxLength: 128, description: 'Only tags whose name contains this text (case-insensitive).' },
-    sort: { type: 'string', enum: [...SORTS], default: 'tag', description: 'Order of the tag list: by name, buffer fill, IDs buffered, IDs/s over the last minute, current step, last load latency, or failed loads.' },
-    order: { type: 'string', enum: ['asc', 'desc'], default: 'asc' },
-    offset: { type: 'integer', minimum: 0, default: 0, description: 'Tags to skip (paging).' },
-    after: { type: 'string', minLength: 1, maxLength: 128, description: 'Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after this tag (before it with `order=desc`); pass the previous answer\'s `nextAfter`.' },
-    limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: `Tags in one answer, 1 to ${MAX_LIMIT}.` },
-    tags: { type: 'string', enum: [...SELECTIONS], default: 'all', description: '`all`: every tag the store lists; `in-use`: only the tags in use on this node (drawn from, created or changed here since start-up).' },
-  },
-} as const;
-
-const NULLABLE_NUMBER = { type: ['number', 'null'] } as const;
-const TIME = { type: ['string', 'null'], format: 'date-time' } as const;
-const RATES = { type: ['array', 'null'], items: { type: 'number' }, description: 'Per-second rates over the last minute, oldest first, one a second.' } as const;
-
-const TAG_STATUS_SCHEMA = {
-  $id: 'TagStatus',
-  type: 'object',
-  required: ['tag', 'serving', 'step', 'tagStep', 'remaining', 'fill', 'range', 'next', 'nextLoad', 'idsUntilNextLoad', 'loads', 'loadFailures', 'lastLoadMs', 'maxLoadMs', 'lastError', 'idsPerSecond', 'rates', 'steps'],
-  properties: {
-    tag: { type: 'string' },
-    serving: {
-      type: 'string',
-      enum: ['memory', 'loading', 'failing', 'not-loaded'],
-      description: '`memory`: IDs are buffered, requests never wait for the store; `loading`: nothing buffered, a range is on its way; `failing`: the last load failed (see lastError); `not-loaded`: no range yet (loads on first use).',
-    },
-    step: { type: 'integer', description: 'Size of the latest range loaded: the dynamic step (0 before the first).' },
-    tagStep: { type: 'integer', description: "The tag's configured step: the dynamic step's floor." },
-    remaining: { type: 'integer', description: 'IDs buffered: the rest of the current range plus the next range.' },
-    fill: { type: 'number', minimum: 0, maximum: 1, description: 'remaining over what the two buffers hold when both are full.' },
-    range: {
-      type: ['object', 'null'],
-      required: ['start', 'end', 'position'],
-      properties: { start: { type: 'string' }, end: { type: 'string' }, position: { type: 'string', description: 'The next ID this range issues.' } },
-      description: 'The range IDs come from now, `[start, end)`, decimal strings; null before the first.',
-    },
-    next: { type: ['object', 'null'], required: ['start', 'end'], properties: { start: { type: 'string' }, end: { type: 'string' } }, description: 'The next range, loaded and waiting; null when none is.' },
-    nextLoad: { type: 'string', enum: ['ready', 'loading', 'pending', 'failing'], description: '`ready`: the next range is loaded; `loading`: its load is in flight; `pending`: it loads once the current range passes the prefetch threshold; `failing`: loads fail.' },
-    idsUntilNextLoad: { type: ['integer', 'null'], description: 'With `pending`, IDs still to issue before the next range is loaded.' },
-    loads: { type: 'integer' },
-    loadFailures: { type: 'integer' },
-    lastLoadMs: { ...NULLABLE_NUMBER, description: 'How long the latest range load took.' },
-    maxLoadMs: { type: 'number' },
-    lastError: {
-      type: ['object', 'null'],
-      required: ['code', 'message'],
-      properties: { code: { type: 'string' }, message: { type: ['string', 'null'], description: "The failure's own message: only for the admin token (or with auth off); it can name the store's address." } },
-    },
-    idsPerSecond: { ...NULLABLE_NUMBER, description: 'IDs drawn per second over the last minute; null when not tracked (more tags are drawing than the dashboard keeps rates for).' },
-    rates: RATES,
-    steps: {
-      type: 'array',
-      description: 'The latest range loads, oldest first: how the dynamic step moved.',
-      items: { type: 'object', required: ['at', 'step', 'ms'], properties: { at: { type: 'string', format: 'date-time' }, step: { type: 'integer' }, ms: { type: 'number' } } },
-    },
-  },
-} as const;
-
-const STATUS_SCHEMA = {
-  type: 'object',
-  required: ['time', 'version', 'uptimeSeconds', 'auth', 'server', 'segment', 'snowflake'],
-  properties: {
-    time: { type: 'string', format: 'date-time' },
-    version: { type: 'string' },
-    uptimeSeconds: { type: 'number' },
-    auth: {
-      type: 'object',
-      required: ['enabled', 'admin'],
-      properties: { enabled: { type: 'boolean' }, admin: { type: 'boolean', description: 'The caller may create and change tags (admin token, or auth off).' } },
-    },
-    server: {
-      type: 'object',
-      required: ['requests', 'errors', 'health'],
-      properties: {
-        requests: {
-          type: ['object', 'null'],
-          description: 'Requests over the last minute, from the request histogram; null when metrics are off.',
-          required: ['requestsPerSecond', 'rates', 'routes'],
-          properties: {
-            requestsPerSecond: { type: 'number' },
-            rates: RATES,
-            routes: {
-              type: 'array',
-              items: {
-                type: 'object',
-                required: ['route', 'requests', 'requestsPerSecond', 'p99Ms'],
-                properties: { route: { type: 'string' }, requests: { type: 'integer' }, requestsPerSecond: { type: 'number' }, p99Ms: NULLABLE_NUMBER },
-              },
-            },
-          },
-        },
-        errors: {
-          type: 'array',
-          description: 'Error answers since start, by code (docs/errors.md), most frequent first.',
-          items: { type: 'object', required: ['code', 'count'], properties: { code: { type: 'string' }, count: { type: 'integer' } } },
-        },
-        health: {
-          type: 'array',
-          items: { type: 'object', required: ['name', 'ok', 'detail'], properties: { name: { type: 'string' }, ok: { type: 'boolean' }, detail: { type: 'string' } } },
-        },
-      },
-    },
-    segment: {
-      type: ['object', 'null'],
-      description: 'Segment mode; null when it is off.',
-      required: ['store', 'lastTagRefreshAt', 'tagRefreshFailures', 'total', 'inUse', 'matched', 'offset', 'limit', 'nextAfter', 'tags'],
-      properties: {
-        store: { type: 'string' },
-        lastTagRefreshAt: TIME,
-        tagRefreshFailures: { type: 'integer' },
-        total: { type: 'integer', description: 'Tags the caller may see.' },
-        inUse: { type: 'integer', description: 'Of those, tags in use on this node (drawn from, created or changed here since start-up).' },
-        matched: { type: 'integer', description: 'Of those, tags in the list paged: matching `q`, and in use with `tags=in-use`.' },
-        offset: { type: 'integer' },
-        limit: { type: 'integer' },
-        nextAfter: { type: ['string', 'null'], description: 'With `sort=tag`, the `after` of the next page when more tags follow; else null.' },
-        tags: { type: 'array', items: { $ref: 'TagStatus#' } },
-      },
-    },
-    snowflake: {
-      type: ['object', 'null'],
-      description: 'Snowflake mode; null when it is off.',
-      required: ['layout', 'workerId', 'datacenterId', 'registry', 'status', 'validUntil', 'expiresInMs', 'horizon', 'lastRenewedAt', 'renewFailures', 'leaseLosses', 'workerSwitches', 'lastError', 'peerClock', 'rollbacks', 'idsPerSecond', 'rates'],
-      properties: {
-        layout: {
-          type: 'object',
-          required: ['name', 'timeBits', 'datacenterBits', 'workerBits', 'sequenceBits', 'timeUnitMs', 'epoch', 'expiresAt', 'maxIdsPerSecond'],
-          properties: {
-            name: { type: 'string' },
-            timeBits: { type: 'integer' },
-            datacenterBits: { type: 'integer' },
-            workerBits: { type: 'integer' },
-            sequenceBits: { type: 'integer' },
-            timeUnitMs: { type: 'integer' },
-            epoch: { type: 'string', format: 'date-time' },
-            expiresAt: { type: 'string', format: 'date-time' },
-            maxIdsPerSecond: { type: 'number' },
-          },
-        },
-        workerId: { type: 'integer' },
-        datacenterId: { type: 'integer' },
-        registry: { type: 'string' },
-        status: { type: 'string', enum: ['active', 'fenced', 'recovering', 'closed'] },
-        validUntil: { ...TIME, description: 'The fence: IDs stop at this time unless the lease is renewed first.' },
-        expiresInMs: { ...NULLABLE_NUMBER, description: 'Time left before the fence.' },
-        horizon: { ...TIME, description: 'The horizon recorded at the registry: nothing this node issues is later, and the next holder of the worker ID starts after it.' },
-        lastRenewedAt: TIME,
-        renewFailures: { type: 'integer' },
-        leaseLosses: { type: 'integer' },
-        workerSwitches: { type: 'integer' },
-        lastError: { type: ['string', 'null'], description: 'Only for the admin token (or with auth off).' },
-        peerClock: {
-          type: ['object', 'null'],
-          description: 'The start-up comparison with the live peers\' clocks; null when the check is off.',
-          required: ['check', 'checkedAt', 'peers', 'offsetMs', 'maxPeerSkewMs', 'skipped'],
-          properties: {
-            check: { type: 'string' },
-            checkedAt: { type: 'string', format: 'date-time' },
-            peers: { type: 'integer' },
-            offsetMs: { ...NULLABLE_NUMBER, description: "This clock minus the mean of the peers' clocks." },
-            maxPeerSkewMs: { type: 'integer' },
-            skipped: { type: ['string', 'null'] },
-          },
-        },
-        rollbacks: {
-          type: 'object',
-          required: ['count', 'policy'],
-          properties: { count: { type: 'integer', description: 'Times the clock was found behind a time already used.' }, policy: { type: 'string', description: 'How they are handled (docs/layouts.md).' } },
-        },
-        idsPerSecond: NULLABLE_NUMBER,
-        rates: RATES,
-      },
-    },
-  },
-} as const;
-
 /**
  * `GET /v1/status`: what the dashboard shows, in one JSON answer: per tag its buffers, ranges,
  * step history and draw rate (a page of them: searchable, sortable, so thousands of tags cost one
@@ -216,18 +48,10 @@ const STATUS_SCHEMA = {
  * those, and failure messages (which can name a store's address) only the admin token.
  */
 export function statusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
-  app.addSchema(TAG_STATUS_SCHEMA);
-  app.get(
-    '/v1/status',
-    {
-      config: { access: 'any', docs: { querystring: STATUS_QUERY } },
-      schema: {
-        operationId: 'status',
-        summary: "The server's live status: tags, snowflake worker, requests, errors and health (the dashboard reads this)",
-        tags: ['operations'],
-        response: { 200: { description: 'The status now.', ...STATUS_SCHEMA }, ...ERRORS },
-      },
-    },
+  app.addSchema(TagStatus);
+  addRoute(
+    app,
+    STATUS,
     (request) => {
       const query = parseQuery(request.query as Record<string, unknown>);
       // Auth off: no principal, and everyone may administer tags (as the tag routes allow).
@@ -276,10 +100,12 @@ function parseQuery(raw: Record<string, unknown>): TagPageQuery {
     if (sort !== 'tag') throw new IdMintError('INVALID_ARGUMENT', `after pages in name order: use it with sort=tag, not sort=${sort}`);
     if (offset !== 0) throw new IdMintError('INVALID_ARGUMENT', 'after and offset are two ways to page: give one of them');
   }
-  return { q: q.toLowerCase(), sort: sort as Sort, desc: order === 'desc', offset, after, limit: integer('limit', DEFAULT_LIMIT, 1, MAX_LIMIT), tags: tags as Selection };
+  const limit = integer('limit', DEFAULT_TAG_LIMIT, 1, MAX_TAG_LIMIT);
+  const desc = order === 'desc';
+  return { q: q.toLowerCase(), sort: sort as Sort, desc, offset, after, limit, tags: tags as Selection };
 }
 
-function serverStatus(deps: StatusRouteDeps) {
+function serverStatus(deps: StatusRouteDeps): ReadonlyDeep<Status['server']> {
   const requests = deps.sampler.requests?.activity() ?? null;
   const health = deps.checks.map(({ name, check }) => {
     const result = check();
@@ -303,11 +129,19 @@ function storeHealth(segments: NonNullable<StatusRouteDeps['segments']>): { name
     return { name, ok: false, detail: `${failing.length} tag${failing.length === 1 ? '' : 's'} failing to load ranges (${codes})` };
   }
   const stale = segments.tagRefreshMs > 0 && stats.lastTagRefreshAt !== null && stats.at - stats.lastTagRefreshAt > 2 * segments.tagRefreshMs;
-  if (stale) return { name, ok: false, detail: `the tag list was not re-read for over ${Math.round((2 * segments.tagRefreshMs) / 1000)} s (${stats.tagRefreshFailures} refreshes failed)` };
+  if (stale) return { name, ok: false, detail:
+    `the tag list was not re-read for over ${Math.round((2 * segments.tagRefreshMs) / 1000)} s ` +
+    `(${stats.tagRefreshFailures} refreshes failed)` };
   return { name, ok: true, detail: 'ok' };
 }
 
-function segmentStatus(deps: StatusRouteDeps, segments: NonNullable<StatusRouteDeps['segments']>, query: TagPageQuery, principal: Principal | undefined, admin: boolean) {
+function segmentStatus(
+  deps: StatusRouteDeps,
+  segments: NonNullable<StatusRouteDeps['segments']>,
+  query: TagPageQuery,
+  principal: Principal | undefined,
+  admin: boolean,
+): ReadonlyDeep<SegmentStatus> {
   const service = segments.service;
   const rates = deps.sampler.segments.rates;
   const steps = deps.sampler.segments.steps;
@@ -331,7 +165,12 @@ function segmentStatus(deps: StatusRouteDeps, segments: NonNullable<StatusRouteD
   };
 }
 
-function tagStatus(tag: SegmentTagStats, deps: StatusRouteDeps, prefetchThreshold: number, admin: boolean) {
+function tagStatus(
+  tag: SegmentTagStats,
+  deps: StatusRouteDeps,
+  prefetchThreshold: number,
+  admin: boolean,
+): ReadonlyDeep<TagStatus> {
   const series = deps.sampler.segments.rates.series(tag.tag);
   const loads = deps.sampler.segments.steps.loads(tag.tag);
   const failing = tag.lastErrorCode !== null;
@@ -360,7 +199,11 @@ function tagStatus(tag: SegmentTagStats, deps: StatusRouteDeps, prefetchThreshol
   };
 }
 
-function snowflakeStatus(deps: StatusRouteDeps, snowflake: NonNullable<StatusRouteDeps['snowflake']>, admin: boolean) {
+function snowflakeStatus(
+  deps: StatusRouteDeps,
+  snowflake: NonNullable<StatusRouteDeps['snowflake']>,
+  admin: boolean,
+): ReadonlyDeep<SnowflakeStatus> {
   const state = snowflake.worker.state();
   const layout: Layout = snowflake.worker.layout;
   const series = deps.sampler.snowflake.series('snowflake');

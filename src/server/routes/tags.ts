@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import { CREATE_TAG, GET_TAG, LIST_TAGS, Tag, UPDATE_TAG } from '../../contract/tags.ts';
 import { IdMintError } from '../../core/errors.ts';
-import { MAX_DESCRIPTION_LENGTH, MAX_TAG_STEP, checkDescription, checkTag, tagNotFound } from '../../core/segment-limits.ts';
+import { checkDescription, checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { noOpaqueKeys, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkOpaqueStart } from '../../stores/store-support.ts';
 import { tagJson } from '../../shared/tag-json.ts';
-import { TAG_PARAMS, TAG_SCHEMA } from '../input.ts';
-import { ERRORS } from './shared.ts';
+import { addRoute } from './from-contract.ts';
 
 /** What the tag routes need. */
 export interface TagRouteDeps {
@@ -18,26 +18,6 @@ export interface TagRouteDeps {
   readonly opaque?: OpaqueIds | undefined;
 }
 
-const TAG_JSON_SCHEMA = {
-  $id: 'Tag',
-  type: 'object',
-  required: ['tag', 'maxId', 'step', 'description', 'updatedAt', 'opaque'],
-  properties: {
-    tag: { type: 'string' },
-    maxId: { type: 'string', description: "Where the next range starts (Leaf's max_id), in decimal." },
-    step: { type: 'integer', description: 'IDs per range as configured; the server may load larger ranges under load.' },
-    description: { type: ['string', 'null'] },
-    updatedAt: { type: ['string', 'null'], format: 'date-time' },
-    opaque: { type: 'boolean', description: 'True when the tag answers its IDs in their opaque form (docs/formats.md).' },
-  },
-} as const;
-
-const STEP_SCHEMA = { type: 'integer', minimum: 1, maximum: MAX_TAG_STEP, description: 'IDs per range (Leaf\'s step).' } as const;
-const DESCRIPTION_SCHEMA = { type: ['string', 'null'], maxLength: MAX_DESCRIPTION_LENGTH } as const;
-const OPAQUE_SCHEMA = {
-  type: 'boolean',
-  description: 'Answer the tag\'s IDs in their opaque form (FF1 under the server\'s keys; docs/formats.md). Once opaque, a tag stays opaque: false is refused on an opaque tag.',
-} as const;
 /**
  * Tag administration over the segment store: list, read, create (409 if it exists), change the
  * step or description. Writes need the admin token when auth is on.
@@ -53,22 +33,11 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   const checkKeys = (tag: string) => {
     if (deps.opaque === undefined) throw noOpaqueKeys(`making tag "${tag}" opaque`, { tag });
   };
-  app.addSchema(TAG_JSON_SCHEMA);
+  app.addSchema(Tag);
 
-  app.get(
-    '/v1/tags',
-    {
-      config: { access: 'any' },
-      schema: {
-        operationId: 'listTags',
-        summary: 'Every tag (those the token may use, when auth is on), sorted by name',
-        tags: ['tags'],
-        response: {
-          200: { description: 'The tags.', type: 'object', required: ['tags'], properties: { tags: { type: 'array', items: { $ref: 'Tag#' } } } },
-          ...ERRORS,
-        },
-      },
-    },
+  addRoute(
+    app,
+    LIST_TAGS,
     async (request) => {
       const records = await store().listTags();
       const principal = request.principal;
@@ -77,12 +46,9 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  app.get<{ Params: { tag: string } }>(
-    '/v1/tags/:tag',
-    {
-      config: { access: 'tag', docs: { params: TAG_PARAMS } },
-      schema: { operationId: 'getTag', summary: 'One tag', tags: ['tags'], response: { 200: { description: 'The tag.', $ref: 'Tag#' }, ...ERRORS } },
-    },
+  addRoute(
+    app,
+    GET_TAG,
     async (request) => {
       const tag = checkTag(request.params.tag);
       const record = await store().getTag(tag);
@@ -91,35 +57,9 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  app.post<{ Body: { tag: string; step: number; startId?: string | number; description?: string | null; opaque?: boolean } }>(
-    '/v1/tags',
-    {
-      config: { access: 'admin' },
-      schema: {
-        operationId: 'createTag',
-        summary: 'Create a tag (409 TAG_EXISTS if it exists)',
-        tags: ['tags'],
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['tag', 'step'],
-          properties: {
-            tag: TAG_SCHEMA,
-            step: STEP_SCHEMA,
-            startId: {
-              description: 'First ID the tag issues (default 1), a decimal string or a safe integer.',
-              anyOf: [
-                { type: 'string', pattern: '^(0|[1-9][0-9]{0,18})$' },
-                { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
-              ],
-            },
-            description: DESCRIPTION_SCHEMA,
-            opaque: OPAQUE_SCHEMA,
-          },
-        },
-        response: { 201: { description: 'The tag, created.', $ref: 'Tag#' }, ...ERRORS },
-      },
-    },
+  addRoute(
+    app,
+    CREATE_TAG,
     async (request, reply) => {
       const { tag, step, startId, description, opaque } = request.body;
       const segments = store();
@@ -136,23 +76,9 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  app.patch<{ Params: { tag: string }; Body: { step?: number; description?: string | null; opaque?: boolean } }>(
-    '/v1/tags/:tag',
-    {
-      config: { access: 'admin', docs: { params: TAG_PARAMS } },
-      schema: {
-        operationId: 'updateTag',
-        summary: "Change a tag's step or description, or make it opaque (servers take a new step as Leaf does: see docs/segments.md, Steps)",
-        tags: ['tags'],
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          minProperties: 1,
-          properties: { step: STEP_SCHEMA, description: DESCRIPTION_SCHEMA, opaque: OPAQUE_SCHEMA },
-        },
-        response: { 200: { description: 'The tag, changed.', $ref: 'Tag#' }, ...ERRORS },
-      },
-    },
+  addRoute(
+    app,
+    UPDATE_TAG,
     async (request) => {
       const tag = checkTag(request.params.tag);
       const { step, description, opaque } = request.body;

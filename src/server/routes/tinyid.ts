@@ -1,4 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { RouteContract } from '../../contract/route.ts';
+import {
+  TINYID_NEXT_ID,
+  TINYID_NEXT_ID_SIMPLE,
+  TINYID_NEXT_SEGMENT_ID,
+  TINYID_NEXT_SEGMENT_ID_SIMPLE,
+} from '../../contract/tinyid.ts';
 import type { Logger } from 'pino';
 import { IdMintError, type ErrorCode } from '../../core/errors.ts';
 import { checkTag } from '../../core/segment-limits.ts';
@@ -9,6 +16,7 @@ import { JSON_TYPE, publicMessage, toIdMintError } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { clip } from '../input.ts';
 import { drawRun, refuseOpaque, segmentsOn } from './range.ts';
+import { routeOptions } from './from-contract.ts';
 import { LEAF_ALLOW, LEAF_METHODS, leafContentType } from './shared.ts';
 
 /** What the TinyId routes need. */
@@ -87,51 +95,6 @@ export function tinyIdSegment(run: SegmentRun): { currentId: bigint; loadingId: 
   return { currentId, loadingId: currentId + ((run.end - run.start) * 20n) / 100n, maxId: run.end - stride, delta: run.stride, remainder: Number(run.start % stride) };
 }
 
-const TINYID_QUERY = {
-  bizType: { type: 'string', description: 'The tag (TinyId\'s biz_type).', examples: ['order'] },
-  token: { type: 'string', description: "An idmint token allowed the tag (docs/api.md, Token mapping); any with auth off." },
-} as const;
-const BATCH_SIZE = { type: 'integer', default: 1, description: 'How many IDs; past api.maxBatch it is lowered to it, as TinyId does.' } as const;
-const TEXT = (example: string) => ({ 'text/plain': { schema: { type: 'string', examples: [example] } } });
-const TINYID_JSON = (data: Record<string, unknown>) => ({
-  'application/json': {
-    schema: {
-      type: 'object',
-      properties: { data: data, code: { type: 'integer', description: '200; 5 a bad token (data null, message "token is error"); 6 any other failure.' }, message: { type: 'string' } },
-    },
-  },
-});
-
-/** The one answer not in TinyId's shape: a request Spring could not bind or HTTP refuses. */
-const BAD_REQUEST = { description: "A batchSize that is not an integer (idmint's INVALID_ARGUMENT), or a request HTTP itself refuses.", $ref: 'Error#' } as const;
-
-/** The OpenAPI entries of the TinyId routes (their answers are built by hand, as TinyId's). */
-const TINYID_DOCS: Readonly<Record<string, { summary: string; query: Record<string, unknown>; response: Record<string, unknown> }>> = {
-  nextId: {
-    summary: "TinyId's nextId: the tag's next IDs in TinyId's Response (always HTTP 200; any method; an opaque tag refused)",
-    query: { type: 'object', properties: { ...TINYID_QUERY, batchSize: BATCH_SIZE } },
-    response: { description: "TinyId's Response with the IDs as JSON numbers.", content: TINYID_JSON({ type: ['array', 'null'], items: { type: 'integer' } }) },
-  },
-  nextIdSimple: {
-    summary: "TinyId's nextIdSimple: the tag's next IDs as comma-separated text; empty on any failure",
-    query: { type: 'object', properties: { ...TINYID_QUERY, batchSize: BATCH_SIZE } },
-    response: { description: 'The IDs, comma-separated; empty for a bad token or any failure.', content: TEXT('1001,1002') },
-  },
-  nextSegmentId: {
-    summary: "TinyId's nextSegmentId: a segment of the tag's step for TinyId's client (delta = stride, remainder = start mod stride)",
-    query: { type: 'object', properties: TINYID_QUERY },
-    response: {
-      description: "TinyId's Response with a SegmentId: IDs (currentId, maxId] stepping by delta.",
-      content: TINYID_JSON({ type: ['object', 'null'], properties: { maxId: { type: 'integer' }, loadingId: { type: 'integer' }, currentId: { type: 'integer' }, delta: { type: 'integer' }, remainder: { type: 'integer' } } }),
-    },
-  },
-  nextSegmentIdSimple: {
-    summary: "TinyId's nextSegmentIdSimple: currentId,loadingId,maxId,delta,remainder as text; empty on any failure",
-    query: { type: 'object', properties: TINYID_QUERY },
-    response: { description: 'currentId,loadingId,maxId,delta,remainder; empty for a bad token or any failure.', content: TEXT('1000,1200,2000,1,0') },
-  },
-};
-
 /**
  * Didi TinyId's HTTP API (tinyid-server IdContronller under its `/tinyid` context path), so TinyId
  * clients and their configuration work unchanged: `nextId`, `nextIdSimple`, `nextSegmentId`,
@@ -193,43 +156,43 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     return tinyIdSegment(run);
   };
 
-  const route = (name: string, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<void>) => {
-    const url = `/tinyid/id/${name}`;
-    const doc = TINYID_DOCS[name];
+  const route = (contract: RouteContract, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<void>) => {
+    const { url } = contract;
     app.register(async (scope) => {
       // Spring reads form parameters from the body; any other body is read and ignored.
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => done(null, body));
       scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
       // GET is the one the OpenAPI document shows; the other methods answer the same, hidden beside it.
-      scope.get(url, { config: { docs: { querystring: doc?.query } }, schema: { operationId: `tinyId${name[0]?.toUpperCase()}${name.slice(1)}`, summary: doc?.summary, tags: ['tinyid'], response: { 200: doc?.response, '4XX': BAD_REQUEST } } }, handler);
-      scope.route({ method: LEAF_METHODS.filter((method) => method !== 'GET'), url, schema: { hide: true }, handler });
-      scope.options(url, { schema: { hide: true } }, (_request, reply) => {
+      scope.get(url, routeOptions(contract), handler);
+      const others = LEAF_METHODS.filter((method) => method !== 'GET');
+      scope.route({ method: others, url, config: { access: contract.access }, schema: { hide: true }, handler });
+      scope.options(url, { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
         reply.header('allow', LEAF_ALLOW).code(200).send();
       });
     });
   };
 
-  route('nextId', async (request, reply) => {
+  route(TINYID_NEXT_ID, async (request, reply) => {
     const result = await serve(request, true, drawIds);
     const body = 'ok' in result ? tinyIdJson(`[${result.ok.join(',')}]`) : 'token' in result ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message) : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
     reply.type(JSON_TYPE).send(body);
   });
 
-  route('nextIdSimple', async (request, reply) => {
+  route(TINYID_NEXT_ID_SIMPLE, async (request, reply) => {
     const result = await serve(request, true, drawIds);
     // TinyId joins with commas; an empty list fails in its StringBuilder and answers "".
     reply.type(leafContentType(request.headers.accept)).send('ok' in result ? result.ok.join(',') : '');
   });
 
-  route('nextSegmentId', async (request, reply) => {
+  route(TINYID_NEXT_SEGMENT_ID, async (request, reply) => {
     const result = await serve(request, false, drawSegment);
     const segment = (s: ReturnType<typeof tinyIdSegment>) => `{"maxId":${s.maxId},"loadingId":${s.loadingId},"currentId":${s.currentId},"delta":${s.delta},"remainder":${s.remainder}}`;
     const body = 'ok' in result ? tinyIdJson(segment(result.ok)) : 'token' in result ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message) : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
     reply.type(JSON_TYPE).send(body);
   });
 
-  route('nextSegmentIdSimple', async (request, reply) => {
+  route(TINYID_NEXT_SEGMENT_ID_SIMPLE, async (request, reply) => {
     const result = await serve(request, false, drawSegment);
     const text = 'ok' in result ? [result.ok.currentId, result.ok.loadingId, result.ok.maxId, result.ok.delta, result.ok.remainder].join(',') : '';
     reply.type(leafContentType(request.headers.accept)).send(text);
