@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import Type from 'typebox';
+import type { IdFamilyName } from '../client/client.ts';
+import { addRoute } from '../server/routes/from-contract.ts';
+import { Nullable, Ref } from './common.ts';
+import { ID_FAMILIES, ID_FAMILY_REGISTRY, familyTitles, type IdFamily } from './families.ts';
+import * as ids from './ids.ts';
+import * as operations from './operations.ts';
+import { ACCESS_LEVELS, SECTIONS, defineRoute, type RouteContract } from './route.ts';
+import * as segment from './segment.ts';
+import * as snowflake from './snowflake.ts';
+import * as status from './status.ts';
+import * as tags from './tags.ts';
+import * as tinyid from './tinyid.ts';
+
+/** Every route contract the modules export. */
+const CONTRACTS: readonly RouteContract[] = [
+  ...ids.FAMILY_ROUTES,
+  ...[ids, operations, segment, snowflake, status, tags, tinyid].flatMap((module) =>
+    Object.values(module).filter((value): value is RouteContract => typeof value === 'object' && value !== null && 'operationId' in value),
+  ),
+];
+
+describe('the HTTP contract', () => {
+  it('names each route once: one operationId, one method and URL, a known access and section', () => {
+    assert.ok(CONTRACTS.length >= 25, `${CONTRACTS.length} contracts`);
+    const operationIds = CONTRACTS.map((contract) => contract.operationId);
+    assert.deepEqual(operationIds.filter((id, i) => operationIds.indexOf(id) !== i), [], 'duplicate operationIds');
+    const routes = CONTRACTS.map((contract) => `${contract.method} ${contract.url}`);
+    assert.deepEqual(routes.filter((route, i) => routes.indexOf(route) !== i), [], 'duplicate routes');
+    for (const contract of CONTRACTS) {
+      assert.ok((ACCESS_LEVELS as readonly string[]).includes(contract.access), contract.url);
+      assert.ok(SECTIONS.some((section) => section.name === contract.section), contract.url);
+    }
+  });
+
+  it('derives each family route, its OpenAPI text and the section text from the one registry', () => {
+    assert.deepEqual(ID_FAMILIES, Object.keys(ID_FAMILY_REGISTRY));
+    assert.deepEqual(
+      ids.FAMILY_ROUTES.map((route) => [route.family, route.url, route.operationId, route.summary]),
+      ID_FAMILIES.map((family) => [family, `/v1/${family}`, ID_FAMILY_REGISTRY[family].operationId, ID_FAMILY_REGISTRY[family].summary]),
+    );
+    assert.equal(familyTitles(), 'UUIDv7, UUIDv4, ULID and ObjectId');
+    assert.match(SECTIONS.find((section) => section.name === 'families')?.description ?? '', /^UUIDv7, UUIDv4, ULID and ObjectId from/);
+  });
+
+  it('writes T | null as a type list and a shared schema as its $ref, as fast-json-stringify and the document need', () => {
+    assert.deepEqual(JSON.parse(JSON.stringify(Nullable(Type.String({ format: 'date-time' })))), { type: ['string', 'null'], format: 'date-time' });
+    assert.deepEqual(JSON.parse(JSON.stringify(Ref(tags.Tag, { description: 'The tag.' }))), { description: 'The tag.', $ref: 'Tag#' });
+    assert.throws(() => Ref(Type.String()), /needs a schema with an \$id/);
+  });
+});
+
+/**
+ * Type-level checks, run by the type check (`npm run typecheck`), never called: each
+ * `@ts-expect-error` line must fail to compile, and an expected error that goes away (a contract
+ * that stopped typing its handlers) fails the type check as an unused directive.
+ */
+export function typeChecks(app: FastifyInstance): void {
+  // A handler's answer is its schema's: a missing field does not compile.
+  // @ts-expect-error start, end, last, stride and size are missing
+  addRoute(app, segment.SEGMENT_RANGE, async () => ({ tag: 'order' }), { bound: { max: 1, bound: '1' } });
+  // Path parameters are the schema's names.
+  addRoute(app, tags.GET_TAG, async (request) => {
+    // @ts-expect-error GET_TAG's only parameter is tag
+    void request.params.name;
+    return { tag: request.params.tag, maxId: '1', step: 1, description: null, updatedAt: null, opaque: false };
+  });
+  // The query is text as it arrives, not the documented integer.
+  addRoute<typeof snowflake.SNOWFLAKE_BATCH, string>(
+    app,
+    snowflake.SNOWFLAKE_BATCH,
+    (request) => {
+      // @ts-expect-error count is string | string[] | undefined until the route's own check
+      const count: number | undefined = request.query.count;
+      return String(count);
+    },
+    { bound: { max: 1, bound: '1' } },
+  );
+  // A body Fastify validated has the schema's types.
+  addRoute(app, tags.CREATE_TAG, async (request) => {
+    // @ts-expect-error step is a number
+    const step: string = request.body.step;
+    return { tag: step, maxId: '1', step: 1, description: null, updatedAt: null, opaque: false };
+  });
+  // A route must say who may call it, with a known access.
+  // @ts-expect-error access is missing
+  defineRoute({ method: 'GET', url: '/x', operationId: 'x', summary: 'x', section: 'operations', response: {} });
+  // @ts-expect-error 'anyone' is no access
+  defineRoute({ method: 'GET', url: '/x', access: 'anyone', operationId: 'x', summary: 'x', section: 'operations', response: {} });
+  // The families are the registry's, and the client's name for them is the same type.
+  // @ts-expect-error ksuid is not in the registry
+  const ksuid: IdFamily = 'ksuid';
+  const sameFamilies: [IdFamilyName, IdFamily] = ['uuid7', 'objectid'] satisfies [IdFamily, IdFamilyName];
+  void [ksuid, sameFamilies];
+}
