@@ -149,8 +149,30 @@ ${markdownTable(['Route', 'Form', 'IDs/request', 'Connections', 'req/s', 'IDs/s'
 
 ${checks.map((c) => `- ${c}`).join('\n')}`;
 
+/**
+ * What docs/benchmarks.md keeps: IDs/s by batch size, one row per route and form, and the
+ * single-ID routes' req/s by connections in a line.
+ */
+const idsAt = new Map(batchRows.map((row) => [`${row[0]} ${row[1]} ${row[2]}`, row[5] ?? '-']));
+const curveRows = batchRoutes.map((route) => [
+  route.shown,
+  route.form,
+  ...BATCHES.map((count) => idsAt.get(`${route.shown} ${route.form} ${formatRate(count)}`) ?? '-'),
+]);
+const byConnections = singleRoutes.map((route) => {
+  const rps = connectionRows.filter((row) => row[0] === route.shown && row[1] === route.form).map((row) => row[4]);
+  return `${route.shown} ${rps.join(' / ')}`;
+});
+const page = `${machineLine()} ${load} Closed loop, ${DURATION} s per point, one run; the generator on the \
+same 2 cores. IDs/s by IDs per request, at ${BATCH_CONNECTIONS} connections:
+
+${markdownTable(['Route', 'Form', ...BATCHES.map((count) => formatRate(count))], curveRows)}
+
+- req/s at ${CONNECTIONS.map((c) => formatRate(c)).join(' / ')} connections: ${byConnections.join('; ')}
+${checks.map((c) => `- ${c}`).join('\n')}`;
+
 process.stdout.write(`${markdown}\n`);
 if (WRITE) {
-  writeSection('curves', markdown);
+  writeSection('curves', page);
   log('docs/benchmarks.md updated');
 }

@@ -108,6 +108,8 @@ function pauseBare(atMs: number): NodeJS.Timeout {
 const atLeast = (latencies: Float64Array, threshold: number) => latencies.filter((v) => v >= threshold).length;
 
 let markdown: string;
+/** What docs/benchmarks.md keeps: one row per route, and the run's summary lines. */
+let page: string;
 try {
   // 1. Validation on the bare route.
   const bareUrl = `${bare.url}/bare/get/bench`;
@@ -285,6 +287,8 @@ try {
   const span = (values: readonly number[]) => (values.length === 0 ? 'nothing (the bare route was behind)' : `${Math.min(...values).toFixed(2)}x to ${Math.max(...values).toFixed(2)}x`);
   // How far apart the machine put two equal servers, as a factor either way (none: not judged).
   const noise = ratios.control.length === 0 ? Number.POSITIVE_INFINITY : Math.max(...ratios.control, ...ratios.control.map((r) => 1 / r));
+  // The lines from here on sum the run up; the ones before are per case, in the full report only.
+  const summaryFrom = checks.length;
   checks.push(
     `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${Number.isFinite(noise) ? `${noise.toFixed(2)}x either way` : 'any factor'} from the machine; ` +
       `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.idmint.length} cases, beyond the control's spread in ${ratios.idmint.filter((r) => r > noise).length}`,
@@ -334,6 +338,37 @@ from each answer's \`size\`; it sends a few hundred bytes whatever N is, so it i
 ${markdownTable(['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'vs bare', 'MB/s', 'p50', 'p99', 'Failures'], batchRows)}
 
 ${checks.map((c) => `- ${c}`).join('\n')}`;
+
+  // Per route: saturation, and p99.9 at each rate, each against the bare route in the same run.
+  const summaryRows = routes.map((route) => {
+    const rps = saturation.get(route) ?? Number.NaN;
+    const atRates = rates.map((rate) => {
+      const runs = runsOf(route, rate);
+      const p999 = pick(runs, (m) => m.p999);
+      const behind = pick(runs, (m) => m.achievedRate) < rate * 0.98 ? ' **behind**' : '';
+      return `${ms(p999)} (${(p999 / pick(runsOf(reference, rate), (m) => m.p999)).toFixed(2)})${behind}`;
+    });
+    const inTwinsProcess = twin !== undefined && route.role === 'idmint' && route.processes === 1;
+    const p999Of = (of: Route | undefined, rate: number) => pick(runsOf(of, rate), (m) => m.p999);
+    const toTwin = inTwinsProcess ? rates.map((rate) => p999Of(route, rate) / p999Of(twin, rate)) : [];
+    return [
+      route.name,
+      route.processes === 0 ? '-' : String(route.processes),
+      `${formatRate(rps)} (${(rps / bareCeiling).toFixed(2)})`,
+      ...atRates,
+      toTwin.length === 0 ? '-' : span(toTwin),
+    ];
+  });
+  const rateColumns = rates.map((rate) => `p99.9 at ${formatRate(rate)} req/s`);
+  page = `${machineLine()} ${load} Medians of ${ROUNDS} round(s) of ${DURATION} s per measurement; each \
+server in its own process, the generator on the same 2 cores${PIN ? ' (pinned)' : ''}. Saturation by autocannon \
+(closed loop); p99.9 in ms at a fixed rate (open loop, ${CONNECTIONS} connections, from each request's intended send \
+time); in brackets, against the bare Fastify route in the same run. In this process, idle, a 1 ms timer fired up to \
+${ms(floor.maxGapMs)} ms apart: no tail below that can be judged.
+
+${markdownTable(['Route', 'Processes', 'Saturation req/s (vs bare)', ...rateColumns, 'p99.9 vs twin'], summaryRows)}
+
+${checks.slice(summaryFrom).map((c) => `- ${c}`).join('\n')}`;
 } finally {
   // A run stopped during the pause must not leave the bare server stopped.
   bare.child.kill('SIGCONT');
@@ -342,6 +377,6 @@ ${checks.map((c) => `- ${c}`).join('\n')}`;
 
 process.stdout.write(`${markdown}\n`);
 if (WRITE) {
-  writeSection('latency', markdown);
+  writeSection('latency', page);
   log('docs/benchmarks.md updated');
 }

@@ -497,6 +497,7 @@ try {
 
 const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
 const sections: string[] = [`${machineLine()} ${load} The services run on the same 2 cores, and other sessions use them too.`];
+let acquireTable: string | undefined;
 if (acquireRows.length > 0) {
   const byBackend = new Map<string, AcquireRow[]>();
   for (const row of acquireRows) byBackend.set(row.backend, [...(byBackend.get(row.backend) ?? []), row]);
@@ -512,12 +513,19 @@ if (acquireRows.length > 0) {
       ...TAKEN.slice(1).map((taken) => f(at(taken)?.fillMsPerLease ?? Number.NaN, 2)),
     ];
   });
+  acquireTable = markdownTable(
+    [
+      'registry',
+      ...TAKEN.map((t) => `${f(t)} taken, ms`),
+      `${f(TAKEN.at(-1) ?? 0)} vs ${f(TAKEN[0] ?? 0)}`,
+      ...TAKEN.map((t) => `read at ${f(t)}`),
+      ...TAKEN.slice(1).map((t) => `fill to ${f(t)}, ms/lease`),
+    ],
+    rows,
+  );
   sections.push(
     `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other live leases: median of ${REPEATS} acquires by a new node (each released before the next, so after the first the freed ID is recycled), in ms. "Read" is what one acquire read, the median: SQL, rows the database returned to the node; Redis, commands its script ran inside Redis (INFO commandstats, shared with other clients); etcd, keys its ranges returned; ZooKeeper, children its listings returned. "Fill" is the mean time per lease while the other leases were taken, one after another.\n\n` +
-      markdownTable(
-        ['registry', ...TAKEN.map((t) => `${f(t)} taken, ms`), `${f(TAKEN.at(-1) ?? 0)} vs ${f(TAKEN[0] ?? 0)}`, ...TAKEN.map((t) => `read at ${f(t)}`), ...TAKEN.slice(1).map((t) => `fill to ${f(t)}, ms/lease`)],
-        rows,
-      ),
+      acquireTable,
   );
 }
 if (renewalRows.length > 0) {
@@ -536,5 +544,27 @@ if (startupRows.length > 0) {
   );
 }
 const markdown = sections.join('\n\n');
+// What docs/benchmarks.md keeps: the acquire table, and the renewal load and the start-up in a line each.
+const takenList = [TAKEN.slice(0, -1).map((t) => f(t)).join(', '), f(TAKEN.at(-1) ?? 0)]
+  .filter((part) => part !== '')
+  .join(' and ');
+const lines = [
+  ...(renewalRows.length === 0 ? [] : [
+    `renewal load of ${NODES} nodes, requests per node per second (server CPU with ${NODES} nodes): ` +
+      renewalRows.map((r) => `${r.backend} ${f(r.perNodePerSecond, 2)} (${f(r.loadedCpuPercent, 1)}%)`).join(', '),
+  ]),
+  ...(startupRows.length === 0 ? [] : [
+    `${STARTUP_NODES} nodes started at once, until all hold an ID: ` +
+      startupRows.map((r) => `${r.backend} ${f(r.allMs)} ms`).join(', ') +
+      `; distinct IDs in every run: ${startupRows.every((r) => r.distinct === r.nodes) ? 'yes' : '**no**'}`,
+  ]),
+];
+const page = [
+  `${machineLine()} ${load} The services run on the same 2 cores. Acquire: median of ${REPEATS} by a new node with \
+${takenList} of ${f(MAX_WORKERS)} worker IDs held; "read" is what one acquire read (SQL rows, Redis script \
+commands, etcd keys, ZooKeeper children).`,
+  acquireTable ?? '',
+  lines.map((line) => `- ${line}`).join('\n'),
+].filter((part) => part !== '').join('\n\n');
 process.stdout.write(`${markdown}\n`);
-if (WRITE) writeSection('registry', markdown);
+if (WRITE) writeSection('registry', page);
