@@ -120,7 +120,8 @@ async function tinyId(server: Server, method: string, path: string, tag: string,
 
 describe('every route declares its access, and answers by it (auth on)', () => {
   it('walks every route Fastify registered with no token, a tag-limited token and the admin token', async () => {
-    const server = await testServer({ auth: { tokens: [`${LIMITED}:${ALLOWED_TAG}|${ALLOWED_TAG}.*`], adminToken: ADMIN } });
+    const limited = `${LIMITED}:${ALLOWED_TAG}|${ALLOWED_TAG}.*`;
+    const server = await testServer({ auth: { tokens: [limited], adminToken: ADMIN } });
     try {
       for (const tag of [ALLOWED_TAG, OTHER_TAG]) {
         const created = await server.app.inject({
@@ -132,8 +133,9 @@ describe('every route declares its access, and answers by it (auth on)', () => {
         assert.equal(created.statusCode, 201, created.body);
       }
       const routes = registeredRoutes(server.app);
-      assert.deepEqual([...routes.keys()].filter((path) => EXPECTED[path] === undefined), [], 'routes missing from the table');
-      assert.deepEqual(Object.keys(EXPECTED).filter((path) => !routes.has(path)), [], 'documented routes not registered');
+      const unknown = [...routes.keys()].filter((path) => EXPECTED[path] === undefined);
+      assert.deepEqual(unknown, [], 'routes missing from the table');
+      assert.deepEqual(Object.keys(EXPECTED).filter((path) => !routes.has(path)), [], 'documented, not registered');
       let walked = 0;
       for (const [path, methods] of routes) {
         const expected = EXPECTED[path] ?? {};
@@ -153,7 +155,9 @@ describe('every route declares its access, and answers by it (auth on)', () => {
           const other = urlOf(path, OTHER_TAG);
           switch (access) {
             case 'open':
-              for (const token of [undefined, LIMITED, ADMIN]) assertLetThrough(await call(server, method, allowed, token), `${what} (${token ?? 'no token'})`);
+              for (const token of [undefined, LIMITED, ADMIN]) {
+                assertLetThrough(await call(server, method, allowed, token), `${what} (${token ?? 'no token'})`);
+              }
               break;
             case 'any':
               assertRefused(await call(server, method, allowed), 401, `${what} without a token`);
@@ -163,7 +167,7 @@ describe('every route declares its access, and answers by it (auth on)', () => {
             case 'tag':
               assertRefused(await call(server, method, allowed), 401, `${what} without a token`);
               assertLetThrough(await call(server, method, allowed, LIMITED), `${what} with a token allowed the tag`);
-              assertRefused(await call(server, method, other, LIMITED), 403, `${what} with a token not allowed the tag`);
+              assertRefused(await call(server, method, other, LIMITED), 403, `${what} with a token not allowed it`);
               assertLetThrough(await call(server, method, other, ADMIN), `${what} with the admin token`);
               break;
             case 'admin':
@@ -180,7 +184,8 @@ describe('every route declares its access, and answers by it (auth on)', () => {
                 await tinyId(server, method, path, ALLOWED_TAG, LIMITED),
                 await tinyId(server, method, path, OTHER_TAG, ADMIN),
               ];
-              if (method !== 'HEAD') assert.deepEqual(refused, [true, true, false, false], `${what}: no token, other tag, its tag, admin`);
+              // No token, another tag, its tag, the admin token.
+              if (method !== 'HEAD') assert.deepEqual(refused, [true, true, false, false], what);
               break;
             }
           }
@@ -223,7 +228,8 @@ describe('a route that declares no access is refused when it is registered', () 
     it(`${auth.name}: at the top level and inside a plugin, and an unknown access too`, async () => {
       const app = Fastify();
       installAuth(app, new Authorizer(auth.config));
-      const refused = (error: unknown) => isIdMintError(error, 'INTERNAL_ERROR') && /GET \/\w+ declares no access/.test(error.message);
+      const refused = (error: unknown) =>
+        isIdMintError(error, 'INTERNAL_ERROR') && /GET \/\w+ declares no access/.test(error.message);
       assert.throws(() => app.get('/undeclared', () => 'open?'), refused);
       assert.throws(() => app.get('/misspelled', { config: { access: 'anyone' as Access } }, () => 'open?'), refused);
       app.register(async (scope) => {

@@ -3,25 +3,15 @@ import { describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import Type from 'typebox';
 import type { IdFamilyName } from '../client/client.ts';
-import { addRoute } from '../server/routes/from-contract.ts';
+import { contractRoute } from '../server/routes/from-contract.ts';
 import { Nullable, Ref } from './common.ts';
+import { ALL_ROUTES as CONTRACTS } from './all-routes.ts';
 import { ID_FAMILIES, ID_FAMILY_REGISTRY, familyTitles, type IdFamily } from './families.ts';
 import * as ids from './ids.ts';
-import * as operations from './operations.ts';
-import { ACCESS_LEVELS, SECTIONS, defineRoute, type RouteContract } from './route.ts';
+import { ACCESS_LEVELS, SECTIONS, defineRoute } from './route.ts';
 import * as segment from './segment.ts';
 import * as snowflake from './snowflake.ts';
-import * as status from './status.ts';
 import * as tags from './tags.ts';
-import * as tinyid from './tinyid.ts';
-
-/** Every route contract the modules export. */
-const CONTRACTS: readonly RouteContract[] = [
-  ...ids.FAMILY_ROUTES,
-  ...[ids, operations, segment, snowflake, status, tags, tinyid].flatMap((module) =>
-    Object.values(module).filter((value): value is RouteContract => typeof value === 'object' && value !== null && 'operationId' in value),
-  ),
-];
 
 describe('the HTTP contract', () => {
   it('names each route once: one operationId, one method and URL, a known access and section', () => {
@@ -40,15 +30,21 @@ describe('the HTTP contract', () => {
     assert.deepEqual(ID_FAMILIES, Object.keys(ID_FAMILY_REGISTRY));
     assert.deepEqual(
       ids.FAMILY_ROUTES.map((route) => [route.family, route.url, route.operationId, route.summary]),
-      ID_FAMILIES.map((family) => [family, `/v1/${family}`, ID_FAMILY_REGISTRY[family].operationId, ID_FAMILY_REGISTRY[family].summary]),
+      ID_FAMILIES.map((family) => {
+        const { operationId, summary } = ID_FAMILY_REGISTRY[family];
+        return [family, `/v1/${family}`, operationId, summary];
+      }),
     );
     assert.equal(familyTitles(), 'UUIDv7, UUIDv4, ULID and ObjectId');
-    assert.match(SECTIONS.find((section) => section.name === 'families')?.description ?? '', /^UUIDv7, UUIDv4, ULID and ObjectId from/);
+    const families = SECTIONS.find((section) => section.name === 'families');
+    assert.match(families?.description ?? '', /^UUIDv7, UUIDv4, ULID and ObjectId from/);
   });
 
-  it('writes T | null as a type list and a shared schema as its $ref, as fast-json-stringify and the document need', () => {
-    assert.deepEqual(JSON.parse(JSON.stringify(Nullable(Type.String({ format: 'date-time' })))), { type: ['string', 'null'], format: 'date-time' });
-    assert.deepEqual(JSON.parse(JSON.stringify(Ref(tags.Tag, { description: 'The tag.' }))), { description: 'The tag.', $ref: 'Tag#' });
+  it('writes T | null as a type list and a shared schema as its $ref (fast-json-stringify, the document)', () => {
+    const json = (schema: unknown) => JSON.parse(JSON.stringify(schema)) as unknown;
+    const time = Nullable(Type.String({ format: 'date-time' }));
+    assert.deepEqual(json(time), { type: ['string', 'null'], format: 'date-time' });
+    assert.deepEqual(json(Ref(tags.Tag, { description: 'The tag.' })), { description: 'The tag.', $ref: 'Tag#' });
     assert.throws(() => Ref(Type.String()), /needs a schema with an \$id/);
   });
 });
@@ -59,37 +55,42 @@ describe('the HTTP contract', () => {
  * that stopped typing its handlers) fails the type check as an unused directive.
  */
 export function typeChecks(app: FastifyInstance): void {
+  const bound = { bound: { max: 1, bound: '1' } };
   // A handler's answer is its schema's: a missing field does not compile.
   // @ts-expect-error start, end, last, stride and size are missing
-  addRoute(app, segment.SEGMENT_RANGE, async () => ({ tag: 'order' }), { bound: { max: 1, bound: '1' } });
+  contractRoute(app, segment.SEGMENT_RANGE, bound).handle(async () => ({ tag: 'order' }));
   // Path parameters are the schema's names.
-  addRoute(app, tags.GET_TAG, async (request) => {
+  contractRoute(app, tags.GET_TAG).handle(async (request) => {
     // @ts-expect-error GET_TAG's only parameter is tag
     void request.params.name;
     return { tag: request.params.tag, maxId: '1', step: 1, description: null, updatedAt: null, opaque: false };
   });
   // The query is text as it arrives, not the documented integer.
-  addRoute<typeof snowflake.SNOWFLAKE_BATCH, string>(
-    app,
-    snowflake.SNOWFLAKE_BATCH,
-    (request) => {
-      // @ts-expect-error count is string | string[] | undefined until the route's own check
-      const count: number | undefined = request.query.count;
-      return String(count);
-    },
-    { bound: { max: 1, bound: '1' } },
-  );
+  contractRoute<typeof snowflake.SNOWFLAKE_BATCH, string>(app, snowflake.SNOWFLAKE_BATCH, bound).handle((request) => {
+    // @ts-expect-error count is string | string[] | undefined until the route's own check
+    const count: number | undefined = request.query.count;
+    return String(count);
+  });
   // A body Fastify validated has the schema's types.
-  addRoute(app, tags.CREATE_TAG, async (request) => {
+  contractRoute(app, tags.CREATE_TAG).handle(async (request) => {
     // @ts-expect-error step is a number
     const step: string = request.body.step;
     return { tag: step, maxId: '1', step: 1, description: null, updatedAt: null, opaque: false };
   });
   // A route must say who may call it, with a known access.
+  const route = {
+    method: 'GET',
+    url: '/x',
+    operationId: 'x',
+    summary: 'x',
+    section: 'operations',
+    response: {},
+  } as const;
   // @ts-expect-error access is missing
-  defineRoute({ method: 'GET', url: '/x', operationId: 'x', summary: 'x', section: 'operations', response: {} });
+  defineRoute(route);
   // @ts-expect-error 'anyone' is no access
-  defineRoute({ method: 'GET', url: '/x', access: 'anyone', operationId: 'x', summary: 'x', section: 'operations', response: {} });
+  defineRoute({ ...route, access: 'anyone' });
+  defineRoute({ ...route, access: 'open' });
   // The families are the registry's, and the client's name for them is the same type.
   // @ts-expect-error ksuid is not in the registry
   const ksuid: IdFamily = 'ksuid';

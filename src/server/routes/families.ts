@@ -22,7 +22,7 @@ import { batchBoundReason, type SnowflakeWorker } from '../../service/snowflake-
 import { parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 import { idsJson } from './shared.ts';
 
 /** What the family and opaque routes need. */
@@ -57,22 +57,17 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
   const { families, maxBatch, layout, issued } = deps;
 
   for (const route of FAMILY_ROUTES) {
-    addRoute<typeof route, string>(
-      app,
-      route,
+    contractRoute<typeof route, string>(app, route, { bound: maxBatchBound(maxBatch) }).handle(
       async (request, reply) => {
         const count = parseCount(request.query.count, maxBatch);
         const body = await idsInSlices(count, (n) => families.next(route.family, n));
         issued.addFamily(route.family, count);
         return reply.type(JSON_TYPE).send(body);
       },
-      { bound: maxBatchBound(maxBatch) },
     );
   }
 
-  addRoute(
-    app,
-    DECODE_ANY,
+  contractRoute(app, DECODE_ANY).handle(
     (request) => {
       const id = request.params.id;
       if (/^[1-9][0-9]{24}$/.test(id)) {
@@ -105,9 +100,8 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
 
   const layoutBound = deps.worker?.maxBatch ?? maxBatchFor(layout);
   const snowflakeLimit = Math.min(maxBatch, layoutBound);
-  addRoute<typeof OPAQUE_SNOWFLAKE_BATCH, string>(
-    app,
-    OPAQUE_SNOWFLAKE_BATCH,
+  const opaqueBound = { bound: maxBatchBound(snowflakeLimit) };
+  contractRoute<typeof OPAQUE_SNOWFLAKE_BATCH, string>(app, OPAQUE_SNOWFLAKE_BATCH, opaqueBound).handle(
     async (request, reply) => {
       let count: number;
       try {
@@ -121,12 +115,9 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
       issued.snowflake += count;
       return reply.type(JSON_TYPE).send(idsJson('{', codec.snowflakeIds(ids)));
     },
-    { bound: maxBatchBound(snowflakeLimit) },
   );
 
-  addRoute(
-    app,
-    DECODE_OPAQUE_SNOWFLAKE,
+  contractRoute(app, DECODE_OPAQUE_SNOWFLAKE).handle(
     (request) => {
       const id = request.params.id;
       const decoded = keys('decoding opaque IDs').decodeSnowflake(id, layout, deps.clock.now());
@@ -135,9 +126,7 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
     },
   );
 
-  addRoute(
-    app,
-    DECODE_OPAQUE_SEGMENT,
+  contractRoute(app, DECODE_OPAQUE_SEGMENT).handle(
     async (request) => {
       const tag = checkTag(request.params.tag);
       const codec = keys('decoding opaque IDs');

@@ -57,13 +57,21 @@ export function routeOptions(contract: RouteContract, extras: RouteExtras = {}) 
   };
 }
 
-/** Registers a contract's route with `handler`, at its method and URL. */
-export function addRoute<C extends RouteContract, Answer = AnswerOf<C>>(
+/**
+ * A contract's route, registered at its method and URL once given its handler:
+ * `contractRoute(app, CONTRACT).handle(handler)`. In two steps so that TypeScript infers the
+ * contract from the contract alone and then checks the handler against it: inferred from both
+ * in one call, each route cost the type check over a million instantiations.
+ */
+export function contractRoute<C extends RouteContract, Answer = AnswerOf<C>>(
   app: FastifyInstance,
   contract: C,
-  handler: ContractHandler<C, Answer>,
   extras: RouteExtras = {},
-): void {
+): { handle(handler: ContractHandler<C, Answer>): void } {
   const { method, url } = contract;
-  app.route<RouteTypes<C, Answer>>({ method, url, ...routeOptions(contract, extras), handler });
+  return {
+    handle(handler) {
+      app.route<RouteTypes<C, Answer>>({ method, url, ...routeOptions(contract, extras), handler });
+    },
+  };
 }

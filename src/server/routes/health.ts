@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { LIVENESS, METRICS, READINESS } from '../../contract/operations.ts';
 import { scrapeChunks } from '../plugins/scrape.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 
 /** One readiness check: its name and whether it passes now, with a word on why not. */
 export interface ReadinessCheck {
@@ -23,18 +23,13 @@ const WITH_HEAD = { exposeHead: true } as const;
  * carry tag names: keep the port to your network).
  */
 export function healthRoutes(app: FastifyInstance, checks: readonly ReadinessCheck[], metrics: Registry | undefined): void {
-  addRoute(
-    app,
-    LIVENESS,
+  contractRoute(app, LIVENESS, WITH_HEAD).handle(
     (_request, reply) => {
       reply.send({ status: 'ok' });
     },
-    WITH_HEAD,
   );
 
-  addRoute(
-    app,
-    READINESS,
+  contractRoute(app, READINESS, WITH_HEAD).handle(
     (_request, reply) => {
       const results: Record<string, string> = {};
       let ready = true;
@@ -45,13 +40,10 @@ export function healthRoutes(app: FastifyInstance, checks: readonly ReadinessChe
       }
       reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks: results });
     },
-    WITH_HEAD,
   );
 
   if (metrics !== undefined) {
-    addRoute<typeof METRICS, Readable>(
-      app,
-      METRICS,
+    contractRoute<typeof METRICS, Readable>(app, METRICS).handle(
       (_request, reply) => {
         // Streamed as it is made (see scrapeChunks); a failure part way ends the answer early,
         // which Prometheus counts as a failed scrape, as it would a 500.

@@ -7,7 +7,7 @@ import type { SegmentRun } from '../../core/segment-buffer.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
 import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 
 /** What the range route needs. */
 export interface RangeRouteDeps {
@@ -57,9 +57,7 @@ export async function drawRun(service: SegmentService, tag: string, size: number
  */
 export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
   const { maxBatch, issued } = deps;
-  addRoute(
-    app,
-    SEGMENT_RANGE,
+  contractRoute(app, SEGMENT_RANGE, { bound: maxBatchBound(maxBatch) }).handle(
     async (request) => {
       const tag = checkTag(request.params.tag);
       if (request.query.size === undefined) throw new IdMintError('INVALID_ARGUMENT', `size is required: how many IDs the range holds at most, 1 to ${maxBatch}`);
@@ -68,6 +66,5 @@ export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
       issued.addSegment(tag, run.count);
       return { tag, start: run.start.toString(), end: run.end.toString(), last: (run.end - BigInt(run.stride)).toString(), stride: run.stride, size: run.count };
     },
-    { bound: maxBatchBound(maxBatch) },
   );
 }

@@ -9,7 +9,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 import { idsJson, idsOctets, leafContentType, leafRoute, runsJson, wantsOctets, writeRunOctets } from './shared.ts';
 
 /** What the segment routes need. */
@@ -60,9 +60,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     reply.type(leafContentType(request.headers.accept)).send(text);
   };
 
-  leafRoute(
-    app,
-    LEAF_SEGMENT_ID,
+  leafRoute(app, LEAF_SEGMENT_ID).handle(
     (request, reply) => {
       const tag = request.params.tag;
       const segments = deps.service;
@@ -111,9 +109,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     return json;
   };
 
-  addRoute<typeof SEGMENT_BATCH, string | Buffer>(
-    app,
-    SEGMENT_BATCH,
+  contractRoute<typeof SEGMENT_BATCH, string | Buffer>(app, SEGMENT_BATCH, { bound: maxBatchBound(maxBatch) }).handle(
     async (request, reply) => {
       const tag = checkTag(request.params.tag);
       const count = parseCount(request.query.count, maxBatch);
@@ -128,7 +124,6 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
       if (octets) return reply.type(OCTET_TYPE).send(idsOctets(texts));
       return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
     },
-    { bound: maxBatchBound(maxBatch) },
   );
 }
 

@@ -29,7 +29,8 @@ export const LEAF_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as
 export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
 
 /**
- * Registers a Leaf-compatible route the way Leaf's Spring mappings answer: every method in
+ * A Leaf-compatible route, registered (`leafRoute(app, CONTRACT).handle(handler)`, as
+ * contractRoute) the way Leaf's Spring mappings answer: every method in
  * {@link LEAF_METHODS} runs `handler` (GET is the one the OpenAPI document shows, the others are
  * hidden beside it, with the same access), and OPTIONS answers 200 with `Allow` and draws
  * nothing (open: it says only what the route takes). The routes live in a scope of their own
@@ -41,19 +42,22 @@ export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
 export function leafRoute<C extends RouteContract, Answer = AnswerOf<C>>(
   app: FastifyInstance,
   contract: C,
-  handler: ContractHandler<C, Answer>,
-): void {
+): { handle(handler: ContractHandler<C, Answer>): void } {
   const { url, access } = contract;
   const others = LEAF_METHODS.filter((method) => method !== 'GET');
-  app.register(async (leaf) => {
-    leaf.removeAllContentTypeParsers();
-    leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
-    leaf.get<RouteTypes<C, Answer>>(url, routeOptions(contract), handler);
-    leaf.route<RouteTypes<C, Answer>>({ method: others, url, config: { access }, schema: { hide: true }, handler });
-    leaf.options(url, { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
-      reply.header('allow', LEAF_ALLOW).code(200).send();
-    });
-  });
+  return {
+    handle(handler) {
+      app.register(async (leaf) => {
+        leaf.removeAllContentTypeParsers();
+        leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
+        leaf.get<RouteTypes<C, Answer>>(url, routeOptions(contract), handler);
+        leaf.route<RouteTypes<C, Answer>>({ method: others, url, config: { access }, schema: { hide: true }, handler });
+        leaf.options(url, { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
+          reply.header('allow', LEAF_ALLOW).code(200).send();
+        });
+      });
+    },
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import { checkTag } from '../../core/segment-limits.ts';
 import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 import { JSON_SLICE, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the snowflake routes need. */
@@ -54,9 +54,7 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     return deps.worker;
   };
 
-  leafRoute(
-    app,
-    LEAF_SNOWFLAKE_ID,
+  leafRoute(app, LEAF_SNOWFLAKE_ID).handle(
     (request, reply) => {
       checkTag(request.params.tag);
       const id = worker().nextString();
@@ -65,9 +63,8 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     },
   );
 
-  addRoute<typeof SNOWFLAKE_BATCH, string | Buffer>(
-    app,
-    SNOWFLAKE_BATCH,
+  const bound = { bound: batchBound(batchLimit, maxBatch, layout) };
+  contractRoute<typeof SNOWFLAKE_BATCH, string | Buffer>(app, SNOWFLAKE_BATCH, bound).handle(
     async (request, reply) => {
       const count = parseBatchCount(request.query.count);
       const source = worker();
@@ -78,12 +75,9 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
       if (wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(idsOctets(ids));
       return reply.type(JSON_TYPE).send(await idsJsonInSlices(`{"workerId":${decomposeId(ids[0] ?? 0n, layout).workerId},`, ids));
     },
-    { bound: batchBound(batchLimit, maxBatch, layout) },
   );
 
-  addRoute(
-    app,
-    SNOWFLAKE_DECODE,
+  contractRoute(app, SNOWFLAKE_DECODE).handle(
     (request) => {
       const parts = decomposeId(request.params.id, layout);
       return { id: request.params.id, layout: layout.name, ...parts, date: parts.date.toISOString() };
@@ -92,9 +86,7 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
 
   // Any method, as Leaf's mapping; the ID is read from the query string only (Spring would also
   // read it from a form body).
-  leafRoute(
-    app,
-    LEAF_DECODE,
+  leafRoute(app, LEAF_DECODE).handle(
     (request) => {
       const raw = request.query.snowflakeId;
       if (typeof raw !== 'string') throw new IdMintError('INVALID_ID', 'snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>');

@@ -24,7 +24,7 @@ import type { Principal } from '../plugins/auth.ts';
 import type { ErrorCounts } from '../plugins/error-counts.ts';
 import type { StatusSampler } from '../plugins/status-sampler.ts';
 import type { ReadinessCheck } from './health.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 
 /** What the status route reads. A mode that is off is absent. */
 export interface StatusRouteDeps {
@@ -49,9 +49,7 @@ export interface StatusRouteDeps {
  */
 export function statusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void {
   app.addSchema(TagStatus);
-  addRoute(
-    app,
-    STATUS,
+  contractRoute(app, STATUS).handle(
     (request) => {
       const query = parseQuery(request.query as Record<string, unknown>);
       // Auth off: no principal, and everyone may administer tags (as the tag routes allow).

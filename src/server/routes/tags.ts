@@ -6,7 +6,7 @@ import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { noOpaqueKeys, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkOpaqueStart } from '../../stores/store-support.ts';
 import { tagJson } from '../../shared/tag-json.ts';
-import { addRoute } from './from-contract.ts';
+import { contractRoute } from './from-contract.ts';
 
 /** What the tag routes need. */
 export interface TagRouteDeps {
@@ -35,9 +35,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   };
   app.addSchema(Tag);
 
-  addRoute(
-    app,
-    LIST_TAGS,
+  contractRoute(app, LIST_TAGS).handle(
     async (request) => {
       const records = await store().listTags();
       const principal = request.principal;
@@ -46,9 +44,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  addRoute(
-    app,
-    GET_TAG,
+  contractRoute(app, GET_TAG).handle(
     async (request) => {
       const tag = checkTag(request.params.tag);
       const record = await store().getTag(tag);
@@ -57,9 +53,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  addRoute(
-    app,
-    CREATE_TAG,
+  contractRoute(app, CREATE_TAG).handle(
     async (request, reply) => {
       const { tag, step, startId, description, opaque } = request.body;
       const segments = store();
@@ -76,9 +70,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     },
   );
 
-  addRoute(
-    app,
-    UPDATE_TAG,
+  contractRoute(app, UPDATE_TAG).handle(
     async (request) => {
       const tag = checkTag(request.params.tag);
       const { step, description, opaque } = request.body;
