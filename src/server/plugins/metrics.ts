@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, onResponseHookHandler } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { SegmentEvent, SegmentServiceStats } from '../../service/segment-service.ts';
-import type { IdFamily } from '../../service/id-families.ts';
+import { ID_FAMILIES, type IdFamily } from '../../service/id-families.ts';
 import type { SnowflakeWorkerState } from '../../service/snowflake-worker.ts';
 import { OTHER_TAG, TagLabels, sumByLabel } from './tag-labels.ts';
 
@@ -88,8 +88,11 @@ export class ServerMetrics {
     }
     const issued = this.issued;
     const hasSnowflake = () => this.#sources.snowflake !== undefined;
+    const issuedHelp =
+      'IDs handed out, by mode (segment, snowflake, or an ID family: ' +
+      `${ID_FAMILIES.join(', ')}) and (segment mode) tag.`;
     this.registry.registerMetric(
-      new ComputedMetric(`${prefix}ids_issued_total`, 'IDs handed out, by mode (segment, snowflake, or an ID family: uuid7, uuid4, ulid, objectid) and (segment mode) tag.', 'counter', function* () {
+      new ComputedMetric(`${prefix}ids_issued_total`, issuedHelp, 'counter', function* () {
         if (hasSnowflake()) yield [{ mode: 'snowflake', tag: '' }, issued.snowflake];
         for (const [tag, total] of sumByLabel(issued.segmentTotals(), tags, ([name]) => name, ([, n]) => n)) yield [{ mode: 'segment', tag }, total];
         for (const [family, total] of issued.familyTotals()) yield [{ mode: family, tag: '' }, total];
