@@ -5,7 +5,7 @@ import { TcpProxy } from './tcp-proxy.ts';
 
 // The proxy is the fault injector for every outage test, so its own behaviour is tested here
 // against a local echo server.
-it('TcpProxy forwards, cuts, hangs and restores', async () => {
+it('TcpProxy forwards, cuts, hangs, restores and retargets', async () => {
   const echo = createServer((socket) => socket.pipe(socket));
   await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
   const echoPort = (echo.address() as { port: number }).port;
@@ -48,6 +48,18 @@ it('TcpProxy forwards, cuts, hangs and restores', async () => {
   const second = await open();
   assert.equal(await roundTrip(second, 'back'), 'back');
   second.destroy();
+
+  // Retargeted: open connections are dropped, new ones reach the other server.
+  const upper = createServer((socket) => socket.on('data', (data) => socket.write(data.toString().toUpperCase())));
+  await new Promise<void>((resolve) => upper.listen(0, '127.0.0.1', resolve));
+  const third = await open();
+  assert.equal(await roundTrip(third, 'old'), 'old');
+  proxy.retarget({ host: '127.0.0.1', port: (upper.address() as { port: number }).port });
+  assert.equal(third.destroyed || (await roundTrip(third, 'x', 200)) === 'closed', true);
+  const fourth = await open();
+  assert.equal(await roundTrip(fourth, 'new'), 'NEW');
+  fourth.destroy();
   await proxy.close();
   await new Promise<void>((resolve) => echo.close(() => resolve()));
+  await new Promise<void>((resolve) => upper.close(() => resolve()));
 });

@@ -8,10 +8,12 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  * - `cut()`: drop every open connection and refuse new ones (the service is "down");
  * - `hang()`: keep connections open but stop forwarding (a black hole: requests time out);
  * - `delay(ms)`: forward, with each chunk held back `ms`;
- * - `restore()`: back to normal for new and (after hang/delay) existing connections.
+ * - `restore()`: back to normal for new and (after hang/delay) existing connections;
+ * - `retarget(target)`: drop every open connection and send new ones to another server, as a
+ *   virtual IP or a pooler does when a replica is promoted in place of a dead primary.
  */
 export class TcpProxy {
-  readonly #target: { host: string; port: number };
+  #target: { host: string; port: number };
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
   #mode: 'pass' | 'cut' | 'hang' = 'pass';
@@ -54,6 +56,12 @@ export class TcpProxy {
   restore(): void {
     this.#mode = 'pass';
     this.#delayMs = 0;
+  }
+
+  retarget(target: { host: string; port: number }): void {
+    for (const socket of this.#sockets) socket.destroy();
+    this.#sockets.clear();
+    this.#target = target;
   }
 
   async close(): Promise<void> {
