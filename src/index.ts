@@ -27,16 +27,36 @@ export type { MonotonicClockOptions } from './clocks/monotonic-clock.ts';
 export { SystemClock } from './clocks/system-clock.ts';
 export { SegmentService, MAX_SEGMENT_BATCH } from './service/segment-service.ts';
 export type { SegmentEvent, SegmentRefreshEvent, SegmentServiceOptions, SegmentServiceStats, SegmentShutdownReport } from './service/segment-service.ts';
-export type { SegmentLoadEvent, SegmentTagStats } from './core/segment-buffer.ts';
+export type { SegmentHealEvent, SegmentLoadEvent, SegmentTagStats } from './core/segment-buffer.ts';
 export { DEFAULT_STEP_POLICY, nextStep, resolveStepPolicy } from './core/step-policy.ts';
 export type { StepInput, StepPolicy, StepPolicyOptions } from './core/step-policy.ts';
 export { MAX_SEGMENT_ID, MAX_TAG_STEP, TAG_PATTERN } from './core/segment-limits.ts';
-export type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagListing, TagPage, TagRecord, TagUpdate } from './ports/segment-store.ts';
+export type {
+  FenceMargin,
+  FenceReport,
+  FenceRequest,
+  NewTag,
+  SegmentRange,
+  SegmentResidue,
+  SegmentStore,
+  StoreHistory,
+  StoreHistoryEvent,
+  TagChanges,
+  TagListing,
+  TagPage,
+  TagRecord,
+  TagUpdate,
+} from './ports/segment-store.ts';
 export { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore, openSegmentStores } from './stores/open-segment-store.ts';
 export type { OpenSegmentStoreOptions, OpenSegmentStoresOptions } from './stores/open-segment-store.ts';
 export { MultiSegmentStore } from './stores/multi/multi-segment-store.ts';
 export type { MultiSegmentStoreOptions, SetDatabase, SetDatabaseStats, SetJoinReport, SetMemberStore } from './stores/multi/multi-segment-store.ts';
-export { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS } from './stores/store-support.ts';
+export {
+  DEFAULT_FENCE_MARGIN,
+  DEFAULT_FENCE_RANGES,
+  DEFAULT_SEGMENT_TABLE,
+  DEFAULT_STORE_TIMEOUT_MS,
+} from './stores/store-support.ts';
 export type { SegmentStoreOptions } from './stores/store-support.ts';
 export { IdMintClient } from './client/client.ts';
 export type { DecodedId, IdMintClientOptions, Readiness, Tag } from './client/client.ts';

@@ -74,7 +74,8 @@ await describeWithServices('every documented URL form, against the real services
     t.after(() => SEGMENT_BACKENDS.mariadb.sql?.(SERVICES.mysql.url, `DROP TABLE IF EXISTS ${table}, ${workers}`));
     const init = await runIdmint(['db', 'init', '--store', url, '--table', table], { env: clean(), cwd: root });
     assert.equal(init.code, 0, init.stderr);
-    assert.equal(init.stdout, `table ${table} is ready in ${url}\n`);
+    assert.equal(init.stdout.split('\n')[0], `table ${table} is ready in ${url}`);
+    assert.match(init.stdout, /\nhistory: mysql server_id \d+ \(recorded; 1 fence so far\)\n$/);
     const created = await runIdmint(['tags', 'create', 'order', '--step', '10', '--store', url, '--table', table], { env: clean(), cwd: root });
     assert.equal(created.code, 0, created.stderr);
     const server = await startServe(['--segment-store', url, '--segment-table', table, '--worker-registry', url, '--worker-table', workers, '--worker-cluster', uniqueName('c')], { env: clean(), cwd: root });
@@ -98,7 +99,9 @@ await describeWithServices('every documented URL form, against the real services
     const url = `postgres://postgres:p@ss/w0rd@${host}:${port}/${database}`;
     const init = await runIdmint(['db', 'init', '--store', url, '--table', table], { env: clean(), cwd: root });
     assert.equal(init.code, 0, init.stderr);
-    assert.equal(init.stdout, `table ${table} is ready in postgres://postgres:***@${host}:${port}/${database}\n`);
+    const ready = `table ${table} is ready in postgres://postgres:***@${host}:${port}/${database}`;
+    assert.equal(init.stdout.split('\n')[0], ready);
+    assert.match(init.stdout, /\nhistory: postgres system \d+ timeline \d+ \(recorded; 1 fence so far\)\n$/);
     const created = await runIdmint(['tags', 'create', 'order', '--step', '5', '--json'], { env: clean({ IDMINT_SEGMENT_STORE: url, IDMINT_SEGMENT_TABLE: table }), cwd: root });
     assert.equal(created.code, 0, created.stderr);
     assert.equal((JSON.parse(created.stdout) as { tag: string }).tag, 'order');

@@ -15,6 +15,7 @@ import { SegmentService } from '../src/service/segment-service.ts';
 import type { MultiSegmentStore, SetMemberStore } from '../src/stores/multi/multi-segment-store.ts';
 import { openSegmentStore, openSegmentStores } from '../src/stores/open-segment-store.ts';
 import { SET_URLS, dropSet, proxied, rawSql } from './support/segment-sets.ts';
+import { setRecordedHistory } from './support/segment-backends.ts';
 import { rejectsWith, runSegmentStoreSuite } from './support/segment-store-suite.ts';
 import { describeWithServices, uniqueName, type ServiceName } from './support/services.ts';
 
@@ -184,7 +185,22 @@ for (const backend of BACKENDS) {
     runSegmentStoreSuite({
       create: async () => {
         const store = await openSegmentStores([url], { table, init: true });
-        return { store, dispose: async () => (await store.close(), url.startsWith('sqlite') ? undefined : await dropSet([url], table)) };
+        const others: SegmentStore[] = [];
+        return {
+          store,
+          sequentialNodes: url.startsWith('sqlite'),
+          setRecordedHistory: (value) => setRecordedHistory(url, table, value),
+          async openAnother(options = {}) {
+            const other = await openSegmentStores([url], { ...options, table, init: false });
+            others.push(other);
+            return other;
+          },
+          dispose: async () => {
+            for (const other of others) await other.close();
+            await store.close();
+            if (!url.startsWith('sqlite')) await dropSet([url], table);
+          },
+        };
       },
     });
   });

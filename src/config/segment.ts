@@ -3,7 +3,14 @@ import { MAX_SEGMENT_DATABASES, MAX_TAG_STEP, SEGMENT_SERVICE_BOUNDS } from '../
 import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
 import { DEFAULT_SEGMENT_STORE_URL } from '../stores/open-segment-store.ts';
-import { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS, STORE_TIMEOUT_BOUNDS } from '../stores/store-support.ts';
+import {
+  DEFAULT_FENCE_RANGES,
+  DEFAULT_SEGMENT_TABLE,
+  DEFAULT_STORE_TIMEOUT_MS,
+  FENCE_RANGES_BOUNDS,
+  STORE_TIMEOUT_BOUNDS,
+} from '../stores/store-support.ts';
+import type { FenceMargin } from '../ports/segment-store.ts';
 import type { Static } from 'typebox';
 import { backendUrl, backendUrlList, decimal, duration, integer, onOff, text } from './keys.ts';
 import type { ConfigRule, Frozen } from './rules.ts';
@@ -92,6 +99,17 @@ export const SegmentConfig = Type.Object(
       max: 86_400_000,
       doc: 'Target lifetime of a range: one used up faster doubles the step, one lasting over twice as long halves it (Leaf: 15 min).',
     }),
+    fenceRanges: integer({
+      env: 'IDMINT_SEGMENT_FENCE_RANGES',
+      default: DEFAULT_FENCE_RANGES,
+      min: FENCE_RANGES_BOUNDS.min,
+      max: FENCE_RANGES_BOUNDS.max,
+      doc:
+        "When the store's database is found on a new history (a promoted replica, a restarted Redis, a " +
+        "table first seen), every tag's max_id is raised by this many of the largest ranges a node may " +
+        "take, max(segment.maxStep, the tag's step), once, before any ID is issued from it. It must cover " +
+        'what a lagging replica can lose (docs/segments.md, Failover and restore).',
+    }),
     stores: backendUrlList({
       env: 'IDMINT_SEGMENT_STORES',
       default: [],
@@ -102,6 +120,11 @@ export const SegmentConfig = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** The margin a store fences a new history with, from the segment keys: fenceRanges of max(maxStep, step). */
+export function segmentFenceMargin(segment: { readonly fenceRanges: number; readonly maxStep: number }): FenceMargin {
+  return { ranges: segment.fenceRanges, maxStep: segment.maxStep };
+}
 
 /** Rules between the segment keys. */
 export const SEGMENT_RULES: readonly ConfigRule<Frozen<Static<typeof SegmentConfig>>>[] = [

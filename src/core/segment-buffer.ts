@@ -12,14 +12,19 @@ export interface SegmentBufferSettings {
    * `abandoned: true`: its outcome is unknown, so its range is skipped.
    */
   readonly allocate: (tag: string, step: number | undefined) => Promise<SegmentRange>;
+  /**
+   * Raises the tag's max_id to at least `atLeast` (never lowers it): the store's `raise`, bounded
+   * in time by the service. Used when the store hands out a range below IDs already loaded.
+   */
+  readonly raise: (tag: string, atLeast: bigint) => Promise<unknown>;
   readonly clock: Clock;
   readonly stepPolicy: StepPolicy;
   /** Fraction of a range issued before the next range is loaded (Leaf: 0.1). */
   readonly prefetchThreshold: number;
   /** After a failed load, no new load starts for this long; callers with nothing buffered fail fast. */
   readonly retryAfterMs: number;
-  /** Called after every load, for logs and latency histograms. */
-  readonly onEvent: ((event: SegmentLoadEvent) => void) | undefined;
+  /** Called after every load and heal, for logs, metrics and latency histograms. */
+  readonly onEvent: ((event: SegmentLoadEvent | SegmentHealEvent) => void) | undefined;
 }
 
 /** One range load, successful or not. */
@@ -32,6 +37,20 @@ export interface SegmentLoadEvent {
   readonly range?: SegmentRange;
   /** Why the load failed; absent when it succeeded. */
   readonly error?: IdMintError;
+}
+
+/**
+ * The store handed out a range below IDs this buffer had already loaded of its class (its history
+ * went back further than a fence covered, or was restored unfenced): the range was not used, and
+ * the tag's max_id was raised to `highest`, the end of those IDs, before allocating again.
+ */
+export interface SegmentHealEvent {
+  readonly type: 'heal';
+  readonly tag: string;
+  /** The range refused. */
+  readonly range: SegmentRange;
+  /** Where max_id was raised to: the end of the latest range of the class loaded before. */
+  readonly highest: bigint;
 }
 
 /** Figures for one tag, for metrics and the admin API. */
@@ -53,6 +72,11 @@ export interface SegmentTagStats {
   readonly loadFailures: number;
   /** Loads abandoned after the service's load timeout: if the store committed them, their ranges are skipped. */
   readonly abandonedLoads: number;
+  /**
+   * Ranges refused because they started below IDs already loaded, each followed by raising max_id
+   * past them (SegmentHealEvent).
+   */
+  readonly heals: number;
   /** Sum and maximum of successful load latencies, in ms. */
   readonly loadMsTotal: number;
   readonly loadMsMax: number;
@@ -96,6 +120,18 @@ export interface SegmentTail {
   readonly ids: number;
 }
 
+/** Why a range is not issued from; `below`, for one below IDs already loaded, is the end of those IDs. */
+interface RangeProblem {
+  readonly message: string;
+  readonly below?: bigint;
+}
+
+/**
+ * How many times in a row one load raises the row and allocates again before it gives up (and the
+ * range is refused as before): a store that goes back again after being raised is not settling.
+ */
+const MAX_HEALS = 3;
+
 /**
  * One tag's double buffer: a current range that IDs are issued from and a next range loaded in
  * the background once `prefetchThreshold` of the current one is issued (Leaf's design).
@@ -111,9 +147,11 @@ export interface SegmentTail {
  * Invariants that keep IDs unique: an ID is issued only from a range the store returned to this
  * buffer; `#cursor` only moves forwards; every range has the stride of the first; a new range must
  * start at or above the end of every range of its residue class loaded before (a store that goes
- * back is refused; with one database there is one class, so that is every range); an abandoned
- * load's range is never used. Ranges of different classes never share an ID, so a set's databases
- * may each be anywhere: IDs increase per class, and across classes only as the databases do.
+ * back is never issued from: the buffer raises max_id past its own IDs and allocates again, so it
+ * heals instead of refusing until the row climbs back; with one database there is one class, so
+ * that is every range); an abandoned load's range is never used. Ranges of different classes
+ * never share an ID, so a set's databases may each be anywhere: IDs increase per class, and across
+ * classes only as the databases do.
  */
 export class SegmentBuffer {
   readonly tag: string;
@@ -152,6 +190,7 @@ export class SegmentBuffer {
   #loads = 0;
   #loadFailures = 0;
   #abandonedLoads = 0;
+  #heals = 0;
   #loadMsTotal = 0;
   #loadMsMax = 0;
   /** IDs in every range loaded (stats: issued = this less what is still buffered). */
@@ -295,6 +334,7 @@ export class SegmentBuffer {
       loads: this.#loads,
       loadFailures: this.#loadFailures,
       abandonedLoads: this.#abandonedLoads,
+      heals: this.#heals,
       loadMsTotal: this.#loadMsTotal,
       loadMsMax: this.#loadMsMax,
       lastError: this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt ? this.#failure.error.message : null,
@@ -354,7 +394,7 @@ export class SegmentBuffer {
     const step =
       this.#loads < 2 ? undefined : nextStep(s.stepPolicy, { step: this.#step, minStep: this.#minStep, lastedMs: s.clock.now() - this.#lastLoadAt });
     const started = performance.now(); // latency for stats only; behaviour reads the injected clock
-    const loading = s.allocate(this.tag, step).then(
+    const loading = this.#allocateAbove(step).then(
       (range) => this.#loaded(range, step, performance.now() - started),
       (error: unknown) => this.#failed(error, performance.now() - started),
     );
@@ -362,25 +402,67 @@ export class SegmentBuffer {
     return loading;
   }
 
+  /**
+   * Allocates a range. One that starts below IDs this buffer already loaded of its class (the
+   * store went back further than a fence covered, or was restored unfenced) is never issued from:
+   * max_id is raised past those IDs (never lowered) and a range allocated again, so the node goes
+   * on serving instead of refusing until the row climbs back by itself. After {@link MAX_HEALS}
+   * such ranges in a row, the last goes to #loaded, which refuses it.
+   */
+  async #allocateAbove(step: number | undefined): Promise<SegmentRange> {
+    for (let heals = 0; ; heals++) {
+      const range = await this.#s.allocate(this.tag, step);
+      const highest = this.#problem(range, step)?.below;
+      if (highest === undefined || heals >= MAX_HEALS) return range;
+      await this.#s.raise(this.tag, highest);
+      this.#heals++;
+      this.#s.onEvent?.({ type: 'heal', tag: this.tag, range, highest });
+    }
+  }
+
+  /**
+   * Why a range must not be issued from, or undefined: malformed; of another stride than the
+   * ranges before (a set re-formed under this node); or below IDs already loaded of its class, a
+   * store gone back (`below` is then the end of those IDs, what a heal raises max_id to).
+   */
+  #problem(range: SegmentRange, step: number | undefined): RangeProblem | undefined {
+    const stride = range.stride ?? 1;
+    const strideOk = Number.isSafeInteger(stride) && stride >= 1 && stride <= MAX_SEGMENT_DATABASES;
+    const sized = range.step >= 1 && range.end - range.start === BigInt(range.step) * BigInt(stride);
+    if (!(strideOk && range.tag === this.tag && sized && (step === undefined || range.step === step))) {
+      return { message: 'which is malformed' };
+    }
+    if (this.#rangeStride !== undefined && stride !== this.#rangeStride) {
+      const before = `the stride ${this.#rangeStride} of the ranges before it`;
+      const question = '(was the set of databases re-formed under this node?)';
+      return { message: `whose stride ${stride} is not ${before} ${question}` };
+    }
+    const highest = this.#highest.get(range.start % BigInt(stride)) ?? 0n;
+    if (range.start >= highest) return undefined;
+    return { message: `which starts below IDs already loaded (${highest}); was max_id moved back?`, below: highest };
+  }
+
   #loaded(range: SegmentRange, step: number | undefined, ms: number): void {
     const stride = range.stride ?? 1;
     const strideOk = Number.isSafeInteger(stride) && stride >= 1 && stride <= MAX_SEGMENT_DATABASES;
     const residue = strideOk ? range.start % BigInt(stride) : 0n;
-    const highest = this.#highest.get(residue) ?? 0n;
-    // A store that hands out a range below one already loaded of its class (a restored backup, a
-    // reset row), or of another stride (a set re-formed under a running node), would make this
-    // process repeat IDs: refuse it rather than issue from it.
-    const problem = !(strideOk && range.tag === this.tag && range.step >= 1 && range.end - range.start === BigInt(range.step) * BigInt(stride) && (step === undefined || range.step === step))
-      ? 'which is malformed'
-      : this.#rangeStride !== undefined && stride !== this.#rangeStride
-        ? `whose stride ${stride} is not the stride ${this.#rangeStride} of the ranges before it (was the set of databases re-formed under this node?)`
-        : range.start < highest
-          ? `which starts below IDs already loaded (${highest}); was max_id moved back?`
-          : undefined;
+    const problem = this.#problem(range, step);
+    // A store that hands out a range below one already loaded of its class (and went on doing so
+    // after being raised), or of another stride (a set re-formed under a running node), would
+    // make this process repeat IDs: refuse it rather than issue from it.
     if (problem !== undefined) {
+      const highest = this.#highest.get(residue) ?? 0n;
+      const strided = stride === 1 ? '' : ` and stride ${String(stride)}`;
+      const returned = `the store returned range [${range.start}, ${range.end}) of step ${range.step}${strided}`;
       this.#failed(
-        new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": the store returned range [${range.start}, ${range.end}) of step ${range.step}${stride === 1 ? '' : ` and stride ${String(stride)}`}, ${problem}`, {
-          details: { tag: this.tag, start: range.start.toString(), end: range.end.toString(), stride: String(stride), highest: highest.toString() },
+        new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": ${returned}, ${problem.message}`, {
+          details: {
+            tag: this.tag,
+            start: range.start.toString(),
+            end: range.end.toString(),
+            stride: String(stride),
+            highest: highest.toString(),
+          },
         }),
         ms,
       );

@@ -73,6 +73,80 @@ export interface SegmentRange {
   readonly tagStep: number;
 }
 
+/**
+ * What a store knows of its database's history (docs/segments.md, Failover and restore): the
+ * history it runs on now, and the one its table was last fenced for. A promoted replica or a
+ * restore starts a new history, which may lack allocations the old one made.
+ */
+export interface StoreHistory {
+  /** Which database of a set (its URL, password hidden); absent for a store of its own. */
+  readonly database?: string;
+  /**
+   * The database's history as it reports it now: `postgres system <id> timeline <n>`, `mysql
+   * server_id <n>`, `redis replid <id>`, `sqlite`. Changes on a promotion (and, on Redis, a
+   * restart); a restore that keeps it is what `idmint db fence` is for.
+   */
+  readonly live: string;
+  /** The history the table was last fenced for; undefined when none is recorded yet. */
+  readonly recorded: string | undefined;
+  /** Fences so far: automatic (one per new history) and by an operator. 0 when none. */
+  readonly fences: number;
+}
+
+/**
+ * How far a fence raises each tag's `max_id`: `ranges` of the largest range a node may allocate
+ * for the tag (`max(maxStep, the tag's stored step)`), or exactly `ids`. Either is capped at
+ * 2^63-1 (the tag is then exhausted, never wrapped).
+ */
+export type FenceMargin = { readonly ranges: number; readonly maxStep: number } | { readonly ids: bigint };
+
+/** What {@link SegmentStore.fence} is asked. */
+export interface FenceRequest {
+  /** Default: the store's own margin (its `fence` option). */
+  readonly margin?: FenceMargin;
+  /** Only this tag (TAG_NOT_FOUND if it does not exist); default every tag. */
+  readonly tag?: string;
+  /**
+   * Fence only if the table has been fenced exactly this many times ({@link StoreHistory.fences}),
+   * so that a retry after an unknown outcome does nothing twice. Default: fence in any case.
+   */
+  readonly ifFences?: number;
+}
+
+/** What {@link SegmentStore.fence} did, per database. */
+export interface FenceReport {
+  /** Which database of a set; absent for a store of its own. */
+  readonly database?: string;
+  /** False when `ifFences` did not match: nothing was changed. */
+  readonly fenced: boolean;
+  /** Rows raised (tags; a row with a negative max_id, written outside idmint, is left as it is). */
+  readonly tags: number;
+  /** The history now recorded (the live one). */
+  readonly history: string;
+  /** Fences so far, this one included. */
+  readonly fences: number;
+}
+
+/**
+ * A store found its database on a new history (its `onHistory` option, for logs and metrics):
+ * `fenced`, it fenced the new history itself (it was the first to see it); `changed`, it found the
+ * history other than the one it last allocated on, already fenced (by another node, or an operator).
+ */
+export interface StoreHistoryEvent {
+  readonly type: 'history';
+  readonly action: 'fenced' | 'changed';
+  /** The table (SQL) or key prefix (Redis). */
+  readonly table: string;
+  /** Which database of a set; absent for a store of its own. */
+  readonly database?: string;
+  /** The history before: recorded (fenced) or last allocated on (changed); undefined if none. */
+  readonly from: string | undefined;
+  readonly to: string;
+  /** Fenced: the rows raised, and the margin in words. */
+  readonly tags?: number;
+  readonly margin?: string;
+}
+
 /** What {@link SegmentStore.createTag} needs. */
 export interface NewTag {
   readonly tag: string;
@@ -140,9 +214,10 @@ export interface SegmentStore {
 
   /**
    * Creates the table (SQL) if missing, and adds idmint's columns (`opaque`, and a set's
-   * `id_offset`/`id_increment`) to a table that lacks them (a Leaf table); nothing else.
-   * Idempotent. Called by `idmint db init` and, where configured, at start-up. Redis needs no
-   * schema: a no-op there.
+   * `id_offset`/`id_increment`) to a table that lacks them (a Leaf table); creates idmint's
+   * history table (`idmint_history`) and verifies the history, fencing it if it is new (see
+   * {@link allocate}); nothing else. Idempotent. Called by `idmint db init` and, where
+   * configured, at start-up. Redis needs no schema: there it only verifies the history.
    */
   init(): Promise<void>;
 
@@ -152,6 +227,12 @@ export interface SegmentStore {
    * raises `max_id` to its class and then advances it by `step * increment`, returning a range of
    * stride `increment`. Correct with any number of processes
    * allocating the same tag at once: one atomic statement, or one transaction holding the row.
+   *
+   * Only on a verified history: the same statement (transaction, script) checks that the history
+   * recorded for the table is the database's live one. When it is not (a promoted replica, a
+   * restart of Redis, no record yet), the store first fences the new history, once for every node
+   * that sees it (see {@link fence}; a compare-and-set on the record, with the store's margin),
+   * then allocates. No range is ever allocated from an unfenced history.
    *
    * Throws IdMintError: TAG_NOT_FOUND (no such tag), ID_SPACE_EXHAUSTED (max_id would pass
    * 2^63-1; nothing is changed), TAG_MISCONFIGURED (the row's step is not 1 to 2^31-1 or its
@@ -164,9 +245,33 @@ export interface SegmentStore {
   allocate(tag: string, step?: number): Promise<SegmentRange>;
 
   /**
+   * The history of the store's database now and as recorded for its table, one entry per
+   * database (one for a store of its own). Throws STORE_UNAVAILABLE.
+   */
+  history(): Promise<StoreHistory[]>;
+
+  /**
+   * An operator's fence (`idmint db fence`), for what the store cannot reveal (a restore that
+   * keeps the history, a hand edit): raises every tag's (or one tag's) `max_id` by the margin and
+   * records the live history, in one transaction (one Lua script), with a compare-and-set on the
+   * record. Never lowers anything. Throws TAG_NOT_FOUND (the tag given does not exist),
+   * INVALID_ARGUMENT, STORE_UNAVAILABLE.
+   */
+  fence(request?: FenceRequest): Promise<FenceReport[]>;
+
+  /**
+   * Raises the tag's `max_id` to `atLeast` if it is below (never lowers it): a node that finds the
+   * store handing out a range below IDs it already holds moves the row past them. `atLeast` is
+   * in the store's residue class (the end of a range of it). Resolves true when raised. Throws
+   * INVALID_ARGUMENT, STORE_UNAVAILABLE.
+   */
+  raise(tag: string, atLeast: bigint): Promise<boolean>;
+
+  /**
    * Gives back the unissued tail `[from, to)` of the most recent range (of any stride: `from`
    * and `to` are in the range's residue class): sets `max_id` to `from`
-   * only if it is still `to` (compare-and-set), that is, if nobody allocated after the caller.
+   * only if it is still `to` (compare-and-set), that is, if nobody allocated after the caller,
+   * and only on a verified history (false otherwise: a tail is never given back to a new one).
    * Resolves true when given back. The caller must issue no ID of `[from, to)` afterwards. Used by
    * a graceful shutdown so a restart wastes nothing. Throws STORE_UNAVAILABLE, INVALID_ARGUMENT.
    */

@@ -120,6 +120,28 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     onSegmentEvent: (event) => {
       metrics?.segmentEvent(event);
       status.sampler.segmentEvent(event);
+      if (event.type === 'history') {
+        // Once per new history per node (docs/segments.md, Failover and restore).
+        const database = event.database === undefined ? {} : { database: event.database };
+        const fields = { table: event.table, ...database, from: event.from ?? null, to: event.to };
+        if (event.action === 'fenced') {
+          const message = 'segment store on a new history: every tag fenced before any ID is issued from it';
+          log.warn({ ...fields, tags: event.tags, margin: event.margin }, message);
+        } else {
+          log.warn(fields, 'segment store on a new history, fenced already (by another node or an operator)');
+        }
+        return;
+      }
+      if (event.type === 'heal') {
+        // The store went back further than any fence covered: this node is safe, others may not be.
+        const { tag, range, highest } = event;
+        log.error(
+          { tag, start: range.start.toString(), end: range.end.toString(), raisedTo: highest.toString() },
+          'segment store handed out a range below IDs this node already loaded: max_id raised past them; ' +
+            'run "idmint db fence" (docs/operations.md, After a failover or a restore)',
+        );
+        return;
+      }
       // Failed loads are bounded by retryAfterMs per tag, refreshes by tagRefreshMs: few lines.
       if (event.error !== undefined) {
         log.warn({ tag: event.type === 'load' ? event.tag : undefined, code: event.error.code, err: event.error.message }, event.type === 'load' ? 'segment range load failed' : 'tag list refresh failed');

@@ -9,6 +9,7 @@ import { SnowflakeWorker, type SnowflakeWorkerEvent } from './snowflake-worker.t
 import { openSegmentStore, openSegmentStores } from '../stores/open-segment-store.ts';
 import { MultiSegmentStore, type SetDatabaseStats } from '../stores/multi/multi-segment-store.ts';
 import type { ServerConfig } from '../config/schema.ts';
+import { segmentFenceMargin } from '../config/segment.ts';
 
 /** The segment service's own bound behind the store's timeout: the store abandons a call first. */
 const LOAD_TIMEOUT_SLACK_MS = 2000;
@@ -97,7 +98,10 @@ async function openSegments(
 ): Promise<Segments> {
   const s = config.segment;
   // Settings are named by their variable in messages: `cannot open SQLite file ... (IDMINT_SEGMENT_STORE)`.
-  const common = { table: s.table, timeoutMs: s.timeoutMs, poolSize: s.poolSize };
+  // The store fences a new history itself (segment.fenceRanges) and tells of it as a segment event.
+  const history = onEvent === undefined ? {} : { onHistory: onEvent };
+  const fence = segmentFenceMargin(s);
+  const common = { table: s.table, timeoutMs: s.timeoutMs, poolSize: s.poolSize, fence, ...history };
   // A set of databases is checked before it serves: a database whose rows are of another class is refused.
   const store = s.stores.length > 0 ? await openSegmentStores(s.stores, { ...common, source: 'IDMINT_SEGMENT_STORES' }) : await openSegmentStore(s.store, { ...common, source: 'IDMINT_SEGMENT_STORE' });
   opened.push(() => store.close());

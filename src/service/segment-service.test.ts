@@ -301,11 +301,34 @@ describe('SegmentService: outages', () => {
     assert.equal(store.calls.allocate, 1);
   });
 
-  it('refuses a range below IDs already loaded (max_id moved back), issuing nothing from it', async () => {
-    const { service, memory } = await setup({ step: { maxStep: 100 }, prefetchThreshold: 1 });
+  it('heals a store gone back below IDs loaded: raises max_id past them at once, serves on, repeats none', async () => {
+    const { service, memory, store, events } = await setup({ step: { maxStep: 100 }, prefetchThreshold: 1 });
+    const before = await drawMany(service, 100);
+    assert.equal(await memory.release('orders', 1n, 101n), true); // as if a backup were restored unfenced
+    // The very next request is served (no retryAfterMs wait), from above every ID loaded before.
+    const after = await drawMany(service, 150);
+    assert.equal(after[0], 101n);
+    assert.equal(new Set([...before, ...after]).size, 250, 'an ID was issued twice');
+    assert.deepEqual(store.raises, [101n]);
+    const heals = events.filter((event) => event.type === 'heal');
+    assert.deepEqual(heals.map((event) => [event.range.start, event.range.end, event.highest]), [[1n, 101n, 101n]]);
+    assert.equal(service.stats().tags[0]?.heals, 1);
+    assert.equal(service.stats().tags[0]?.loadFailures, 0);
+  });
+
+  it('refuses a store that stays below IDs already loaded after being raised, issuing nothing from it', async () => {
+    const { service, memory, store } = await setup({ step: { maxStep: 100 }, prefetchThreshold: 1 });
     await drawMany(service, 100);
-    assert.equal(await memory.release('orders', 1n, 101n), true); // as if a backup were restored
+    // A store whose raises do not stick (it goes back again each time: not settling).
+    store.raise = async () => {
+      await memory.release('orders', 1n, ((await memory.getTag('orders'))?.maxId ?? 0n));
+      return true;
+    };
+    assert.equal(await memory.release('orders', 1n, 101n), true);
+    const allocations = store.calls.allocate;
     await rejectsWith(service.next('orders'), 'STORE_UNAVAILABLE', /starts below IDs already loaded \(101\); was max_id moved back\?/);
+    assert.equal(store.calls.allocate - allocations, 4, 'one allocation and three more after raising');
+    assert.equal(service.stats().tags[0]?.heals, 3);
   });
 
   it('passes ID_SPACE_EXHAUSTED and TAG_NOT_FOUND from the store through', async () => {
@@ -606,7 +629,8 @@ describe('SegmentService: stats, events and options', () => {
     const stats = service.stats().tags[0];
     assert.deepEqual(
       { ...stats, loadMsTotal: undefined, loadMsMax: undefined },
-      { tag: 'orders', step: 100, tagStep: 100, remaining: 189, nextReady: true, loading: false, loads: 2, loadFailures: 0, abandonedLoads: 0, loadMsTotal: undefined, loadMsMax: undefined, lastError: null,
+      { tag: 'orders', step: 100, tagStep: 100, remaining: 189, nextReady: true, loading: false, loads: 2,
+        loadFailures: 0, abandonedLoads: 0, heals: 0, loadMsTotal: undefined, loadMsMax: undefined, lastError: null,
         lastErrorCode: null, issued: 11, range: { start: 1n, end: 101n, position: 12n }, next: { start: 101n, end: 201n } },
     );
     assert.ok((stats?.loadMsMax ?? -1) >= 0 && (stats?.loadMsTotal ?? -1) >= (stats?.loadMsMax ?? 0));

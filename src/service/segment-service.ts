@@ -1,7 +1,15 @@
 import type { Clock } from '../ports/clock.ts';
-import type { SegmentStore, TagListing, TagRecord } from '../ports/segment-store.ts';
+import type { SegmentStore, StoreHistoryEvent, TagListing, TagRecord } from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
-import { SegmentBuffer, closedError, type SegmentBufferSettings, type SegmentLoadEvent, type SegmentRun, type SegmentTagStats } from '../core/segment-buffer.ts';
+import {
+  SegmentBuffer,
+  closedError,
+  type SegmentBufferSettings,
+  type SegmentHealEvent,
+  type SegmentLoadEvent,
+  type SegmentRun,
+  type SegmentTagStats,
+} from '../core/segment-buffer.ts';
 import { SEGMENT_SERVICE_BOUNDS, TAG_PAGE_SIZE, checkTag, tagNotFound } from '../core/segment-limits.ts';
 import { SortedTagNames } from './sorted-tag-names.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
@@ -33,7 +41,7 @@ export interface SegmentServiceOptions {
   readonly tagFullRefreshMs?: number;
   /** How long a tag the store does not have is answered TAG_NOT_FOUND without asking again. Default 2000. */
   readonly negativeCacheMs?: number;
-  /** Called after every range load and tag refresh, for logs and metrics. Must not throw. */
+  /** Called after every range load, heal and tag refresh, for logs and metrics. Must not throw. */
   readonly onEvent?: (event: SegmentEvent) => void;
 }
 
@@ -49,7 +57,11 @@ export interface SegmentRefreshEvent {
   readonly error?: IdMintError;
 }
 
-export type SegmentEvent = SegmentLoadEvent | SegmentRefreshEvent;
+/**
+ * A range load, a tag refresh, a heal (a range below IDs already loaded, refused and the row
+ * raised past them), or, passed on by whoever opened the store, a store's new history.
+ */
+export type SegmentEvent = SegmentLoadEvent | SegmentRefreshEvent | SegmentHealEvent | StoreHistoryEvent;
 
 /** A snapshot of the service, for metrics and the admin API. */
 export interface SegmentServiceStats {
@@ -175,6 +187,12 @@ export class SegmentService {
         withTimeout(this.#store.allocate(tag, step), loadTimeoutMs, () =>
           new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": allocating a range took longer than ${loadTimeoutMs} ms; its outcome is unknown, so that range is skipped`, {
             details: { tag, timeoutMs: loadTimeoutMs, abandoned: true },
+          }),
+        ),
+      raise: (tag, atLeast) =>
+        withTimeout(this.#store.raise(tag, atLeast), loadTimeoutMs, () =>
+          new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": raising max_id took longer than ${loadTimeoutMs} ms`, {
+            details: { tag, timeoutMs: loadTimeoutMs },
           }),
         ),
       clock: this.#clock,
@@ -610,7 +628,25 @@ function entryMark(entry: number): number {
 
 /** What {@link SegmentService.stats} shows for a tag nobody has drawn from: nothing loaded yet. */
 export function idleStats(tag: string, step: number): SegmentTagStats {
-  return { tag, step: 0, tagStep: step, remaining: 0, nextReady: false, loading: false, loads: 0, loadFailures: 0, abandonedLoads: 0, loadMsTotal: 0, loadMsMax: 0, lastError: null, lastErrorCode: null, issued: 0, range: null, next: null };
+  return {
+    tag,
+    step: 0,
+    tagStep: step,
+    remaining: 0,
+    nextReady: false,
+    loading: false,
+    loads: 0,
+    loadFailures: 0,
+    abandonedLoads: 0,
+    heals: 0,
+    loadMsTotal: 0,
+    loadMsMax: 0,
+    lastError: null,
+    lastErrorCode: null,
+    issued: 0,
+    range: null,
+    next: null,
+  };
 }
 
 function storeTimeout(what: string, ms: number): IdMintError {

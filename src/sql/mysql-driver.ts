@@ -34,6 +34,8 @@ export interface MysqlPoolLike {
 
 /** ER_DUP_ENTRY */
 const DUPLICATE_ENTRY = 1062;
+/** ER_NO_SUCH_TABLE */
+const NO_SUCH_TABLE = 1146;
 /** ER_DUP_KEYNAME */
 const DUPLICATE_KEY_NAME = 1061;
 /**
@@ -73,6 +75,14 @@ export const mysqlDialect: SqlDialect = {
   isValueRefused(error) {
     return VALUE_REFUSED.has(Number((error as { errno?: unknown } | null)?.errno));
   },
+  isMissingTable: (error) => (error as { errno?: unknown } | null)?.errno === NO_SUCH_TABLE,
+  greatest: (a, b) => `GREATEST(${a}, ${b})`,
+  // The server's server_id, which MySQL and MariaDB replication both require to differ between a
+  // primary and its replicas, so a promoted replica reports another one. MySQL's server_uuid
+  // would also tell apart a server rebuilt under a reused server_id, but MariaDB has none, and
+  // the one statement must run on both; GTID positions move on every write, so they name no
+  // history (docs/segments.md, Failover and restore).
+  liveHistory: "CONCAT('mysql server_id ', @@server_id)",
 };
 
 /** MySQL or MariaDB through a `mysql2/promise` Pool: {@link MysqlDriver.open} opens one, or pass your own. */

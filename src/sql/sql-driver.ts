@@ -80,6 +80,16 @@ export interface SqlDialect {
   insertIfAbsent(table: string, columns: readonly string[], values: readonly string[]): string;
   /** True when `error` is a primary-key or unique violation. */
   isDuplicateKey(error: unknown): boolean;
+  /** True when `error` says a table the statement names does not exist. */
+  isMissingTable(error: unknown): boolean;
+  /** The larger of two integer expressions (`GREATEST`; SQLite's two-argument `MAX`). */
+  greatest(a: string, b: string): string;
+  /**
+   * An expression for the database's history as it reports it now (StoreHistory.live), read on
+   * the server the statement runs on: a text that changes when a replica is promoted in place of
+   * the primary. See each dialect for what it is made of, and docs/segments.md for its limits.
+   */
+  readonly liveHistory: string;
 }
 
 /** {@link SqlDialect.insertIfAbsent} in the standard form PostgreSQL and SQLite share. */

@@ -41,6 +41,12 @@ export const sqliteDialect: SqlDialect = {
   },
   // SQLite stores any text of any length in any column.
   isValueRefused: () => false,
+  // SQLITE_ERROR carries no code of its own for this: only its message tells.
+  isMissingTable: (error) => /no such table/i.test(error instanceof Error ? error.message : String(error)),
+  greatest: (a, b) => `MAX(${a}, ${b})`,
+  // A file has no replicas and no promotion: its history is one, as far as SQLite can tell. A
+  // file restored from a backup is what `idmint db fence` is for.
+  liveHistory: "'sqlite'",
 };
 
 /**

@@ -2,7 +2,7 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { MAX_SEGMENT_DATABASES } from '../core/segment-limits.ts';
-import type { SegmentStore } from '../ports/segment-store.ts';
+import type { SegmentStore, StoreHistoryEvent } from '../ports/segment-store.ts';
 import type { ConnectSegmentStoreOptions } from './sql/sql-segment-store.ts';
 import { SEGMENT_STORE_URL_FORMS, parseConnectionUrl, redactUrl } from '../shared/connection-url.ts';
 import type { MultiSegmentStore, SetMemberStore } from './multi/multi-segment-store.ts';
@@ -113,11 +113,18 @@ export async function openSegmentStores(urls: readonly string[], options: OpenSe
     if (first !== index) throw new IdMintError('CONFIG_INVALID', `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ${index}); each database of a set is listed once`, { details: { key: setting } });
   });
   const { MultiSegmentStore } = await import('./multi/multi-segment-store.ts');
-  const { verify = true, backoffMs, maxBackoffMs, ...storeOptions } = options;
+  const { verify = true, backoffMs, maxBackoffMs, onHistory, ...storeOptions } = options;
   const opened: SegmentStore[] = [];
   try {
     for (const [index, url] of urls.entries()) {
-      opened.push(await openSegmentStore(url, { ...storeOptions, init: false, residue: { offset: index, increment: urls.length }, source: `${setting}[${index}]` }));
+      // Each database has its own history; its events name it (the URL, password hidden).
+      const database = redactUrl(url);
+      const named = onHistory === undefined ? {} : {
+        onHistory: (event: StoreHistoryEvent) => onHistory({ ...event, database }),
+      };
+      const residue = { offset: index, increment: urls.length };
+      const source = `${setting}[${index}]`;
+      opened.push(await openSegmentStore(url, { ...storeOptions, ...named, init: false, residue, source }));
     }
     const store = new MultiSegmentStore({
       databases: opened.map((member, index) => ({ store: member as SetMemberStore, name: redactUrl(urls[index] as string) })),

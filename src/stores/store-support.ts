@@ -2,10 +2,27 @@
 // into STORE_UNAVAILABLE, and parsing of stored values into exact bigints.
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { OPAQUE_SEGMENT_DOMAIN } from '../core/opaque.ts';
-import { MAX_SEGMENT_DATABASES, checkDescription, checkSegmentId, checkStartId, checkStep, checkTag } from '../core/segment-limits.ts';
+import {
+  MAX_SEGMENT_DATABASES,
+  MAX_SEGMENT_ID,
+  MAX_TAG_STEP,
+  checkDescription,
+  checkSegmentId,
+  checkStartId,
+  checkStep,
+  checkTag,
+} from '../core/segment-limits.ts';
 import { MAX_TIMER_MS } from '../core/time.ts';
 import { withDeadline } from '../shared/timeout.ts';
-import type { NewTag, SegmentRange, SegmentResidue, TagRecord } from '../ports/segment-store.ts';
+import type {
+  FenceMargin,
+  NewTag,
+  SegmentRange,
+  SegmentResidue,
+  StoreHistoryEvent,
+  TagRecord,
+} from '../ports/segment-store.ts';
+import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { checkTableName } from '../sql/sql-driver.ts';
 
 /** Options every store adapter takes. */
@@ -21,6 +38,171 @@ export interface SegmentStoreOptions {
    * of its own, on Leaf's table as it is.
    */
   readonly residue?: SegmentResidue;
+  /**
+   * How far the store raises every tag when it finds its database on a new history (a promoted
+   * replica, a restore, no record yet). Default {@link DEFAULT_FENCE_MARGIN}: 64 of the largest
+   * ranges a node may allocate. See docs/segments.md, Failover and restore.
+   */
+  readonly fence?: FenceMargin;
+  /** Told when the store fences a new history or finds one (logs, metrics). Must not throw. */
+  readonly onHistory?: (event: StoreHistoryEvent) => void;
+}
+
+/**
+ * Fence margins in ranges: the default covers what a replica that lags can have lost, when every
+ * range allocated while it lagged is at most `max(maxStep, step)`. Sizing in docs/segments.md.
+ */
+export const DEFAULT_FENCE_RANGES = 64;
+/** At most a million ranges: with steps up to 2^31-1 a margin stays below 2^53, exact in Lua. */
+export const FENCE_RANGES_BOUNDS = { min: 1, max: 1_000_000 } as const;
+export const DEFAULT_FENCE_MARGIN: FenceMargin = { ranges: DEFAULT_FENCE_RANGES, maxStep: DEFAULT_STEP_POLICY.maxStep };
+
+/** idmint's own table of recorded histories, one row per segment table (docs/segments.md). */
+export const HISTORY_TABLE = 'idmint_history';
+
+/**
+ * The bound on one fence: it raises every row of the table in one transaction (a million rows take
+ * seconds), so it gets longer than an allocation. A fence cut short rolls back whole.
+ */
+export function fenceTimeoutMs(timeoutMs: number): number {
+  return Math.min(STORE_TIMEOUT_BOUNDS.max, Math.max(30_000, 10 * timeoutMs));
+}
+
+/** `margin` if it is a valid {@link FenceMargin}; INVALID_ARGUMENT naming what is allowed otherwise. */
+export function checkFenceMargin(margin: FenceMargin): FenceMargin {
+  if (margin !== null && typeof margin === 'object' && 'ids' in margin) {
+    if (typeof margin.ids !== 'bigint' || margin.ids < 1n || margin.ids > MAX_SEGMENT_ID) {
+      const got = String(margin.ids);
+      const allowed = `a bigint from 1 to ${MAX_SEGMENT_ID}`;
+      throw new IdMintError('INVALID_ARGUMENT', `a fence margin in IDs must be ${allowed}, got ${got}`);
+    }
+    return { ids: margin.ids };
+  }
+  const { ranges, maxStep } = (margin ?? {}) as { ranges?: unknown; maxStep?: unknown };
+  const { min, max } = FENCE_RANGES_BOUNDS;
+  if (!Number.isSafeInteger(ranges) || (ranges as number) < min || (ranges as number) > max) {
+    const got = String(ranges);
+    throw new IdMintError('INVALID_ARGUMENT', `fence ranges must be an integer from ${min} to ${max}, got ${got}`);
+  }
+  if (!Number.isSafeInteger(maxStep) || (maxStep as number) < 1 || (maxStep as number) > MAX_TAG_STEP) {
+    const got = String(maxStep);
+    throw new IdMintError('INVALID_ARGUMENT', `fence maxStep must be an integer from 1 to ${MAX_TAG_STEP}, got ${got}`);
+  }
+  return { ranges: ranges as number, maxStep: maxStep as number };
+}
+
+/** A margin in words, for logs and the CLI. */
+export function describeMargin(margin: FenceMargin): string {
+  return 'ids' in margin ? `${margin.ids} IDs` : `${margin.ranges} ranges of max(${margin.maxStep}, the tag's step)`;
+}
+
+/** Why an allocation is tried again: the history is not the recorded one, or the row changed between statements. */
+export interface AllocateRetry {
+  readonly retry: 'history' | 'raced';
+  readonly live?: string;
+  readonly recorded?: string | undefined;
+}
+
+/** What one fence transaction (or script) did. */
+export interface FenceOutcome {
+  /** True when this call raised the rows and recorded the history. */
+  readonly fenced: boolean;
+  /** True when another fence claimed the record between this one's read and its claim. */
+  readonly raced: boolean;
+  readonly tags: number;
+  /** The live history, recorded now if fenced. */
+  readonly history: string;
+  /** The history recorded before (undefined: none). */
+  readonly from: string | undefined;
+  readonly fences: number;
+}
+
+/**
+ * An allocation that found the history changing under every try (a fence that cannot complete, a
+ * database that moves between servers): retryable, as the store may settle.
+ */
+export function historyUnsettled(backend: string, tag: string, last: AllocateRetry): IdMintError {
+  const live = `the database's history (${last.live ?? 'unknown'})`;
+  const why =
+    last.retry === 'history'
+      ? `${live} is not the one recorded for the table (${last.recorded ?? 'none'}), and fencing it did not settle that`
+      : 'the row changed between its statements every time';
+  return new IdMintError('STORE_UNAVAILABLE', `${backend} store: tag "${tag}": no range allocated: ${why}`, {
+    details: { backend, tag },
+  });
+}
+
+/**
+ * A store's watch over its database's history, shared by the SQL and Redis stores: one
+ * verification (and fence, when the history is new) in flight at a time, whatever number of
+ * allocations find the history unverified; and a report of each new history, fenced here or found.
+ */
+export class HistoryWatch {
+  readonly #table: string;
+  readonly #margin: FenceMargin;
+  readonly #onHistory: ((event: StoreHistoryEvent) => void) | undefined;
+  /** Runs the store's automatic fence: nothing when the recorded history is the live one. */
+  readonly #fenceIfNew: () => Promise<FenceOutcome>;
+  /** The history the latest allocation ran on: an allocation on another one is reported. */
+  #last: string | undefined;
+  #verifying: Promise<void> | undefined;
+
+  constructor(options: {
+    table: string;
+    margin: FenceMargin;
+    onHistory: ((event: StoreHistoryEvent) => void) | undefined;
+    fenceIfNew: () => Promise<FenceOutcome>;
+  }) {
+    this.#table = options.table;
+    this.#margin = options.margin;
+    this.#onHistory = options.onHistory;
+    this.#fenceIfNew = options.fenceIfNew;
+  }
+
+  /** Makes sure the recorded history is the live one, fencing it first when it is not. */
+  verify(): Promise<void> {
+    this.#verifying ??= this.#verify().finally(() => {
+      this.#verifying = undefined;
+    });
+    return this.#verifying;
+  }
+
+  async #verify(): Promise<void> {
+    const outcome = await this.#fenceIfNew();
+    if (!outcome.fenced) return;
+    // This store saw the change itself: its next allocation, on the new history, is no news.
+    this.#last = outcome.history;
+    // The first record of a table without tags (a new one) moved nothing: not a fence to report.
+    if (outcome.from === undefined && outcome.tags === 0) return;
+    const margin = describeMargin(this.#margin);
+    const { from, history: to, tags } = outcome;
+    this.#onHistory?.({ type: 'history', action: 'fenced', table: this.#table, from, to, tags, margin });
+  }
+
+  /** Notes the history an allocation ran on, and reports it when it is not the one before. */
+  allocatedOn(history: string): void {
+    const before = this.#last;
+    this.#last = history;
+    if (before === undefined || before === history) return;
+    this.#onHistory?.({ type: 'history', action: 'changed', table: this.#table, from: before, to: history });
+  }
+}
+
+/** Validates {@link SegmentStore.raise}'s target: an ID, in the store's residue class. */
+export function checkRaise(atLeast: bigint, residue: SegmentResidue | undefined): void {
+  checkSegmentId(atLeast, 'atLeast');
+  if (residue !== undefined && !inResidue(atLeast, residue)) {
+    const target = `the target must be ≡ ${residue.offset} (mod ${residue.increment})`;
+    throw new IdMintError('INVALID_ARGUMENT', `raise to ${atLeast} on ${residueText(residue)}: ${target}`);
+  }
+}
+
+/** `count` if it is a fence count a request may name; INVALID_ARGUMENT otherwise. */
+export function checkFenceCount(count: number | undefined): number | undefined {
+  if (count !== undefined && (!Number.isSafeInteger(count) || count < 0)) {
+    throw new IdMintError('INVALID_ARGUMENT', `ifFences must be an integer of 0 or more, got ${String(count)}`);
+  }
+  return count;
 }
 
 export const DEFAULT_SEGMENT_TABLE = 'leaf_alloc';
@@ -29,14 +211,21 @@ export const DEFAULT_STORE_TIMEOUT_MS = 3000;
 export const STORE_TIMEOUT_BOUNDS = { min: 1, max: MAX_TIMER_MS } as const;
 
 /** The table name, timeout and residue class, validated. */
-export function resolveStoreOptions(options: SegmentStoreOptions = {}): { table: string; timeoutMs: number; residue: SegmentResidue | undefined } {
+export function resolveStoreOptions(options: SegmentStoreOptions = {}): {
+  table: string;
+  timeoutMs: number;
+  residue: SegmentResidue | undefined;
+  fence: FenceMargin;
+} {
   // Also the Redis key prefix: the same plain-identifier rule keeps keys and tables alike.
   const table = checkTableName(options.table ?? DEFAULT_SEGMENT_TABLE);
   const timeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < STORE_TIMEOUT_BOUNDS.min || timeoutMs > STORE_TIMEOUT_BOUNDS.max) {
     throw new IdMintError('INVALID_ARGUMENT', `timeoutMs must be a positive integer number of ms, at most ${STORE_TIMEOUT_BOUNDS.max}, got ${String(timeoutMs)}`);
   }
-  return { table, timeoutMs, residue: options.residue === undefined ? undefined : checkResidue(options.residue) };
+  const fence = checkFenceMargin(options.fence ?? DEFAULT_FENCE_MARGIN);
+  const residue = options.residue === undefined ? undefined : checkResidue(options.residue);
+  return { table, timeoutMs, residue, fence };
 }
 
 /** `residue` if it names one database of a set: increment 1 to 64, offset 0 to increment - 1. */

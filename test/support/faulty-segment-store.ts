@@ -1,5 +1,18 @@
 import { IdMintError } from '../../src/core/errors.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagListing, TagPage, TagRecord, TagUpdate } from '../../src/ports/segment-store.ts';
+import type {
+  FenceReport,
+  FenceRequest,
+  NewTag,
+  SegmentRange,
+  SegmentResidue,
+  SegmentStore,
+  StoreHistory,
+  TagChanges,
+  TagListing,
+  TagPage,
+  TagRecord,
+  TagUpdate,
+} from '../../src/ports/segment-store.ts';
 
 /** How the next store calls behave. */
 export type FaultMode =
@@ -23,7 +36,10 @@ export type Operation =
   | 'updateTag'
   | 'reassign'
   | 'readSetEntries'
-  | 'writeSetEntry';
+  | 'writeSetEntry'
+  | 'history'
+  | 'fence'
+  | 'raise';
 
 const OPERATIONS: readonly Operation[] = [
   'allocate',
@@ -37,6 +53,9 @@ const OPERATIONS: readonly Operation[] = [
   'reassign',
   'readSetEntries',
   'writeSetEntry',
+  'history',
+  'fence',
+  'raise',
 ];
 
 /** A gate calls wait at, for the operations it applies to (all when undefined). */
@@ -59,6 +78,8 @@ export class FaultySegmentStore implements SegmentStore {
   delayMs = 0;
   /** Calls per operation, counted when they start. */
   readonly calls = Object.fromEntries(OPERATIONS.map((operation) => [operation, 0])) as Record<Operation, number>;
+  /** The `atLeast` of every raise call, in order. */
+  readonly raises: bigint[] = [];
   /** Tag records the reads of the tag list returned (listTags, listTagChanges, listTagPage): the rows a refresh read. */
   tagRowsRead = 0;
   /** The `step` argument of every allocate call, in order. */
@@ -149,6 +170,19 @@ export class FaultySegmentStore implements SegmentStore {
 
   release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     return this.#through('release', () => this.inner.release(tag, from, to));
+  }
+
+  history(): Promise<StoreHistory[]> {
+    return this.#through('history', () => this.inner.history());
+  }
+
+  fence(request?: FenceRequest): Promise<FenceReport[]> {
+    return this.#through('fence', () => this.inner.fence(request));
+  }
+
+  raise(tag: string, atLeast: bigint): Promise<boolean> {
+    this.raises.push(atLeast);
+    return this.#through('raise', () => this.inner.raise(tag, atLeast));
   }
 
   listTags(): Promise<TagRecord[]> {

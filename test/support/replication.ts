@@ -53,12 +53,14 @@ export async function freePorts(count: number): Promise<number[]> {
 function postgresBin(): string | undefined {
   const base = '/usr/lib/postgresql';
   if (!existsSync(base)) return undefined;
-  const versions = readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'pg_basebackup'))).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'pg_basebackup')));
+  versions.sort((a, b) => Number(b) - Number(a));
   return versions[0] === undefined ? undefined : join(base, versions[0], 'bin');
 }
 
 function onPath(command: string): string | undefined {
-  for (const dir of ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin', ...(process.env['PATH'] ?? '').split(':')]) {
+  const path = (process.env['PATH'] ?? '').split(':');
+  for (const dir of ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin', ...path]) {
     if (dir !== '' && existsSync(join(dir, command))) return join(dir, command);
   }
   return undefined;
@@ -68,11 +70,14 @@ function onPath(command: string): string | undefined {
 export function replicationMissing(backend: ReplicatedBackend): string | undefined {
   switch (backend) {
     case 'postgres':
-      if (postgresBin() === undefined) return 'PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup under /usr/lib/postgresql/*/bin; Debian package postgresql)';
-      if (ROOT && spawnSync('id', ['-u', 'postgres']).status !== 0) return 'an OS user "postgres" (PostgreSQL refuses to run as root)';
-      return undefined;
+      if (postgresBin() === undefined) {
+        return 'initdb, pg_ctl and pg_basebackup in /usr/lib/postgresql/*/bin (Debian package postgresql)';
+      }
+      if (!ROOT || spawnSync('id', ['-u', 'postgres']).status === 0) return undefined;
+      return 'an OS user "postgres" (PostgreSQL refuses to run as root)';
     case 'mariadb':
-      return onPath('mariadbd') !== undefined && onPath('mariadb-install-db') !== undefined ? undefined : 'mariadbd and mariadb-install-db (Debian package mariadb-server)';
+      if (onPath('mariadbd') !== undefined && onPath('mariadb-install-db') !== undefined) return undefined;
+      return 'mariadbd and mariadb-install-db (Debian package mariadb-server)';
     case 'redis':
       return onPath('redis-server') !== undefined ? undefined : 'redis-server (Debian package redis-server)';
   }
@@ -82,7 +87,11 @@ export function replicationMissing(backend: ReplicatedBackend): string | undefin
  * `describe` for a suite that starts its own replicas: skipped loudly when the binaries are not
  * installed, failed under IDMINT_REQUIRE_SERVICES=1 (scripts/services.sh up installs them).
  */
-export async function describeWithReplication(title: string, backend: ReplicatedBackend, body: (context: SuiteContext) => void | Promise<void>): Promise<void> {
+export async function describeWithReplication(
+  title: string,
+  backend: ReplicatedBackend,
+  body: (context: SuiteContext) => void | Promise<void>,
+): Promise<void> {
   const missing = replicationMissing(backend);
   if (missing !== undefined) {
     const reason = `${backend} replication needs ${missing} (run scripts/services.sh up)`;
@@ -116,7 +125,10 @@ function run(argv: readonly string[]): Promise<string> {
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
-    child.on('close', (code, signal) => (code === 0 ? resolve(out) : reject(new Error(`${argv.join(' ')} failed (${code ?? signal}): ${out}`))));
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve(out);
+      else reject(new Error(`${argv.join(' ')} failed (${code ?? signal}): ${out}`));
+    });
   });
 }
 
@@ -144,7 +156,13 @@ async function waitFor(what: string, check: () => Promise<boolean>, ms = 30_000)
 }
 
 /** A long-running server started here; `kill` ends it by its PID and waits for the end. */
-function daemon(argv: readonly string[], log: string): { child: ChildProcess; kill(signal?: NodeJS.Signals): Promise<void> } {
+interface Daemon {
+  readonly child: ChildProcess;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Starts a {@link Daemon}, its stderr appended to `log`. */
+function daemon(argv: readonly string[], log: string): Daemon {
   const [file, ...args] = argv;
   const child = spawn(file as string, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -154,7 +172,8 @@ function daemon(argv: readonly string[], log: string): { child: ChildProcess; ki
   });
   const ended = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('exit', (code, signal) => {
-    if (code !== 0 && signal === null && stderr !== '') process.stderr.write(`${file} ended (${code}): ${stderr.slice(-500)}\n`);
+    if (code === 0 || signal !== null || stderr === '') return;
+    process.stderr.write(`${file} ended (${code}): ${stderr.slice(-500)}\n`);
   });
   return {
     child,
@@ -196,14 +215,16 @@ async function startPostgresPair(): Promise<ReplicaPair> {
   // pg_ctl stops the server by the PID in its postmaster.pid: the one started here.
   const stopBoth = async () => {
     for (const data of [primaryDir, replicaDir]) {
-      if (existsSync(join(data, 'postmaster.pid'))) await attempt(as([join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop']));
+      if (!existsSync(join(data, 'postmaster.pid'))) continue;
+      await attempt(as([join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop']));
     }
   };
   try {
     await pgCtl(primaryDir, '-l', join(dir, 'primary.log'), '-o', `-p ${primaryPort}`, '-w', 'start');
     // The replica copies the primary and follows it through the link, which the test can hang.
     link = await TcpProxy.start({ host: HOST, port: primaryPort });
-    await run(as([join(bin, 'pg_basebackup'), '-h', HOST, '-p', String(link.port), '-U', 'postgres', '-D', replicaDir, '-R', '-X', 'stream']));
+    const source = ['-h', HOST, '-p', String(link.port), '-U', 'postgres'];
+    await run(as([join(bin, 'pg_basebackup'), ...source, '-D', replicaDir, '-R', '-X', 'stream']));
     await pgCtl(replicaDir, '-l', join(dir, 'replica.log'), '-o', `-p ${replicaPort}`, '-w', 'start');
   } catch (error) {
     await stopBoth();
@@ -232,7 +253,8 @@ async function startPostgresPair(): Promise<ReplicaPair> {
     async caughtUp() {
       await waitFor('the PostgreSQL replica catching up', async () => {
         const [primary] = await query(primaryPort, 'SELECT pg_current_wal_lsn() AS lsn');
-        const [replica] = await query(replicaPort, `SELECT pg_last_wal_replay_lsn() >= '${String(primary?.['lsn'])}'::pg_lsn AS done`);
+        const lsn = String(primary?.['lsn']);
+        const [replica] = await query(replicaPort, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
         return replica?.['done'] === true;
       });
     },
@@ -255,7 +277,8 @@ async function startMariadbPair(): Promise<ReplicaPair> {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-mariadb-'));
   const [primaryPort, replicaPort] = (await freePorts(2)) as [number, number];
   const user = ROOT ? ['--user=root'] : [];
-  await run([onPath('mariadb-install-db') as string, '--no-defaults', `--datadir=${join(dir, 'primary')}`, ...user, '--auth-root-authentication-method=normal', '--skip-test-db']);
+  const install = [`--datadir=${join(dir, 'primary')}`, ...user, '--auth-root-authentication-method=normal'];
+  await run([onPath('mariadb-install-db') as string, '--no-defaults', ...install, '--skip-test-db']);
   // Two copies of one fresh install: the replica then starts from exactly what the primary has.
   cpSync(join(dir, 'primary'), join(dir, 'replica'), { recursive: true });
   const server = (name: string, port: number, serverId: number) =>
@@ -283,7 +306,8 @@ async function startMariadbPair(): Promise<ReplicaPair> {
   const url = (port: number) => `mysql://root@${HOST}:${port}/test`;
   const query = async (port: number, sql: string): Promise<Record<string, unknown>[]> => {
     const mysql = await import('mysql2/promise');
-    const connection = await mysql.createConnection({ host: HOST, port, user: 'root', connectTimeout: 2000, multipleStatements: true });
+    const options = { host: HOST, port, user: 'root', connectTimeout: 2000, multipleStatements: true };
+    const connection = await mysql.createConnection(options);
     try {
       const [rows] = await connection.query(sql);
       return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : [];
@@ -293,11 +317,14 @@ async function startMariadbPair(): Promise<ReplicaPair> {
   };
   let link: TcpProxy | undefined;
   try {
-    await waitFor('the MariaDB primary starting', async () => (await query(primaryPort, 'SELECT 1 AS one')).length === 1);
-    await waitFor('the MariaDB replica starting', async () => (await query(replicaPort, 'SELECT 1 AS one')).length === 1);
+    const answers = (port: number) => async () => (await query(port, 'SELECT 1 AS one')).length === 1;
+    await waitFor('the MariaDB primary starting', answers(primaryPort));
+    await waitFor('the MariaDB replica starting', answers(replicaPort));
     link = await TcpProxy.start({ host: HOST, port: primaryPort });
     await query(primaryPort, 'CREATE DATABASE test');
-    await query(replicaPort, `CHANGE MASTER TO MASTER_HOST='${HOST}', MASTER_PORT=${link.port}, MASTER_USER='root', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1; START SLAVE`);
+    const master = `MASTER_HOST='${HOST}', MASTER_PORT=${link.port}, MASTER_USER='root'`;
+    const from = 'MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1';
+    await query(replicaPort, `CHANGE MASTER TO ${master}, ${from}; START SLAVE`);
   } catch (error) {
     await primary.kill();
     await replica.kill();
@@ -357,8 +384,10 @@ async function startRedisPair(): Promise<ReplicaPair> {
   try {
     await waitFor('the Redis primary starting', async () => field(await info(primaryPort), 'role') === 'master');
     link = await TcpProxy.start({ host: HOST, port: primaryPort });
-    replica = daemon([redis, '--port', String(replicaPort), ...common, '--dbfilename', 'replica.rdb', '--replicaof', HOST, String(link.port)], join(dir, 'replica.log'));
-    await waitFor('the Redis replica syncing', async () => field(await info(replicaPort), 'master_link_status') === 'up');
+    const follow = ['--dbfilename', 'replica.rdb', '--replicaof', HOST, String(link.port)];
+    replica = daemon([redis, '--port', String(replicaPort), ...common, ...follow], join(dir, 'replica.log'));
+    const synced = async () => field(await info(replicaPort), 'master_link_status') === 'up';
+    await waitFor('the Redis replica syncing', synced);
   } catch (error) {
     await primary.kill();
     await replica?.kill();

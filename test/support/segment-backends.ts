@@ -5,8 +5,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { openSegmentStore, type OpenSegmentStoreOptions } from '../../src/stores/open-segment-store.ts';
+import { HISTORY_TABLE } from '../../src/stores/store-support.ts';
 import type { SegmentStoreFixture } from './segment-store-suite.ts';
+import type { SegmentStore } from '../../src/ports/segment-store.ts';
 import { SERVICES, uniqueName, type ServiceName } from './services.ts';
+
+type FixtureOptions = OpenSegmentStoreOptions & { url?: string };
+
+/** A fixture on a table of its own, with what tests need to reach it from outside the store. */
+export interface BackendFixture extends SegmentStoreFixture {
+  readonly url: string;
+  readonly table: string;
+  setRecordedHistory(value: string | undefined): Promise<void>;
+  openAnother(options?: OpenSegmentStoreOptions): Promise<SegmentStore>;
+}
 
 export interface SegmentBackend {
   /** `sqlite`, `postgres`, `mariadb`, `redis`. */
@@ -17,7 +29,7 @@ export interface SegmentBackend {
    * Opens a store on a fresh table/prefix (created). `url` overrides the service address (a
    * TcpProxy in front of it). The fixture's `table` is what to pass to another process.
    */
-  open(options?: OpenSegmentStoreOptions & { url?: string }): Promise<SegmentStoreFixture & { readonly url: string; readonly table: string }>;
+  open(options?: OpenSegmentStoreOptions & { url?: string }): Promise<BackendFixture>;
   /** Runs raw SQL on the backend (SQL backends only), for DDL and checks outside the store. */
   sql?(url: string, statement: string): Promise<Record<string, unknown>[]>;
 }
@@ -32,9 +44,12 @@ export function withPort(url: string, port: number): string {
 const sqlite: SegmentBackend = {
   name: 'sqlite',
   services: [],
-  open(options = {}) {
+  async open(options = {}) {
     const dir = mkdtempSync(join(tmpdir(), 'idmint-segments-'));
-    return openFixture(`sqlite:${join(dir, 'idmint.db')}`, async () => rmSync(dir, { recursive: true, force: true }), options);
+    const url = `sqlite:${join(dir, 'idmint.db')}`;
+    const remove = async () => rmSync(dir, { recursive: true, force: true });
+    const fixture = await openFixture(url, remove, options, (table, value) => setRecordedHistory(url, table, value));
+    return { ...fixture, sequentialNodes: true };
   },
   async sql(url, statement) {
     const db = new DatabaseSync(url.slice('sqlite:'.length));
@@ -49,7 +64,7 @@ const sqlite: SegmentBackend = {
 const postgres: SegmentBackend = {
   name: 'postgres',
   services: ['postgres'],
-  open: (options) => openFixture(SERVICES.postgres.url, (table) => dropTable(postgres, SERVICES.postgres.url, table), options),
+  open: (options) => openServerFixture(postgres, SERVICES.postgres.url, options),
   async sql(url, statement) {
     const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: url });
@@ -65,7 +80,7 @@ const postgres: SegmentBackend = {
 const mariadb: SegmentBackend = {
   name: 'mariadb',
   services: ['mysql'],
-  open: (options) => openFixture(SERVICES.mysql.url, (table) => dropTable(mariadb, SERVICES.mysql.url, table), options),
+  open: (options) => openServerFixture(mariadb, SERVICES.mysql.url, options),
   async sql(url, statement) {
     const mysql = await import('mysql2/promise');
     const connection = await mysql.createConnection({ uri: url, supportBigNumbers: true, bigNumberStrings: true, multipleStatements: true });
@@ -81,23 +96,72 @@ const mariadb: SegmentBackend = {
 const redis: SegmentBackend = {
   name: 'redis',
   services: ['redis'],
-  open: (options) => openFixture(SERVICES.redis.url, (prefix) => deleteRedisPrefix(SERVICES.redis.url, prefix), options),
+  open: (options) => openServerFixture(redis, SERVICES.redis.url, options),
 };
 
-/** A store on a fresh table (created unless `init: false`) at `options.url ?? url`; dispose drops it with `drop`. */
-async function openFixture(url: string, drop: (table: string) => Promise<unknown>, options: OpenSegmentStoreOptions & { url?: string } = {}) {
-  const table = options.table ?? uniqueName('seg');
-  const storeUrl = options.url ?? url;
-  const store = await openSegmentStore(storeUrl, { ...options, table, init: options.init ?? true });
+/**
+ * A store on a fresh table (created unless `init: false`) at `options.url ?? url`; dispose drops it
+ * with `drop`, and its row of the history table. `setHistory` writes the table's recorded history
+ * by hand (undefined: none), as a restore or an operator might.
+ */
+async function openFixture(
+  url: string,
+  drop: (table: string) => Promise<unknown>,
+  options: (OpenSegmentStoreOptions & { url?: string }) | undefined,
+  setHistory: (table: string, value: string | undefined) => Promise<unknown>,
+) {
+  const table = options?.table ?? uniqueName('seg');
+  const storeUrl = options?.url ?? url;
+  const store = await openSegmentStore(storeUrl, { ...options, table, init: options?.init ?? true });
+  const others: { close(): Promise<void> }[] = [];
   return {
     store,
     url: storeUrl,
     table,
+    setRecordedHistory: (value: string | undefined) => setHistory(table, value).then(() => undefined),
+    async openAnother(more: OpenSegmentStoreOptions = {}) {
+      const other = await openSegmentStore(storeUrl, { ...options, ...more, table, init: false });
+      others.push(other);
+      return other;
+    },
     async dispose() {
+      for (const other of others) await other.close().catch(() => undefined);
       await store.close();
       await drop(table);
+      await setHistory(table, undefined).catch(() => undefined);
     },
   };
+}
+
+/**
+ * Writes the recorded history of `table` (a Redis key prefix) in the database at `url` by hand, as a
+ * restore or an operator might; undefined deletes the record (the table's row of idmint_history).
+ */
+export async function setRecordedHistory(url: string, table: string, value: string | undefined): Promise<void> {
+  if (url.startsWith('redis')) {
+    const { Redis } = await import('ioredis');
+    const client = new Redis(url);
+    try {
+      if (value === undefined) await client.del(`${table}:history`);
+      else await client.hset(`${table}:history`, 'history', value);
+    } finally {
+      await client.quit();
+    }
+    return;
+  }
+  const backend = url.startsWith('sqlite') ? sqlite : url.startsWith('postgres') ? postgres : mariadb;
+  const where = `WHERE segment_table = '${table}'`;
+  const statement = value === undefined
+    ? `DELETE FROM ${HISTORY_TABLE} ${where}`
+    : `UPDATE ${HISTORY_TABLE} SET history = '${value}' ${where}`;
+  await backend.sql?.(url, statement);
+}
+
+/** {@link openFixture} on a database server: the table (or Redis prefix) is dropped afterwards. */
+function openServerFixture(backend: SegmentBackend, url: string, options: FixtureOptions | undefined) {
+  const drop = (table: string) =>
+    backend.sql === undefined ? deleteRedisPrefix(url, table) : dropTable(backend, url, table);
+  return openFixture(url, drop, options, (table, value) => setRecordedHistory(url, table, value));
 }
 
 function dropTable(backend: SegmentBackend, url: string, table: string): Promise<unknown> {

@@ -2,7 +2,7 @@
 // database and the server's `postgres` database, or IDMINT_TEST_POSTGRES_URL_2), MariaDB and Redis.
 // Each test works on a table (or key prefix) of its own and drops it in every database afterwards.
 import { setTableName } from '../../src/stores/sql/sql-segment-store.ts';
-import { SEGMENT_BACKENDS, deleteRedisPrefix, withPort } from './segment-backends.ts';
+import { SEGMENT_BACKENDS, deleteRedisPrefix, setRecordedHistory, withPort } from './segment-backends.ts';
 import { SERVICES, hostPort } from './services.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 
@@ -37,6 +37,7 @@ export async function dropSet(urls: readonly string[], table: string): Promise<v
     } else {
       await rawSql(url, `DROP TABLE IF EXISTS ${table}`);
       await rawSql(url, `DROP TABLE IF EXISTS ${setTableName(table)}`);
+      await setRecordedHistory(url, table, undefined).catch(() => undefined); // its row of idmint_history
     }
   }
 }

@@ -2,14 +2,34 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { isIdMintError, type ErrorCode } from '../../src/core/errors.ts';
 import { MAX_SEGMENT_ID } from '../../src/core/segment-limits.ts';
-import type { SegmentRange, SegmentStore } from '../../src/ports/segment-store.ts';
+import type { SegmentRange, SegmentStore, StoreHistoryEvent } from '../../src/ports/segment-store.ts';
+import type { OpenSegmentStoreOptions } from '../../src/stores/open-segment-store.ts';
 
 /** A store on a table (or key prefix) of its own, and how to remove that table afterwards. */
 export interface SegmentStoreFixture {
   readonly store: SegmentStore;
   /** Closes the store and drops what the fixture created. */
   dispose(): Promise<void>;
+  /**
+   * Writes the table's recorded history by hand (undefined: deletes the record), as a failover
+   * or a restore leaves it: the live history is then not the recorded one. Absent where the
+   * database is private to the store (SQLite :memory:).
+   */
+  setRecordedHistory?(value: string | undefined): Promise<void>;
+  /** Opens another store (another node) on the same table; closed by dispose. */
+  openAnother?(options?: OpenSegmentStoreOptions): Promise<SegmentStore>;
+  /**
+   * True where several stores in one process must take turns (SQLite: a write lock on the file,
+   * waited for inside one event loop, would wait for a transaction that loop cannot finish).
+   */
+  readonly sequentialNodes?: boolean;
 }
+
+/** Why a test that rewrites the record or opens a second store is skipped on SQLite :memory:. */
+const PRIVATE = 'the database is private to one store';
+
+/** The form of StoreHistory.live on each backend. */
+const LIVE_HISTORY = /^(postgres system \d+ timeline \d+|mysql server_id \d+|redis replid [0-9a-f]{40}|sqlite)$/;
 
 /** Resolves if `promise` rejects with an IdMintError of `code`. */
 export async function rejectsWith(promise: Promise<unknown>, code: ErrorCode, pattern?: RegExp): Promise<void> {
@@ -234,6 +254,126 @@ export function runSegmentStoreSuite(options: { create: () => Promise<SegmentSto
     await rejectsWith(store.allocate('near-top', 51), 'ID_SPACE_EXHAUSTED');
     assert.equal((await store.getTag('near-top'))?.maxId, MAX_SEGMENT_ID - 50n);
     assert.equal((await store.allocate('near-top', 50)).end, MAX_SEGMENT_ID);
+  });
+
+  // The history (docs/segments.md, Failover and restore). The tests that rewrite the record come
+  // last: a fence raises every tag of the table.
+  it('records its database\'s history at init, and allocates only on it', async () => {
+    const [history] = await store.history();
+    assert.match(history?.live ?? '', LIVE_HISTORY);
+    assert.equal(history?.recorded, history?.live);
+    assert.ok((history?.fences ?? 0) >= 1, 'init fenced the table once (it had no record)');
+    await store.init();
+    assert.deepEqual(await store.history(), [history], 'init again: the same history, no new fence');
+  });
+
+  it('raise moves max_id up to a target, never down', async () => {
+    await store.createTag({ tag: 'raise', step: 10, startId: 100n });
+    assert.equal(await store.raise('raise', 500n), true);
+    assert.equal((await store.getTag('raise'))?.maxId, 500n);
+    assert.equal(await store.raise('raise', 300n), false);
+    assert.equal(await store.raise('raise', 500n), false);
+    assert.equal((await store.getTag('raise'))?.maxId, 500n);
+    assert.equal(await store.raise('raise', 1000n), true, 'a longer number is larger (Redis compares decimal strings)');
+    assert.equal((await store.allocate('raise')).start, 1000n);
+    assert.equal(await store.raise('no-such-tag', 5n), false);
+    await rejectsWith(store.raise('raise', -1n), 'INVALID_ARGUMENT', /atLeast must be a bigint from 0/);
+  });
+
+  it("an operator's fence raises every tag or one by the margin, capped at 2^63-1; with ifFences, once", async () => {
+    await store.createTag({ tag: 'op-a', step: 10, startId: 100n });
+    await store.createTag({ tag: 'op-b', step: 70, startId: 200n });
+    await store.createTag({ tag: 'op-top', step: 10, startId: MAX_SEGMENT_ID - 20n });
+    const maxId = async (tag: string) => (await store.getTag(tag))?.maxId;
+    const [start] = await store.history();
+    const fences = start?.fences ?? 0;
+    const [all] = await store.fence({ margin: { ids: 1000n } });
+    assert.equal(all?.fenced, true);
+    assert.ok((all?.tags ?? 0) >= 3, `${all?.tags} tags raised`);
+    assert.deepEqual([all?.fences, all?.history], [fences + 1, start?.live]);
+    assert.deepEqual([await maxId('op-a'), await maxId('op-b'), await maxId('op-top')], [1100n, 1200n, MAX_SEGMENT_ID]);
+    await rejectsWith(store.allocate('op-top'), 'ID_SPACE_EXHAUSTED');
+    // In ranges: 2 of max(maxStep 50, the tag's step 70).
+    const [one] = await store.fence({ margin: { ranges: 2, maxStep: 50 }, tag: 'op-b' });
+    assert.deepEqual([one?.fenced, one?.tags, one?.fences], [true, 1, fences + 2]);
+    assert.deepEqual([await maxId('op-a'), await maxId('op-b')], [1100n, 1340n]);
+    // A script that read the count fences once, however often it is run again.
+    for (let run = 0; run < 3; run++) {
+      const [report] = await store.fence({ margin: { ids: 5n }, tag: 'op-a', ifFences: fences + 2 });
+      assert.deepEqual([report?.fenced, report?.fences], [run === 0, fences + 3], `run ${run}`);
+    }
+    assert.equal(await maxId('op-a'), 1105n);
+    await rejectsWith(store.fence({ tag: 'no-such-tag' }), 'TAG_NOT_FOUND');
+    await rejectsWith(store.fence({ margin: { ids: 0n } }), 'INVALID_ARGUMENT', /margin in IDs must be a bigint/);
+    await rejectsWith(store.fence({ margin: { ranges: 0, maxStep: 10 } }), 'INVALID_ARGUMENT', /fence ranges must be/);
+    assert.equal((await store.history())[0]?.fences, fences + 3, 'refused fences changed nothing');
+    assert.equal((await store.allocate('op-a')).start, 1105n);
+  });
+
+  it('fences a new history once, before any range comes from it, however many nodes find it at once', async (t) => {
+    if (fixture.setRecordedHistory === undefined || fixture.openAnother === undefined) return t.skip(PRIVATE);
+    await store.createTag({ tag: 'new-history', step: 10, startId: 1000n });
+    await store.createTag({ tag: 'new-history-wide', step: 500, startId: 5000n });
+    assert.equal((await store.allocate('new-history')).end, 1010n);
+    const [before] = await store.history();
+    await fixture.setRecordedHistory('a history the database no longer has');
+    const events: StoreHistoryEvent[] = [];
+    const margin = { ranges: 3, maxStep: 100 };
+    const open = fixture.openAnother;
+    const onHistory = (event: StoreHistoryEvent) => events.push(event);
+    const nodes = await Promise.all(Array.from({ length: 8 }, () => open({ fence: margin, onHistory })));
+    // At once, except on SQLite: its stores in one process would wait for each other's write lock
+    // inside one event loop (SQLite nodes are separate processes, which the file lock serialises).
+    // The nodes still run one after another, each finding the history fenced or fencing it.
+    const twice = (node: SegmentStore) => Promise.all([node.allocate('new-history'), node.allocate('new-history')]);
+    const ranges: SegmentRange[] = [];
+    if (fixture.sequentialNodes === true) for (const node of nodes) ranges.push(...(await twice(node)));
+    else ranges.push(...(await Promise.all(nodes.map(twice))).flat());
+    // One fence of 3 ranges of max(100, 10): the ranges tile from 1010 + 300, no second gap.
+    assertContiguous(ranges, 1310n);
+    const wide = (await store.getTag('new-history-wide'))?.maxId;
+    assert.equal(wide, 5000n + 3n * 500n, 'every tag fenced, by its largest range');
+    const [after] = await store.history();
+    assert.deepEqual([after?.recorded, after?.fences], [before?.live, (before?.fences ?? 0) + 1]);
+    const fenced = events.filter((event) => event.action === 'fenced');
+    assert.equal(fenced.length, 1, `fence events: ${JSON.stringify(events)}`);
+    const database = fenced[0]?.database === undefined ? {} : { database: fenced[0].database };
+    assert.deepEqual(
+      { ...fenced[0], tags: undefined },
+      {
+        type: 'history',
+        action: 'fenced',
+        table: fenced[0]?.table,
+        ...database,
+        from: 'a history the database no longer has',
+        to: before?.live,
+        tags: undefined,
+        margin: "3 ranges of max(100, the tag's step)",
+      },
+    );
+    assert.ok((fenced[0]?.tags ?? 0) >= 2);
+  });
+
+  it('a table with no history recorded is fenced by its first allocation', async (t) => {
+    if (fixture.setRecordedHistory === undefined || fixture.openAnother === undefined) return t.skip(PRIVATE);
+    await store.createTag({ tag: 'unrecorded', step: 10, startId: 50n });
+    await fixture.setRecordedHistory(undefined);
+    assert.equal((await store.history())[0]?.recorded, undefined);
+    const node = await fixture.openAnother({ fence: { ids: 777n } });
+    assert.equal((await node.allocate('unrecorded')).start, 50n + 777n);
+    const [history] = await store.history();
+    assert.deepEqual([history?.recorded, history?.fences], [history?.live, 1]);
+  });
+
+  it('gives nothing back to a history it has not verified', async (t) => {
+    if (fixture.setRecordedHistory === undefined) return t.skip(PRIVATE);
+    await store.createTag({ tag: 'give-back-unverified', step: 10 });
+    const range = await store.allocate('give-back-unverified');
+    await fixture.setRecordedHistory('another history');
+    assert.equal(await store.release('give-back-unverified', range.start + 1n, range.end), false);
+    assert.equal((await store.getTag('give-back-unverified'))?.maxId, range.end);
+    await store.init(); // fences the "new" history: the table is verified again
+    assert.equal((await store.history())[0]?.recorded, (await store.history())[0]?.live);
   });
 
   it('release gives a tail back only while nobody allocated after it (compare-and-set)', async () => {

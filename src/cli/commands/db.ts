@@ -1,23 +1,45 @@
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
+import { MAX_SEGMENT_ID } from '../../core/segment-limits.ts';
 import { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore, openSegmentStores } from '../../stores/open-segment-store.ts';
 import { redactUrl } from '../../shared/connection-url.ts';
-import { DEFAULT_SEGMENT_TABLE, DEFAULT_STORE_TIMEOUT_MS } from '../../stores/store-support.ts';
+import {
+  DEFAULT_SEGMENT_TABLE,
+  DEFAULT_STORE_TIMEOUT_MS,
+  FENCE_RANGES_BOUNDS,
+  HISTORY_TABLE,
+  describeMargin,
+} from '../../stores/store-support.ts';
+import { segmentFenceMargin } from '../../config/segment.ts';
+import type {
+  FenceMargin,
+  FenceReport,
+  FenceRequest,
+  SegmentStore,
+  StoreHistory,
+  StoreHistoryEvent,
+} from '../../ports/segment-store.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFromFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
-import type { SetJoinReport } from '../../stores/multi/multi-segment-store.ts';
+import type { MultiSegmentStore, SetJoinReport } from '../../stores/multi/multi-segment-store.ts';
 import type { CliCommand, CliIo } from '../io.ts';
+
+const SUBCOMMANDS = ['init', 'history', 'fence'] as const;
 
 export const dbCommand: CliCommand = {
   name: 'db',
-  summary: 'create the segment table in a database (idmint db init)',
-  help: `Usage: idmint db init [--store URL] [--table NAME] [--timeout MS]
-       idmint db init --stores URL,URL,... [--replace INDEX] [--table NAME] [--timeout MS]
+  summary: 'create the segment table (db init), show its history (db history), fence it (db fence)',
+  help: `Usage: idmint db init [--store URL | --stores URL,... [--replace INDEX]] [--table NAME] [--timeout MS]
+       idmint db history [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
+       idmint db fence [--margin IDS | --ranges N] [--tag TAG] [--if-fences N]
+                       [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
 
-Creates the segment table (Leaf's leaf_alloc layout) if it is missing, and nothing else: no
-tags, no other tables. Safe to run any number of times. An existing Leaf table is used as it is.
+init: creates the segment table (Leaf's leaf_alloc layout) if it is missing and idmint's history
+table (${HISTORY_TABLE}), and records the database's history; nothing else: no tags. Safe to run
+any number of times. An existing Leaf table is used as it is; one idmint has no record of is
+fenced once (every tag raised by the margin), since idmint cannot know what happened to it before.
 
-With a set of databases (--stores, or segment.stores / IDMINT_SEGMENT_STORES), it forms the set:
+With a set of databases (--stores, or segment.stores / IDMINT_SEGMENT_STORES), init forms the set:
 each table gets the id_offset and id_increment columns, and every tag a row in every database,
 database r issuing IDs ≡ r (mod N), each above every ID any of them issued before. Run it after
 creating a set, after adding a database to it (N to N+1) or to join a Leaf table to it; every
@@ -26,6 +48,17 @@ whatever state a run cut short leaves: run it again with the same list. Safe whi
 nodes still configured with the old list are refused from then on (restart them with the new
 one). docs/segments.md, Several databases.
 
+history: the database's history now (PostgreSQL's system and timeline, MySQL/MariaDB's server_id,
+Redis's replication ID), the one recorded for the table, and how many fences it has had. Where they
+differ, the next allocation fences every tag first.
+
+fence: raises every tag's max_id (or one tag's) by a margin and records the history, at once, for
+what the database cannot reveal: a restore from a dump or backup that kept its history, a hand
+edit of max_id. A promotion or a restart of Redis is fenced by the nodes themselves. Each run
+fences once more (safe: nothing is ever lowered); with --if-fences N it fences only while the
+table has had exactly N fences (as db history shows), so a retried run does nothing twice.
+docs/operations.md, After a failover or a restore.
+
 Options:
   -s, --store URL     the segment store (default: the configured one, IDMINT_SEGMENT_STORE or
                       the config file in IDMINT_CONFIG, else ${DEFAULT_SEGMENT_STORE_URL}), one of:
@@ -33,11 +66,17 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
                       Redis keeps tags as hashes and needs no table.
       --stores URLS   a set of databases, comma-separated, in their order (default: the
                       configured segment.stores); replaces --store
-      --replace INDEX the database at INDEX of --stores is an empty one replacing the set's
+      --replace INDEX init: the database at INDEX of --stores is an empty one replacing the set's
                       database there, lost for good (never use that one again): its rows start
                       above every ID the lost one can have issued
   -t, --table NAME    table name (default: the configured one, else ${DEFAULT_SEGMENT_TABLE})
       --timeout MS    give up on the database after MS milliseconds (default ${DEFAULT_STORE_TIMEOUT_MS})
+      --margin IDS    fence: raise each tag by exactly IDS (1 to ${MAX_SEGMENT_ID})
+      --ranges N      fence: raise each tag by N of its largest ranges, max(segment.maxStep, its
+                      step), ${FENCE_RANGES_BOUNDS.min} to ${FENCE_RANGES_BOUNDS.max} (default: the configured
+                      segment.fenceRanges)
+      --tag TAG       fence: only this tag
+      --if-fences N   fence: only if the table has had exactly N fences
   -h, --help          show this help`,
 
   async run(argv, io) {
@@ -46,9 +85,13 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       {
         store: { type: 'string', short: 's' },
         stores: { type: 'string' },
-        replace: { type: 'string' },
         table: { type: 'string', short: 't' },
         timeout: { type: 'string' },
+        replace: { type: 'string' },
+        margin: { type: 'string' },
+        ranges: { type: 'string' },
+        tag: { type: 'string' },
+        'if-fences': { type: 'string' },
       },
       { min: 1, max: 1, name: 'subcommand' },
     );
@@ -56,67 +99,162 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       await io.out(`${this.help}\n`);
       return 0;
     }
-    if (positionals[0] !== 'init') throw new IdMintError('INVALID_ARGUMENT', `unknown db subcommand "${positionals[0]}"; the only one is: init`);
+    const sub = positionals[0] as (typeof SUBCOMMANDS)[number];
+    if (!SUBCOMMANDS.includes(sub)) {
+      const known = SUBCOMMANDS.join(', ');
+      const message = `unknown db subcommand "${positionals[0]}"; the subcommands are: ${known}`;
+      throw new IdMintError('INVALID_ARGUMENT', message);
+    }
+    for (const flag of ['margin', 'ranges', 'tag', 'if-fences'] as const) {
+      if (sub !== 'fence' && values[flag] !== undefined) {
+        throw new IdMintError('INVALID_ARGUMENT', `--${flag} belongs to "idmint db fence"`);
+      }
+    }
+    if (sub !== 'init' && values.replace !== undefined) throw new IdMintError('INVALID_ARGUMENT', '--replace belongs to "idmint db init"');
+    if (values.store !== undefined && values.stores !== undefined) {
+      throw new IdMintError('INVALID_ARGUMENT', '--store and --stores name the database(s) twice: give one of them');
+    }
     // Without flags, the store `idmint serve` would use (environment and IDMINT_CONFIG file).
     const configured = configFromFlags({}).config.segment;
-    if (values.store !== undefined && values.stores !== undefined) throw new IdMintError('INVALID_ARGUMENT', '--store and --stores name the database(s) twice: give one of them');
-    const urls = values.stores !== undefined ? values.stores.split(',').map((url) => url.trim()).filter((url) => url !== '') : values.store === undefined ? configured.stores : [];
-    if (values.replace !== undefined && urls.length === 0) {
-      throw new IdMintError('INVALID_ARGUMENT', '--replace names a database of a set: give the set with --stores');
-    }
-    if (urls.length > 0) {
-      const timeoutMs = integerFlag('timeout', values.timeout, configured.timeoutMs, 1, 600_000);
-      const source = values.stores !== undefined ? '--stores' : 'IDMINT_SEGMENT_STORES';
-      const options = { source, table: values.table ?? configured.table, timeoutMs };
-      if (values.replace === undefined) return initSet(urls, options, io);
-      return initSet(urls, { ...options, replace: integerFlag('replace', values.replace, 0, 0, urls.length - 1) }, io);
-    }
-    const url = values.store ?? configured.store;
+    const fence = fenceMarginFlags(values.margin, values.ranges, segmentFenceMargin(configured));
+    const rawIfFences = values['if-fences'];
+    const ifFences = rawIfFences === undefined ? undefined : integerFlag('if-fences', rawIfFences, 0, 0, 2 ** 53 - 1);
     const table = values.table ?? configured.table;
     const timeoutMs = integerFlag('timeout', values.timeout, configured.timeoutMs, 1, 600_000);
-    const source = values.store !== undefined ? '--store' : 'IDMINT_SEGMENT_STORE';
-    const store = await openSegmentStore(url, { table, timeoutMs, init: false, source }).catch(async (error: unknown) => {
+    const listed = values.stores?.split(',').map((url) => url.trim()).filter((url) => url !== '');
+    const urls = listed ?? (values.store === undefined ? configured.stores : []);
+    const set = urls.length > 0;
+    if (values.replace !== undefined && !set) {
+      throw new IdMintError('INVALID_ARGUMENT', '--replace names a database of a set: give the set with --stores');
+    }
+    const replace = values.replace === undefined ? undefined : integerFlag('replace', values.replace, 0, 0, urls.length - 1);
+    const url = set ? (urls[0] as string) : (values.store ?? configured.store);
+    const source = set
+      ? values.stores !== undefined ? '--stores' : 'IDMINT_SEGMENT_STORES'
+      : values.store !== undefined ? '--store' : 'IDMINT_SEGMENT_STORE';
+    const setting = [{ url, role: 'segment-store' as const, name: source }];
+    // What the store fences of itself (init, or an allocation finding a new history) is told here.
+    const fenced: StoreHistoryEvent[] = [];
+    const onHistory = (event: StoreHistoryEvent) => fenced.push(event);
+    // init runs init() itself; history and fence open the store as every command does (SQLite's
+    // embedded store is initialized when opened, a server's is not).
+    const options = { table, timeoutMs, fence, source, onHistory, ...(sub === 'init' ? { init: false } : {}) };
+    const opening = set ? openSegmentStores(urls, { ...options, verify: false }) : openSegmentStore(url, options);
+    const store: SegmentStore = await opening.catch(async (error: unknown) => {
       // A store URL given on the command line is a usage error (exit 2), not a failure of the work.
       if (isIdMintError(error, 'CONFIG_INVALID')) throw new IdMintError('INVALID_ARGUMENT', error.message);
-      throw (await backendFailure(error, [{ url, role: 'segment-store', name: source }])) ?? error;
+      throw (await backendFailure(error, setting)) ?? error;
     });
+    const request: FenceRequest = {
+      margin: fence,
+      ...(values.tag === undefined ? {} : { tag: values.tag }),
+      ...(ifFences === undefined ? {} : { ifFences }),
+    };
+    let lines: string[];
     try {
-      await store.init();
+      if (sub === 'history') lines = historyLines(await store.history(), table);
+      else if (sub === 'fence') lines = fenceLines(await store.fence(request), table, fence, ifFences);
+      else lines = set ? await initSet(store as MultiSegmentStore, urls, table, replace) : await initOne(store, url, table);
     } catch (error) {
-      throw (await backendFailure(error, [{ url, role: 'segment-store', name: source }])) ?? error;
+      throw (await backendFailure(error, setting)) ?? error;
     } finally {
       await store.close();
     }
-    await io.out(store.backend === 'redis' ? `redis keeps tags as hashes: no table to create in ${redactUrl(url)}\n` : `table ${table} is ready in ${redactUrl(url)}\n`);
+    const told = fenced.filter((event) => event.action === 'fenced' && (event.tags ?? 0) > 0).map(fencedLine);
+    await io.out(`${[...lines, ...told].join('\n')}\n`);
     return 0;
   },
 };
 
-/** `idmint db init` for a set of databases: tables and columns, then every tag joined to the set. */
-async function initSet(
-  urls: readonly string[],
-  options: { readonly source: string; readonly table: string; readonly timeoutMs: number; readonly replace?: number },
-  io: CliIo,
-): Promise<number> {
-  const { source, table, timeoutMs, replace } = options;
-  const setting = [{ url: urls[0] ?? '', role: 'segment-store' as const, name: source }];
-  const store = await openSegmentStores(urls, { table, timeoutMs, init: false, verify: false, source }).catch(async (error: unknown) => {
-    if (isIdMintError(error, 'CONFIG_INVALID')) throw new IdMintError('INVALID_ARGUMENT', error.message);
-    throw (await backendFailure(error, setting)) ?? error;
-  });
-  let report: SetJoinReport;
-  try {
-    report = await store.join(replace === undefined ? {} : { replace });
-  } catch (error) {
-    throw (await backendFailure(error, setting)) ?? error;
-  } finally {
-    await store.close();
+/** The margin --margin or --ranges names, else the configured one. */
+function fenceMarginFlags(
+  margin: string | undefined,
+  ranges: string | undefined,
+  configured: FenceMargin,
+): FenceMargin {
+  if (margin !== undefined && ranges !== undefined) {
+    throw new IdMintError('INVALID_ARGUMENT', '--margin and --ranges both size the fence: give one of them');
   }
-  const lines = [
-    `a set of ${urls.length} database${urls.length === 1 ? '' : 's'} is ready in table ${table}; database r issues IDs ≡ r (mod ${urls.length}):`,
+  if (margin !== undefined) {
+    const ids = /^[1-9][0-9]{0,18}$/.test(margin) ? BigInt(margin) : 0n;
+    if (ids < 1n || ids > MAX_SEGMENT_ID) {
+      const allowed = `an integer from 1 to ${MAX_SEGMENT_ID}`;
+      throw new IdMintError('INVALID_ARGUMENT', `--margin must be ${allowed}, got "${margin}"`);
+    }
+    return { ids };
+  }
+  if (ranges === undefined || 'ids' in configured) return configured;
+  const { min, max } = FENCE_RANGES_BOUNDS;
+  return { ranges: integerFlag('ranges', ranges, 0, min, max), maxStep: configured.maxStep };
+}
+
+/** "1 fence", "3 fences". */
+function fences(count: number): string {
+  return `${count} fence${count === 1 ? '' : 's'}`;
+}
+
+/** `idmint db init` for one database: the tables, and the history recorded (fenced when new). */
+async function initOne(store: SegmentStore, url: string, table: string): Promise<string[]> {
+  await store.init();
+  const [history] = await store.history();
+  const where = redactUrl(url);
+  const ready = store.backend === 'redis'
+    ? `redis keeps tags as hashes: no table to create in ${where}`
+    : `table ${table} is ready in ${where}`;
+  if (history === undefined) return [ready];
+  return [ready, `history: ${history.live} (recorded; ${fences(history.fences)} so far)`];
+}
+
+/**
+ * `idmint db init` for a set of databases: tables and columns, then every tag joined to the set
+ * (`replace`: the index of an empty database replacing a lost one).
+ */
+async function initSet(store: MultiSegmentStore, urls: readonly string[], table: string, replace: number | undefined): Promise<string[]> {
+  // join() runs each database's init first: its history is recorded (fenced where new) as alone.
+  const report: SetJoinReport = await store.join(replace === undefined ? {} : { replace });
+  const n = urls.length;
+  return [
+    `a set of ${n} database${n === 1 ? '' : 's'} is ready in table ${table}; database r issues IDs ≡ r (mod ${n}):`,
     ...urls.map((url, index) => `  ${index}  ${redactUrl(url)}${index === replace ? '  (replaces the lost one)' : ''}`),
-    ...report.tags.map((tag) => `tag ${tag.tag}: ${tag.action === 'unchanged' ? 'already in the set' : tag.action === 'completed' ? `rows added above ${tag.maxId}` : `re-formed above ${tag.maxId}`}`),
+    ...report.tags.map((tag) => {
+      if (tag.action === 'unchanged') return `tag ${tag.tag}: already in the set`;
+      return `tag ${tag.tag}: ${tag.action === 'completed' ? 'rows added' : 're-formed'} above ${tag.maxId}`;
+    }),
   ];
-  await io.out(`${lines.join('\n')}\n`);
-  return 0;
+}
+
+/** Where a line is about: the table, and in a set the database. */
+function place(table: string, database: string | undefined): string {
+  return database === undefined ? `table ${table}` : `table ${table} in ${database}`;
+}
+
+function historyLines(histories: readonly StoreHistory[], table: string): string[] {
+  return histories.map((history) => {
+    const state =
+      history.recorded === history.live
+        ? `recorded, ${fences(history.fences)} so far`
+        : history.recorded === undefined
+          ? 'none recorded: the next allocation fences every tag (a first sight)'
+          : `recorded ${history.recorded}: a new history, the next allocation fences every tag first`;
+    return `${place(table, history.database)}: history ${history.live} (${state})`;
+  });
+}
+
+function fenceLines(reports: readonly FenceReport[], table: string, margin: FenceMargin, expected?: number): string[] {
+  return reports.map((report) => {
+    const where = place(table, report.database);
+    if (!report.fenced) {
+      const had = `it has had ${fences(report.fences)}, not ${expected} (--if-fences)`;
+      return `${where}: not fenced: ${had}; nothing changed`;
+    }
+    const tags = `${report.tags} tag${report.tags === 1 ? '' : 's'}`;
+    return `${where}: ${tags} raised by ${describeMargin(margin)}; fence ${report.fences}, history ${report.history}`;
+  });
+}
+
+/** A fence the store made of itself (init on a table with no record, or on a new history). */
+function fencedLine(event: StoreHistoryEvent): string {
+  const what = event.from === undefined ? 'no history was recorded' : `a new history (was ${event.from})`;
+  const tags = `${event.tags ?? 0} tag${event.tags === 1 ? '' : 's'}`;
+  return `${place(event.table, event.database)}: ${what}: ${tags} fenced by ${event.margin}`;
 }

@@ -6,6 +6,7 @@ import { openSegmentStore, openSegmentStores } from '../../stores/open-segment-s
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
+import { segmentFenceMargin } from '../../config/segment.ts';
 import type { CliCommand, CliIo } from '../io.ts';
 
 const SUBCOMMANDS = ['list', 'create', 'set-step'] as const;
@@ -78,6 +79,7 @@ ${configFlagHelp('segment')}
       'segment-table': flags['segment-table'] ?? values.table,
     });
     const { store: single, stores, table, timeoutMs, poolSize } = config.segment;
+    const fence = segmentFenceMargin(config.segment);
     const set = stores.length > 0;
     const url = set ? (stores[0] as string) : single;
     const source = set
@@ -88,7 +90,10 @@ ${configFlagHelp('segment')}
     let records: TagRecord[];
     try {
       // A set is checked as `idmint serve` checks it, except for listing, which shows it as it is.
-      const store = set ? await openSegmentStores(stores, { table, timeoutMs, poolSize, source, verify: sub !== 'list' }) : await openSegmentStore(url, { table, timeoutMs, poolSize, source });
+      const options = { table, timeoutMs, poolSize, fence, source };
+      const store = set
+        ? await openSegmentStores(stores, { ...options, verify: sub !== 'list' })
+        : await openSegmentStore(url, options);
       try {
         records = await runSubcommand(store, sub as (typeof SUBCOMMANDS)[number], args, values);
       } finally {

@@ -73,6 +73,9 @@ export class ServerMetrics {
   readonly #tags: TagLabels;
 
   #sources: MetricsSources = {};
+  /** New histories of the segment store this node fenced, and all it found (fenced or not). */
+  #storeFences = 0;
+  #storeHistoryChanges = 0;
 
   constructor(options: ServerMetricsOptions = {}) {
     const prefix = options.prefix ?? 'idmint_';
@@ -109,8 +112,16 @@ export class ServerMetrics {
     this.registry.registerMetric(this.#loads as unknown as Metric);
   }
 
-  /** Records a segment service event (pass as its `onEvent`): range load latency by tag. */
+  /**
+   * Records a segment service event (pass as its `onEvent`): range load latency by tag, and the
+   * store's new histories.
+   */
   segmentEvent(event: SegmentEvent): void {
+    if (event.type === 'history') {
+      this.#storeHistoryChanges++;
+      if (event.action === 'fenced') this.#storeFences++;
+      return;
+    }
     if (event.type !== 'load' || event.range === undefined) return;
     const label = this.#tags.label(event.tag);
     let series = this.#loadSeries.get(label);
@@ -193,6 +204,24 @@ export class ServerMetrics {
     gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
     counter('segment_range_loads_total', 'Ranges loaded from the store.', (t) => t.loads);
     counter('segment_range_load_failures_total', 'Range loads that failed or were abandoned after the timeout.', (t) => t.loadFailures);
+    counter(
+      'segment_heals_total',
+      'Ranges refused for starting below IDs this node had already loaded (the store went back further than fenced); ' +
+        'max_id was raised past them.',
+      (t) => t.heals,
+    );
+    readCounter(
+      'segment_store_fences_total',
+      "New histories of the store's database (a promoted replica, a restarted Redis, a first sight) " +
+        'this node fenced: ' +
+        'every tag raised before any ID was issued from it.',
+      () => this.#storeFences,
+    );
+    readCounter(
+      'segment_store_history_changes_total',
+      'New histories of the store this node found, fenced by itself or already by another node.',
+      () => this.#storeHistoryChanges,
+    );
     // Counters of the whole service, read from the scrape's snapshot.
     readCounter('segment_tag_refresh_failures_total', 'Times re-reading the tag list from the store failed.', () => snapshot.tagRefreshFailures);
     readCounter('segment_tag_rows_read_total', 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.', () => snapshot.tagRowsRead);

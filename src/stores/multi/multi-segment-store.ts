@@ -1,7 +1,28 @@
 import { IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
 import { MAX_SEGMENT_DATABASES, checkDescription, checkStep, checkTag, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
-import { alignUp, byTag, checkNewTag, checkPageLimit, checkRelease, residueText, sameResidue } from '../store-support.ts';
+import type {
+  FenceReport,
+  FenceRequest,
+  NewTag,
+  SegmentRange,
+  SegmentResidue,
+  SegmentStore,
+  StoreHistory,
+  TagChanges,
+  TagPage,
+  TagRecord,
+  TagUpdate,
+} from '../../ports/segment-store.ts';
+import {
+  alignUp,
+  byTag,
+  checkNewTag,
+  checkPageLimit,
+  checkRaise,
+  checkRelease,
+  residueText,
+  sameResidue,
+} from '../store-support.ts';
 import { SetHighs, type MarkAccess, type MarkStore } from './set-highs.ts';
 import { checkJoin, membershipProblems, type ListedMember, type MemberRecords } from './set-membership.ts';
 import { SELF_KEY, SET_KEY, formatSelf, formatSet, newMemberId, parseSelf, parseSet } from './set-records.ts';
@@ -220,6 +241,39 @@ export class MultiSegmentStore implements SegmentStore {
       return released;
     } catch (cause) {
       const error = asStoreError(cause, db.name, 'release');
+      this.#failed(index, error);
+      throw error;
+    }
+  }
+
+  /** Each database's history (each has its own, recorded in its own table). Every database must answer. */
+  async history(): Promise<StoreHistory[]> {
+    const lists = this.#all('reading the histories', await this.#each(this.#indexes(), (db) => db.store.history()));
+    return lists.flatMap((list, index) => list.map((entry) => ({ ...entry, database: this.#name(index) })));
+  }
+
+  /**
+   * Fences every database (each its own rows, on its own record; `ifFences` is compared with each
+   * database's own count). Every database must answer; one that fails is named, and the fence
+   * may be run again (the others are fenced once more, which is safe).
+   */
+  async fence(request?: FenceRequest): Promise<FenceReport[]> {
+    const reports = this.#all('fencing', await this.#each(this.#indexes(), (db) => db.store.fence(request)));
+    return reports.flatMap((list, index) => list.map((entry) => ({ ...entry, database: this.#name(index) })));
+  }
+
+  /** Raises the tag in the database of `atLeast`'s class (`atLeast mod N`), as a give-back goes. */
+  async raise(tag: string, atLeast: bigint): Promise<boolean> {
+    checkTag(tag);
+    checkRaise(atLeast, undefined);
+    const index = Number(atLeast % BigInt(this.size));
+    const db = this.#databases[index] as SetDatabase;
+    try {
+      const raised = await db.store.raise(tag, atLeast);
+      this.#succeeded(index);
+      return raised;
+    } catch (cause) {
+      const error = asStoreError(cause, db.name, 'raise');
       this.#failed(index, error);
       throw error;
     }

@@ -1,9 +1,57 @@
 import { IdMintError } from '../../core/errors.ts';
-import { MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import {
+  MAX_SEGMENT_ID,
+  MAX_TAG_STEP,
+  checkDescription,
+  checkStep,
+  checkTag,
+  idSpaceExhausted,
+  tagMisconfigured,
+  tagNotFound,
+} from '../../core/segment-limits.ts';
+import type {
+  FenceMargin,
+  FenceReport,
+  FenceRequest,
+  NewTag,
+  SegmentRange,
+  SegmentResidue,
+  SegmentStore,
+  StoreHistory,
+  TagChanges,
+  TagPage,
+  TagRecord,
+  TagUpdate,
+} from '../../ports/segment-store.ts';
 import { redisConnectOptions } from '../../shared/connection-url.ts';
 import { withTimeout } from '../../shared/timeout.ts';
-import { byTag, changeCursor, changeOverlapMs, checkNewTag, checkOpaqueUpdate, checkPageLimit, checkRelease, parseChangeCursor, residueMismatch, residueRange, resolveStoreOptions, storeCall, storedResidue, tagRecord, toBigInt, toStep, type SegmentStoreOptions } from '../store-support.ts';
+import {
+  HistoryWatch,
+  byTag,
+  changeCursor,
+  changeOverlapMs,
+  checkFenceCount,
+  checkFenceMargin,
+  checkNewTag,
+  checkOpaqueUpdate,
+  checkPageLimit,
+  checkRaise,
+  checkRelease,
+  fenceTimeoutMs,
+  historyUnsettled,
+  parseChangeCursor,
+  residueMismatch,
+  residueRange,
+  resolveStoreOptions,
+  storeCall,
+  storedResidue,
+  tagRecord,
+  toBigInt,
+  toStep,
+  type AllocateRetry,
+  type FenceOutcome,
+  type SegmentStoreOptions,
+} from '../store-support.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 
 /** The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua script. */
@@ -22,7 +70,9 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
   readonly closeClient?: boolean;
 }
 
-// Keys: `<prefix>:tag:<tag>` is a hash with Leaf's columns (max_id, step, description,
+// Keys: `<prefix>:history` is a hash recording the history the prefix was last fenced for
+// (`history`, `fences`, `update_time`: see RedisSegmentStore); `<prefix>:tag:<tag>` is a hash
+// with Leaf's columns (max_id, step, description,
 // update_time as ms since the epoch, and, on a database of a set, id_offset and id_increment) and
 // idmint's `opaque` ('1' on an opaque tag, else absent); `<prefix>:tags` is the set of tag names,
 // for listing; `<prefix>:changed` is a sorted set of tag keys scored by their last write's time
@@ -39,6 +89,22 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 // adds in 64-bit integers (and refuses to overflow, changing nothing), and max_id travels as the
 // hash's decimal string.
 //
+/** Tries of one allocation: a fence of a new history between the first two, one more if another lands. */
+const ALLOCATE_ATTEMPTS = 3;
+
+/** What the FENCE script is asked: an automatic fence runs only on a new history. */
+interface FenceCall {
+  readonly margin: FenceMargin;
+  readonly automatic: boolean;
+  readonly tag?: string;
+  readonly ifFences?: number;
+}
+
+/** A reply's text, or undefined for a nil (a missing field). */
+function optionalText(value: unknown): string | undefined {
+  return value === null || value === undefined ? undefined : String(value);
+}
+
 /** Fields `read` returns per tag. */
 const FIELDS = 7;
 
@@ -47,7 +113,9 @@ const FIELDS = 7;
 
 /**
  * The nonce, taken off ARGV; HMGET of a tag's fields in tagRecord's order; the server's time in
- * ms; a row's residue class as stored (a hash without the fields is plain: '0' and '1'); `touch`,
+ * ms; the server's history (its replication ID: a promoted replica takes a new one, and so does a
+ * restarted Redis, which may have lost writes); a row's residue class as stored (a hash without
+ * the fields is plain: '0' and '1'); `touch`,
  * which stamps a write (update_time, and the changed set, the script's last key); `append`, which
  * adds a tag and its fields to a listing if its hash exists. A missing field is false in Lua, and
  * a false in a reply table is nil to the client: a listing stays aligned.
@@ -57,6 +125,9 @@ local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'desc
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
 local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
 local function touch(key) local t = now() redis.call('HSET', key, 'update_time', t) redis.call('ZADD', KEYS[#KEYS], t, key) end
+local function live_history()
+  return 'redis replid ' .. (string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or 'unknown')
+end
 local function append(out, tag, key)
   local fields = read(key)
   if not fields[1] then return end
@@ -65,8 +136,10 @@ local function append(out, tag, key)
 end
 `;
 
-// KEYS[1] tag hash; ARGV[1] step or '' for the stored one; ARGV[2], ARGV[3] the store's offset and
-// increment, or '' for a store of its own. A row written outside idmint may hold a step or max_id
+// KEYS[1] tag hash, KEYS[2] the history hash; ARGV[1] step or '' for the stored one; ARGV[2],
+// ARGV[3] the store's offset and increment, or '' for a store of its own. Nothing is allocated
+// unless the history recorded is the server's live one (else 'history': the client fences first);
+// the reply names the history the range came from. A row written outside idmint may hold a step or max_id
 // no range can come from: refused, unchanged; so is a row of another residue class (a store of its
 // own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the only
 // write before the reply is built, so an overflow error leaves the hash untouched.
@@ -75,6 +148,9 @@ end
 // max_id mod N is computed digit by digit from its decimal string (Lua numbers are doubles, exact
 // only to 2^53); the amount added is below 2^38, exact, and formatted without an exponent.
 const ALLOCATE = `${PRELUDE}
+local live = live_history()
+local recorded = redis.call('HGET', KEYS[2], 'history')
+if recorded ~= live then return {nonce, 'history', live, recorded or false} end
 local stored = redis.call('HGET', KEYS[1], 'step')
 if not stored then return {nonce, 'not_found'} end
 local offset, increment = residue(KEYS[1])
@@ -94,17 +170,85 @@ end
 local added = redis.pcall('HINCRBY', KEYS[1], 'max_id', add)
 if type(added) == 'table' and added.err then return {nonce, 'exhausted', max_id, step, added.err} end
 touch(KEYS[1])
-return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored}`;
+return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored, live}`;
 
-// KEYS[1] tag hash; ARGV from, to, and the store's offset and increment ('' for a store of its
-// own). Compare-and-set on the exact decimal strings; a set's store also on the residue class.
+// KEYS[1] tag hash, KEYS[2] the history hash; ARGV from, to, and the store's offset and increment
+// ('' for a store of its own). Compare-and-set on the exact decimal strings; a set's store also on
+// the residue class; only on the recorded history.
 const RELEASE = `${PRELUDE}
+if redis.call('HGET', KEYS[2], 'history') ~= live_history() then return {nonce, 0} end
 if redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[2] then return {nonce, 0} end
 local offset, increment = residue(KEYS[1])
 if ARGV[4] ~= '' and (offset ~= ARGV[3] or increment ~= ARGV[4]) then return {nonce, 0} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[1])
 touch(KEYS[1])
 return {nonce, 1}`;
+
+// KEYS[1] tag hash, KEYS[2] changed set; ARGV the target, the store's offset and increment ('' for a
+// store of its own). Sets max_id to the target only if it is below: compared as decimal strings
+// (canonical, no sign), so no Lua number ever holds it.
+const RAISE = `${PRELUDE}
+local max_id = redis.call('HGET', KEYS[1], 'max_id')
+if not (max_id and string.match(max_id, '^%d+$')) then return {nonce, 0} end
+local offset, increment = residue(KEYS[1])
+if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then return {nonce, 0} end
+if #max_id > #ARGV[1] or (#max_id == #ARGV[1] and max_id >= ARGV[1]) then return {nonce, 0} end
+redis.call('HSET', KEYS[1], 'max_id', ARGV[1])
+touch(KEYS[1])
+return {nonce, 1}`;
+
+// KEYS[1] the history hash, KEYS[2] tag set, KEYS[3] changed set; ARGV[1] '1' for an automatic
+// fence (nothing to do when the recorded history is the live one), ARGV[2] the fence count the
+// caller expects or '', ARGV[3] 'ids' or 'ranges', ARGV[4] the IDs or the ranges, ARGV[5] maxStep
+// (ranges), ARGV[6] one tag or '' for every tag, ARGV[7] the tag hash prefix. One script: the
+// record and the rows change together or not at all, and no allocation runs between. Each row is
+// raised with HINCRBY (64-bit); past 2^63-1 it is set to 2^63-1, exhausted rather than wrapped. A
+// margin in ranges is ranges * max(maxStep, step), below 2^53: exact as a Lua number.
+const FENCE = `${PRELUDE}
+local live = live_history()
+local recorded = redis.call('HGET', KEYS[1], 'history')
+local fences = tonumber(redis.call('HGET', KEYS[1], 'fences') or '0') or 0
+if (ARGV[1] == '1' and recorded == live) or (ARGV[2] ~= '' and fences ~= tonumber(ARGV[2])) then
+  return {nonce, 'unchanged', live, recorded or false, fences}
+end
+local tags
+if ARGV[6] ~= '' then
+  if redis.call('EXISTS', ARGV[7] .. ARGV[6]) == 0 then return {nonce, 'not_found'} end
+  tags = {ARGV[6]}
+else
+  tags = redis.call('SMEMBERS', KEYS[2])
+end
+local raised = 0
+for _, tag in ipairs(tags) do
+  local key = ARGV[7] .. tag
+  local max_id = redis.call('HGET', key, 'max_id')
+  if max_id and string.match(max_id, '^%d+$') then
+    local add = ARGV[4]
+    if ARGV[3] == 'ranges' then
+      local largest = tonumber(ARGV[5])
+      local step = tonumber(redis.call('HGET', key, 'step') or '')
+      if step and step > largest and step <= ${MAX_TAG_STEP} then largest = step end
+      add = string.format('%.0f', tonumber(ARGV[4]) * largest)
+    end
+    local added = redis.pcall('HINCRBY', key, 'max_id', add)
+    local ok = not (type(added) == 'table' and added.err)
+    if not ok and string.find(added.err, 'overflow') then
+      redis.call('HSET', key, 'max_id', '${MAX_SEGMENT_ID}')
+      ok = true
+    end
+    if ok then
+      touch(key)
+      raised = raised + 1
+    end
+  end
+end
+redis.call('HSET', KEYS[1], 'history', live, 'fences', fences + 1, 'update_time', now())
+return {nonce, 'fenced', live, recorded or false, fences + 1, raised}`;
+
+// KEYS[1] the history hash: the live history, the recorded one and the fence count.
+const HISTORY = `${PRELUDE}
+local recorded = redis.call('HGET', KEYS[1], 'history') or false
+return {nonce, live_history(), recorded, redis.call('HGET', KEYS[1], 'fences') or '0'}`;
 
 // KEYS[1] tag hash; ARGV expected max_id, offset, increment, then the new ones. Re-forms a set
 // (MultiSegmentStore.join): a compare-and-set on max_id and the residue class together.
@@ -210,9 +354,12 @@ export class RedisSegmentStore implements SegmentStore {
   readonly residue?: SegmentResidue;
   /** ARGV of the residue class: offset and increment, or two '' for a store of its own. */
   readonly #residueArgs: [string, string];
+  /** How far a new history is fenced. */
+  readonly #fence: FenceMargin;
+  readonly #history: HistoryWatch;
 
   constructor(options: RedisSegmentStoreOptions) {
-    const { table, timeoutMs, residue } = resolveStoreOptions(options);
+    const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
     if (residue !== undefined) this.residue = residue;
     this.#residueArgs = residue === undefined ? ['', ''] : [String(residue.offset), String(residue.increment)];
     if (options.client === undefined || typeof options.client.eval !== 'function') {
@@ -222,6 +369,13 @@ export class RedisSegmentStore implements SegmentStore {
     this.#client = options.client;
     this.#closeClient = options.closeClient === true;
     this.#timeoutMs = timeoutMs;
+    this.#fence = fence;
+    this.#history = new HistoryWatch({
+      table,
+      margin: fence,
+      onHistory: options.onHistory,
+      fenceIfNew: () => this.#fenceScript({ margin: fence, automatic: true }),
+    });
   }
 
   /**
@@ -253,14 +407,26 @@ export class RedisSegmentStore implements SegmentStore {
     return new RedisSegmentStore({ ...options, client, closeClient: true });
   }
 
+  /** Hashes need no schema: records the history (fencing it when it is new). */
   async init(): Promise<void> {
-    // Hashes need no schema.
+    await this.#history.verify();
   }
 
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag), this.#changedKey], [step === undefined ? '' : String(step), ...this.#residueArgs]);
+    for (let attempt = 1; ; attempt++) {
+      const args = [step === undefined ? '' : String(step), ...this.#residueArgs];
+      const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag), this.#historyKey, this.#changedKey], args);
+      if (reply[0] !== 'history') return this.#allocated(tag, step, reply);
+      const retry: AllocateRetry = { retry: 'history', live: String(reply[1]), recorded: optionalText(reply[2]) };
+      if (attempt >= ALLOCATE_ATTEMPTS) throw historyUnsettled(this.backend, tag, retry);
+      await this.#history.verify();
+    }
+  }
+
+  /** The range an ALLOCATE reply (other than 'history') carries, or the error it names. */
+  #allocated(tag: string, step: number | undefined, reply: unknown[]): SegmentRange {
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     if (reply[0] === 'residue') throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
     if (reply[0] === 'misconfigured') throw tagMisconfigured(tag, reply[1] === 'step' ? 'step' : 'max_id', reply[2]);
@@ -273,6 +439,7 @@ export class RedisSegmentStore implements SegmentStore {
     const tagStep = toStep(reply[2]);
     const used = step ?? tagStep;
     const residue = this.residue;
+    this.#history.allocatedOn(String(reply[3]));
     if (residue === undefined) return { tag, start: end - BigInt(used), end, step: used, tagStep };
     return residueRange(tag, end, used, tagStep, residue);
   }
@@ -280,8 +447,56 @@ export class RedisSegmentStore implements SegmentStore {
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     checkTag(tag);
     checkRelease(from, to, this.residue);
-    const reply = await this.#run('release', RELEASE, [this.#key(tag), this.#changedKey], [from.toString(), to.toString(), ...this.#residueArgs]);
+    const args = [from.toString(), to.toString(), ...this.#residueArgs];
+    const reply = await this.#run('release', RELEASE, [this.#key(tag), this.#historyKey, this.#changedKey], args);
     return Number(reply[0]) === 1;
+  }
+
+  async history(): Promise<StoreHistory[]> {
+    const reply = await this.#run('history', HISTORY, [this.#historyKey], []);
+    return [{ live: String(reply[0]), recorded: optionalText(reply[1]), fences: Number(reply[2]) }];
+  }
+
+  async fence(request: FenceRequest = {}): Promise<FenceReport[]> {
+    const margin = checkFenceMargin(request.margin ?? this.#fence);
+    if (request.tag !== undefined) checkTag(request.tag);
+    const ifFences = checkFenceCount(request.ifFences);
+    // One script: no other fence can claim the record between its read and its write.
+    const outcome = await this.#fenceScript({
+      margin,
+      automatic: false,
+      ...(request.tag === undefined ? {} : { tag: request.tag }),
+      ...(ifFences === undefined ? {} : { ifFences }),
+    });
+    return [{ fenced: outcome.fenced, tags: outcome.tags, history: outcome.history, fences: outcome.fences }];
+  }
+
+  async raise(tag: string, atLeast: bigint): Promise<boolean> {
+    checkTag(tag);
+    checkRaise(atLeast, this.residue);
+    const args = [atLeast.toString(), ...this.#residueArgs];
+    const reply = await this.#run('raise', RAISE, [this.#key(tag), this.#changedKey], args);
+    return Number(reply[0]) === 1;
+  }
+
+  /** Runs the FENCE script, bounded by the fence timeout (it raises every tag at once). */
+  async #fenceScript(call: FenceCall): Promise<FenceOutcome> {
+    const { margin: m } = call;
+    const margin = 'ids' in m ? ['ids', m.ids.toString(), ''] : ['ranges', String(m.ranges), String(m.maxStep)];
+    const expected = call.ifFences === undefined ? '' : String(call.ifFences);
+    const args = [call.automatic ? '1' : '0', expected, ...margin, call.tag ?? '', this.#key('')];
+    const keys = [this.#historyKey, `${this.table}:tags`, this.#changedKey];
+    const reply = await this.#run('fence', FENCE, keys, args, fenceTimeoutMs(this.#timeoutMs));
+    if (reply[0] === 'not_found') throw tagNotFound(call.tag ?? '');
+    const fenced = reply[0] === 'fenced';
+    return {
+      fenced,
+      raced: false,
+      history: String(reply[1]),
+      from: optionalText(reply[2]),
+      fences: Number(reply[3]),
+      tags: fenced ? Number(reply[4]) : 0,
+    };
   }
 
   /** Re-forms a set, for MultiSegmentStore.join only: see SqlSegmentStore.reassign. */
@@ -348,6 +563,9 @@ export class RedisSegmentStore implements SegmentStore {
 
   async createTag(tag: NewTag): Promise<TagRecord> {
     const v = checkNewTag(tag, this.residue);
+    // A prefix's first tag records its history first (Redis needs no `db init`): a prefix idmint
+    // fills from empty is never fenced at its first allocation.
+    await this.#history.verify();
     const reply = await this.#run('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`, this.#changedKey], [
       v.tag,
       v.startId.toString(),
@@ -390,6 +608,11 @@ export class RedisSegmentStore implements SegmentStore {
     return `${this.table}:set`;
   }
 
+  /** The hash recording the history the prefix was last fenced for. */
+  get #historyKey(): string {
+    return `${this.table}:history`;
+  }
+
   /** The sorted set of tag keys by last write time, for {@link listTagChanges}. */
   get #changedKey(): string {
     return `${this.table}:changed`;
@@ -414,9 +637,15 @@ export class RedisSegmentStore implements SegmentStore {
    * connection is shifted too, so the connection is dropped and reopened at once. The check runs
    * even for a call already abandoned, whose reply is the first to show the shift.
    */
-  async #run(operation: string, script: string, keys: string[], args: string[]): Promise<unknown[]> {
+  async #run(
+    operation: string,
+    script: string,
+    keys: string[],
+    args: string[],
+    timeoutMs = this.#timeoutMs,
+  ): Promise<unknown[]> {
     const nonce = `${this.#nonceId}:${++this.#commands}`;
-    return storeCall(this.backend, operation, this.#timeoutMs, () =>
+    return storeCall(this.backend, operation, timeoutMs, () =>
       this.#client.eval(script, keys.length, ...keys, ...args, nonce).then((reply) => this.#answerTo(operation, nonce, reply)),
     );
   }

@@ -1,10 +1,30 @@
 import { IdMintError } from '../../core/errors.ts';
 import { MAX_SEGMENT_ID, MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, storedStep, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
-import type { NewTag, SegmentRange, SegmentResidue, SegmentStore, TagChanges, TagListing, TagPage, TagRecord, TagUpdate } from '../../ports/segment-store.ts';
+import type {
+  FenceMargin,
+  FenceReport,
+  FenceRequest,
+  NewTag,
+  SegmentRange,
+  SegmentResidue,
+  SegmentStore,
+  StoreHistory,
+  TagChanges,
+  TagListing,
+  TagPage,
+  TagRecord,
+  TagUpdate,
+} from '../../ports/segment-store.ts';
 import type { SqlConnection, SqlDialect, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
 import {
+  HISTORY_TABLE,
   byTag,
   changeCursor,
+  checkFenceCount,
+  checkFenceMargin,
+  checkRaise,
+  fenceTimeoutMs,
+  historyUnsettled,
   changeOverlapMs,
   checkNewTag,
   checkPageLimit,
@@ -23,6 +43,9 @@ import {
   toBigInt,
   toOpaqueFlag,
   toStep,
+  HistoryWatch,
+  type AllocateRetry,
+  type FenceOutcome,
   type SegmentStoreOptions,
 } from '../store-support.ts';
 
@@ -38,6 +61,51 @@ const RESIDUE_COLUMNS = [
  * as having no opaque tags, and only marking a tag opaque needs it.
  */
 const OPAQUE_COLUMN = 'opaque';
+
+/** The columns an allocation returns the live history in, beside the row (and the recorded one, MySQL). */
+const HISTORY_COLUMN = 'idmint_history';
+const RECORDED_COLUMN = 'idmint_recorded';
+
+/**
+ * Tries of one allocation: a fence of a new history between the first two, and one more for a
+ * fence (or another change) landing between an allocation's statements.
+ */
+const ALLOCATE_ATTEMPTS = 3;
+
+/** Why the guarded UPDATE matched no row: an error to throw, or a reason to try again. */
+type NotAllocated = IdMintError | AllocateRetry;
+
+/** A range, and the history it was allocated on. */
+interface Allocated {
+  readonly range: SegmentRange;
+  readonly history: string;
+}
+
+/** Thrown inside an allocation found on an unverified history: rolls its transaction back. */
+class HistoryMismatch extends Error {
+  readonly retry: AllocateRetry;
+  constructor(retry: AllocateRetry) {
+    super('the history is not the one recorded for the table');
+    this.retry = retry;
+  }
+}
+
+/** Thrown inside a fence transaction whose claim another fence won: rolls it back, carrying what was found. */
+class FenceRaced extends Error {
+  readonly outcome: FenceOutcome;
+  constructor(outcome: FenceOutcome) {
+    super('another fence claimed the history record first');
+    this.outcome = outcome;
+  }
+}
+
+/** What a fence transaction is asked: an automatic fence runs only on a new history. */
+interface FenceCall {
+  readonly margin: FenceMargin;
+  readonly automatic: boolean;
+  readonly tag?: string;
+  readonly ifFences?: number;
+}
 
 /**
  * A SegmentStore on Leaf's `leaf_alloc` table, for any SQL backend: SQLite, PostgreSQL, MySQL and
@@ -67,16 +135,26 @@ export class SqlSegmentStore implements SegmentStore {
   readonly residue?: SegmentResidue;
   /** Whether the table had the opaque column at the last full read's first page (undefined: not looked yet). */
   #listsOpaque: boolean | undefined;
+  /** How far a new history is fenced. */
+  readonly #fence: FenceMargin;
+  readonly #history: HistoryWatch;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
-    const { table, timeoutMs, residue } = resolveStoreOptions(options);
+    const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
     this.backend = driver.dialect.backend;
     this.table = table;
     this.#driver = driver;
     this.#timeoutMs = timeoutMs;
     if (residue !== undefined) this.residue = residue;
+    this.#fence = fence;
     this.#sql = statements(table, driver.dialect, residue);
     this.#setSql = setStatements(table, driver.dialect);
+    this.#history = new HistoryWatch({
+      table,
+      margin: fence,
+      onHistory: options.onHistory,
+      fenceIfNew: () => this.#fenceCall({ margin: fence, automatic: true }),
+    });
   }
 
   /**
@@ -84,52 +162,222 @@ export class SqlSegmentStore implements SegmentStore {
    * that lacks them (a Leaf table, a table of a store of its own): every row then reads as a
    * plain row, which the set refuses until `idmint db init` joins it (MultiSegmentStore.join).
    */
-  init(): Promise<void> {
-    return this.#call('init', false, async (db) => {
-      try {
-        await db.query(this.#sql.createTable, []);
-      } catch (error) {
-        // Two `IF NOT EXISTS` racing on PostgreSQL: the loser trips over the winner's catalog row.
-        if (!this.#driver.dialect.isDuplicateKey(error)) throw error;
-      }
+  async init(): Promise<void> {
+    await this.#call('init', false, async (db) => {
+      await this.#createIfMissing(db, this.#sql.createTable);
       if (this.residue !== undefined) {
         await this.#addResidueColumns(db);
         await this.#createSetTable(db);
       }
       await this.#addOpaqueColumn(db);
       await this.#addChangeIndex(db);
+      await this.#createIfMissing(db, this.#sql.createHistoryTable);
     });
+    // A new table, or a table first seen by an idmint that records histories, is fenced now.
+    await this.#history.verify();
+  }
+
+  /** A CREATE ... IF NOT EXISTS. */
+  async #createIfMissing(db: SqlConnection, statement: string): Promise<void> {
+    try {
+      await db.query(statement, []);
+    } catch (error) {
+      // Two `IF NOT EXISTS` racing on PostgreSQL: the loser trips over the winner's catalog row.
+      if (!this.#driver.dialect.isDuplicateKey(error)) throw error;
+    }
   }
 
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const bound = step ?? null;
     const returning = this.#driver.dialect.supportsReturning;
-    return this.#call('allocate', !returning, async (db) => {
-      let row: SqlRow | undefined;
-      if (returning) {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.#call('allocate', !returning, (db) => this.#allocateOnce(db, tag, step), () => {
+        throw tagNotFound(tag);
+      }).catch((error: unknown) => {
+        // Thrown inside the call so that a transaction rolls back: the allocation did not happen.
+        const cause = (error as { cause?: unknown }).cause;
+        if (cause instanceof HistoryMismatch) return cause.retry;
+        throw error;
+      });
+      if ('range' in outcome) {
+        this.#history.allocatedOn(outcome.history);
+        return outcome.range;
+      }
+      if (attempt >= ALLOCATE_ATTEMPTS) throw historyUnsettled(this.backend, tag, outcome);
+      if (outcome.retry === 'history') await this.#history.verify();
+    }
+  }
+
+  /**
+   * One allocation, guarded by the history check in the same statement (or transaction): a range,
+   * or why to try again (the history is not the recorded one, or a fence landed meanwhile).
+   */
+  async #allocateOnce(db: SqlConnection, tag: string, step: number | undefined): Promise<Allocated | AllocateRetry> {
+    const bound = step ?? null;
+    let row: SqlRow | undefined;
+    try {
+      if (this.#driver.dialect.supportsReturning) {
         row = (await db.query(this.#sql.allocateReturning, [bound, tag, bound])).rows[0];
       } else if ((await db.query(this.#sql.allocate, [bound, tag, bound])).affectedRows === 1) {
-        row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
+        // In the transaction, after the UPDATE locked the row: a fence needs that lock too, so
+        // the record read here is the one the range is allocated under. Read without a lock, so
+        // a fence (rows first, then the record) cannot deadlock with it.
+        row = (await db.query(this.#sql.readAllocated, [tag])).rows[0];
+        const recorded = row?.[RECORDED_COLUMN];
+        if (row !== undefined && recorded !== row[HISTORY_COLUMN]) {
+          const found = recorded === null || recorded === undefined ? undefined : String(recorded);
+          throw new HistoryMismatch({ retry: 'history', live: String(row[HISTORY_COLUMN]), recorded: found });
+        }
       }
-      if (row === undefined) throw await this.#whyNotAllocated(db, tag, step);
-      const end = toBigInt(row['max_id'], 'max_id');
-      const tagStep = toStep(row['step']);
-      const used = step ?? tagStep;
-      const residue = this.residue;
-      if (residue === undefined) {
-        // A row of a set, read by a store of its own: its range spans every database's IDs.
-        // MySQL's transaction rolls back; with RETURNING the update is made, and its range is
-        // skipped, never issued (the set's own allocations raise max_id to their class anyway).
-        const found = storedResidue(row['id_offset'], row['id_increment']);
-        if (!isPlainResidue(found)) throw residueMismatch(tag, found, undefined);
-        return { tag, start: end - BigInt(used), end, step: used, tagStep };
-      }
-      return residueRange(tag, end, used, tagStep, residue);
-    }, () => {
-      throw tagNotFound(tag);
+    } catch (error) {
+      // No history table yet (a Leaf table, an idmint from before it): verifying creates it.
+      if (this.#isMissingHistoryTable(error)) throw new HistoryMismatch({ retry: 'history' });
+      throw error;
+    }
+    if (row === undefined) {
+      const why = await this.#whyNotAllocated(db, tag, step);
+      if (why instanceof IdMintError) throw why;
+      return why;
+    }
+    const end = toBigInt(row['max_id'], 'max_id');
+    const tagStep = toStep(row['step']);
+    const used = step ?? tagStep;
+    const residue = this.residue;
+    const history = String(row[HISTORY_COLUMN]);
+    if (residue === undefined) {
+      // A row of a set, read by a store of its own: its range spans every database's IDs.
+      // MySQL's transaction rolls back; with RETURNING the update is made, and its range is
+      // skipped, never issued (the set's own allocations raise max_id to their class anyway).
+      const found = storedResidue(row['id_offset'], row['id_increment']);
+      if (!isPlainResidue(found)) throw residueMismatch(tag, found, undefined);
+      return { range: { tag, start: end - BigInt(used), end, step: used, tagStep }, history };
+    }
+    return { range: residueRange(tag, end, used, tagStep, residue), history };
+  }
+
+  /**
+   * One fence transaction, bounded by the fence timeout; the history table is created first
+   * where it is missing (only then: creating it needs a privilege a node may lack).
+   */
+  async #fenceCall(request: FenceCall): Promise<FenceOutcome> {
+    try {
+      return await this.#fenceOnce(request);
+    } catch (error) {
+      if (!this.#isMissingHistoryTable((error as { cause?: unknown }).cause ?? error)) throw error;
+    }
+    const create = (db: SqlConnection) => this.#createIfMissing(db, this.#sql.createHistoryTable);
+    await this.#call('fence', false, create).catch((error: unknown) => {
+      const reason = error instanceof Error ? error.message : String(error);
+      const fix = 'run "idmint db init" as a user who may create tables';
+      const message = `cannot create idmint's history table ${HISTORY_TABLE} (${reason}); ${fix}`;
+      throw new IdMintError('STORE_UNAVAILABLE', message, {
+        cause: error,
+        details: { backend: this.backend },
+      });
     });
+    return this.#fenceOnce(request);
+  }
+
+  /** {@link #fenceTransaction}; a claim lost to another fence rolls the transaction back (`raced`). */
+  async #fenceOnce(request: FenceCall): Promise<FenceOutcome> {
+    try {
+      const fence = (db: SqlConnection) => this.#fenceTransaction(db, request);
+      return await this.#call('fence', true, fence, undefined, fenceTimeoutMs(this.#timeoutMs));
+    } catch (error) {
+      const cause = (error as { cause?: unknown }).cause;
+      if (cause instanceof FenceRaced) return cause.outcome;
+      throw error;
+    }
+  }
+
+  /**
+   * In one transaction: reads the live and the recorded history; unless an automatic fence finds
+   * them equal (nothing to do) or `ifFences` does not match, raises the rows, then claims the fence
+   * by a compare-and-set on the record (an insert where there is none). A claim lost to another
+   * fence throws FenceRaced, which rolls the raise back. Rows are locked before the record, in the
+   * order an allocation locks them (its row, then the record it reads), so the two never deadlock
+   * (MySQL takes a shared lock on the record an UPDATE's subquery reads). Rows with a negative
+   * max_id (written outside idmint) stay as they are.
+   */
+  async #fenceTransaction(db: SqlConnection, request: FenceCall): Promise<FenceOutcome> {
+    const found = await this.#readHistory(db);
+    const unchanged: FenceOutcome = {
+      fenced: false,
+      raced: false,
+      tags: 0,
+      history: found.live,
+      from: found.recorded,
+      fences: found.fences,
+    };
+    if (request.automatic && found.recorded === found.live) return unchanged;
+    if (request.ifFences !== undefined && found.fences !== request.ifFences) return unchanged;
+    if (request.tag !== undefined && (await this.#read(db, request.tag)) === undefined) throw tagNotFound(request.tag);
+    const raise = fenceStatement(this.table, this.#driver.dialect, request.margin, request.tag !== undefined);
+    const tags = (await db.query(raise, request.tag === undefined ? [] : [request.tag])).affectedRows;
+    const claimed =
+      found.recorded === undefined
+        ? (await db.query(this.#sql.recordHistory, [found.live])).affectedRows === 1
+        : (await db.query(this.#sql.claimHistory, [found.live, found.recorded, found.fences])).affectedRows === 1;
+    if (!claimed) throw new FenceRaced({ ...unchanged, raced: true });
+    return { fenced: true, raced: false, tags, history: found.live, from: found.recorded, fences: found.fences + 1 };
+  }
+
+  /** The live history and the record (none when the table has no row in the history table). */
+  async #readHistory(db: SqlConnection): Promise<{ live: string; recorded: string | undefined; fences: number }> {
+    const row = (await db.query(this.#sql.readHistory, [])).rows[0];
+    const recorded = row?.['recorded'];
+    const fences = row?.['fences'];
+    return {
+      live: String(row?.['live']),
+      recorded: recorded === null || recorded === undefined ? undefined : String(recorded),
+      fences: fences === null || fences === undefined ? 0 : Number(toBigInt(fences, 'fences')),
+    };
+  }
+
+  #isMissingHistoryTable(error: unknown): boolean {
+    const message = String((error as { message?: unknown } | null)?.message);
+    return this.#driver.dialect.isMissingTable(error) && message.includes(HISTORY_TABLE);
+  }
+
+  async history(): Promise<StoreHistory[]> {
+    return this.#call('history', false, async (db) => {
+      try {
+        return [await this.#readHistory(db)];
+      } catch (error) {
+        if (!this.#isMissingHistoryTable(error)) throw error;
+        const live = String((await db.query(this.#sql.readLiveHistory, [])).rows[0]?.['live']);
+        return [{ live, recorded: undefined, fences: 0 }];
+      }
+    });
+  }
+
+  async fence(request: FenceRequest = {}): Promise<FenceReport[]> {
+    const margin = checkFenceMargin(request.margin ?? this.#fence);
+    if (request.tag !== undefined) checkTag(request.tag);
+    const ifFences = checkFenceCount(request.ifFences);
+    const call: FenceCall = {
+      margin,
+      automatic: false,
+      ...(request.tag === undefined ? {} : { tag: request.tag }),
+      ...(ifFences === undefined ? {} : { ifFences }),
+    };
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.#fenceCall(call);
+      // Another fence claimed the record between the read and the claim: read it again (with
+      // ifFences, the count it names is gone: nothing to do).
+      if (outcome.raced && ifFences === undefined && attempt < ALLOCATE_ATTEMPTS) continue;
+      return [{ fenced: outcome.fenced, tags: outcome.tags, history: outcome.history, fences: outcome.fences }];
+    }
+  }
+
+  async raise(tag: string, atLeast: bigint): Promise<boolean> {
+    checkTag(tag);
+    checkRaise(atLeast, this.residue);
+    const raise = async (db: SqlConnection) => {
+      return (await db.query(this.#sql.raise, [atLeast, tag, atLeast])).affectedRows === 1;
+    };
+    return this.#call('raise', false, raise, () => false);
   }
 
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
@@ -234,6 +482,9 @@ export class SqlSegmentStore implements SegmentStore {
   async createTag(tag: NewTag): Promise<TagRecord> {
     const values = checkNewTag(tag, this.residue);
     const residue = this.residue === undefined ? [] : [this.residue.offset, this.residue.increment];
+    // A table's first tag records its history first (a table with none is fenced before it gets
+    // one), so a table idmint fills from empty is never fenced at its first allocation.
+    await this.#history.verify();
     return this.#call('createTag', false, async (db) => {
       try {
         // The opaque column is named only when it is set: a Leaf table without it takes plain tags.
@@ -289,7 +540,13 @@ export class SqlSegmentStore implements SegmentStore {
    * for a tag the table cannot hold, which the database refuses even to compare (a tag with a
    * character a Leaf table's character set lacks): no row can have it.
    */
-  #call<T>(operation: string, transaction: boolean, run: (db: SqlConnection) => Promise<T>, absent?: () => T): Promise<T> {
+  #call<T>(
+    operation: string,
+    transaction: boolean,
+    run: (db: SqlConnection) => Promise<T>,
+    absent?: () => T,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<T> {
     const guarded =
       absent === undefined
         ? run
@@ -301,7 +558,8 @@ export class SqlSegmentStore implements SegmentStore {
               throw error;
             }
           };
-    return storeCall(this.backend, operation, this.#timeoutMs, (signal) => this.#driver.withConnection(guarded, { transaction, signal }));
+    const call = (signal: AbortSignal) => this.#driver.withConnection(guarded, { transaction, signal });
+    return storeCall(this.backend, operation, timeoutMs, call);
   }
 
   /**
@@ -390,8 +648,14 @@ export class SqlSegmentStore implements SegmentStore {
     }
   }
 
-  /** The guarded UPDATE matched no row: no such tag, a row of another class, a row no range can come from, or the step would pass 2^63-1. */
-  async #whyNotAllocated(db: SqlConnection, tag: string, step: number | undefined): Promise<IdMintError> {
+  /**
+   * The guarded UPDATE matched no row: the history is not the recorded one, no such tag, a row of
+   * another class, a row no range can come from, or the step would pass 2^63-1; else the row
+   * changed between the two statements (a fence landed, the tag was created): try again.
+   */
+  async #whyNotAllocated(db: SqlConnection, tag: string, step: number | undefined): Promise<NotAllocated> {
+    const history = await this.#readHistory(db);
+    if (history.recorded !== history.live) return { retry: 'history', live: history.live, recorded: history.recorded };
     const row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
     if (row === undefined) return tagNotFound(tag);
     const residue = this.residue;
@@ -404,22 +668,55 @@ export class SqlSegmentStore implements SegmentStore {
     const used = step ?? stored;
     // Room for the range and, in a set, for raising max_id to the class first (at most increment - 1).
     const needed = residue === undefined ? BigInt(used) : residueRoom(used, residue);
-    // Otherwise the tag was created between the two statements: the caller may simply retry.
-    return maxId > MAX_SEGMENT_ID - needed ? idSpaceExhausted(tag, maxId, used) : tagNotFound(tag);
+    return maxId > MAX_SEGMENT_ID - needed ? idSpaceExhausted(tag, maxId, used) : { retry: 'raced' };
   }
 }
 
 function statements(table: string, dialect: SqlDialect, residue: SegmentResidue | undefined) {
   const now = dialect.nowTimestamp;
   const step = 'COALESCE(?, step)';
+  // The table's row in the history table (the table name is a validated identifier, a literal
+  // here), and the guard every allocation and give-back carries: the recorded history is the
+  // database's live one, read on the server the statement runs on, in the same statement (with
+  // RETURNING; else in the same transaction, read back with the row: see #allocateOnce).
+  const live = dialect.liveHistory;
+  const record = `${HISTORY_TABLE} WHERE segment_table = '${table}'`;
+  const verified = `EXISTS (SELECT 1 FROM ${record} AND history = ${live})`;
+  const history = {
+    createHistoryTable:
+      `CREATE TABLE IF NOT EXISTS ${HISTORY_TABLE} (segment_table varchar(64) NOT NULL PRIMARY KEY, ` +
+      `history varchar(255) NOT NULL, fences bigint NOT NULL DEFAULT 0, ` +
+      `${dialect.autoTimestampColumn('update_time')})${dialect.tableOptions}`,
+    readHistory:
+      `SELECT ${live} AS live, (SELECT history FROM ${record}) AS recorded, ` +
+      `(SELECT fences FROM ${record}) AS fences`,
+    readLiveHistory: `SELECT ${live} AS live`,
+    recordHistory: dialect.insertIfAbsent(HISTORY_TABLE, ['segment_table', 'history', 'fences', 'update_time'], [
+      `'${table}'`,
+      '?',
+      '1',
+      now,
+    ]),
+    claimHistory:
+      `UPDATE ${HISTORY_TABLE} SET history = ?, fences = fences + 1, update_time = ${now} ` +
+      `WHERE segment_table = '${table}' AND history = ? AND fences = ?`,
+    readAllocated:
+      `SELECT *, ${live} AS ${HISTORY_COLUMN}, (SELECT history FROM ${record}) AS ${RECORDED_COLUMN} ` +
+      `FROM ${table} WHERE biz_tag = ?`,
+  };
   // Leaf's columns and types (scripts/leaf_alloc.sql), so Leaf's own table works unchanged and
   // vice versa; update_time as Leaf's: set on insert (and on update where the database can).
   const leafColumns = `biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, ${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
   const opaqueColumn = `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`;
-  const release = `UPDATE ${table} SET max_id = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ?`;
+  const release =
+    `UPDATE ${table} SET max_id = ?, update_time = ${now} ` +
+    `WHERE biz_tag = ? AND max_id = ? AND ${verified}`;
+  // Never lowers: only a max_id below the target is moved.
+  const raise = `UPDATE ${table} SET max_id = ?, update_time = ${now} WHERE biz_tag = ? AND max_id < ?`;
   const insert = `INSERT INTO ${table} (biz_tag, max_id, step, description, update_time`;
   const shared = {
+    ...history,
     // Whole rows: a store of its own must see a set's residue columns where the table has them.
     readMaxId: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     list: `SELECT * FROM ${table}`,
@@ -442,8 +739,9 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
       ...shared,
       createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ${opaqueColumn})${dialect.tableOptions}`,
       allocate,
-      allocateReturning: `${allocate} RETURNING *`,
+      allocateReturning: `${allocate} AND ${verified} RETURNING *, ${live} AS ${HISTORY_COLUMN}`,
       release,
+      raise,
       insert: `${insert}) VALUES (?, ?, ?, ?, ${now})`,
       insertOpaque: `${insert}, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, 1)`,
     };
@@ -463,8 +761,9 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     ...shared,
     createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ${opaqueColumn})${dialect.tableOptions}`,
     allocate,
-    allocateReturning: `${allocate} RETURNING *`,
+    allocateReturning: `${allocate} AND ${verified} RETURNING *, ${live} AS ${HISTORY_COLUMN}`,
     release: `${release} AND ${guard}`,
+    raise: `${raise} AND ${guard}`,
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
     insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
   };
@@ -499,6 +798,23 @@ function setStatements(table: string, dialect: SqlDialect) {
     insert: dialect.insertIfAbsent(name, ['segment_table', 'entry', 'version', 'value'], ['?', '?', '1', '?']),
     update: `UPDATE ${name} SET value = ?, version = version + 1 WHERE segment_table = ? AND entry = ? AND version = ?`,
   };
+}
+
+/**
+ * The fence's UPDATE: every row (or the one tag, a `?`) raised by the margin, capped at 2^63-1 so
+ * a tag near the top is exhausted rather than wrapped. In ranges, the margin is per row: `ranges`
+ * of the largest range a node may take for it, `max(maxStep, step)` (a stored step above maxStep
+ * is the dynamic step's floor). Computed in 64 bits: at most 10^6 * (2^31 - 1), below 2^53. The
+ * margin is validated numbers, written as literals. A row with a negative max_id is left alone.
+ */
+function fenceStatement(table: string, dialect: SqlDialect, margin: FenceMargin, oneTag: boolean): string {
+  const amount =
+    'ids' in margin
+      ? dialect.castToBigint(margin.ids.toString())
+      : `${dialect.castToBigint(String(margin.ranges))} * ${dialect.greatest(String(margin.maxStep), 'step')}`;
+  const raised = `CASE WHEN max_id > ${MAX_SEGMENT_ID} - ${amount} THEN ${MAX_SEGMENT_ID} ELSE max_id + ${amount} END`;
+  const rows = oneTag ? 'max_id >= 0 AND biz_tag = ?' : 'max_id >= 0';
+  return `UPDATE ${table} SET max_id = ${raised}, update_time = ${dialect.nowTimestamp} WHERE ${rows}`;
 }
 
 /**
