@@ -13,8 +13,9 @@
 # Debian's packages, then started, bound to 127.0.0.1 only. `up` with no service named also
 # installs libfaketime (Debian's faketime), which a clock-rollback test needs, Debian's prometheus
 # package (promtool checks /metrics and the alert rules; a test starts its own prometheus server
-# to scrape a server it runs), and chromium (Debian's chromium), which the dashboard's browser tests
-# drive; `status` with no service named reports promtool, prometheus and chromium. `up chromium`
+# to scrape a server it runs), chromium (Debian's chromium), which the dashboard's browser tests
+# drive, and the PostgreSQL, MariaDB and Redis server binaries the failover tests start replicas
+# with; `status` with no service named reports them, promtool, prometheus and chromium. `up chromium`
 # or `status chromium` names the browser alone. Prints one line per service and exits non-zero if
 # any service is not up at the end.
 # Needs root (or sudo) only to install or start.
@@ -158,6 +159,41 @@ faketime_up() {
   printf '%-10s %-5s %-15s %s\n' faketime up - "$status"
 }
 
+# Replication binaries: the failover tests (test/segment-failover.test.ts) start a primary and a
+# replica of their own, in temporary directories on free ports, never touching the services above:
+# PostgreSQL's server binaries (initdb, pg_ctl, pg_basebackup; Debian's postgresql package, run as
+# its postgres user), MariaDB's (mariadbd, mariadb-install-db; mariadb-server) and redis-server.
+# Installed with the services when missing; `up` and `status` with no service named report them.
+replication_missing() {
+  local missing=()
+  ls /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1 && id -u postgres >/dev/null 2>&1 || missing+=(postgresql)
+  { command -v mariadbd || [ -x /usr/sbin/mariadbd ]; } >/dev/null 2>&1 \
+    && command -v mariadb-install-db >/dev/null 2>&1 || missing+=(mariadb-server)
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+  echo "${missing[*]:-}"
+}
+replication_status() {
+  local missing
+  missing=$(replication_missing)
+  if [ -z "$missing" ]; then
+    printf '%-10s %-5s %-15s %s\n' replicas up - "${1:-postgresql, mariadb and redis binaries installed}"
+  else
+    printf '%-10s %-5s %-15s %s\n' replicas down - "${2:-missing: $missing (scripts/services.sh up)}"
+    return 1
+  fi
+}
+replication_up() {
+  local missing
+  missing=$(replication_missing)
+  if [ -z "$missing" ]; then replication_status "already installed"; return; fi
+  # shellcheck disable=SC2086
+  if ! apt_install $missing; then
+    replication_status - "install failed (see $LOG_DIR/apt.log)"
+    return 1
+  fi
+  replication_status installed
+}
+
 # Debian's prometheus package: a server test runs `promtool check metrics` on /metrics, and another
 # starts a prometheus server of its own (on a free loopback port, stopped by its PID) to scrape a
 # server it runs. Only the binaries are wanted: if the package's install started the system's
@@ -275,10 +311,12 @@ main() {
   for s in "${services[@]}"; do "${command}_one" "$s" || failed=1; done
   if [ "$command" = up ] && [ $# -eq 0 ]; then
     faketime_up || failed=1
+    replication_up || failed=1
     promtool_up || failed=1
     chromium_up || failed=1
   fi
   if [ "$command" = status ] && [ $# -eq 0 ]; then
+    replication_status || failed=1
     promtool_status "$(prometheus --version 2>&1 | head -n 1) (promtool and prometheus)" || failed=1
     chromium_status "$(chromium_version)" || failed=1
   fi

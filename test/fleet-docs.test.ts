@@ -82,7 +82,18 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
 
   it('cover what matters for an ID service, each rule with a severity, a summary and what to do', () => {
     const names = rules.map((rule) => rule.alert);
-    for (const needed of ['IdmintSegmentBufferRunningDry', 'IdmintSegmentStoreUnreachable', 'IdmintSnowflakeLeaseNotHeld', 'IdmintSnowflakeLeaseTrouble', 'IdmintClockSkew', 'IdmintClockRollbackRefused', 'IdmintRequestErrors']) {
+    const needs = [
+      'IdmintSegmentBufferRunningDry',
+      'IdmintSegmentStoreUnreachable',
+      'IdmintSegmentStoreFenced',
+      'IdmintSegmentStoreHealed',
+      'IdmintSnowflakeLeaseNotHeld',
+      'IdmintSnowflakeLeaseTrouble',
+      'IdmintClockSkew',
+      'IdmintClockRollbackRefused',
+      'IdmintRequestErrors',
+    ];
+    for (const needed of needs) {
       assert.ok(names.includes(needed), `${needed} is missing`);
     }
     assert.equal(new Set(names).size, names.length, 'alert names are unique');
@@ -170,6 +181,36 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
           series('idmint_http_request_duration_seconds_count', { ...leafPost, status: '503' }, '0+8x15'),
         ],
         checks: [{ eval_time: '12m', alertname: 'IdmintRequestErrors', exp_alerts: [expect('IdmintRequestErrors', { instance: node.instance })] }],
+      },
+      {
+        name: 'a new history of the store, fenced by one node of two',
+        input: [
+          series('idmint_segment_store_fences_total', {}, '0 0 1 1 1'),
+          { series: 'idmint_segment_store_fences_total{job="idmint",instance="b:8080"}', values: '0 0 0 0 0' },
+        ],
+        checks: [
+          { eval_time: '1m', alertname: 'IdmintSegmentStoreFenced', exp_alerts: [] },
+          {
+            eval_time: '3m',
+            alertname: 'IdmintSegmentStoreFenced',
+            exp_alerts: [expect('IdmintSegmentStoreFenced', {})],
+          },
+        ],
+      },
+      {
+        name: 'a node handed a range below its own IDs',
+        input: [
+          series('idmint_segment_heals_total', { tag: 'orders' }, '0 0 1 1 1'),
+          series('idmint_segment_store_fences_total', {}, '0x5'),
+        ],
+        checks: [
+          { eval_time: '1m', alertname: 'IdmintSegmentStoreHealed', exp_alerts: [] },
+          {
+            eval_time: '3m',
+            alertname: 'IdmintSegmentStoreHealed',
+            exp_alerts: [expect('IdmintSegmentStoreHealed', { instance: node.instance })],
+          },
+        ],
       },
       {
         name: 'a node 2.5 s away from its peers at start-up',
