@@ -682,6 +682,10 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   const live = dialect.liveHistory;
   const record = `${HISTORY_TABLE} WHERE segment_table = '${table}'`;
   const verified = `EXISTS (SELECT 1 FROM ${record} AND history = ${live})`;
+  // What an allocation returns as its history: the record, which the guard just found equal to
+  // the live history (in the same snapshot), read by its key instead of evaluating that again
+  // (PostgreSQL's reads the control file: about 20 us here).
+  const recorded = `(SELECT history FROM ${record})`;
   const history = {
     createHistoryTable:
       `CREATE TABLE IF NOT EXISTS ${HISTORY_TABLE} (segment_table varchar(64) NOT NULL PRIMARY KEY, ` +
@@ -739,7 +743,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
       ...shared,
       createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ${opaqueColumn})${dialect.tableOptions}`,
       allocate,
-      allocateReturning: `${allocate} AND ${verified} RETURNING *, ${live} AS ${HISTORY_COLUMN}`,
+      allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
       release,
       raise,
       insert: `${insert}) VALUES (?, ?, ?, ?, ${now})`,
@@ -761,7 +765,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     ...shared,
     createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ${opaqueColumn})${dialect.tableOptions}`,
     allocate,
-    allocateReturning: `${allocate} AND ${verified} RETURNING *, ${live} AS ${HISTORY_COLUMN}`,
+    allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
     release: `${release} AND ${guard}`,
     raise: `${raise} AND ${guard}`,
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
