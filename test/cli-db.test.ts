@@ -116,7 +116,7 @@ describe('idmint db init', () => {
     for (const args of [['db', '--help'], ['db', 'init', '--help'], ['db', '-h']]) {
       const { code, stdout } = await runIdmint(args);
       assert.equal(code, 0, args.join(' '));
-      assert.match(stdout, /^Usage: idmint db init \[--store URL \| --stores URL,\.\.\.\]/);
+      assert.match(stdout, /^Usage: idmint db init \[--store URL \| --stores URL,\.\.\. \[--replace INDEX\]\]/);
       assert.match(stdout, /\n {7}idmint db history .*\n {7}idmint db fence \[--margin IDS \| --ranges N\]/);
       assert.match(stdout, /postgres:\/\/user:password@host:5432\/database/);
       assert.match(stdout, /mariadb:\/\/.*\n.*rediss:\/\//);
@@ -128,6 +128,7 @@ describe('idmint db init', () => {
     [['db'], 2, /^idmint db: missing argument <subcommand>\n$/],
     [['db', 'drop'], 2, /^idmint db: unknown db subcommand "drop"; the subcommands are: init, history, fence\n$/],
     [['db', 'init', '--margin', '5'], 2, /^idmint db: --margin belongs to "idmint db fence"\n$/],
+    [['db', 'fence', '--replace', '1'], 2, /^idmint db: --replace belongs to "idmint db init"\n$/],
     [['db', 'fence', '--margin', '5', '--ranges', '2'], 2, /^idmint db: --margin and --ranges both size the fence/],
     [['db', 'fence', '--margin', '0'], 2, /^idmint db: --margin must be an integer from 1 to 9223372036854775807, got/],
     [['db', 'fence', '--ranges', '0'], 2, /^idmint db: --ranges must be an integer from 1 to 1000000, got "0"\n$/],

@@ -25,9 +25,6 @@ export interface SegmentStoreFixture {
   readonly sequentialNodes?: boolean;
 }
 
-/** Why a test that rewrites the record or opens a second store is skipped on SQLite :memory:. */
-const PRIVATE = 'the database is private to one store';
-
 /** The form of StoreHistory.live on each backend. */
 const LIVE_HISTORY = /^(postgres system \d+ timeline \d+|mysql server_id \d+|redis replid [0-9a-f]{40}|sqlite)$/;
 
@@ -44,7 +41,15 @@ export async function rejectsWith(promise: Promise<unknown>, code: ErrorCode, pa
  * The SegmentStore contract, written once and run against every adapter (call it inside a
  * describe). Each run works on a fresh table or key prefix from `create`.
  */
-export function runSegmentStoreSuite(options: { create: () => Promise<SegmentStoreFixture> }): void {
+export function runSegmentStoreSuite(options: {
+  create: () => Promise<SegmentStoreFixture>;
+  /**
+   * False where the database is private to the one store (SQLite :memory:): the tests that rewrite
+   * the recorded history or open a second store are then not registered (the same code runs them
+   * on a SQLite file). Default true, and then the fixture must provide both.
+   */
+  readonly shared?: boolean;
+}): void {
   let fixture: SegmentStoreFixture;
   let store: SegmentStore;
 
@@ -310,18 +315,29 @@ export function runSegmentStoreSuite(options: { create: () => Promise<SegmentSto
     assert.equal((await store.allocate('op-a')).start, 1105n);
   });
 
-  it('fences a new history once, before any range comes from it, however many nodes find it at once', async (t) => {
-    if (fixture.setRecordedHistory === undefined || fixture.openAnother === undefined) return t.skip(PRIVATE);
+  /** The fixture's hooks to reach the database from outside the store; a shared fixture must have them. */
+  const hooks = () => {
+    const { setRecordedHistory, openAnother } = fixture;
+    const provided = setRecordedHistory !== undefined && openAnother !== undefined;
+    assert.ok(provided, 'a fixture on a shared database provides setRecordedHistory and openAnother');
+    return { setRecordedHistory, openAnother };
+  };
+  // Registered only on a shared database: never reported as skipped where they cannot apply.
+  const sharedIt = (name: string, run: () => Promise<void>) => {
+    if (options.shared ?? true) it(name, run);
+  };
+
+  sharedIt('fences a new history once, before any range comes from it, however many nodes find it', async () => {
+    const { setRecordedHistory, openAnother } = hooks();
     await store.createTag({ tag: 'new-history', step: 10, startId: 1000n });
     await store.createTag({ tag: 'new-history-wide', step: 500, startId: 5000n });
     assert.equal((await store.allocate('new-history')).end, 1010n);
     const [before] = await store.history();
-    await fixture.setRecordedHistory('a history the database no longer has');
+    await setRecordedHistory('a history the database no longer has');
     const events: StoreHistoryEvent[] = [];
     const margin = { ranges: 3, maxStep: 100 };
-    const open = fixture.openAnother;
     const onHistory = (event: StoreHistoryEvent) => events.push(event);
-    const nodes = await Promise.all(Array.from({ length: 8 }, () => open({ fence: margin, onHistory })));
+    const nodes = await Promise.all(Array.from({ length: 8 }, () => openAnother({ fence: margin, onHistory })));
     // At once, except on SQLite: its stores in one process would wait for each other's write lock
     // inside one event loop (SQLite nodes are separate processes, which the file lock serialises).
     // The nodes still run one after another, each finding the history fenced or fencing it.
@@ -354,22 +370,22 @@ export function runSegmentStoreSuite(options: { create: () => Promise<SegmentSto
     assert.ok((fenced[0]?.tags ?? 0) >= 2);
   });
 
-  it('a table with no history recorded is fenced by its first allocation', async (t) => {
-    if (fixture.setRecordedHistory === undefined || fixture.openAnother === undefined) return t.skip(PRIVATE);
+  sharedIt('a table with no history recorded is fenced by its first allocation', async () => {
+    const { setRecordedHistory, openAnother } = hooks();
     await store.createTag({ tag: 'unrecorded', step: 10, startId: 50n });
-    await fixture.setRecordedHistory(undefined);
+    await setRecordedHistory(undefined);
     assert.equal((await store.history())[0]?.recorded, undefined);
-    const node = await fixture.openAnother({ fence: { ids: 777n } });
+    const node = await openAnother({ fence: { ids: 777n } });
     assert.equal((await node.allocate('unrecorded')).start, 50n + 777n);
     const [history] = await store.history();
     assert.deepEqual([history?.recorded, history?.fences], [history?.live, 1]);
   });
 
-  it('gives nothing back to a history it has not verified', async (t) => {
-    if (fixture.setRecordedHistory === undefined) return t.skip(PRIVATE);
+  sharedIt('gives nothing back to a history it has not verified', async () => {
+    const { setRecordedHistory } = hooks();
     await store.createTag({ tag: 'give-back-unverified', step: 10 });
     const range = await store.allocate('give-back-unverified');
-    await fixture.setRecordedHistory('another history');
+    await setRecordedHistory('another history');
     assert.equal(await store.release('give-back-unverified', range.start + 1n, range.end), false);
     assert.equal((await store.getTag('give-back-unverified'))?.maxId, range.end);
     await store.init(); // fences the "new" history: the table is verified again

@@ -110,7 +110,9 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
         throw new IdMintError('INVALID_ARGUMENT', `--${flag} belongs to "idmint db fence"`);
       }
     }
-    if (sub !== 'init' && values.replace !== undefined) throw new IdMintError('INVALID_ARGUMENT', '--replace belongs to "idmint db init"');
+    if (sub !== 'init' && values.replace !== undefined) {
+      throw new IdMintError('INVALID_ARGUMENT', '--replace belongs to "idmint db init"');
+    }
     if (values.store !== undefined && values.stores !== undefined) {
       throw new IdMintError('INVALID_ARGUMENT', '--store and --stores name the database(s) twice: give one of them');
     }
@@ -127,7 +129,8 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     if (values.replace !== undefined && !set) {
       throw new IdMintError('INVALID_ARGUMENT', '--replace names a database of a set: give the set with --stores');
     }
-    const replace = values.replace === undefined ? undefined : integerFlag('replace', values.replace, 0, 0, urls.length - 1);
+    const replacing = values.replace;
+    const replace = replacing === undefined ? undefined : integerFlag('replace', replacing, 0, 0, urls.length - 1);
     const url = set ? (urls[0] as string) : (values.store ?? configured.store);
     const source = set
       ? values.stores !== undefined ? '--stores' : 'IDMINT_SEGMENT_STORES'
@@ -154,7 +157,8 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     try {
       if (sub === 'history') lines = historyLines(await store.history(), table);
       else if (sub === 'fence') lines = fenceLines(await store.fence(request), table, fence, ifFences);
-      else lines = set ? await initSet(store as MultiSegmentStore, urls, table, replace) : await initOne(store, url, table);
+      else if (set) lines = await initSet(store as MultiSegmentStore, urls, table, replace);
+      else lines = await initOne(store, url, table);
     } catch (error) {
       throw (await backendFailure(error, setting)) ?? error;
     } finally {
@@ -209,7 +213,12 @@ async function initOne(store: SegmentStore, url: string, table: string): Promise
  * `idmint db init` for a set of databases: tables and columns, then every tag joined to the set
  * (`replace`: the index of an empty database replacing a lost one).
  */
-async function initSet(store: MultiSegmentStore, urls: readonly string[], table: string, replace: number | undefined): Promise<string[]> {
+async function initSet(
+  store: MultiSegmentStore,
+  urls: readonly string[],
+  table: string,
+  replace?: number,
+): Promise<string[]> {
   // join() runs each database's init first: its history is recorded (fenced where new) as alone.
   const report: SetJoinReport = await store.join(replace === undefined ? {} : { replace });
   const n = urls.length;

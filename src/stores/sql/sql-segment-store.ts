@@ -295,10 +295,11 @@ export class SqlSegmentStore implements SegmentStore {
    * In one transaction: reads the live and the recorded history; unless an automatic fence finds
    * them equal (nothing to do) or `ifFences` does not match, raises the rows, then claims the fence
    * by a compare-and-set on the record (an insert where there is none). A claim lost to another
-   * fence throws FenceRaced, which rolls the raise back. Rows are locked before the record, in the
-   * order an allocation locks them (its row, then the record it reads), so the two never deadlock
-   * (MySQL takes a shared lock on the record an UPDATE's subquery reads). Rows with a negative
-   * max_id (written outside idmint) stay as they are.
+   * fence throws FenceRaced, which rolls the raise back. Rows are locked before the record: an
+   * allocation holds its row's lock and reads the record without one (MySQL; PostgreSQL's reads
+   * never lock), so a fence waits for it and never the other way round. (A give-back's UPDATE may
+   * take a shared lock on the record, on MySQL; one that deadlocks with a fence fails, and its
+   * tail is wasted, never reissued.) Rows with a negative max_id (written outside idmint) stay.
    */
   async #fenceTransaction(db: SqlConnection, request: FenceCall): Promise<FenceOutcome> {
     const found = await this.#readHistory(db);
