@@ -10,7 +10,14 @@ import { fileURLToPath } from 'node:url';
 import { IdMintClient } from '../src/client/client.ts';
 import { defineConfig } from '../src/config/load.ts';
 import { buildServer } from '../src/server/app.ts';
-import { formatRate, machineLine, markdownTable, median, pause, writeSection } from './support/report.ts';
+import {
+  formatRate,
+  machineLine,
+  markdownTable,
+  median,
+  pause,
+  writeSection,
+} from './support/report.ts';
 
 const ROUNDS = Number(process.env['ROUNDS'] ?? 5);
 const BURST = Number(process.env['BURST'] ?? 500_000);
@@ -27,24 +34,51 @@ let sink: unknown;
 
 /** An in-process server whose ranges are large enough that a burst never waits for one. */
 async function bigRangeServer() {
-  const server = await buildServer(defineConfig({ port: 0, segment: { store: 'sqlite::memory:' }, snowflake: { enabled: false }, api: { maxBatch: 1_000_000 }, log: { level: 'warn' } }));
-  const created = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: TAG, step: 1_000_000 } });
+  const server = await buildServer(
+    defineConfig({
+      port: 0,
+      segment: { store: 'sqlite::memory:' },
+      snowflake: { enabled: false },
+      api: { maxBatch: 1_000_000 },
+      log: { level: 'warn' },
+    }),
+  );
+  const created = await server.app.inject({
+    method: 'POST',
+    url: '/v1/tags',
+    payload: { tag: TAG, step: 1_000_000 },
+  });
   if (created.statusCode !== 201) throw new Error(created.body);
   return { server, url: await server.listen() };
 }
 
 async function warm(): Promise<{ rows: string[][]; rate: number }> {
   const { server, url } = await bigRangeServer();
-  const client = new IdMintClient({ url, local: { initialSize: 1_000_000, minSize: 1_000_000, maxSize: 1_000_000, prefetchThreshold: 0.5 } });
+  const client = new IdMintClient({
+    url,
+    local: {
+      initialSize: 1_000_000,
+      minSize: 1_000_000,
+      maxSize: 1_000_000,
+      prefetchThreshold: 0.5,
+    },
+  });
   /** Waits until a whole burst is held, so the timed loop never meets an empty buffer. */
   const fill = async () => {
     sink = await client.nextId(TAG);
-    for (let i = 0; i < 200 && (client.localStats().tags[0]?.buffered ?? 0) < BURST + 1; i++) await pause(5);
-    if ((client.localStats().tags[0]?.buffered ?? 0) < BURST + 1) throw new Error('the client did not fill its buffer');
+    for (let i = 0; i < 200 && (client.localStats().tags[0]?.buffered ?? 0) < BURST + 1; i++)
+      await pause(5);
+    if ((client.localStats().tags[0]?.buffered ?? 0) < BURST + 1)
+      throw new Error('the client did not fill its buffer');
   };
   const counters = new Map([[TAG, { value: 0n }]]);
   let bare = 0n;
-  const candidates: { name: string; note: string; prepare?: () => Promise<void>; run(n: number): Promise<void> }[] = [
+  const candidates: {
+    name: string;
+    note: string;
+    prepare?: () => Promise<void>;
+    run(n: number): Promise<void>;
+  }[] = [
     {
       name: 'baseline: bare bigint counter',
       note: '`id++`: the least an ID can cost',
@@ -111,10 +145,14 @@ async function warm(): Promise<{ rows: string[][]; rate: number }> {
 
 function startTarget(): Promise<{ url: string; child: ChildProcess }> {
   const script = fileURLToPath(new URL('./support/http-target.ts', import.meta.url));
-  const child = spawn(process.execPath, [...process.execArgv, script, 'idmint'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...process.execArgv, script, 'idmint'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`idmint target exited with ${code}`)));
-    child.stdout?.once('data', (chunk: Buffer) => resolve({ url: (JSON.parse(chunk.toString('utf8')) as { url: string }).url, child }));
+    child.stdout?.once('data', (chunk: Buffer) =>
+      resolve({ url: (JSON.parse(chunk.toString('utf8')) as { url: string }).url, child }),
+    );
   });
 }
 
@@ -136,20 +174,34 @@ async function throughServer(): Promise<string[][]> {
   try {
     const local = new IdMintClient({ url: target.url });
     const perRequest = new IdMintClient({ url: target.url, retries: 0 });
-    const scenarios: { name: string; note: string; draw: () => Promise<number>; parallel?: number }[] = [
+    const scenarios: {
+      name: string;
+      note: string;
+      draw: () => Promise<number>;
+      parallel?: number;
+    }[] = [
       {
         name: 'local mode: `nextIdSync(tag) ?? await nextId(tag)`',
         note: 'ranges of 1,000 growing to 10,000 (the defaults), fetched in the background',
         draw: async () => {
           // A caller's loop: synchronous while a range is held, awaiting only when it is not.
           let last: bigint | undefined;
-          for (let i = 0; i < 65_536; i++) last = local.nextIdSync(TAG) ?? (await local.nextId(TAG));
+          for (let i = 0; i < 65_536; i++)
+            last = local.nextIdSync(TAG) ?? (await local.nextId(TAG));
           sink = last;
           return 65_536;
         },
       },
-      { name: 'per-request client: `await segment(tag)`', note: 'one ID per HTTP request, one in flight', draw: async () => ((sink = await perRequest.segment(TAG)), 1) },
-      { name: 'per-request client: `await segmentBatch(tag, 1000)`', note: '1,000 IDs per request, one in flight', draw: async () => (await perRequest.segmentBatch(TAG, 1000)).length },
+      {
+        name: 'per-request client: `await segment(tag)`',
+        note: 'one ID per HTTP request, one in flight',
+        draw: async () => ((sink = await perRequest.segment(TAG)), 1),
+      },
+      {
+        name: 'per-request client: `await segmentBatch(tag, 1000)`',
+        note: '1,000 IDs per request, one in flight',
+        draw: async () => (await perRequest.segmentBatch(TAG, 1000)).length,
+      },
     ];
     const rates = new Map<string, number>();
     for (const scenario of scenarios) {
@@ -167,7 +219,9 @@ async function throughServer(): Promise<string[][]> {
   }
 }
 
-const load = loadavg().map((value) => value.toFixed(2)).join(' ');
+const load = loadavg()
+  .map((value) => value.toFixed(2))
+  .join(' ');
 const warmResult = await warm();
 const serverRows = await throughServer();
 const met = warmResult.rate >= TARGET;
@@ -183,7 +237,9 @@ ${markdownTable(['Client', 'IDs/s', 'vs one request per ID', 'Note'], serverRows
 
 - \`nextIdSync\` on a warm buffer at least ${formatRate(TARGET)} IDs/s: ${met ? 'met' : 'NOT met'} (${formatRate(warmResult.rate)})`;
 /** What docs/benchmarks.md keeps: the warm-buffer table, the server run in a line, the target. */
-const serverLine = serverRows.map(([client, rate, ratio]) => `${client}: ${rate} IDs/s (${ratio}x)`).join('; ');
+const serverLine = serverRows
+  .map(([client, rate, ratio]) => `${client}: ${rate} IDs/s (${ratio}x)`)
+  .join('; ');
 const page = `${machineLine()} Load average before the run: ${load}. Median of ${ROUNDS} round(s) of \
 ${formatRate(BURST)} IDs, every range already held.
 

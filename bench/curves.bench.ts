@@ -12,12 +12,25 @@
 // process of its own (bench/support/http-target.ts), and so does a bare Fastify route answering a
 // constant, the reference of the connection curve; the load generator runs in this one, on the
 // same 2 cores, and takes CPU from the server.
-import { formatRate, loadNote, machineLine, markdownTable, writeSection } from './support/report.ts';
-import { bodyLoop, closedLoop, startTarget, stopTargets, type ClosedLoopResult } from './support/closed-loop.ts';
+import {
+  formatRate,
+  loadNote,
+  machineLine,
+  markdownTable,
+  writeSection,
+} from './support/report.ts';
+import {
+  bodyLoop,
+  closedLoop,
+  startTarget,
+  stopTargets,
+  type ClosedLoopResult,
+} from './support/closed-loop.ts';
 
 const DURATION = Number(process.env['DURATION'] ?? 5);
 const WARMUP = Number(process.env['WARMUP'] ?? 1);
-const list = (name: string, fallback: string) => (process.env[name] ?? fallback).split(',').map(Number);
+const list = (name: string, fallback: string) =>
+  (process.env[name] ?? fallback).split(',').map(Number);
 const BATCHES = list('BATCHES', '1,10,100,1000,10000,100000');
 const CONNECTIONS = list('CONNECTIONS', '10,100,1000');
 /** Connections of the batch-size curve: the low end of the connection curve. */
@@ -44,24 +57,71 @@ interface Route {
 }
 
 const batchRoutes: readonly Route[] = [
-  { family: 'segment', form: 'JSON', path: '/v1/segment/bench-batch?count={count}', shown: '`/v1/segment/{tag}`' },
-  { family: 'segment', form: 'octet-stream', path: '/v1/segment/bench-batch?count={count}', shown: '`/v1/segment/{tag}`' },
-  { family: 'snowflake', form: 'JSON', path: '/v1/snowflake?count={count}', shown: '`/v1/snowflake`' },
-  { family: 'snowflake', form: 'octet-stream', path: '/v1/snowflake?count={count}', shown: '`/v1/snowflake`' },
+  {
+    family: 'segment',
+    form: 'JSON',
+    path: '/v1/segment/bench-batch?count={count}',
+    shown: '`/v1/segment/{tag}`',
+  },
+  {
+    family: 'segment',
+    form: 'octet-stream',
+    path: '/v1/segment/bench-batch?count={count}',
+    shown: '`/v1/segment/{tag}`',
+  },
+  {
+    family: 'snowflake',
+    form: 'JSON',
+    path: '/v1/snowflake?count={count}',
+    shown: '`/v1/snowflake`',
+  },
+  {
+    family: 'snowflake',
+    form: 'octet-stream',
+    path: '/v1/snowflake?count={count}',
+    shown: '`/v1/snowflake`',
+  },
 ];
 const singleRoutes: readonly Route[] = [
   // The reference: Fastify answering a constant, routed as idmint is, in a process of its own.
-  { family: 'bare', form: 'text', path: '/bare/get/bench', shown: 'bare Fastify route (reference)' },
-  { family: 'segment', form: 'text', path: '/api/segment/get/bench', shown: '`/api/segment/get/{tag}`' },
-  { family: 'snowflake', form: 'text', path: '/api/snowflake/get/bench', shown: '`/api/snowflake/get/{key}`' },
+  {
+    family: 'bare',
+    form: 'text',
+    path: '/bare/get/bench',
+    shown: 'bare Fastify route (reference)',
+  },
+  {
+    family: 'segment',
+    form: 'text',
+    path: '/api/segment/get/bench',
+    shown: '`/api/segment/get/{tag}`',
+  },
+  {
+    family: 'snowflake',
+    form: 'text',
+    path: '/api/snowflake/get/bench',
+    shown: '`/api/snowflake/get/{key}`',
+  },
 ];
 
 /** One closed-loop measurement after a warm-up, by the client that suits the answer's size. */
-async function measure(url: string, route: Route, count: number, connections: number): Promise<ClosedLoopResult & { client: string }> {
-  const options = { connections, keepLatencies: true, ...(route.form === 'octet-stream' ? { headers: { ...OCTETS } } : {}) };
+async function measure(
+  url: string,
+  route: Route,
+  count: number,
+  connections: number,
+): Promise<ClosedLoopResult & { client: string }> {
+  const options = {
+    connections,
+    keepLatencies: true,
+    ...(route.form === 'octet-stream' ? { headers: { ...OCTETS } } : {}),
+  };
   const loop = count > CLIENT_SWITCH ? bodyLoop : closedLoop;
   await loop(url, WARMUP, options);
-  return { ...(await loop(url, DURATION, options)), client: count > CLIENT_SWITCH ? 'node:http' : 'autocannon' };
+  return {
+    ...(await loop(url, DURATION, options)),
+    client: count > CLIENT_SWITCH ? 'node:http' : 'autocannon',
+  };
 }
 
 const load = loadNote();
@@ -78,19 +138,42 @@ try {
   for (const route of batchRoutes) {
     let previous: { count: number; nsPerId: number } | undefined;
     for (const count of BATCHES) {
-      const m = await measure(`${target.url}${route.path.replace('{count}', String(count))}`, route, count, BATCH_CONNECTIONS);
+      const m = await measure(
+        `${target.url}${route.path.replace('{count}', String(count))}`,
+        route,
+        count,
+        BATCH_CONNECTIONS,
+      );
       const ids = m.requestsPerSecond * count;
       // Wall time per request and per ID at saturation: on 2 cores shared with the generator,
       // not the server's CPU time alone, but the same for every row, so the growth is comparable.
       const usPerRequest = 1e6 / m.requestsPerSecond;
       const nsPerId = 1e9 / ids;
-      log(`batch ${route.family} ${route.form} ${formatRate(count)}: ${formatRate(ids)} IDs/s, p99 ${ms(m.p99)} ms`);
+      log(
+        `batch ${route.family} ${route.form} ${formatRate(count)}: ${formatRate(ids)} IDs/s, p99 ${ms(m.p99)} ms`,
+      );
       const growth = previous === undefined ? '-' : (nsPerId / previous.nsPerId).toFixed(2);
-      batchRows.push([route.shown, route.form, formatRate(count), m.client, formatRate(m.requestsPerSecond), formatRate(ids), usPerRequest.toFixed(1), nsPerId.toFixed(1), growth, ms(m.p50), ms(m.p99), ms(m.max), failed(m.failures)]);
+      batchRows.push([
+        route.shown,
+        route.form,
+        formatRate(count),
+        m.client,
+        formatRate(m.requestsPerSecond),
+        formatRate(ids),
+        usPerRequest.toFixed(1),
+        nsPerId.toFixed(1),
+        growth,
+        ms(m.p50),
+        ms(m.p99),
+        ms(m.max),
+        failed(m.failures),
+      ]);
       // Per-request cost growing faster than the batch: the cost per ID rises from one size to
       // the next by more than the noise of a shared machine (1.5x).
       if (previous !== undefined && nsPerId > previous.nsPerId * 1.5) {
-        checks.push(`${route.shown} ${route.form}: the cost per ID grows from ${formatRate(previous.count)} to ${formatRate(count)} IDs per request (${previous.nsPerId.toFixed(1)} to ${nsPerId.toFixed(1)} ns): **superlinear**`);
+        checks.push(
+          `${route.shown} ${route.form}: the cost per ID grows from ${formatRate(previous.count)} to ${formatRate(count)} IDs per request (${previous.nsPerId.toFixed(1)} to ${nsPerId.toFixed(1)} ns): **superlinear**`,
+        );
       }
       previous = { count, nsPerId };
     }
@@ -99,32 +182,69 @@ try {
   // 2. Connections: the single-ID Leaf routes, and the batch routes at CONNECTION_BATCH IDs.
   /** The bare route's p99 / mean wait, by connections. */
   const bareSpread = new Map<number, number>();
-  const connectionRoutes = [...singleRoutes.map((route) => ({ route, count: 1 })), ...batchRoutes.map((route) => ({ route, count: CONNECTION_BATCH }))];
+  const connectionRoutes = [
+    ...singleRoutes.map((route) => ({ route, count: 1 })),
+    ...batchRoutes.map((route) => ({ route, count: CONNECTION_BATCH })),
+  ];
   for (const { route, count } of connectionRoutes) {
     for (const connections of CONNECTIONS) {
       const base = route.family === 'bare' ? bare.url : target.url;
-      const m = await measure(`${base}${route.path.replace('{count}', String(count))}`, route, count, connections);
+      const m = await measure(
+        `${base}${route.path.replace('{count}', String(count))}`,
+        route,
+        count,
+        connections,
+      );
       // Little's law: a closed loop of C connections answered at R req/s waits C / R on average.
       // A p99 far above that mean is unfairness (some requests wait while others are served).
       const meanWait = (connections / m.requestsPerSecond) * 1000;
-      log(`connections ${route.family} ${route.form} ${connections}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${ms(m.p99)} ms (mean ${ms(meanWait)})`);
-      connectionRows.push([route.shown, route.form, formatRate(count), String(connections), formatRate(m.requestsPerSecond), formatRate(m.requestsPerSecond * count), ms(meanWait), ms(m.p50), ms(m.p99), ms(m.p999), ms(m.max), (m.p99 / meanWait).toFixed(1), failed(m.failures)]);
+      log(
+        `connections ${route.family} ${route.form} ${connections}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${ms(m.p99)} ms (mean ${ms(meanWait)})`,
+      );
+      connectionRows.push([
+        route.shown,
+        route.form,
+        formatRate(count),
+        String(connections),
+        formatRate(m.requestsPerSecond),
+        formatRate(m.requestsPerSecond * count),
+        ms(meanWait),
+        ms(m.p50),
+        ms(m.p99),
+        ms(m.p999),
+        ms(m.max),
+        (m.p99 / meanWait).toFixed(1),
+        failed(m.failures),
+      ]);
       // On a shared machine the bare route's own tail is wide: a route is unfair only where its
       // p99 stands further above its mean wait than the bare route's does, twice as far or more.
       const spread = m.p99 / meanWait;
       if (route.family === 'bare') bareSpread.set(connections, spread);
       const reference = bareSpread.get(connections) ?? Number.NaN;
-      if (route.family !== 'bare' && spread > reference * 2) checks.push(`${route.shown} ${route.form}, ${connections} connections: p99 ${ms(m.p99)} ms is ${spread.toFixed(1)}x its mean wait, the bare route's ${reference.toFixed(1)}x: **unfair**`);
-      if (m.failures > 0) checks.push(`${route.shown} ${route.form}, ${connections} connections: **${m.failures} failed or non-2xx answers**`);
+      if (route.family !== 'bare' && spread > reference * 2)
+        checks.push(
+          `${route.shown} ${route.form}, ${connections} connections: p99 ${ms(m.p99)} ms is ${spread.toFixed(1)}x its mean wait, the bare route's ${reference.toFixed(1)}x: **unfair**`,
+        );
+      if (m.failures > 0)
+        checks.push(
+          `${route.shown} ${route.form}, ${connections} connections: **${m.failures} failed or non-2xx answers**`,
+        );
     }
   }
 } finally {
   stopTargets([target, bare]);
 }
 
-if (!checks.some((c) => c.includes('superlinear'))) checks.push(`cost per ID never grows by more than 1.5x from one batch size to the next: ${verdict(true)}`);
-if (!checks.some((c) => c.includes('unfair'))) checks.push(`p99 / mean wait within 2x of the bare route's at every connection count: ${verdict(true)}`);
-if (!checks.some((c) => c.includes('failed'))) checks.push(`no failed or non-2xx answer: ${verdict(true)}`);
+if (!checks.some((c) => c.includes('superlinear')))
+  checks.push(
+    `cost per ID never grows by more than 1.5x from one batch size to the next: ${verdict(true)}`,
+  );
+if (!checks.some((c) => c.includes('unfair')))
+  checks.push(
+    `p99 / mean wait within 2x of the bare route's at every connection count: ${verdict(true)}`,
+  );
+if (!checks.some((c) => c.includes('failed')))
+  checks.push(`no failed or non-2xx answer: ${verdict(true)}`);
 
 const markdown = `${machineLine()} ${load} Closed loop, ${DURATION} s per point after ${WARMUP} s of
 warm-up, one run. The server runs in its own process, the load generator in another, on the same
@@ -160,7 +280,9 @@ const curveRows = batchRoutes.map((route) => [
   ...BATCHES.map((count) => idsAt.get(`${route.shown} ${route.form} ${formatRate(count)}`) ?? '-'),
 ]);
 const byConnections = singleRoutes.map((route) => {
-  const rps = connectionRows.filter((row) => row[0] === route.shown && row[1] === route.form).map((row) => row[4]);
+  const rps = connectionRows
+    .filter((row) => row[0] === route.shown && row[1] === route.form)
+    .map((row) => row[4]);
   return `${route.shown} ${rps.join(' / ')}`;
 });
 const page = `${machineLine()} ${load} Closed loop, ${DURATION} s per point, one run; the generator on the \

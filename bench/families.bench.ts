@@ -69,20 +69,101 @@ function loopString(next: () => string): Pick<Candidate, 'run' | 'sample'> {
 function candidates(): Candidate[] {
   const ff1Burst = Math.max(1000, Math.floor(BURST / 5));
   return [
-    { name: 'idmint `UuidV7Generator.nextString()`', group: 'uuid', kind: 'idmint', ordered: true, note: 'monotonic (RFC 9562 method 1)', burst: BURST, ...loopString(() => uuid7.nextString()) },
-    { name: 'uuid `v7()`', group: 'uuid', kind: 'peer', ordered: true, note: 'monotonic (32-bit counter)', burst: Math.max(1000, Math.floor(BURST / 5)), ...loopString(() => uuidv7()) },
-    { name: 'Node `crypto.randomUUIDv7()`', group: 'uuid', kind: 'peer', ordered: true, note: 'not monotonic within a millisecond', burst: BURST, ...loopString(() => randomUUIDv7()) },
-    { name: 'idmint `UuidV4Generator.nextString()`', group: 'uuid', kind: 'idmint', ordered: false, note: 'random, for completeness', burst: BURST, ...loopString(() => uuid4.nextString()) },
-    { name: 'baseline: Node `crypto.randomUUID()`', group: 'uuid', kind: 'baseline', ordered: false, note: 'random v4, native pool', burst: BURST, ...loopString(() => randomUUID()) },
-    { name: 'idmint `UlidGenerator.nextString()`', group: 'ulid', kind: 'idmint', ordered: true, note: 'monotonic (spec rule)', burst: BURST, ...loopString(() => ulid.nextString()) },
-    { name: 'ulid `monotonicFactory()()`', group: 'ulid', kind: 'peer', ordered: true, note: 'monotonic', burst: Math.max(1000, Math.floor(BURST / 5)), ...loopString(() => ulidFactory()) },
-    { name: 'ulidx `monotonicFactory()()`', group: 'ulid', kind: 'peer', ordered: true, note: 'monotonic', burst: Math.max(1000, Math.floor(BURST / 5)), ...loopString(() => ulidxFactory()) },
-    { name: 'idmint `ObjectIdGenerator.nextString()`', group: 'objectid', kind: 'idmint', ordered: true, note: 'never wraps into a used second', burst: BURST, ...loopString(() => objectId.nextString()) },
-    { name: 'bson `new ObjectId().toHexString()`', group: 'objectid', kind: 'peer', ordered: true, note: '24-bit counter wraps regardless', burst: BURST, ...loopString(() => new ObjectId().toHexString()) },
+    {
+      name: 'idmint `UuidV7Generator.nextString()`',
+      group: 'uuid',
+      kind: 'idmint',
+      ordered: true,
+      note: 'monotonic (RFC 9562 method 1)',
+      burst: BURST,
+      ...loopString(() => uuid7.nextString()),
+    },
+    {
+      name: 'uuid `v7()`',
+      group: 'uuid',
+      kind: 'peer',
+      ordered: true,
+      note: 'monotonic (32-bit counter)',
+      burst: Math.max(1000, Math.floor(BURST / 5)),
+      ...loopString(() => uuidv7()),
+    },
+    {
+      name: 'Node `crypto.randomUUIDv7()`',
+      group: 'uuid',
+      kind: 'peer',
+      ordered: true,
+      note: 'not monotonic within a millisecond',
+      burst: BURST,
+      ...loopString(() => randomUUIDv7()),
+    },
+    {
+      name: 'idmint `UuidV4Generator.nextString()`',
+      group: 'uuid',
+      kind: 'idmint',
+      ordered: false,
+      note: 'random, for completeness',
+      burst: BURST,
+      ...loopString(() => uuid4.nextString()),
+    },
+    {
+      name: 'baseline: Node `crypto.randomUUID()`',
+      group: 'uuid',
+      kind: 'baseline',
+      ordered: false,
+      note: 'random v4, native pool',
+      burst: BURST,
+      ...loopString(() => randomUUID()),
+    },
+    {
+      name: 'idmint `UlidGenerator.nextString()`',
+      group: 'ulid',
+      kind: 'idmint',
+      ordered: true,
+      note: 'monotonic (spec rule)',
+      burst: BURST,
+      ...loopString(() => ulid.nextString()),
+    },
+    {
+      name: 'ulid `monotonicFactory()()`',
+      group: 'ulid',
+      kind: 'peer',
+      ordered: true,
+      note: 'monotonic',
+      burst: Math.max(1000, Math.floor(BURST / 5)),
+      ...loopString(() => ulidFactory()),
+    },
+    {
+      name: 'ulidx `monotonicFactory()()`',
+      group: 'ulid',
+      kind: 'peer',
+      ordered: true,
+      note: 'monotonic',
+      burst: Math.max(1000, Math.floor(BURST / 5)),
+      ...loopString(() => ulidxFactory()),
+    },
+    {
+      name: 'idmint `ObjectIdGenerator.nextString()`',
+      group: 'objectid',
+      kind: 'idmint',
+      ordered: true,
+      note: 'never wraps into a used second',
+      burst: BURST,
+      ...loopString(() => objectId.nextString()),
+    },
+    {
+      name: 'bson `new ObjectId().toHexString()`',
+      group: 'objectid',
+      kind: 'peer',
+      ordered: true,
+      note: '24-bit counter wraps regardless',
+      burst: BURST,
+      ...loopString(() => new ObjectId().toHexString()),
+    },
     {
       name: 'idmint `OpaqueCodec.encode()`',
       group: 'opaque',
-      kind: 'idmint', ordered: false,
+      kind: 'idmint',
+      ordered: false,
       note: 'one ID per call: ten native AES calls',
       burst: Math.max(1000, Math.floor(ff1Burst / 5)),
       run: (n) => {
@@ -94,7 +175,8 @@ function candidates(): Candidate[] {
     {
       name: 'idmint `codec.encoder(tag).encode()`',
       group: 'opaque',
-      kind: 'idmint', ordered: false,
+      kind: 'idmint',
+      ordered: false,
       note: 'one ID per call, consecutive IDs: 256 per FF1 pass',
       burst: ff1Burst,
       run: (n) => {
@@ -106,7 +188,8 @@ function candidates(): Candidate[] {
     {
       name: 'idmint `OpaqueCodec.encodeRange(first, 1000)`',
       group: 'opaque',
-      kind: 'idmint', ordered: false,
+      kind: 'idmint',
+      ordered: false,
       note: 'a batch of 1,000 per call',
       burst: ff1Burst,
       run: (n) => {
@@ -121,7 +204,8 @@ function candidates(): Candidate[] {
     {
       name: '@noble/ciphers `FF1(10, key, tweak).encrypt()`',
       group: 'opaque',
-      kind: 'peer', ordered: false,
+      kind: 'peer',
+      ordered: false,
       note: 'audited FF1, bigint rounds, key expanded per call',
       burst: Math.max(200, Math.floor(ff1Burst / 50)),
       run: (n) => {
@@ -170,7 +254,8 @@ function measure(): Result[] {
       const id = ids[i] as string;
       // An ObjectId counter wrapping from ffffff to 000000 inside a second is the format's own
       // rule (once per 2^24 IDs), not disorder; anything else that does not increase is.
-      const wrap = r.candidate.group === 'objectid' && previous.endsWith('ffffff') && id.endsWith('000000');
+      const wrap =
+        r.candidate.group === 'objectid' && previous.endsWith('ffffff') && id.endsWith('000000');
       if (id <= previous && !wrap) outOfOrder++;
     }
     r.outOfOrder = outOfOrder / (ids.length - 1);
@@ -208,11 +293,14 @@ function forcedSecond(): { bsonRepeats: number; idmintRepeats: number; idmintWai
 }
 
 // The machine is shared: say how busy it was, since absolute rates move with it (ratios less so).
-const loadBefore = loadavg().map((n) => n.toFixed(2)).join(' ');
+const loadBefore = loadavg()
+  .map((n) => n.toFixed(2))
+  .join(' ');
 const results = measure();
 const forced = forcedSecond();
 
-const rateOf = (name: string): number => median(results.find((r) => r.candidate.name === name)?.rates ?? [0]);
+const rateOf = (name: string): number =>
+  median(results.find((r) => r.candidate.name === name)?.rates ?? [0]);
 const ours = {
   uuid7: rateOf('idmint `UuidV7Generator.nextString()`'),
   ulid: rateOf('idmint `UlidGenerator.nextString()`'),
@@ -228,8 +316,18 @@ const peers = {
   ulidx: rateOf('ulidx `monotonicFactory()()`'),
   bson: rateOf('bson `new ObjectId().toHexString()`'),
 };
-const referenceOf: Record<Group, number> = { uuid: peers.uuid, ulid: peers.ulid, objectid: peers.bson, opaque: 300_000 };
-const referenceName: Record<Group, string> = { uuid: 'uuid `v7()`', ulid: 'ulid', objectid: 'bson', opaque: 'the 300,000/s target' };
+const referenceOf: Record<Group, number> = {
+  uuid: peers.uuid,
+  ulid: peers.ulid,
+  objectid: peers.bson,
+  opaque: 300_000,
+};
+const referenceName: Record<Group, string> = {
+  uuid: 'uuid `v7()`',
+  ulid: 'ulid',
+  objectid: 'bson',
+  opaque: 'the 300,000/s target',
+};
 
 const rows = results.map((r) => {
   const rate = median(r.rates);
@@ -238,11 +336,18 @@ const rows = results.map((r) => {
     r.candidate.name,
     formatRate(rate),
     `${(rate / referenceOf[group]).toFixed(2)}x ${referenceName[group]}`,
-    r.outOfOrder === undefined ? '-'
-    : r.outOfOrder === 0 ? 'all'
-    : r.candidate.ordered ? `**${((1 - r.outOfOrder) * 100).toFixed(1)}%**`
-    : `${((1 - r.outOfOrder) * 100).toFixed(1)}% (random)`,
-    r.duplicates === undefined ? '-' : r.duplicates === 0 ? 'yes' : `**no: ${r.duplicates.toLocaleString('en-US')}**`,
+    r.outOfOrder === undefined
+      ? '-'
+      : r.outOfOrder === 0
+        ? 'all'
+        : r.candidate.ordered
+          ? `**${((1 - r.outOfOrder) * 100).toFixed(1)}%**`
+          : `${((1 - r.outOfOrder) * 100).toFixed(1)}% (random)`,
+    r.duplicates === undefined
+      ? '-'
+      : r.duplicates === 0
+        ? 'yes'
+        : `**no: ${r.duplicates.toLocaleString('en-US')}**`,
     r.candidate.note,
   ];
 });

@@ -7,8 +7,20 @@
 // Each server runs in a process of its own (bench/support/http-target.ts); autocannon drives it
 // from this process with 50 connections. Latency is taken from every response's own timing
 // (autocannon's summary rounds to whole milliseconds, too coarse for a 2 ms target).
-import { closedLoop, startTarget, stopTargets, type ClosedLoopResult } from './support/closed-loop.ts';
-import { formatRate, loadNote, machineLine, markdownTable, median, writeSection } from './support/report.ts';
+import {
+  closedLoop,
+  startTarget,
+  stopTargets,
+  type ClosedLoopResult,
+} from './support/closed-loop.ts';
+import {
+  formatRate,
+  loadNote,
+  machineLine,
+  markdownTable,
+  median,
+  writeSection,
+} from './support/report.ts';
 
 const DURATION = Number(process.env['DURATION'] ?? 10);
 const WARMUP = Number(process.env['WARMUP'] ?? 3);
@@ -30,15 +42,51 @@ interface Scenario {
 type Measurement = ClosedLoopResult;
 
 const SCENARIOS: readonly Scenario[] = [
-  { name: 'bare Fastify route, constant text (ceiling)', target: 'bare', path: '/bare/get/bench', idsPerRequest: 1, single: false },
-  { name: '`GET /api/segment/get/{tag}`', target: 'idmint', path: '/api/segment/get/bench', idsPerRequest: 1, single: true },
-  { name: '`GET /api/snowflake/get/{tag}`', target: 'idmint', path: '/api/snowflake/get/bench', idsPerRequest: 1, single: true },
-  { name: '`GET /v1/segment/{tag}?count=1000`', target: 'idmint', path: '/v1/segment/bench?count=1000', idsPerRequest: 1000, single: false },
+  {
+    name: 'bare Fastify route, constant text (ceiling)',
+    target: 'bare',
+    path: '/bare/get/bench',
+    idsPerRequest: 1,
+    single: false,
+  },
+  {
+    name: '`GET /api/segment/get/{tag}`',
+    target: 'idmint',
+    path: '/api/segment/get/bench',
+    idsPerRequest: 1,
+    single: true,
+  },
+  {
+    name: '`GET /api/snowflake/get/{tag}`',
+    target: 'idmint',
+    path: '/api/snowflake/get/bench',
+    idsPerRequest: 1,
+    single: true,
+  },
+  {
+    name: '`GET /v1/segment/{tag}?count=1000`',
+    target: 'idmint',
+    path: '/v1/segment/bench?count=1000',
+    idsPerRequest: 1000,
+    single: false,
+  },
   // The ID families and opaque IDs (issue 10), beside the routes above: what a family route and
   // the FF1 encoding of an opaque tag cost per request, as ratios to the same run's bare route.
-  { name: '`GET /api/segment/get/{tag}`, an opaque tag', target: 'idmint', path: '/api/segment/get/bench-opaque', idsPerRequest: 1, single: false },
+  {
+    name: '`GET /api/segment/get/{tag}`, an opaque tag',
+    target: 'idmint',
+    path: '/api/segment/get/bench-opaque',
+    idsPerRequest: 1,
+    single: false,
+  },
   { name: '`GET /v1/uuid7`', target: 'idmint', path: '/v1/uuid7', idsPerRequest: 1, single: false },
-  { name: '`GET /v1/uuid7?count=1000`', target: 'idmint', path: '/v1/uuid7?count=1000', idsPerRequest: 1000, single: false },
+  {
+    name: '`GET /v1/uuid7?count=1000`',
+    target: 'idmint',
+    path: '/v1/uuid7?count=1000',
+    idsPerRequest: 1000,
+    single: false,
+  },
 ];
 
 const load = loadNote();
@@ -51,7 +99,9 @@ try {
       await closedLoop(url, WARMUP, { connections: CONNECTIONS });
       const m = await closedLoop(url, DURATION, { connections: CONNECTIONS, keepLatencies: true });
       results.get(scenario)?.push(m);
-      process.stderr.write(`${scenario.name}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${m.p99.toFixed(2)} ms${m.failures > 0 ? `, ${m.failures} failures` : ''}\n`);
+      process.stderr.write(
+        `${scenario.name}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${m.p99.toFixed(2)} ms${m.failures > 0 ? `, ${m.failures} failures` : ''}\n`,
+      );
     }
   }
 } finally {
@@ -61,7 +111,14 @@ try {
 const summary = SCENARIOS.map((scenario) => {
   const runs = results.get(scenario) ?? [];
   const pick = (f: (m: Measurement) => number) => median(runs.map(f));
-  return { scenario, rps: pick((m) => m.requestsPerSecond), p50: pick((m) => m.p50), p99: pick((m) => m.p99), p999: pick((m) => m.p999), failures: runs.reduce((n, m) => n + m.failures, 0) };
+  return {
+    scenario,
+    rps: pick((m) => m.requestsPerSecond),
+    p50: pick((m) => m.p50),
+    p99: pick((m) => m.p99),
+    p999: pick((m) => m.p999),
+    failures: runs.reduce((n, m) => n + m.failures, 0),
+  };
 });
 const bare = summary[0]?.rps ?? Number.NaN;
 const ms = (value: number) => value.toFixed(2);

@@ -20,8 +20,21 @@
 //
 // Every server runs in a process of its own; the generator runs in this one, on the same 2 cores.
 import { execFileSync } from 'node:child_process';
-import { formatRate, loadNote, machineLine, markdownTable, median, writeSection } from './support/report.ts';
-import { bodyLoop, closedLoop, startTarget, stopTargets, type Target } from './support/closed-loop.ts';
+import {
+  formatRate,
+  loadNote,
+  machineLine,
+  markdownTable,
+  median,
+  writeSection,
+} from './support/report.ts';
+import {
+  bodyLoop,
+  closedLoop,
+  startTarget,
+  stopTargets,
+  type Target,
+} from './support/closed-loop.ts';
 import { openLoop, type OpenLoopResult } from './support/open-loop.ts';
 import { treeCpuMs } from './support/process-cpu.ts';
 import { idleFor, timerGaps } from './support/timer-gaps.ts';
@@ -41,7 +54,8 @@ const WRITE = process.argv.includes('--write');
  */
 const PIN = process.env['PIN'] === '1';
 if (PIN) {
-  if (PROCESSES.some((n) => n > 1)) throw new Error('PIN=1 pins each server to one CPU: use it with PROCESSES=1');
+  if (PROCESSES.some((n) => n > 1))
+    throw new Error('PIN=1 pins each server to one CPU: use it with PROCESSES=1');
   execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
 }
 const SERVER_CPU = PIN ? 1 : undefined;
@@ -67,7 +81,11 @@ const control = await startTarget('bare', 1, SERVER_CPU).catch((error: unknown) 
 const idmint = new Map<number, Target>();
 try {
   // One process also serves the bare app in its own event loop (its twin): see below.
-  for (const processes of PROCESSES) idmint.set(processes, await startTarget('idmint', processes, SERVER_CPU, { twin: processes === 1 }));
+  for (const processes of PROCESSES)
+    idmint.set(
+      processes,
+      await startTarget('idmint', processes, SERVER_CPU, { twin: processes === 1 }),
+    );
 } catch (error) {
   stopTargets([bare, control, ...idmint.values()]);
   throw error;
@@ -87,12 +105,46 @@ interface Route {
   readonly role: Role;
 }
 const routes: Route[] = [
-  { name: 'bare Fastify route', url: `${bare.url}/bare/get/bench`, processes: 0, target: bare, role: 'reference' },
-  { name: 'bare Fastify route, second process (A/A control)', url: `${control.url}/bare/get/bench`, processes: 0, target: control, role: 'control' },
+  {
+    name: 'bare Fastify route',
+    url: `${bare.url}/bare/get/bench`,
+    processes: 0,
+    target: bare,
+    role: 'reference',
+  },
+  {
+    name: 'bare Fastify route, second process (A/A control)',
+    url: `${control.url}/bare/get/bench`,
+    processes: 0,
+    target: control,
+    role: 'control',
+  },
   ...[...idmint].flatMap(([processes, target]) => [
-    ...(target.twin === undefined ? [] : [{ name: "bare Fastify route in idmint's process (twin)", url: `${target.twin}/bare/get/bench`, processes, target, role: 'twin' as const }]),
-    { name: '`/api/segment/get/{tag}`', url: `${target.url}/api/segment/get/bench`, processes, target, role: 'idmint' as const },
-    { name: '`/api/snowflake/get/{key}`', url: `${target.url}/api/snowflake/get/bench`, processes, target, role: 'idmint' as const },
+    ...(target.twin === undefined
+      ? []
+      : [
+          {
+            name: "bare Fastify route in idmint's process (twin)",
+            url: `${target.twin}/bare/get/bench`,
+            processes,
+            target,
+            role: 'twin' as const,
+          },
+        ]),
+    {
+      name: '`/api/segment/get/{tag}`',
+      url: `${target.url}/api/segment/get/bench`,
+      processes,
+      target,
+      role: 'idmint' as const,
+    },
+    {
+      name: '`/api/snowflake/get/{key}`',
+      url: `${target.url}/api/snowflake/get/bench`,
+      processes,
+      target,
+      role: 'idmint' as const,
+    },
   ]),
 ];
 
@@ -105,7 +157,8 @@ function pauseBare(atMs: number): NodeJS.Timeout {
 }
 
 /** Requests at or above `threshold` ms. */
-const atLeast = (latencies: Float64Array, threshold: number) => latencies.filter((v) => v >= threshold).length;
+const atLeast = (latencies: Float64Array, threshold: number) =>
+  latencies.filter((v) => v >= threshold).length;
 
 let markdown: string;
 /** What docs/benchmarks.md keeps: one row per route, and the run's summary lines. */
@@ -114,17 +167,57 @@ try {
   // 1. Validation on the bare route.
   const bareUrl = `${bare.url}/bare/get/bench`;
   await openLoop({ url: bareUrl, rate: VALIDATE_RATE, seconds: WARMUP, connections: CONNECTIONS });
-  const quiet = await openLoop({ url: bareUrl, rate: VALIDATE_RATE, seconds: DURATION, connections: CONNECTIONS });
-  const paused = await openLoop({ url: bareUrl, rate: VALIDATE_RATE, seconds: DURATION, connections: CONNECTIONS, events: [{ atMs: (DURATION * 1000) / 2, run: () => pauseBare(0) }] });
+  const quiet = await openLoop({
+    url: bareUrl,
+    rate: VALIDATE_RATE,
+    seconds: DURATION,
+    connections: CONNECTIONS,
+  });
+  const paused = await openLoop({
+    url: bareUrl,
+    rate: VALIDATE_RATE,
+    seconds: DURATION,
+    connections: CONNECTIONS,
+    events: [{ atMs: (DURATION * 1000) / 2, run: () => pauseBare(0) }],
+  });
   const closedTimer = pauseBare((DURATION * 1000) / 2);
-  const closed = await closedLoop(bareUrl, DURATION, { connections: CONNECTIONS, keepLatencies: true });
+  const closed = await closedLoop(bareUrl, DURATION, {
+    connections: CONNECTIONS,
+    keepLatencies: true,
+  });
   clearTimeout(closedTimer);
   const validationRows = [
-    ['open loop, no pause', formatRate(quiet.achievedRate), ms(quiet.p50), ms(quiet.p99), ms(quiet.p999), ms(quiet.max), formatRate(atLeast(quiet.latencies, 50))],
-    [`open loop, ${PAUSE_MS} ms pause`, formatRate(paused.achievedRate), ms(paused.p50), ms(paused.p99), ms(paused.p999), ms(paused.max), formatRate(atLeast(paused.latencies, 50))],
-    [`autocannon (closed loop), ${PAUSE_MS} ms pause`, formatRate(closed.requestsPerSecond), ms(closed.p50), ms(closed.p99), ms(closed.p999), ms(closed.max), formatRate(atLeast(closed.latencies, 50))],
+    [
+      'open loop, no pause',
+      formatRate(quiet.achievedRate),
+      ms(quiet.p50),
+      ms(quiet.p99),
+      ms(quiet.p999),
+      ms(quiet.max),
+      formatRate(atLeast(quiet.latencies, 50)),
+    ],
+    [
+      `open loop, ${PAUSE_MS} ms pause`,
+      formatRate(paused.achievedRate),
+      ms(paused.p50),
+      ms(paused.p99),
+      ms(paused.p999),
+      ms(paused.max),
+      formatRate(atLeast(paused.latencies, 50)),
+    ],
+    [
+      `autocannon (closed loop), ${PAUSE_MS} ms pause`,
+      formatRate(closed.requestsPerSecond),
+      ms(closed.p50),
+      ms(closed.p99),
+      ms(closed.p999),
+      ms(closed.max),
+      formatRate(atLeast(closed.latencies, 50)),
+    ],
   ];
-  log(`validation: open loop paused p99.9 ${ms(paused.p999)} ms, closed loop paused p99.9 ${ms(closed.p999)} ms`);
+  log(
+    `validation: open loop paused p99.9 ${ms(paused.p999)} ms, closed loop paused p99.9 ${ms(closed.p999)} ms`,
+  );
   // What a correct measurement must show: every request due during the pause waited, so at
   // least (rate x pause / 2) requests took 50 ms or more.
   const expectedSlow = Math.floor((VALIDATE_RATE * PAUSE_MS) / 1000 / 2);
@@ -134,38 +227,63 @@ try {
   const saturation = new Map<Route, number>();
   for (const route of routes) {
     await closedLoop(route.url, WARMUP, { connections: CONNECTIONS });
-    const m = await closedLoop(route.url, Math.max(2, Math.round(DURATION / 2)), { connections: CONNECTIONS });
+    const m = await closedLoop(route.url, Math.max(2, Math.round(DURATION / 2)), {
+      connections: CONNECTIONS,
+    });
     saturation.set(route, m.requestsPerSecond);
-    log(`saturation ${route.name} (${route.processes} processes): ${formatRate(m.requestsPerSecond)} req/s`);
+    log(
+      `saturation ${route.name} (${route.processes} processes): ${formatRate(m.requestsPerSecond)} req/s`,
+    );
   }
   const [reference] = routes as [Route];
   const twin = routes.find((route) => route.role === 'twin');
   const bareCeiling = saturation.get(reference) ?? Number.NaN;
   const saturationRows = routes.map((route) => {
     const rps = saturation.get(route) ?? Number.NaN;
-    return [route.name, route.processes === 0 ? '-' : String(route.processes), formatRate(rps), route.role === 'reference' ? '1.00 (ceiling)' : (rps / bareCeiling).toFixed(2)];
+    return [
+      route.name,
+      route.processes === 0 ? '-' : String(route.processes),
+      formatRate(rps),
+      route.role === 'reference' ? '1.00 (ceiling)' : (rps / bareCeiling).toFixed(2),
+    ];
   });
 
   // 3. Fixed rates.
-  const rates = [...new Set([10_000, 25_000, Math.round(bareCeiling / 2 / 1000) * 1000])].sort((a, b) => a - b);
+  const rates = [...new Set([10_000, 25_000, Math.round(bareCeiling / 2 / 1000) * 1000])].sort(
+    (a, b) => a - b,
+  );
   // Each measurement also takes the server's CPU time per answered request (all its processes).
   type FixedRun = OpenLoopResult & { readonly cpuUsPerRequest: number };
   const fixed = new Map<Route, Map<number, FixedRun[]>>();
   /** The runs of `route` at `rate` so far; none for a route that is not there. */
-  const runsOf = (route: Route | undefined, rate: number): FixedRun[] => (route === undefined ? [] : (fixed.get(route)?.get(rate) ?? []));
+  const runsOf = (route: Route | undefined, rate: number): FixedRun[] =>
+    route === undefined ? [] : (fixed.get(route)?.get(rate) ?? []);
   for (let round = 0; round < ROUNDS; round++) {
     // Each round starts at another route, so no route is always the one measured first after a
     // change of rate or right after another route's heaviest run.
-    const order = [...routes.slice(round % routes.length), ...routes.slice(0, round % routes.length)];
+    const order = [
+      ...routes.slice(round % routes.length),
+      ...routes.slice(0, round % routes.length),
+    ];
     for (const rate of rates) {
       for (const route of order) {
         await openLoop({ url: route.url, rate, seconds: WARMUP, connections: CONNECTIONS });
         const cpuBefore = treeCpuMs(route.target.child.pid ?? 0);
-        const run = await openLoop({ url: route.url, rate, seconds: DURATION, connections: CONNECTIONS });
-        const m = { ...run, cpuUsPerRequest: ((treeCpuMs(route.target.child.pid ?? 0) - cpuBefore) * 1000) / run.ok };
+        const run = await openLoop({
+          url: route.url,
+          rate,
+          seconds: DURATION,
+          connections: CONNECTIONS,
+        });
+        const m = {
+          ...run,
+          cpuUsPerRequest: ((treeCpuMs(route.target.child.pid ?? 0) - cpuBefore) * 1000) / run.ok,
+        };
         const byRate = fixed.get(route) ?? new Map<number, FixedRun[]>();
         fixed.set(route, byRate.set(rate, [...runsOf(route, rate), m]));
-        log(`${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)} CPU ${m.cpuUsPerRequest.toFixed(1)} us/request${m.failures > 0 ? `, ${m.failures} failures` : ''}`);
+        log(
+          `${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)} CPU ${m.cpuUsPerRequest.toFixed(1)} us/request${m.failures > 0 ? `, ${m.failures} failures` : ''}`,
+        );
       }
     }
   }
@@ -192,17 +310,28 @@ try {
       let target = '-';
       const bareBehind = pick(bareRuns, (m) => m.achievedRate) < rate * 0.98;
       // Where the bare route kept up: past saturation, requests queue and CPU per request changes regime.
-      if (route.role === 'idmint' && !bareBehind && Number.isFinite(cpu)) cpuRatios.push(cpu / bareCpu);
-      const label = route.role === 'control' ? 'A/A control (a second bare process)' : route.role === 'twin' ? "the bare app in idmint's process (twin)" : `${route.name}, ${route.processes} process(es)`;
+      if (route.role === 'idmint' && !bareBehind && Number.isFinite(cpu))
+        cpuRatios.push(cpu / bareCpu);
+      const label =
+        route.role === 'control'
+          ? 'A/A control (a second bare process)'
+          : route.role === 'twin'
+            ? "the bare app in idmint's process (twin)"
+            : `${route.name}, ${route.processes} process(es)`;
       // Against the twin: the same process, so the same loop, heap and placement.
-      const inProcess = route.role === 'idmint' && route.processes === 1 && Number.isFinite(twinP999) ? p999 / twinP999 : undefined;
+      const inProcess =
+        route.role === 'idmint' && route.processes === 1 && Number.isFinite(twinP999)
+          ? p999 / twinP999
+          : undefined;
       if (route.role !== 'reference' && bareBehind) {
         // The reference itself could not keep up: its queue, not its latency, sets its p99.9.
         target = achieved < rate * 0.98 ? '**missed** (behind)' : 'not judged (bare route behind)';
         checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms; ${target}`);
       } else if (route.role === 'twin') {
         target = 'reference in its process';
-        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms`);
+        checks.push(
+          `${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms`,
+        );
       } else if (route.role !== 'reference') {
         ratios[route.role].push(ratio);
         if (inProcess !== undefined) ratios.inProcess.push(inProcess);
@@ -215,8 +344,13 @@ try {
           const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
           target = `${verdict(withinRatio)} (1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
         }
-        const twinNote = inProcess === undefined ? '' : `; ${inProcess.toFixed(2)}x the bare app in its own process (${ms(twinP999)} ms)`;
-        checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}${twinNote}`);
+        const twinNote =
+          inProcess === undefined
+            ? ''
+            : `; ${inProcess.toFixed(2)}x the bare app in its own process (${ms(twinP999)} ms)`;
+        checks.push(
+          `${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}${twinNote}`,
+        );
       }
       return [
         formatRate(rate),
@@ -256,13 +390,23 @@ try {
         ['bare route, prebuilt body', `${bare.url}/bare/batch?count=${count}`, octets],
         ['JSON', `${firstTarget.url}${path}?count=${count}`, undefined],
         ['octet-stream', `${firstTarget.url}${path}?count=${count}`, octets],
-        ...(name === 'segment' ? [['range', `${firstTarget.url}${path}/range?size=${count}`, undefined] as const] : []),
+        ...(name === 'segment'
+          ? [['range', `${firstTarget.url}${path}/range?size=${count}`, undefined] as const]
+          : []),
       ] as const;
       for (const [form, url, headers] of forms) {
         // A range may hold fewer than asked (the rest of a buffered range): count what each carried.
         let rangeIds = 0;
-        const onBody = form === 'range' ? (body: Buffer) => (rangeIds += (JSON.parse(body.toString('utf8')) as { size: number }).size) : undefined;
-        const options = { connections: BATCH_CONNECTIONS, ...(headers === undefined ? {} : { headers }), ...(onBody === undefined ? {} : { onBody }) };
+        const onBody =
+          form === 'range'
+            ? (body: Buffer) =>
+                (rangeIds += (JSON.parse(body.toString('utf8')) as { size: number }).size)
+            : undefined;
+        const options = {
+          connections: BATCH_CONNECTIONS,
+          ...(headers === undefined ? {} : { headers }),
+          ...(onBody === undefined ? {} : { onBody }),
+        };
         await bodyLoop(url, WARMUP, options);
         rangeIds = 0;
         const m = await bodyLoop(url, DURATION, options);
@@ -275,18 +419,44 @@ try {
         const json = batchRates.get(`${key}:JSON`) ?? Number.NaN;
         const ceiling = batchRates.get(`${key}:${forms[0][0]}`) ?? Number.NaN;
         const shownPath = path.replace('bench-batch', '{tag}');
-        const shownUrl = form === 'range' ? `${shownPath}/range?size=${count}` : `${shownPath}?count=${count}`;
-        batchRows.push([`\`${shownUrl}\``, form, formatRate(m.requestsPerSecond), formatRate(ids), form === 'octet-stream' || form === 'range' ? (ids / json).toFixed(2) : '-', (ids / ceiling).toFixed(2), formatRate(m.bytes / DURATION / 1e6), ms(m.p50), ms(m.p99), m.failures === 0 ? 'none' : `**${m.failures}**`]);
+        const shownUrl =
+          form === 'range' ? `${shownPath}/range?size=${count}` : `${shownPath}?count=${count}`;
+        batchRows.push([
+          `\`${shownUrl}\``,
+          form,
+          formatRate(m.requestsPerSecond),
+          formatRate(ids),
+          form === 'octet-stream' || form === 'range' ? (ids / json).toFixed(2) : '-',
+          (ids / ceiling).toFixed(2),
+          formatRate(m.bytes / DURATION / 1e6),
+          ms(m.p50),
+          ms(m.p99),
+          m.failures === 0 ? 'none' : `**${m.failures}**`,
+        ]);
       }
     }
   }
-  const best = (forms: readonly string[]) => Math.max(...[...idmintBatches].filter(([key]) => forms.some((form) => key.endsWith(`:${form}`))).map(([, ids]) => ids));
+  const best = (forms: readonly string[]) =>
+    Math.max(
+      ...[...idmintBatches]
+        .filter(([key]) => forms.some((form) => key.endsWith(`:${form}`)))
+        .map(([, ids]) => ids),
+    );
   const bestBatch = best(['octet-stream']);
   const bestRange = best(['range']);
-  const segmentCeiling = Math.max(batchRates.get('segment:100000:bare route, prebuilt body') ?? 0, batchRates.get('segment:1000000:bare route, prebuilt body') ?? 0);
-  const span = (values: readonly number[]) => (values.length === 0 ? 'nothing (the bare route was behind)' : `${Math.min(...values).toFixed(2)}x to ${Math.max(...values).toFixed(2)}x`);
+  const segmentCeiling = Math.max(
+    batchRates.get('segment:100000:bare route, prebuilt body') ?? 0,
+    batchRates.get('segment:1000000:bare route, prebuilt body') ?? 0,
+  );
+  const span = (values: readonly number[]) =>
+    values.length === 0
+      ? 'nothing (the bare route was behind)'
+      : `${Math.min(...values).toFixed(2)}x to ${Math.max(...values).toFixed(2)}x`;
   // How far apart the machine put two equal servers, as a factor either way (none: not judged).
-  const noise = ratios.control.length === 0 ? Number.POSITIVE_INFINITY : Math.max(...ratios.control, ...ratios.control.map((r) => 1 / r));
+  const noise =
+    ratios.control.length === 0
+      ? Number.POSITIVE_INFINITY
+      : Math.max(...ratios.control, ...ratios.control.map((r) => 1 / r));
   // The lines from here on sum the run up; the ones before are per case, in the full report only.
   const summaryFrom = checks.length;
   checks.push(
@@ -299,10 +469,18 @@ try {
         'their own per-request cost, without the placement of one process against another',
     );
   }
-  checks.push(`server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the rates the bare route kept up with (no target; CPU per request moves little with the machine's load)`);
-  checks.push(`binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`);
-  checks.push(`segment ranges (the range form: a start and an end per answer) at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestRange >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestRange)} IDs/s, counted from each answer's size)`);
-  checks.push(`validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`);
+  checks.push(
+    `server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the rates the bare route kept up with (no target; CPU per request moves little with the machine's load)`,
+  );
+  checks.push(
+    `binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`,
+  );
+  checks.push(
+    `segment ranges (the range form: a start and an end per answer) at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestRange >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestRange)} IDs/s, counted from each answer's size)`,
+  );
+  checks.push(
+    `validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`,
+  );
 
   markdown = `${machineLine()} ${load} Short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
 (median shown). The machine's floor: in this process, idle before the run, a 1 ms timer fired up to
@@ -350,7 +528,9 @@ ${checks.map((c) => `- ${c}`).join('\n')}`;
     });
     const inTwinsProcess = twin !== undefined && route.role === 'idmint' && route.processes === 1;
     const p999Of = (of: Route | undefined, rate: number) => pick(runsOf(of, rate), (m) => m.p999);
-    const toTwin = inTwinsProcess ? rates.map((rate) => p999Of(route, rate) / p999Of(twin, rate)) : [];
+    const toTwin = inTwinsProcess
+      ? rates.map((rate) => p999Of(route, rate) / p999Of(twin, rate))
+      : [];
     return [
       route.name,
       route.processes === 0 ? '-' : String(route.processes),
@@ -368,7 +548,10 @@ ${ms(floor.maxGapMs)} ms apart: no tail below that can be judged.
 
 ${markdownTable(['Route', 'Processes', 'Saturation req/s (vs bare)', ...rateColumns, 'p99.9 vs twin'], summaryRows)}
 
-${checks.slice(summaryFrom).map((c) => `- ${c}`).join('\n')}`;
+${checks
+  .slice(summaryFrom)
+  .map((c) => `- ${c}`)
+  .join('\n')}`;
 } finally {
   // A run stopped during the pause must not leave the bare server stopped.
   bare.child.kill('SIGCONT');

@@ -14,18 +14,36 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Socket } from 'node:net';
 import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.ts';
-import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../src/registries/open-worker-registry.ts';
+import {
+  openWorkerRegistry,
+  type OpenWorkerRegistryOptions,
+} from '../src/registries/open-worker-registry.ts';
 import { EtcdWorkerRegistry, type EtcdLike } from '../src/registries/etcd/etcd-worker-registry.ts';
 import { SqlWorkerRegistry } from '../src/registries/sql/sql-worker-registry.ts';
-import { ZooKeeperWorkerRegistry, type ZooKeeperClientLike } from '../src/registries/zookeeper/zookeeper-worker-registry.ts';
+import {
+  ZooKeeperWorkerRegistry,
+  type ZooKeeperClientLike,
+} from '../src/registries/zookeeper/zookeeper-worker-registry.ts';
 import { MysqlDriver } from '../src/sql/mysql-driver.ts';
 import { PostgresDriver } from '../src/sql/postgres-driver.ts';
 import type { SqlDriver } from '../src/sql/sql-driver.ts';
 import { SqliteDriver } from '../src/sql/sqlite-driver.ts';
-import { deleteEtcdNamespace, deleteRedisNamespace, deleteZooKeeperNamespace, dropSqlTable } from '../test/support/registry-admin.ts';
+import {
+  deleteEtcdNamespace,
+  deleteRedisNamespace,
+  deleteZooKeeperNamespace,
+  dropSqlTable,
+} from '../test/support/registry-admin.ts';
 import { SERVICES, reachable, type ServiceName } from '../test/support/services.ts';
 import { WorkerProcess } from '../test/support/worker-processes.ts';
-import { loadNote, machineLine, markdownTable, median, pause, writeSection } from './support/report.ts';
+import {
+  loadNote,
+  machineLine,
+  markdownTable,
+  median,
+  pause,
+  writeSection,
+} from './support/report.ts';
 
 const WRITE = process.argv.includes('--write');
 const MAX_WORKERS = 1024;
@@ -65,7 +83,9 @@ interface Backend {
    * received; Redis: commands its scripts ran, from INFO commandstats). Default: opened from the
    * URL, reads not counted.
    */
-  openCounted?(options: OpenWorkerRegistryOptions): Promise<{ registry: WorkerRegistry; reads(): Promise<number> }>;
+  openCounted?(
+    options: OpenWorkerRegistryOptions,
+  ): Promise<{ registry: WorkerRegistry; reads(): Promise<number> }>;
 }
 
 const sqliteDir = mkdtempSync(join(tmpdir(), 'idmint-bench-registry-'));
@@ -91,7 +111,13 @@ async function countedSql(open: () => Promise<SqlDriver>, options: OpenWorkerReg
       ),
     close: () => driver.close(),
   };
-  const registry = new SqlWorkerRegistry({ client, ownsClient: true, name: options.name, table: options.table, ttlMs: options.ttlMs });
+  const registry = new SqlWorkerRegistry({
+    client,
+    ownsClient: true,
+    name: options.name,
+    table: options.table,
+    ttlMs: options.ttlMs,
+  });
   return { registry, reads: async () => rows };
 }
 const pool = { poolSize: 2, timeoutMs: 30_000 };
@@ -117,7 +143,12 @@ async function countedEtcd(options: OpenWorkerRegistryOptions) {
       });
     },
   }) as unknown as EtcdLike;
-  const registry = new EtcdWorkerRegistry({ client, ownsClient: true, name: RUN, ttlMs: options.ttlMs });
+  const registry = new EtcdWorkerRegistry({
+    client,
+    ownsClient: true,
+    name: RUN,
+    ttlMs: options.ttlMs,
+  });
   return { registry, reads: async () => keys };
 }
 
@@ -126,7 +157,11 @@ async function countedZooKeeper(options: OpenWorkerRegistryOptions) {
   const zookeeper = await import('node-zookeeper-client');
   let children = 0;
   const createClient = (sessionTimeout: number): ZooKeeperClientLike => {
-    const client = zookeeper.createClient(SERVICES.zookeeper.url, { sessionTimeout, spinDelay: 500, retries: 0 }) as unknown as ZooKeeperClientLike;
+    const client = zookeeper.createClient(SERVICES.zookeeper.url, {
+      sessionTimeout,
+      spinDelay: 500,
+      retries: 0,
+    }) as unknown as ZooKeeperClientLike;
     const getChildren = client.getChildren.bind(client);
     client.getChildren = (path, callback) =>
       getChildren(path, (error, names, stat) => {
@@ -135,7 +170,12 @@ async function countedZooKeeper(options: OpenWorkerRegistryOptions) {
       });
     return client;
   };
-  const registry = new ZooKeeperWorkerRegistry({ createClient, name: RUN, ttlMs: options.ttlMs, operationTimeoutMs: options.operationTimeoutMs });
+  const registry = new ZooKeeperWorkerRegistry({
+    createClient,
+    name: RUN,
+    ttlMs: options.ttlMs,
+    operationTimeoutMs: options.operationTimeoutMs,
+  });
   return { registry, reads: async () => children };
 }
 
@@ -145,7 +185,11 @@ const BACKENDS: Record<string, Backend> = {
     url: `sqlite:${join(sqliteDir, 'registry.db')}`,
     options: { name: RUN },
     cleanup: async () => rmSync(sqliteDir, { recursive: true, force: true }),
-    openCounted: (options) => countedSql(() => SqliteDriver.open(join(sqliteDir, 'registry.db'), { timeoutMs: 30_000 }), options),
+    openCounted: (options) =>
+      countedSql(
+        () => SqliteDriver.open(join(sqliteDir, 'registry.db'), { timeoutMs: 30_000 }),
+        options,
+      ),
   },
   postgres: {
     name: 'postgres',
@@ -155,7 +199,8 @@ const BACKENDS: Record<string, Backend> = {
     cleanup: () => dropSqlTable(SERVICES.postgres.url, TABLE),
     requests: () => counting(postgresStatements),
     processName: 'postgres',
-    openCounted: (options) => countedSql(() => PostgresDriver.open(SERVICES.postgres.url, pool), options),
+    openCounted: (options) =>
+      countedSql(() => PostgresDriver.open(SERVICES.postgres.url, pool), options),
   },
   mysql: {
     name: 'mysql',
@@ -174,7 +219,10 @@ const BACKENDS: Record<string, Backend> = {
     cleanup: () => deleteRedisNamespace(SERVICES.redis.url, RUN),
     requests: redisNamespaceScripts,
     processName: 'redis-server',
-    openCounted: async (options) => ({ registry: await openWorkerRegistry(SERVICES.redis.url, options), reads: redisScriptCommands }),
+    openCounted: async (options) => ({
+      registry: await openWorkerRegistry(SERVICES.redis.url, options),
+      reads: redisScriptCommands,
+    }),
   },
   etcd: {
     name: 'etcd',
@@ -207,7 +255,9 @@ async function redisCommandStats(): Promise<Map<string, number>> {
   await client.connect();
   try {
     const info = await client.info('commandstats');
-    return new Map([...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map((m) => [m[1] ?? '', Number(m[2])]));
+    return new Map(
+      [...info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map((m) => [m[1] ?? '', Number(m[2])]),
+    );
   } finally {
     client.disconnect();
   }
@@ -244,14 +294,18 @@ async function redisNamespaceScripts(): Promise<() => Promise<number>> {
 /** Redis: commands run other than the scripts themselves and INFO: what the scripts read and wrote. */
 async function redisScriptCommands(): Promise<number> {
   let total = 0;
-  for (const [command, calls] of await redisCommandStats()) if (!['eval', 'evalsha', 'info'].includes(command)) total += calls;
+  for (const [command, calls] of await redisCommandStats())
+    if (!['eval', 'evalsha', 'info'].includes(command)) total += calls;
   return total;
 }
 
 /** etcd: gRPC messages received, unary calls and keep-alive stream messages alike (/metrics). */
 async function etcdMessages(): Promise<number> {
   const text = await (await fetch(`${SERVICES.etcd.url}/metrics`)).text();
-  return [...text.matchAll(/^grpc_server_msg_received_total\{[^}]*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  return [...text.matchAll(/^grpc_server_msg_received_total\{[^}]*\} (\S+)$/gm)].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
 }
 
 /** ZooKeeper: packets received (`srvr`, one of the four-letter words this server allows). */
@@ -284,7 +338,10 @@ async function postgresStatements(): Promise<number> {
     // connection runs one statement every 3 s, so it sends every time); clear this session's
     // snapshot so the read sees the latest.
     await client.query('SELECT pg_stat_clear_snapshot()');
-    const { rows } = await client.query<{ n: string }>('SELECT COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0) AS n FROM pg_stat_user_tables WHERE relname = $1', [TABLE]);
+    const { rows } = await client.query<{ n: string }>(
+      'SELECT COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0) AS n FROM pg_stat_user_tables WHERE relname = $1',
+      [TABLE],
+    );
     return Number(rows[0]?.n ?? 0);
   } finally {
     await client.end();
@@ -327,7 +384,8 @@ async function acquireCurve(backend: Backend): Promise<AcquireRow[]> {
   // The fill leases come from one registry (each with an identity of its own), the timed acquires
   // from another: a different node, as in a fleet.
   const filler = await openWorkerRegistry(backend.url, options);
-  const counted = backend.openCounted === undefined ? undefined : await backend.openCounted(options);
+  const counted =
+    backend.openCounted === undefined ? undefined : await backend.openCounted(options);
   const node = counted?.registry ?? (await openWorkerRegistry(backend.url, options));
   const held: WorkerLease[] = [];
   const rows: AcquireRow[] = [];
@@ -335,23 +393,44 @@ async function acquireCurve(backend: Backend): Promise<AcquireRow[]> {
     for (const taken of TAKEN) {
       const fillStart = performance.now();
       const before = held.length;
-      while (held.length < taken) held.push(await filler.acquire({ identity: { host: `10.1.${held.length >> 8}.${held.length & 255}`, port: 8080 }, maxWorkers: MAX_WORKERS }));
+      while (held.length < taken)
+        held.push(
+          await filler.acquire({
+            identity: { host: `10.1.${held.length >> 8}.${held.length & 255}`, port: 8080 },
+            maxWorkers: MAX_WORKERS,
+          }),
+        );
       const fillMsPerLease = (performance.now() - fillStart) / Math.max(1, held.length - before);
       const times: number[] = [];
       const reads: number[] = [];
       for (let i = 0; i < REPEATS; i++) {
         const r0 = (await counted?.reads()) ?? Number.NaN;
         const t = performance.now();
-        const lease = await node.acquire({ identity: { host: `10.2.0.${i}`, port: 8080 }, maxWorkers: MAX_WORKERS });
+        const lease = await node.acquire({
+          identity: { host: `10.2.0.${i}`, port: 8080 },
+          maxWorkers: MAX_WORKERS,
+        });
         times.push(performance.now() - t);
         reads.push(((await counted?.reads()) ?? Number.NaN) - r0);
         await lease.release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt });
       }
-      rows.push({ backend: backend.name, taken, medianMs: median(times), maxMs: Math.max(...times), fillMsPerLease, reads: median(reads) });
-      process.stderr.write(`acquire ${backend.name} taken=${taken}: median ${median(times).toFixed(2)} ms, reads ${median(reads)}, fill ${fillMsPerLease.toFixed(2)} ms/lease\n`);
+      rows.push({
+        backend: backend.name,
+        taken,
+        medianMs: median(times),
+        maxMs: Math.max(...times),
+        fillMsPerLease,
+        reads: median(reads),
+      });
+      process.stderr.write(
+        `acquire ${backend.name} taken=${taken}: median ${median(times).toFixed(2)} ms, reads ${median(reads)}, fill ${fillMsPerLease.toFixed(2)} ms/lease\n`,
+      );
     }
   } finally {
-    for (const lease of held) await lease.release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt }).catch(() => {});
+    for (const lease of held)
+      await lease
+        .release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt })
+        .catch(() => {});
     await Promise.all([filler.close(), node.close()]);
   }
   return rows;
@@ -404,10 +483,21 @@ async function startup(backend: Backend): Promise<StartupRow> {
     const started = await Promise.all(nodes.map((node) => node.started));
     const ids = started.map((s) => s.workerId);
     const distinct = new Set(ids).size;
-    if (distinct !== nodes.length) throw new Error(`${backend.name}: ${nodes.length} nodes got only ${distinct} distinct worker IDs: ${ids.join(',')}`);
+    if (distinct !== nodes.length)
+      throw new Error(
+        `${backend.name}: ${nodes.length} nodes got only ${distinct} distinct worker IDs: ${ids.join(',')}`,
+      );
     const times = started.map((s) => s.at - go);
-    process.stderr.write(`startup ${backend.name}: all ${Math.max(...times)} ms, IDs ${ids.join(',')}\n`);
-    return { backend: backend.name, nodes: nodes.length, allMs: Math.max(...times), medianMs: median(times), distinct };
+    process.stderr.write(
+      `startup ${backend.name}: all ${Math.max(...times)} ms, IDs ${ids.join(',')}\n`,
+    );
+    return {
+      backend: backend.name,
+      nodes: nodes.length,
+      allMs: Math.max(...times),
+      medianMs: median(times),
+      distinct,
+    };
   } finally {
     await stopNodes(nodes);
   }
@@ -468,7 +558,8 @@ const wanted = argList('--backends') ?? Object.keys(BACKENDS);
 const backends: Backend[] = [];
 for (const name of wanted) {
   const backend = BACKENDS[name];
-  if (backend === undefined) throw new Error(`unknown backend ${name}; one of ${Object.keys(BACKENDS).join(', ')}`);
+  if (backend === undefined)
+    throw new Error(`unknown backend ${name}; one of ${Object.keys(BACKENDS).join(', ')}`);
   if (backend.service !== undefined && !(await reachable(backend.service))) {
     process.stderr.write(`!!! ${name} unreachable at ${SERVICES[backend.service].url}: left out\n`);
     continue;
@@ -485,7 +576,8 @@ try {
     try {
       if (parts.includes('acquire')) acquireRows.push(...(await acquireCurve(backend)));
       // Renewal load: the coordinators a fleet renews against (SQLite is one host's file).
-      if (parts.includes('renewal') && backend.requests !== undefined) renewalRows.push(await renewalLoad(backend));
+      if (parts.includes('renewal') && backend.requests !== undefined)
+        renewalRows.push(await renewalLoad(backend));
       if (parts.includes('startup')) startupRows.push(await startup(backend));
     } finally {
       await backend.cleanup();
@@ -495,12 +587,18 @@ try {
   rmSync(sqliteDir, { recursive: true, force: true });
 }
 
-const f = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
-const sections: string[] = [`${machineLine()} ${load} The services run on the same 2 cores, and other sessions use them too.`];
+const f = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : 'n/a';
+const sections: string[] = [
+  `${machineLine()} ${load} The services run on the same 2 cores, and other sessions use them too.`,
+];
 let acquireTable: string | undefined;
 if (acquireRows.length > 0) {
   const byBackend = new Map<string, AcquireRow[]>();
-  for (const row of acquireRows) byBackend.set(row.backend, [...(byBackend.get(row.backend) ?? []), row]);
+  for (const row of acquireRows)
+    byBackend.set(row.backend, [...(byBackend.get(row.backend) ?? []), row]);
   const rows = [...byBackend.values()].map((list) => {
     const at = (taken: number) => list.find((r) => r.taken === taken);
     const first = at(TAKEN[0] ?? 1)?.medianMs ?? Number.NaN;
@@ -532,32 +630,60 @@ if (renewalRows.length > 0) {
   sections.push(
     `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: requests per second the server received (Redis: EVAL calls on this run's keys, one per registry call, by MONITOR; PostgreSQL: statements on this run's table, pg_stat_user_tables; etcd: gRPC messages, keep-alive stream messages included, /metrics; ZooKeeper: packets, \`srvr\`. The etcd and ZooKeeper counts are server-wide, and other sessions share the services: read them against the idle window) and the server processes' CPU from /proc (100% = one core).\n\n` +
       markdownTable(
-        ['coordinator', 'idle req/s', `with ${NODES} nodes req/s`, 'per node req/s', 'idle CPU %', `with ${NODES} nodes CPU %`],
-        renewalRows.map((r) => [r.backend, f(r.idlePerSecond, 1), f(r.loadedPerSecond, 1), f(r.perNodePerSecond, 2), f(r.idleCpuPercent, 1), f(r.loadedCpuPercent, 1)]),
+        [
+          'coordinator',
+          'idle req/s',
+          `with ${NODES} nodes req/s`,
+          'per node req/s',
+          'idle CPU %',
+          `with ${NODES} nodes CPU %`,
+        ],
+        renewalRows.map((r) => [
+          r.backend,
+          f(r.idlePerSecond, 1),
+          f(r.loadedPerSecond, 1),
+          f(r.perNodePerSecond, 2),
+          f(r.idleCpuPercent, 1),
+          f(r.loadedCpuPercent, 1),
+        ]),
       ),
   );
 }
 if (startupRows.length > 0) {
   sections.push(
     `**Start-up of ${STARTUP_NODES} nodes at once**: ${STARTUP_NODES} processes, each with its registry open, told to start at the same moment; time until each holds a worker ID (\`SnowflakeWorker.start\`: acquire and the clock check against the live peers). Every run checks that the ${STARTUP_NODES} IDs are distinct.\n\n` +
-      markdownTable(['registry', 'nodes', 'all hold an ID, ms', 'median node, ms', 'distinct IDs'], startupRows.map((r) => [r.backend, f(r.nodes), f(r.allMs), f(r.medianMs), f(r.distinct)])),
+      markdownTable(
+        ['registry', 'nodes', 'all hold an ID, ms', 'median node, ms', 'distinct IDs'],
+        startupRows.map((r) => [r.backend, f(r.nodes), f(r.allMs), f(r.medianMs), f(r.distinct)]),
+      ),
   );
 }
 const markdown = sections.join('\n\n');
 // What docs/benchmarks.md keeps: the acquire table, and the renewal load and the start-up in a line each.
-const takenList = [TAKEN.slice(0, -1).map((t) => f(t)).join(', '), f(TAKEN.at(-1) ?? 0)]
+const takenList = [
+  TAKEN.slice(0, -1)
+    .map((t) => f(t))
+    .join(', '),
+  f(TAKEN.at(-1) ?? 0),
+]
   .filter((part) => part !== '')
   .join(' and ');
 const lines = [
-  ...(renewalRows.length === 0 ? [] : [
-    `renewal load of ${NODES} nodes, requests per node per second (server CPU with ${NODES} nodes): ` +
-      renewalRows.map((r) => `${r.backend} ${f(r.perNodePerSecond, 2)} (${f(r.loadedCpuPercent, 1)}%)`).join(', '),
-  ]),
-  ...(startupRows.length === 0 ? [] : [
-    `${STARTUP_NODES} nodes started at once, until all hold an ID: ` +
-      startupRows.map((r) => `${r.backend} ${f(r.allMs)} ms`).join(', ') +
-      `; distinct IDs in every run: ${startupRows.every((r) => r.distinct === r.nodes) ? 'yes' : '**no**'}`,
-  ]),
+  ...(renewalRows.length === 0
+    ? []
+    : [
+        `renewal load of ${NODES} nodes, requests per node per second (server CPU with ${NODES} nodes): ` +
+          renewalRows
+            .map((r) => `${r.backend} ${f(r.perNodePerSecond, 2)} (${f(r.loadedCpuPercent, 1)}%)`)
+            .join(', '),
+      ]),
+  ...(startupRows.length === 0
+    ? []
+    : [
+        `${STARTUP_NODES} nodes started at once, until all hold an ID: ` +
+          startupRows.map((r) => `${r.backend} ${f(r.allMs)} ms`).join(', ') +
+          `; distinct IDs in every run: ${startupRows.every((r) => r.distinct === r.nodes) ? 'yes' : '**no**'}`,
+      ]),
 ];
 const page = [
   `${machineLine()} ${load} The services run on the same 2 cores. Acquire: median of ${REPEATS} by a new node with \
@@ -565,6 +691,8 @@ ${takenList} of ${f(MAX_WORKERS)} worker IDs held; "read" is what one acquire re
 commands, etcd keys, ZooKeeper children).`,
   acquireTable ?? '',
   lines.map((line) => `- ${line}`).join('\n'),
-].filter((part) => part !== '').join('\n\n');
+]
+  .filter((part) => part !== '')
+  .join('\n\n');
 process.stdout.write(`${markdown}\n`);
 if (WRITE) writeSection('registry', page);

@@ -35,7 +35,8 @@ const IN_USE = 100;
 const RATE = 3000;
 const SECONDS = 10;
 const WARMUP = 10;
-const POSTGRES_URL = process.env['IDMINT_BENCH_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+const POSTGRES_URL =
+  process.env['IDMINT_BENCH_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 type StoreKind = 'sqlite' | 'postgres';
 
@@ -67,7 +68,9 @@ interface Figures {
 }
 
 /** The longest gap of a 1 ms ticker while `run` runs: how long the event loop was blocked. */
-async function longestBlock<T>(run: () => Promise<T>): Promise<{ value: T; blockMs: number; ms: number }> {
+async function longestBlock<T>(
+  run: () => Promise<T>,
+): Promise<{ value: T; blockMs: number; ms: number }> {
   const { value, ms, maxGapMs } = await timerGaps(run);
   return { value, blockMs: maxGapMs, ms };
 }
@@ -90,10 +93,17 @@ type Background = 'nothing' | 'scrapes' | 'full reads';
  * every tag back to back (tagRefreshMs 1, every refresh a full read). Also how many scrapes and
  * full reads (rows read over the `tags` in the store) ran meanwhile.
  */
-async function serverP999(env: Record<string, string>, background: Background, tags: number): Promise<{ p999: number; fullReads: number; scrapes: number }> {
+async function serverP999(
+  env: Record<string, string>,
+  background: Background,
+  tags: number,
+): Promise<{ p999: number; fullReads: number; scrapes: number }> {
   const readAll = { IDMINT_SEGMENT_TAG_REFRESH_MS: '1', IDMINT_SEGMENT_TAG_FULL_REFRESH_MS: '0' };
   // A million tags take seconds to read before the node listens.
-  const serve = await startServe([], { env: background === 'full reads' ? { ...env, ...readAll } : env, timeoutMs: 60_000 });
+  const serve = await startServe([], {
+    env: background === 'full reads' ? { ...env, ...readAll } : env,
+    timeoutMs: 60_000,
+  });
   try {
     const scrape = () => fetch(`${serve.url}/metrics`).then((r) => r.text());
     const before = await scrape();
@@ -109,7 +119,9 @@ async function serverP999(env: Record<string, string>, background: Background, t
     const p999 = await fixedRateP999(`${serve.url}/api/segment/get/tag-0`);
     scraping = false;
     await scraper;
-    const rowsRead = (metricSample(await scrape(), ROWS_READ) ?? Number.NaN) - (metricSample(before, ROWS_READ) ?? Number.NaN);
+    const rowsRead =
+      (metricSample(await scrape(), ROWS_READ) ?? Number.NaN) -
+      (metricSample(before, ROWS_READ) ?? Number.NaN);
     return { p999, fullReads: Math.floor(rowsRead / tags), scrapes };
   } finally {
     await serve.stop();
@@ -125,7 +137,9 @@ async function fill(kind: StoreKind, url: string, table: string, tags: number): 
     const db = new DatabaseSync(url.slice('sqlite:'.length));
     // One transaction: 1,000,000 single-row commits would take minutes.
     db.exec('BEGIN');
-    const insert = db.prepare(`INSERT INTO ${table} (biz_tag, max_id, step, update_time) VALUES (?, 1, 1000, datetime('now', '-1 hour'))`);
+    const insert = db.prepare(
+      `INSERT INTO ${table} (biz_tag, max_id, step, update_time) VALUES (?, 1, 1000, datetime('now', '-1 hour'))`,
+    );
     for (let i = 0; i < tags; i++) insert.run(`tag-${i}`);
     db.exec('COMMIT');
     db.close();
@@ -134,7 +148,9 @@ async function fill(kind: StoreKind, url: string, table: string, tags: number): 
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: url });
   await client.connect();
-  await client.query(`INSERT INTO ${table} (biz_tag, max_id, step, update_time) SELECT 'tag-' || g, 1, 1000, (now() AT TIME ZONE 'UTC') - interval '1 hour' FROM generate_series(0, ${tags - 1}) g`);
+  await client.query(
+    `INSERT INTO ${table} (biz_tag, max_id, step, update_time) SELECT 'tag-' || g, 1, 1000, (now() AT TIME ZONE 'UTC') - interval '1 hour' FROM generate_series(0, ${tags - 1}) g`,
+  );
   await client.query(`ANALYZE ${table}`);
   await client.end();
 }
@@ -186,7 +202,12 @@ async function child(kind: StoreKind, tags: number): Promise<Figures> {
     const changeMs = performance.now() - t;
     const changeRows = service.stats().tagRowsRead - rowsAfterFull;
     // A periodic full read: as the start-up one, without sorting every name for the first time.
-    const fullReader = new SegmentService({ store, clock: new SystemClock(), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+    const fullReader = new SegmentService({
+      store,
+      clock: new SystemClock(),
+      tagRefreshMs: 0,
+      tagFullRefreshMs: 0,
+    });
     await fullReader.start();
     const full = await longestBlock(() => fullReader.refreshTags());
 
@@ -200,18 +221,43 @@ async function child(kind: StoreKind, tags: number): Promise<Figures> {
     // load generator now, drops what it held first.
     globalThis.gc?.();
     const bare = await startTarget('bare');
-    const bareP999Ms = await fixedRateP999(`${bare.url}/bare/get/tag-0`).finally(() => stopTargets([bare]));
-    const serveEnv = { IDMINT_SEGMENT_STORE: url, IDMINT_SEGMENT_TABLE: table, IDMINT_WORKER_STATE_DIR: dir };
+    const bareP999Ms = await fixedRateP999(`${bare.url}/bare/get/tag-0`).finally(() =>
+      stopTargets([bare]),
+    );
+    const serveEnv = {
+      IDMINT_SEGMENT_STORE: url,
+      IDMINT_SEGMENT_TABLE: table,
+      IDMINT_WORKER_STATE_DIR: dir,
+    };
     const alone = await serverP999(serveEnv, 'nothing', tags);
     const scraped = await serverP999(serveEnv, 'scrapes', tags);
     const reading = await serverP999(serveEnv, 'full reads', tags);
     return {
-      store: kind, tags, insertMs, startupMs, rssMb,
-      fullRows: rowsAfterFull, firstMs: first.ms, firstBlockMs: first.blockMs, idleBlockMs: idle.blockMs, fullMs: full.ms, fullBlockMs: full.blockMs, changeRows, changeMs,
+      store: kind,
+      tags,
+      insertMs,
+      startupMs,
+      rssMb,
+      fullRows: rowsAfterFull,
+      firstMs: first.ms,
+      firstBlockMs: first.blockMs,
+      idleBlockMs: idle.blockMs,
+      fullMs: full.ms,
+      fullBlockMs: full.blockMs,
+      changeRows,
+      changeMs,
       metricsKb: metrics.body.length / 1024,
-      series: metrics.body.split('\n').filter((line) => line !== '' && !line.startsWith('#')).length,
-      scrapeMs: scrape.ms, blockMs: scrape.blockMs, statusMs,
-      bareP999Ms, p999AloneMs: alone.p999, p999ScrapedMs: scraped.p999, scrapes: scraped.scrapes, p999ReadingMs: reading.p999, fullReads: reading.fullReads,
+      series: metrics.body.split('\n').filter((line) => line !== '' && !line.startsWith('#'))
+        .length,
+      scrapeMs: scrape.ms,
+      blockMs: scrape.blockMs,
+      statusMs,
+      bareP999Ms,
+      p999AloneMs: alone.p999,
+      p999ScrapedMs: scraped.p999,
+      scrapes: scraped.scrapes,
+      p999ReadingMs: reading.p999,
+      fullReads: reading.fullReads,
     };
   } finally {
     if (kind === 'postgres') await dropSqlTable(url, table).catch(() => undefined);
@@ -233,24 +279,108 @@ if (childAt >= 0) {
   const rows: Figures[] = [];
   for (const kind of stores) {
     for (const tags of sizes) {
-      const run = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=8192', '--disable-warning=ExperimentalWarning', fileURLToPath(import.meta.url), '--child', `${kind}:${tags}`], { encoding: 'utf8', maxBuffer: 1 << 20 });
+      const run = spawnSync(
+        process.execPath,
+        [
+          '--expose-gc',
+          '--max-old-space-size=8192',
+          '--disable-warning=ExperimentalWarning',
+          fileURLToPath(import.meta.url),
+          '--child',
+          `${kind}:${tags}`,
+        ],
+        { encoding: 'utf8', maxBuffer: 1 << 20 },
+      );
       if (run.status !== 0) throw new Error(`${kind}, ${tags} tags: ${run.stderr}`);
       rows.push(JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as Figures);
       process.stderr.write(`${kind} ${tags}: done\n`);
     }
   }
-  const f = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  const f = (n: number, digits = 0) =>
+    n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const costs = markdownTable(
-    ['store', 'tags in store', 'fill ms', 'start-up ms', 'RSS after start-up MB', 'bytes/tag', '/metrics KB', 'series', 'scrape ms', 'scrape: loop blocked ms', 'idle: loop blocked ms', '/v1/status?limit=50 ms'],
-    rows.map((r) => [r.store, f(r.tags), f(r.insertMs), f(r.startupMs), f(r.rssMb, 1), f((r.rssMb * 1e6) / r.tags), f(r.metricsKb, 1), f(r.series), f(r.scrapeMs, 1), f(r.blockMs, 1), f(r.idleBlockMs, 1), f(r.statusMs, 1)]),
+    [
+      'store',
+      'tags in store',
+      'fill ms',
+      'start-up ms',
+      'RSS after start-up MB',
+      'bytes/tag',
+      '/metrics KB',
+      'series',
+      'scrape ms',
+      'scrape: loop blocked ms',
+      'idle: loop blocked ms',
+      '/v1/status?limit=50 ms',
+    ],
+    rows.map((r) => [
+      r.store,
+      f(r.tags),
+      f(r.insertMs),
+      f(r.startupMs),
+      f(r.rssMb, 1),
+      f((r.rssMb * 1e6) / r.tags),
+      f(r.metricsKb, 1),
+      f(r.series),
+      f(r.scrapeMs, 1),
+      f(r.blockMs, 1),
+      f(r.idleBlockMs, 1),
+      f(r.statusMs, 1),
+    ]),
   );
   const refresh = markdownTable(
-    ['store', 'tags in store', 'full read: rows', 'first full read ms', 'loop blocked ms', 'periodic full read ms', 'loop blocked ms', 'incremental read: rows', 'incremental read ms', 'rows read per node per minute (defaults)'],
-    rows.map((r) => [r.store, f(r.tags), f(r.fullRows), f(r.firstMs), f(r.firstBlockMs, 1), f(r.fullMs), f(r.fullBlockMs, 1), f(r.changeRows), f(r.changeMs, 1), f(r.changeRows + r.fullRows / 60)]),
+    [
+      'store',
+      'tags in store',
+      'full read: rows',
+      'first full read ms',
+      'loop blocked ms',
+      'periodic full read ms',
+      'loop blocked ms',
+      'incremental read: rows',
+      'incremental read ms',
+      'rows read per node per minute (defaults)',
+    ],
+    rows.map((r) => [
+      r.store,
+      f(r.tags),
+      f(r.fullRows),
+      f(r.firstMs),
+      f(r.firstBlockMs, 1),
+      f(r.fullMs),
+      f(r.fullBlockMs, 1),
+      f(r.changeRows),
+      f(r.changeMs, 1),
+      f(r.changeRows + r.fullRows / 60),
+    ]),
   );
   const latency = markdownTable(
-    ['store', 'tags in store', 'bare route', 'idmint alone', 'vs bare', 'idmint scraped', 'scrapes', 'vs alone', 'idmint reading all tags', 'full reads', 'vs alone'],
-    rows.map((r) => [r.store, f(r.tags), f(r.bareP999Ms, 2), f(r.p999AloneMs, 2), f(r.p999AloneMs / r.bareP999Ms, 2), f(r.p999ScrapedMs, 2), f(r.scrapes), f(r.p999ScrapedMs / r.p999AloneMs, 2), f(r.p999ReadingMs, 2), f(r.fullReads), f(r.p999ReadingMs / r.p999AloneMs, 2)]),
+    [
+      'store',
+      'tags in store',
+      'bare route',
+      'idmint alone',
+      'vs bare',
+      'idmint scraped',
+      'scrapes',
+      'vs alone',
+      'idmint reading all tags',
+      'full reads',
+      'vs alone',
+    ],
+    rows.map((r) => [
+      r.store,
+      f(r.tags),
+      f(r.bareP999Ms, 2),
+      f(r.p999AloneMs, 2),
+      f(r.p999AloneMs / r.bareP999Ms, 2),
+      f(r.p999ScrapedMs, 2),
+      f(r.scrapes),
+      f(r.p999ScrapedMs / r.p999AloneMs, 2),
+      f(r.p999ReadingMs, 2),
+      f(r.fullReads),
+      f(r.p999ReadingMs / r.p999AloneMs, 2),
+    ]),
   );
   const markdown = `${machineLine()} Absolute times drift on this shared virtual machine: read the ratios between rows, and the blocks against the idle floor.
 
@@ -276,15 +406,33 @@ a 1 ms timer during the operation, "idle" the same over a second of doing nothin
 
 ${costs}
 
-- tag refresh: the incremental read found the ${IN_USE} tags written in ${range(rows.map((r) => r.changeMs), 1)} \
-ms; a periodic full read took ${range(rows.map((r) => r.fullMs), 0)} ms and blocked the loop at most \
+- tag refresh: the incremental read found the ${IN_USE} tags written in ${range(
+    rows.map((r) => r.changeMs),
+    1,
+  )} \
+ms; a periodic full read took ${range(
+    rows.map((r) => r.fullMs),
+    0,
+  )} ms and blocked the loop at most \
 ${f(Math.max(...rows.map((r) => r.fullBlockMs)), 1)} ms at a time (the first, which also sorts every name, \
 ${f(Math.max(...rows.map((r) => r.firstBlockMs)), 1)} ms); rows read per node per minute at \
 ${f(largest[0]?.tags ?? 0)} tags: ${largest.map((r) => `${f(r.changeRows + r.fullRows / 60)} (${r.store})`).join(', ')}
 - p99.9 of a real \`idmint serve\` at ${f(RATE)} req/s (open loop): alone \
-${range(rows.map((r) => r.p999AloneMs), 2)} ms, ${range(rows.map((r) => r.p999AloneMs / r.bareP999Ms), 2)} times \
-the bare Fastify route's; scraped every 100 ms, ${range(rows.map((r) => r.p999ScrapedMs / r.p999AloneMs), 2)} times \
-alone; reading every tag back to back, ${range(rows.map((r) => r.p999ReadingMs / r.p999AloneMs), 2)} times alone`;
+${range(
+  rows.map((r) => r.p999AloneMs),
+  2,
+)} ms, ${range(
+    rows.map((r) => r.p999AloneMs / r.bareP999Ms),
+    2,
+  )} times \
+the bare Fastify route's; scraped every 100 ms, ${range(
+    rows.map((r) => r.p999ScrapedMs / r.p999AloneMs),
+    2,
+  )} times \
+alone; reading every tag back to back, ${range(
+    rows.map((r) => r.p999ReadingMs / r.p999AloneMs),
+    2,
+  )} times alone`;
   process.stdout.write(`${markdown}\n`);
   if (process.argv.includes('--write')) writeSection('scale', page);
 }

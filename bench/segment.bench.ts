@@ -11,7 +11,14 @@ import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts
 import { FaultySegmentStore } from '../test/support/faulty-segment-store.ts';
 import { SEGMENT_BACKENDS } from '../test/support/segment-backends.ts';
 import { reachable } from '../test/support/services.ts';
-import { formatRate, machineLine, markdownTable, median, pause, writeSection } from './support/report.ts';
+import {
+  formatRate,
+  machineLine,
+  markdownTable,
+  median,
+  pause,
+  writeSection,
+} from './support/report.ts';
 
 const ROUNDS = Number(process.env['ROUNDS'] ?? 7);
 const BURST = Number(process.env['BURST'] ?? 2_000_000);
@@ -24,7 +31,12 @@ const TAG = 'bench';
 let sink: unknown;
 
 /** A service on an in-memory SQLite store; `delayMs` delays every store call. */
-async function service(options: { step: number; maxStep?: number; delayMs?: number; prefetchThreshold?: number }) {
+async function service(options: {
+  step: number;
+  maxStep?: number;
+  delayMs?: number;
+  prefetchThreshold?: number;
+}) {
   const sqlite = new SqliteSegmentStore({ path: ':memory:' });
   await sqlite.init();
   await sqlite.createTag({ tag: TAG, step: options.step });
@@ -105,7 +117,8 @@ async function throughput(): Promise<{ rows: string[][]; nextSyncRate: number; b
       run: async (n) => {
         const s = batches.segments;
         let last: bigint[] = [];
-        for (let i = 0; i < n; i += 1000) last = s.nextBatchSync(TAG, 1000) ?? (await s.nextBatch(TAG, 1000));
+        for (let i = 0; i < n; i += 1000)
+          last = s.nextBatchSync(TAG, 1000) ?? (await s.nextBatch(TAG, 1000));
         return last;
       },
     },
@@ -137,7 +150,12 @@ async function throughput(): Promise<{ rows: string[][]; nextSyncRate: number; b
   for (const s of [big, small, asyncOnly, batches]) await s.close();
   const medians = rates.map((r) => median(r));
   const baseline = medians[0] as number;
-  const rows = candidates.map((candidate, i) => [candidate.name, formatRate(medians[i] as number), `${((medians[i] as number) / baseline).toFixed(2)}x`, candidate.note]);
+  const rows = candidates.map((candidate, i) => [
+    candidate.name,
+    formatRate(medians[i] as number),
+    `${((medians[i] as number) / baseline).toFixed(2)}x`,
+    candidate.note,
+  ]);
   return { rows, nextSyncRate: medians[2] as number, baseline };
 }
 
@@ -172,7 +190,10 @@ function quantiles(samples: Float64Array): Quantiles {
  * Ranges of 10,000 at this rate last 100 ms, so the 10% prefetch leaves 90 ms to hide a 50 ms
  * allocation.
  */
-async function latency(name: string, options: { step: number; delayMs: number; prefetchThreshold?: number }): Promise<LatencyResult> {
+async function latency(
+  name: string,
+  options: { step: number; delayMs: number; prefetchThreshold?: number },
+): Promise<LatencyResult> {
   const rate = 100_000;
   const { segments, store, close } = await service({ ...options, maxStep: options.step });
   await segments.next(TAG); // first range loaded before timing
@@ -204,7 +225,14 @@ async function latency(name: string, options: { step: number; delayMs: number; p
   }
   const loads = store.calls.allocate - loadsBefore;
   await close();
-  return { name, requests: total, loads, waited, service: quantiles(serviceTimes), response: quantiles(responseTimes) };
+  return {
+    name,
+    requests: total,
+    loads,
+    waited,
+    service: quantiles(serviceTimes),
+    response: quantiles(responseTimes),
+  };
 }
 
 function us(ms: number): string {
@@ -237,8 +265,18 @@ async function roundTrips(): Promise<string[][]> {
         times.push(performance.now() - t0);
       }
       times.sort((a, b) => a - b);
-      const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? 0;
-      rows.push([label, us(at(0.5)), us(at(0.99)), backend.name === 'mariadb' ? 'transaction: UPDATE + SELECT' : backend.name === 'redis' ? 'one Lua script (HINCRBY)' : 'one UPDATE ... RETURNING']);
+      const at = (q: number) =>
+        times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? 0;
+      rows.push([
+        label,
+        us(at(0.5)),
+        us(at(0.99)),
+        backend.name === 'mariadb'
+          ? 'transaction: UPDATE + SELECT'
+          : backend.name === 'redis'
+            ? 'one Lua script (HINCRBY)'
+            : 'one UPDATE ... RETURNING',
+      ]);
     } finally {
       await fixture.dispose();
     }
@@ -250,9 +288,22 @@ async function roundTrips(): Promise<string[][]> {
 
 const warm = await throughput();
 const latencies: LatencyResult[] = [];
-latencies.push(await latency('steady state: one range, store instant', { step: 10_000_000, delayMs: 0 }));
-latencies.push(await latency('double buffer: ranges of 10,000, store delayed 50 ms', { step: 10_000, delayMs: 50 }));
-latencies.push(await latency('for contrast, single buffer (`prefetchThreshold: 1`), delayed 50 ms', { step: 10_000, delayMs: 50, prefetchThreshold: 1 }));
+latencies.push(
+  await latency('steady state: one range, store instant', { step: 10_000_000, delayMs: 0 }),
+);
+latencies.push(
+  await latency('double buffer: ranges of 10,000, store delayed 50 ms', {
+    step: 10_000,
+    delayMs: 50,
+  }),
+);
+latencies.push(
+  await latency('for contrast, single buffer (`prefetchThreshold: 1`), delayed 50 ms', {
+    step: 10_000,
+    delayMs: 50,
+    prefetchThreshold: 1,
+  }),
+);
 const allocations = await roundTrips();
 
 const steady = latencies[0] as LatencyResult;
@@ -275,8 +326,28 @@ loop's timer lag, which varies from run to run with the machine's load (steady s
 the single-buffer row shows what it looks like when the database is on the request path.
 
 ${markdownTable(
-  ['Configuration', 'Range loads', 'Had to wait', 'Call p50', 'Call p99.9', 'Call max', 'Response p50', 'Response p99.9', 'Response max'],
-  latencies.map((r) => [r.name, String(r.loads), String(r.waited), us(r.service.p50), us(r.service.p999), us(r.service.max), us(r.response.p50), us(r.response.p999), us(r.response.max)]),
+  [
+    'Configuration',
+    'Range loads',
+    'Had to wait',
+    'Call p50',
+    'Call p99.9',
+    'Call max',
+    'Response p50',
+    'Response p99.9',
+    'Response max',
+  ],
+  latencies.map((r) => [
+    r.name,
+    String(r.loads),
+    String(r.waited),
+    us(r.service.p50),
+    us(r.service.p999),
+    us(r.service.max),
+    us(r.response.p50),
+    us(r.response.p999),
+    us(r.response.max),
+  ]),
 )}
 
 **Allocation round trip** (one \`store.allocate(tag)\`, ${ALLOCATIONS} in a row, loopback, shared services):

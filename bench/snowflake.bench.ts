@@ -12,7 +12,14 @@ import { v7 as uuidv7 } from 'uuid';
 import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
 import { getLayout } from '../src/core/layout.ts';
 import { SnowflakeGenerator } from '../src/core/snowflake.ts';
-import { formatRate, machineLine, markdownTable, median, pause, writeSection } from './support/report.ts';
+import {
+  formatRate,
+  machineLine,
+  markdownTable,
+  median,
+  pause,
+  writeSection,
+} from './support/report.ts';
 
 const require = createRequire(import.meta.url);
 const FlakeId = require('flake-idgen') as new (options: { id: number }) => { next(): Buffer };
@@ -41,7 +48,11 @@ interface Candidate {
 function idmintBurst(): SnowflakeGenerator {
   // Bursts are measured under `borrow`: 1M IDs need 245 ms of sequence space, issued in ~50 ms,
   // so the generator runs ahead of the clock within its 1000 ms lead instead of waiting.
-  return new SnowflakeGenerator({ clock: new MonotonicClock(), workerId: 1, rollback: { policy: 'borrow' } });
+  return new SnowflakeGenerator({
+    clock: new MonotonicClock(),
+    workerId: 1,
+    rollback: { policy: 'borrow' },
+  });
 }
 
 function caughtUp(generator: SnowflakeGenerator): () => Promise<void> {
@@ -215,7 +226,11 @@ interface BurstResult {
 }
 
 async function measureBursts(): Promise<BurstResult[]> {
-  const results = candidates().map((candidate) => ({ candidate, rates: [] as number[], duplicates: 0 }));
+  const results = candidates().map((candidate) => ({
+    candidate,
+    rates: [] as number[],
+    duplicates: 0,
+  }));
   for (const result of results) {
     await result.candidate.ready?.();
     result.candidate.run(Math.min(BURST, 200_000)); // warm-up: let the JIT settle
@@ -265,7 +280,9 @@ function measureSustained(): { rate: number; limit: number; increasing: boolean 
 const sustained = measureSustained();
 const bursts = await measureBursts();
 
-const fastestPeer = Math.max(...bursts.filter((r) => r.candidate.group === 'peer').map((r) => median(r.rates)));
+const fastestPeer = Math.max(
+  ...bursts.filter((r) => r.candidate.group === 'peer').map((r) => median(r.rates)),
+);
 const rows = bursts.map((r) => {
   const rate = median(r.rates);
   return [

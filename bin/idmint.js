@@ -11,7 +11,9 @@ import { fileURLToPath } from 'node:url';
 const MIN_NODE = [22, 13];
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1])) {
-  process.stderr.write(`idmint needs Node.js ${MIN_NODE.join('.')}.0 or later (Node 24 LTS recommended); this is Node.js ${process.versions.node}\n`);
+  process.stderr.write(
+    `idmint needs Node.js ${MIN_NODE.join('.')}.0 or later (Node 24 LTS recommended); this is Node.js ${process.versions.node}\n`,
+  );
   process.exit(1);
 }
 
@@ -27,5 +29,8 @@ process.on('warning', (warning) => {
 
 const root = new URL('../', import.meta.url);
 const source = new URL('src/cli/main.ts', root);
-const runSource = Boolean(process.features.typescript) && existsSync(source) && !fileURLToPath(root).includes('/node_modules/');
+const runSource =
+  Boolean(process.features.typescript) &&
+  existsSync(source) &&
+  !fileURLToPath(root).includes('/node_modules/');
 await import(runSource ? source.href : new URL('dist/cli/main.js', root).href);

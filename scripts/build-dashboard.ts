@@ -9,7 +9,9 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SOURCE = join(ROOT, 'src/dashboard');
 
 /** Builds the dashboard into `outdir` (emptied first); returns the names of the files written. */
-export async function buildDashboard(outdir: string = join(ROOT, 'dist/dashboard')): Promise<string[]> {
+export async function buildDashboard(
+  outdir: string = join(ROOT, 'dist/dashboard'),
+): Promise<string[]> {
   rmSync(outdir, { recursive: true, force: true });
   mkdirSync(outdir, { recursive: true });
   // esbuild's build() and worker-thread buildSync() leave its service process running, unreferenced:
@@ -36,12 +38,16 @@ export async function buildDashboard(outdir: string = join(ROOT, 'dist/dashboard
     metafile: true,
     logLevel: 'warning',
   });
-  if (result.metafile === undefined) throw new Error('build-dashboard: esbuild returned no metafile');
+  if (result.metafile === undefined)
+    throw new Error('build-dashboard: esbuild returned no metafile');
   const outputs = Object.keys(result.metafile.outputs).map((path) => basename(path));
   const js = outputs.find((name) => name.endsWith('.js'));
   const css = outputs.find((name) => name.endsWith('.css'));
-  if (js === undefined || css === undefined) throw new Error(`build-dashboard: expected a .js and a .css bundle, got ${outputs.join(', ')}`);
-  const page = readFileSync(join(SOURCE, 'index.html'), 'utf8').replace('%APP_JS%', js).replace('%APP_CSS%', css);
+  if (js === undefined || css === undefined)
+    throw new Error(`build-dashboard: expected a .js and a .css bundle, got ${outputs.join(', ')}`);
+  const page = readFileSync(join(SOURCE, 'index.html'), 'utf8')
+    .replace('%APP_JS%', js)
+    .replace('%APP_CSS%', css);
   writeFileSync(join(outdir, 'index.html'), page);
   return ['index.html', js, css];
 }
@@ -49,5 +55,7 @@ export async function buildDashboard(outdir: string = join(ROOT, 'dist/dashboard
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const started = performance.now();
   const files = await buildDashboard(process.argv[2]);
-  console.log(`build-dashboard: ${files.join(', ')} in ${Math.round(performance.now() - started)} ms`);
+  console.log(
+    `build-dashboard: ${files.join(', ')} in ${Math.round(performance.now() - started)} ms`,
+  );
 }

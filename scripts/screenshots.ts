@@ -50,7 +50,11 @@ try {
   const browser = await launchChromium();
   try {
     for (const shot of SHOTS) {
-      const page = await browser.newPage({ viewport: { width: shot.width, height: shot.height }, colorScheme: shot.colorScheme, deviceScaleFactor: 1 });
+      const page = await browser.newPage({
+        viewport: { width: shot.width, height: shot.height },
+        colorScheme: shot.colorScheme,
+        deviceScaleFactor: 1,
+      });
       await page.goto(`${url}/dashboard`);
       await page.locator('tr[data-tag="orders"]').waitFor();
       // Two more polls, so the charts are drawn at their size and hold a minute of data.

@@ -34,7 +34,8 @@ describe('a backend that accepts connections but never answers', () => {
 
   for (const scheme of ['redis', 'postgres', 'mysql']) {
     it(`${scheme} store: calls fail within their timeout, close() ends every connection`, async () => {
-      const url = scheme === 'redis' ? `redis://${hole.address}/0` : `${scheme}://idmint@${hole.address}/ids`;
+      const url =
+        scheme === 'redis' ? `redis://${hole.address}/0` : `${scheme}://idmint@${hole.address}/ids`;
       const store = await openSegmentStore(url, { timeoutMs: TIMEOUT_MS });
       await within(
         assert.rejects(store.listTags(), (error) => isIdMintError(error, 'STORE_UNAVAILABLE')),
@@ -49,10 +50,18 @@ describe('a backend that accepts connections but never answers', () => {
 
   for (const scheme of ['redis', 'zookeeper', 'etcd', 'postgres', 'mysql']) {
     it(`${scheme} registry: acquire fails within its timeout, close() ends every connection`, async () => {
-      const url = scheme === 'redis' ? `redis://${hole.address}/0` : scheme === 'zookeeper' || scheme === 'etcd' ? `${scheme}://${hole.address}/hang` : `${scheme}://idmint@${hole.address}/ids`;
+      const url =
+        scheme === 'redis'
+          ? `redis://${hole.address}/0`
+          : scheme === 'zookeeper' || scheme === 'etcd'
+            ? `${scheme}://${hole.address}/hang`
+            : `${scheme}://idmint@${hole.address}/ids`;
       const registry = await openWorkerRegistry(url, { operationTimeoutMs: TIMEOUT_MS });
       await within(
-        assert.rejects(registry.acquire({ identity: { host: 'test', port: 1 }, maxWorkers: 1024 }), (error) => isIdMintError(error, 'REGISTRY_UNAVAILABLE')),
+        assert.rejects(
+          registry.acquire({ identity: { host: 'test', port: 1 }, maxWorkers: 1024 }),
+          (error) => isIdMintError(error, 'REGISTRY_UNAVAILABLE'),
+        ),
         BOUND_MS,
         'acquire',
       );

@@ -45,7 +45,13 @@ describe('bench open-loop generator', () => {
           for (const response of held.splice(0)) response.end('1');
         }, 200);
       };
-      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 400, seconds: 1.5, connections: 4, events: [{ atMs: 500, run: pause }] });
+      const result = await openLoop({
+        url: `http://127.0.0.1:${port}/x`,
+        rate: 400,
+        seconds: 1.5,
+        connections: 4,
+        events: [{ atMs: 500, run: pause }],
+      });
       assert.equal(result.intended, 600);
       assert.equal(result.ok, 600);
       assert.equal(result.failures, 0);
@@ -74,11 +80,20 @@ describe('bench open-loop generator', () => {
         const until = performance.now() + 200;
         while (performance.now() < until);
       };
-      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 2000, seconds: 1.5, connections: 2, events: [{ atMs: 500, run: stall }] });
+      const result = await openLoop({
+        url: `http://127.0.0.1:${port}/x`,
+        rate: 2000,
+        seconds: 1.5,
+        connections: 2,
+        events: [{ atMs: 500, run: stall }],
+      });
       assert.equal(result.intended, 3000);
       // Half of those 400 were reached 100 ms late or more. Lag taken only at sends saw 2 of them,
       // and its p99.9 (the 4th largest of 3,000) stayed at the usual jitter.
-      assert.ok(result.sendLagP999 >= 100, `lag p99.9 ${result.sendLagP999} ms hides the generator's stall`);
+      assert.ok(
+        result.sendLagP999 >= 100,
+        `lag p99.9 ${result.sendLagP999} ms hides the generator's stall`,
+      );
       assert.ok(result.sendLagMax >= 190, `lag max ${result.sendLagMax} ms`);
     } finally {
       server.closeAllConnections();
@@ -107,7 +122,13 @@ describe('bench open-loop generator', () => {
     const { port } = server.address() as AddressInfo;
     try {
       const url = `http://127.0.0.1:${port}/x`;
-      const result = await openLoop({ url, rate: 400, seconds: 1.5, connections: 4, drainMs: 2000 });
+      const result = await openLoop({
+        url,
+        rate: 400,
+        seconds: 1.5,
+        connections: 4,
+        drainMs: 2000,
+      });
       assert.equal(result.intended, 600);
       assert.equal(result.ok, 600);
       assert.equal(result.failures, 0);
@@ -154,7 +175,10 @@ describe('bench open-loop generator', () => {
       const viaClose = await run(raw);
       assert.equal(viaClose.ok, 100);
       assert.equal(untilClose, 100);
-      assert.ok(viaClose.reconnects >= 98, `${viaClose.reconnects} reconnects: one per answer but the last ones`);
+      assert.ok(
+        viaClose.reconnects >= 98,
+        `${viaClose.reconnects} reconnects: one per answer but the last ones`,
+      );
     } finally {
       http.closeAllConnections();
       await new Promise((resolve) => http.close(resolve));
@@ -172,7 +196,12 @@ describe('bench open-loop generator', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     try {
-      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 200, seconds: 0.5, connections: 2 });
+      const result = await openLoop({
+        url: `http://127.0.0.1:${port}/x`,
+        rate: 200,
+        seconds: 0.5,
+        connections: 2,
+      });
       assert.equal(served, 100);
       assert.equal(result.latencies.length, 100, 'every answer timed, the 503s too');
       assert.equal(result.ok, 50);
@@ -189,7 +218,13 @@ describe('bench open-loop generator', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     try {
-      const result = await openLoop({ url: `http://127.0.0.1:${port}/x`, rate: 100, seconds: 0.2, connections: 2, drainMs: 200 });
+      const result = await openLoop({
+        url: `http://127.0.0.1:${port}/x`,
+        rate: 100,
+        seconds: 0.2,
+        connections: 2,
+        drainMs: 200,
+      });
       assert.equal(result.intended, 20);
       assert.equal(result.ok, 0);
       assert.equal(result.failures, 20);

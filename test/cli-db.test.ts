@@ -17,7 +17,11 @@ function tempDir(t: { after(fn: () => void): void }): string {
 function sqliteTables(file: string): string[] {
   const db = new DatabaseSync(file);
   try {
-    return (db.prepare("select name from sqlite_master where type = 'table' order by name").all() as { name: string }[]).map((row) => row.name);
+    return (
+      db.prepare("select name from sqlite_master where type = 'table' order by name").all() as {
+        name: string;
+      }[]
+    ).map((row) => row.name);
   } finally {
     db.close();
   }
@@ -29,15 +33,28 @@ describe('idmint db init', () => {
     for (let run = 0; run < 2; run++) {
       const { code, stdout, stderr } = await runIdmint(['db', 'init'], { cwd: dir });
       assert.equal(code, 0, stderr);
-      assert.equal(stdout, 'table leaf_alloc is ready in sqlite:./data/idmint.db\n' +
-        'history: sqlite (recorded; 1 fence so far)\n');
+      assert.equal(
+        stdout,
+        'table leaf_alloc is ready in sqlite:./data/idmint.db\n' +
+          'history: sqlite (recorded; 1 fence so far)\n',
+      );
     }
-    assert.deepEqual(sqliteTables(join(dir, 'data', 'idmint.db')), ['idmint_history', 'leaf_alloc']);
+    assert.deepEqual(sqliteTables(join(dir, 'data', 'idmint.db')), [
+      'idmint_history',
+      'leaf_alloc',
+    ]);
   });
 
   it('takes --store and --table, and creates nothing but the table and the history table', async (t) => {
     const file = join(tempDir(t), 'ids.db');
-    const { code, stdout } = await runIdmint(['db', 'init', '--store', `sqlite:${file}`, '--table', 'my_ids']);
+    const { code, stdout } = await runIdmint([
+      'db',
+      'init',
+      '--store',
+      `sqlite:${file}`,
+      '--table',
+      'my_ids',
+    ]);
     assert.equal(code, 0);
     assert.match(stdout, /^table my_ids is ready in sqlite:/);
     assert.deepEqual(sqliteTables(file), ['idmint_history', 'my_ids']);
@@ -46,8 +63,11 @@ describe('idmint db init', () => {
   it('fences a Leaf table it has no record of once, and says so', async (t) => {
     const file = join(tempDir(t), 'leaf.db');
     const db = new DatabaseSync(file);
-    const columns = 'biz_tag varchar(128) primary key, max_id bigint not null default 1, step int not null';
-    db.exec(`create table leaf_alloc (${columns}, description varchar(256), update_time timestamp)`);
+    const columns =
+      'biz_tag varchar(128) primary key, max_id bigint not null default 1, step int not null';
+    db.exec(
+      `create table leaf_alloc (${columns}, description varchar(256), update_time timestamp)`,
+    );
     db.exec("insert into leaf_alloc (biz_tag, max_id, step) values ('a', 100, 10), ('b', 200, 20)");
     db.close();
     const env = {
@@ -65,7 +85,13 @@ describe('idmint db init', () => {
     assert.doesNotMatch(again.stdout, /fenced/);
     const rows = new DatabaseSync(file);
     const maxIds = rows.prepare('select biz_tag, max_id from leaf_alloc order by biz_tag').all();
-    assert.deepEqual(maxIds.map((row) => [row['biz_tag'], Number(row['max_id'])]), [['a', 200], ['b', 300]]);
+    assert.deepEqual(
+      maxIds.map((row) => [row['biz_tag'], Number(row['max_id'])]),
+      [
+        ['a', 200],
+        ['b', 300],
+      ],
+    );
     rows.close();
   });
 
@@ -80,44 +106,76 @@ describe('idmint db init', () => {
     await idmint('db', 'init');
     await idmint('tags', 'create', 'orders', '--step', '10');
     await idmint('tags', 'create', 'users', '--step', '300');
-    assert.equal(await idmint('db', 'history'), 'table leaf_alloc: history sqlite (recorded, 1 fence so far)\n');
+    assert.equal(
+      await idmint('db', 'history'),
+      'table leaf_alloc: history sqlite (recorded, 1 fence so far)\n',
+    );
     const everyTag =
       "table leaf_alloc: 2 tags raised by 2 ranges of max(100, the tag's step); fence 2, history sqlite\n";
     assert.equal(await idmint('db', 'fence', '--ranges', '2'), everyTag);
     const once = ['db', 'fence', '--margin', '1000', '--tag', 'orders', '--if-fences', '2'];
-    assert.equal(await idmint(...once), 'table leaf_alloc: 1 tag raised by 1000 IDs; fence 3, history sqlite\n');
-    const notAgain = 'table leaf_alloc: not fenced: it has had 3 fences, not 2 (--if-fences); nothing changed\n';
+    assert.equal(
+      await idmint(...once),
+      'table leaf_alloc: 1 tag raised by 1000 IDs; fence 3, history sqlite\n',
+    );
+    const notAgain =
+      'table leaf_alloc: not fenced: it has had 3 fences, not 2 (--if-fences); nothing changed\n';
     assert.equal(await idmint(...once), notAgain);
     const listed = (await idmint('tags', 'list', '--json')).trimEnd().split('\n');
     const tags = listed.map((line) => JSON.parse(line) as { tag: string; maxId: string });
-    const expected = [['orders', String(1 + 200 + 1000)], ['users', String(1 + 600)]];
-    assert.deepEqual(tags.map((tag) => [tag.tag, tag.maxId]), expected);
-    assert.equal(await idmint('db', 'history'), 'table leaf_alloc: history sqlite (recorded, 3 fences so far)\n');
+    const expected = [
+      ['orders', String(1 + 200 + 1000)],
+      ['users', String(1 + 600)],
+    ];
+    assert.deepEqual(
+      tags.map((tag) => [tag.tag, tag.maxId]),
+      expected,
+    );
+    assert.equal(
+      await idmint('db', 'history'),
+      'table leaf_alloc: history sqlite (recorded, 3 fences so far)\n',
+    );
   });
 
   it('db fence with a set fences every database, each on its own record', async (t) => {
     const dir = tempDir(t);
     const stores = `sqlite:${join(dir, 'a.db')},sqlite:${join(dir, 'b.db')}`;
-    for (const args of [['db', 'init'], ['tags', 'create', 'orders', '--step', '10']]) {
+    for (const args of [
+      ['db', 'init'],
+      ['tags', 'create', 'orders', '--step', '10'],
+    ]) {
       const run = await runIdmint([...args, '--stores', stores], { cwd: dir });
       assert.equal(run.code, 0, run.stderr);
     }
-    const fenced = await runIdmint(['db', 'fence', '--margin', '100', '--stores', stores], { cwd: dir });
+    const fenced = await runIdmint(['db', 'fence', '--margin', '100', '--stores', stores], {
+      cwd: dir,
+    });
     assert.equal(fenced.code, 0, fenced.stderr);
     const raised = (db: string) =>
       `table leaf_alloc in sqlite:.*${db}\\.db: 1 tag raised by 100 IDs; fence 2, history sqlite\\n`;
     assert.match(fenced.stdout, new RegExp(`^${raised('a')}${raised('b')}$`));
     const history = await runIdmint(['db', 'history', '--stores', stores], { cwd: dir });
-    const recorded = (db: string) => `${db}\\.db: history sqlite \\(recorded, 2 fences so far\\)\\n`;
+    const recorded = (db: string) =>
+      `${db}\\.db: history sqlite \\(recorded, 2 fences so far\\)\\n`;
     assert.match(history.stdout, new RegExp(`${recorded('a')}.*${recorded('b')}$`));
   });
 
   it('answers --help', async () => {
-    for (const args of [['db', '--help'], ['db', 'init', '--help'], ['db', '-h']]) {
+    for (const args of [
+      ['db', '--help'],
+      ['db', 'init', '--help'],
+      ['db', '-h'],
+    ]) {
       const { code, stdout } = await runIdmint(args);
       assert.equal(code, 0, args.join(' '));
-      assert.match(stdout, /^Usage: idmint db init \[--store URL \| --stores URL,\.\.\. \[--replace INDEX\]\]/);
-      assert.match(stdout, /\n {7}idmint db history .*\n {7}idmint db fence \[--margin IDS \| --ranges N\]/);
+      assert.match(
+        stdout,
+        /^Usage: idmint db init \[--store URL \| --stores URL,\.\.\. \[--replace INDEX\]\]/,
+      );
+      assert.match(
+        stdout,
+        /\n {7}idmint db history .*\n {7}idmint db fence \[--margin IDS \| --ranges N\]/,
+      );
       assert.match(stdout, /postgres:\/\/user:password@host:5432\/database/);
       assert.match(stdout, /mariadb:\/\/.*\n.*rediss:\/\//);
     }
@@ -126,17 +184,49 @@ describe('idmint db init', () => {
 
   const failures: [string[], number, RegExp][] = [
     [['db'], 2, /^idmint db: missing argument <subcommand>\n$/],
-    [['db', 'drop'], 2, /^idmint db: unknown db subcommand "drop"; the subcommands are: init, history, fence\n$/],
+    [
+      ['db', 'drop'],
+      2,
+      /^idmint db: unknown db subcommand "drop"; the subcommands are: init, history, fence\n$/,
+    ],
     [['db', 'init', '--margin', '5'], 2, /^idmint db: --margin belongs to "idmint db fence"\n$/],
     [['db', 'fence', '--replace', '1'], 2, /^idmint db: --replace belongs to "idmint db init"\n$/],
-    [['db', 'fence', '--margin', '5', '--ranges', '2'], 2, /^idmint db: --margin and --ranges both size the fence/],
-    [['db', 'fence', '--margin', '0'], 2, /^idmint db: --margin must be an integer from 1 to 9223372036854775807, got/],
-    [['db', 'fence', '--ranges', '0'], 2, /^idmint db: --ranges must be an integer from 1 to 1000000, got "0"\n$/],
-    [['db', 'fence', '--store', 'sqlite::memory:', '--tag', 'nope'], 1, /^idmint db: tag "nope" does not exist\n$/],
-    [['db', 'init', '--store', 'mongodb://u:pw@h/x'], 2, /^idmint db: --store "mongodb:\/\/u:\*\*\*@h\/x": not a segment store URL; accepted forms: sqlite:/],
-    [['db', 'init', '--store', 'sqlite::memory:', '--table', 'no way'], 2, /table must be an identifier/],
+    [
+      ['db', 'fence', '--margin', '5', '--ranges', '2'],
+      2,
+      /^idmint db: --margin and --ranges both size the fence/,
+    ],
+    [
+      ['db', 'fence', '--margin', '0'],
+      2,
+      /^idmint db: --margin must be an integer from 1 to 9223372036854775807, got/,
+    ],
+    [
+      ['db', 'fence', '--ranges', '0'],
+      2,
+      /^idmint db: --ranges must be an integer from 1 to 1000000, got "0"\n$/,
+    ],
+    [
+      ['db', 'fence', '--store', 'sqlite::memory:', '--tag', 'nope'],
+      1,
+      /^idmint db: tag "nope" does not exist\n$/,
+    ],
+    [
+      ['db', 'init', '--store', 'mongodb://u:pw@h/x'],
+      2,
+      /^idmint db: --store "mongodb:\/\/u:\*\*\*@h\/x": not a segment store URL; accepted forms: sqlite:/,
+    ],
+    [
+      ['db', 'init', '--store', 'sqlite::memory:', '--table', 'no way'],
+      2,
+      /table must be an identifier/,
+    ],
     [['db', 'init', '--timeout', '0'], 2, /--timeout must be an integer from 1 to 600000, got "0"/],
-    [['db', 'init', '--store', 'postgres://nobody@127.0.0.1:1/x', '--timeout', '2000'], 1, /^idmint db: segment store \(--store\): postgres store: init failed: connect ECONNREFUSED 127\.0\.0\.1:1\n$/],
+    [
+      ['db', 'init', '--store', 'postgres://nobody@127.0.0.1:1/x', '--timeout', '2000'],
+      1,
+      /^idmint db: segment store \(--store\): postgres store: init failed: connect ECONNREFUSED 127\.0\.0\.1:1\n$/,
+    ],
   ];
   for (const [args, exit, message] of failures) {
     it(`exits ${exit} with one line for: idmint ${args.join(' ')}`, async () => {
@@ -149,27 +239,38 @@ describe('idmint db init', () => {
   }
 });
 
-await describeWithServices('idmint db init on database servers', ['postgres', 'mysql', 'redis'], () => {
-  for (const [backend, url] of [
-    [SEGMENT_BACKENDS.postgres, SERVICES.postgres.url],
-    [SEGMENT_BACKENDS.mariadb, SERVICES.mysql.url],
-  ] as const) {
-    it(`creates the table on ${backend.name}, idempotently`, async (t) => {
-      const table = uniqueName('cli_alloc');
-      t.after(() => backend.sql?.(url, `DROP TABLE IF EXISTS ${table}`));
-      for (let run = 0; run < 2; run++) {
-        const { code, stdout, stderr } = await runIdmint(['db', 'init', '--store', url, '--table', table]);
-        assert.equal(code, 0, stderr);
-        assert.match(stdout, new RegExp(`^table ${table} is ready in `));
-      }
-      const rows = (await backend.sql?.(url, `select count(*) as n from ${table}`)) ?? [];
-      assert.equal(Number(rows[0]?.['n']), 0, 'the table exists and holds no rows');
-    });
-  }
+await describeWithServices(
+  'idmint db init on database servers',
+  ['postgres', 'mysql', 'redis'],
+  () => {
+    for (const [backend, url] of [
+      [SEGMENT_BACKENDS.postgres, SERVICES.postgres.url],
+      [SEGMENT_BACKENDS.mariadb, SERVICES.mysql.url],
+    ] as const) {
+      it(`creates the table on ${backend.name}, idempotently`, async (t) => {
+        const table = uniqueName('cli_alloc');
+        t.after(() => backend.sql?.(url, `DROP TABLE IF EXISTS ${table}`));
+        for (let run = 0; run < 2; run++) {
+          const { code, stdout, stderr } = await runIdmint([
+            'db',
+            'init',
+            '--store',
+            url,
+            '--table',
+            table,
+          ]);
+          assert.equal(code, 0, stderr);
+          assert.match(stdout, new RegExp(`^table ${table} is ready in `));
+        }
+        const rows = (await backend.sql?.(url, `select count(*) as n from ${table}`)) ?? [];
+        assert.equal(Number(rows[0]?.['n']), 0, 'the table exists and holds no rows');
+      });
+    }
 
-  it('has nothing to create on Redis', async () => {
-    const { code, stdout } = await runIdmint(['db', 'init', '--store', SERVICES.redis.url]);
-    assert.equal(code, 0);
-    assert.match(stdout, /^redis keeps tags as hashes: no table to create/);
-  });
-});
+    it('has nothing to create on Redis', async () => {
+      const { code, stdout } = await runIdmint(['db', 'init', '--store', SERVICES.redis.url]);
+      assert.equal(code, 0);
+      assert.match(stdout, /^redis keeps tags as hashes: no table to create/);
+    });
+  },
+);

@@ -19,12 +19,18 @@ import { delay } from './support/workers.ts';
 const root = mkdtempSync(join(tmpdir(), 'idmint-cli-next-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 const workdir = (name: string) => mkdtempSync(join(root, `${name}-`));
-const idsOf = (result: CliResult) => result.stdout.split('\n').filter(Boolean).map((line) => BigInt(line));
+const idsOf = (result: CliResult) =>
+  result.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => BigInt(line));
 /** "worker 0 of cluster idmint is in use on this host by pid <pid>", as the refusal says it. */
-const inUseBy = (pid: number | undefined) => `worker 0 of cluster idmint is in use on this host by pid ${pid}\\b`;
+const inUseBy = (pid: number | undefined) =>
+  `worker 0 of cluster idmint is in use on this host by pid ${pid}\\b`;
 
 describe('idmint next beside a server (static registry, the defaults)', () => {
-  const title = "in the server's directory: refused in one line naming the server, no ID issued twice (were 294,000)";
+  const title =
+    "in the server's directory: refused in one line naming the server, no ID issued twice (were 294,000)";
   it(title, { timeout: 180_000 }, async () => {
     const cwd = workdir('beside');
     const server = await startServe([], { cwd });
@@ -32,7 +38,9 @@ describe('idmint next beside a server (static registry, the defaults)', () => {
       const drawing = delay(3000);
       const drawn = drawSnowflakes(server.url, drawing);
       // As the issue's user did: three runs of `idmint next` while the server is drawn from.
-      const runs = await Promise.all([0, 1, 2].map(() => runIdmint(['next', '--count', '300000'], { cwd })));
+      const runs = await Promise.all(
+        [0, 1, 2].map(() => runIdmint(['next', '--count', '300000'], { cwd })),
+      );
       const cliIds = runs.map(idsOf);
       const served = await drawn;
       assert.ok(served.length > 0, 'the server served');
@@ -64,7 +72,9 @@ describe('idmint next beside a server (static registry, the defaults)', () => {
     assert.ok(idsOf(after).every((id) => decomposeId(id).workerId === 0));
   });
 
-  it('from another directory of the host: refused the same way (the host lock)', { timeout: 60_000 }, async () => {
+  it('from another directory of the host: refused the same way (the host lock)', {
+    timeout: 60_000,
+  }, async () => {
     const server = await startServe([], { cwd: workdir('server') });
     try {
       const elsewhere = await runIdmint(['next'], { cwd: workdir('elsewhere') });
@@ -75,7 +85,9 @@ describe('idmint next beside a server (static registry, the defaults)', () => {
     }
   });
 
-  it("runs one after another: each starts after the last one's IDs, a server too", { timeout: 60_000 }, async () => {
+  it("runs one after another: each starts after the last one's IDs, a server too", {
+    timeout: 60_000,
+  }, async () => {
     const cwd = workdir('sequence');
     let last = -1n;
     for (let run = 0; run < 3; run++) {
@@ -88,7 +100,7 @@ describe('idmint next beside a server (static registry, the defaults)', () => {
     const server = await startServe([], { cwd });
     try {
       const [first] = await drawSnowflakes(server.url, delay(1), 1);
-      assert.ok(first !== undefined && first > last, 'the server starts after idmint next\'s IDs');
+      assert.ok(first !== undefined && first > last, "the server starts after idmint next's IDs");
     } finally {
       await server.stop();
     }
@@ -107,7 +119,8 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
     return { IDMINT_WORKER_REGISTRY: redis, IDMINT_WORKER_CLUSTER: name };
   };
 
-  const title = "leases a worker ID of its own beside a server, refuses the server's with --worker, releases on exit";
+  const title =
+    "leases a worker ID of its own beside a server, refuses the server's with --worker, releases on exit";
   it(title, { timeout: 120_000 }, async () => {
     const env = setup();
     const server = await startServe(['--no-segment-enabled'], { cwd: workdir('redis'), env });
@@ -116,7 +129,10 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
       const serverWorker = (listening?.['snowflake'] as { workerId: number }).workerId;
       const drawing = delay(1500);
       const drawn = drawSnowflakes(server.url, drawing);
-      const cli = await runIdmint(['next', '--count', '200000'], { cwd: workdir('redis-cli'), env });
+      const cli = await runIdmint(['next', '--count', '200000'], {
+        cwd: workdir('redis-cli'),
+        env,
+      });
       const served = await drawn;
       assert.equal(cli.code, 0, cli.stderr);
       const cliIds = idsOf(cli);
@@ -136,7 +152,8 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
         assert.equal(again.code, 0, again.stderr);
         assert.ok(idsOf(again).every((id) => decomposeId(id).workerId === free));
       }
-      const takeFree = async () => (await runIdmint(['next', '--worker', String(free)], { env })).code;
+      const takeFree = async () =>
+        (await runIdmint(['next', '--worker', String(free)], { env })).code;
       const idmint = `"${process.execPath}" "${IDMINT_BIN}"`;
       const piped = await shell(`${idmint} next --worker ${free} --count 5000000 | head -1`, env);
       assert.match(piped.stdout, /^[1-9][0-9]+\n$/);
@@ -154,7 +171,10 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
 /** Runs a shell command line; resolves with its output once it ends. */
 function shell(command: string, env: NodeJS.ProcessEnv): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn('sh', ['-c', command], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('sh', ['-c', command], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -164,7 +184,10 @@ function shell(command: string, env: NodeJS.ProcessEnv): Promise<CliResult> {
 }
 
 /** Starts `idmint <args>`, sends SIGTERM once it printed its first ID, and resolves with how it ended. */
-function stopAfterFirstLine(args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ signal: string | null }> {
+function stopAfterFirstLine(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ signal: string | null }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [IDMINT_BIN, ...args], {
       env: { ...process.env, ...env },

@@ -22,7 +22,8 @@ const layout = getLayout('idmint');
 
 const clean = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('IDMINT_')) env[key] = value;
+  for (const [key, value] of Object.entries(process.env))
+    if (!key.startsWith('IDMINT_')) env[key] = value;
   return { ...env, ...extra };
 };
 
@@ -36,9 +37,16 @@ interface Supervised {
  * Starts `serve --processes n <args>` (zero setup: SQLite store, static registry) in `cwd` (a new
  * directory by default) and waits until every child listens.
  */
-async function startProcesses(n: number, name: string, options: { args?: string[]; cwd?: string } = {}): Promise<Supervised> {
+async function startProcesses(
+  n: number,
+  name: string,
+  options: { args?: string[]; cwd?: string } = {},
+): Promise<Supervised> {
   const cwd = options.cwd ?? mkdtempSync(join(root, `${name}-`));
-  const serve = spawnServe(['--processes', String(n), ...(options.args ?? [])], { cwd, env: clean() });
+  const serve = spawnServe(['--processes', String(n), ...(options.args ?? [])], {
+    cwd,
+    env: clean(),
+  });
   const ready = await serve.logLine((line) => line['msg'] === 'idmint processes listening');
   return { serve, url: String(ready['url']), childPids: ready['childPids'] as number[] };
 }
@@ -82,7 +90,11 @@ function request(agent: Agent, url: string): Promise<{ status: number; body: str
  * snowflake. Requests that fail (a connection to a killed child) are counted, not kept; those
  * left unanswered are counted apart.
  */
-async function draw(url: string, tag: string, options: { connections: number; total?: number; until?: Promise<unknown>; keepAlive?: boolean }): Promise<{ segment: bigint[]; snowflake: bigint[]; failed: number; unanswered: number }> {
+async function draw(
+  url: string,
+  tag: string,
+  options: { connections: number; total?: number; until?: Promise<unknown>; keepAlive?: boolean },
+): Promise<{ segment: bigint[]; snowflake: bigint[]; failed: number; unanswered: number }> {
   const segment: bigint[] = [];
   const snowflake: bigint[] = [];
   let failed = 0;
@@ -90,7 +102,10 @@ async function draw(url: string, tag: string, options: { connections: number; to
   let stop = false;
   void options.until?.then(() => (stop = true));
   let issued = 0;
-  const agent = new Agent({ keepAlive: options.keepAlive ?? true, maxSockets: options.connections });
+  const agent = new Agent({
+    keepAlive: options.keepAlive ?? true,
+    maxSockets: options.connections,
+  });
   const loop = async () => {
     while (!stop && (options.total === undefined || issued < options.total)) {
       const n = issued++;
@@ -117,7 +132,13 @@ async function draw(url: string, tag: string, options: { connections: number; to
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]);
+    return await Promise.race([
+      promise,
+      new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)),
+      ),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -134,9 +155,14 @@ function configFile(cwd: string): { args: string[]; broken(): void; repaired(): 
   const path = join(cwd, 'idmint.json');
   const repaired = () => writeFileSync(path, JSON.stringify({ log: { level: 'info' } }));
   repaired();
-  return { args: ['--config', 'idmint.json'], broken: () => writeFileSync(path, JSON.stringify({ segment: { store: 'nosuch://x' } })), repaired };
+  return {
+    args: ['--config', 'idmint.json'],
+    broken: () => writeFileSync(path, JSON.stringify({ segment: { store: 'nosuch://x' } })),
+    repaired,
+  };
 }
-const BROKEN_CONFIG = 'idmint serve: invalid configuration: segment.store = "nosuch://x" (from idmint.json): not a segment store URL';
+const BROKEN_CONFIG =
+  'idmint serve: invalid configuration: segment.store = "nosuch://x" (from idmint.json): not a segment store URL';
 
 function assertDistinct(ids: readonly bigint[], what: string): void {
   const seen = new Set<bigint>();
@@ -147,7 +173,11 @@ function assertDistinct(ids: readonly bigint[], what: string): void {
 }
 
 async function createTag(url: string, tag: string, step: number): Promise<void> {
-  const created = await fetch(`${url}/v1/tags`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tag, step }) });
+  const created = await fetch(`${url}/v1/tags`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ tag, step }),
+  });
   assert.equal(created.status, 201, await created.text());
 }
 
@@ -158,7 +188,10 @@ describe('idmint serve --processes', () => {
     try {
       assert.equal(childPids.length, 2);
       assert.deepEqual(
-        serve.logs.filter((line) => line['msg'] === 'idmint listening').map((line) => (line['snowflake'] as { workerId: number }).workerId).sort(),
+        serve.logs
+          .filter((line) => line['msg'] === 'idmint listening')
+          .map((line) => (line['snowflake'] as { workerId: number }).workerId)
+          .sort(),
         [0, 1],
         'each child holds its own static worker ID',
       );
@@ -170,14 +203,22 @@ describe('idmint serve --processes', () => {
       assertDistinct(ids.segment, 'segment');
       assertDistinct(ids.snowflake, 'snowflake');
       // Both processes served (the cluster hands connections out in turn).
-      assert.deepEqual([...new Set(ids.snowflake.map((id) => decomposeId(id, layout).workerId))].sort(), [0, 1]);
+      assert.deepEqual(
+        [...new Set(ids.snowflake.map((id) => decomposeId(id, layout).workerId))].sort(),
+        [0, 1],
+      );
       // Each process's metrics carry its slot, so the N series behind one port never collide.
       const slots = new Set<string>();
       for (let i = 0; i < 20 && slots.size < 2; i++) {
         const agent = new Agent({ keepAlive: false });
         const { body } = await request(agent, `${url}/metrics`);
-        for (const match of body.matchAll(/^idmint_\w+\{[^}]*process="(\d+)"/gm)) slots.add(match[1] ?? '');
-        assert.doesNotMatch(body, /^idmint_\w+(\{(?![^}]*process=)[^}]*\})? /m, 'a series without its process label');
+        for (const match of body.matchAll(/^idmint_\w+\{[^}]*process="(\d+)"/gm))
+          slots.add(match[1] ?? '');
+        assert.doesNotMatch(
+          body,
+          /^idmint_\w+(\{(?![^}]*process=)[^}]*\})? /m,
+          'a series without its process label',
+        );
       }
       assert.deepEqual([...slots].sort(), ['0', '1']);
     } finally {
@@ -186,8 +227,16 @@ describe('idmint serve --processes', () => {
     assert.equal(code, 0, serve.stderr());
     for (const pid of childPids) assert.equal(alive(pid), false, `child ${pid} still runs`);
     const messages = serve.logs.map((line) => line['msg']);
-    assert.equal(messages.filter((m) => m === 'idmint stopped').length, 2, 'each child shut down gracefully');
-    assert.equal(messages.filter((m) => typeof m === 'string' && m.startsWith('released worker')).length, 2, 'each child released its worker ID');
+    assert.equal(
+      messages.filter((m) => m === 'idmint stopped').length,
+      2,
+      'each child shut down gracefully',
+    );
+    assert.equal(
+      messages.filter((m) => typeof m === 'string' && m.startsWith('released worker')).length,
+      2,
+      'each child released its worker ID',
+    );
     assert.equal(messages.at(-1), 'idmint processes stopped');
   });
 
@@ -197,9 +246,15 @@ describe('idmint serve --processes', () => {
       await createTag(url, 'pay', 100);
       const [victim] = childPids;
       assert.ok(victim !== undefined);
-      const replaced = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim);
+      const replaced = serve.logLine(
+        (line) =>
+          line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim,
+      );
       const before = await draw(url, 'pay', { connections: 8, total: 1000 });
-      const load = draw(url, 'pay', { connections: 8, until: replaced.then(() => new Promise((resolve) => setTimeout(resolve, 500))) });
+      const load = draw(url, 'pay', {
+        connections: 8,
+        until: replaced.then(() => new Promise((resolve) => setTimeout(resolve, 500))),
+      });
       await new Promise((resolve) => setTimeout(resolve, 200));
       process.kill(victim, 'SIGKILL');
       const successor = await replaced;
@@ -214,9 +269,16 @@ describe('idmint serve --processes', () => {
       assertDistinct(segment, 'segment');
       assertDistinct(snowflake, 'snowflake');
       // The successor took the dead child's worker ID (static:0 again) and issued with it.
-      const successorWorker = serve.logs.filter((line) => line['msg'] === 'idmint listening' && line['pid'] === successor['childPid']).map((line) => (line['snowflake'] as { workerId: number }).workerId);
+      const successorWorker = serve.logs
+        .filter(
+          (line) => line['msg'] === 'idmint listening' && line['pid'] === successor['childPid'],
+        )
+        .map((line) => (line['snowflake'] as { workerId: number }).workerId);
       assert.deepEqual(successorWorker, [0]);
-      assert.ok(afterwards.snowflake.some((id) => decomposeId(id, layout).workerId === 0), 'the successor served IDs as worker 0');
+      assert.ok(
+        afterwards.snowflake.some((id) => decomposeId(id, layout).workerId === 0),
+        'the successor served IDs as worker 0',
+      );
     } finally {
       assert.equal((await serve.kill('SIGTERM')).code, 0, serve.stderr());
     }
@@ -228,9 +290,18 @@ describe('idmint serve --processes', () => {
       await createTag(url, 'handoff', 100);
       // A new connection for every request: the supervisor is handing one out at any moment.
       let stopLoad: () => void = () => {};
-      const load = draw(url, 'handoff', { connections: 8, keepAlive: false, until: new Promise<void>((resolve) => (stopLoad = resolve)) });
+      const load = draw(url, 'handoff', {
+        connections: 8,
+        keepAlive: false,
+        until: new Promise<void>((resolve) => (stopLoad = resolve)),
+      });
       for (const [slot, victim] of childPids.entries()) {
-        const successor = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === slot && line['childPid'] !== victim);
+        const successor = serve.logLine(
+          (line) =>
+            line['msg'] === 'process listening' &&
+            line['slot'] === slot &&
+            line['childPid'] !== victim,
+        );
         await new Promise((resolve) => setTimeout(resolve, 500));
         process.kill(victim, 'SIGKILL');
         await within(successor, 30_000, `slot ${slot} replaced`);
@@ -238,7 +309,11 @@ describe('idmint serve --processes', () => {
       await new Promise((resolve) => setTimeout(resolve, 500));
       stopLoad();
       const ids = await load;
-      assert.equal(ids.unanswered, 0, `${ids.unanswered} requests got no answer (${ids.failed} failed, ${ids.segment.length + ids.snowflake.length} served)`);
+      assert.equal(
+        ids.unanswered,
+        0,
+        `${ids.unanswered} requests got no answer (${ids.failed} failed, ${ids.segment.length + ids.snowflake.length} served)`,
+      );
       assert.ok(ids.segment.length > 0 && ids.snowflake.length > 0);
       assertDistinct(ids.segment, 'segment');
       assertDistinct(ids.snowflake, 'snowflake');
@@ -247,7 +322,7 @@ describe('idmint serve --processes', () => {
     }
   });
 
-  it('gives up on a child that keeps ending at start: stops the others and exits 3 with the child\'s last error', async () => {
+  it("gives up on a child that keeps ending at start: stops the others and exits 3 with the child's last error", async () => {
     const cwd = mkdtempSync(join(root, 'give-up-'));
     const config = configFile(cwd);
     const { serve, childPids } = await startProcesses(2, 'give-up', { cwd, args: config.args });
@@ -262,16 +337,43 @@ describe('idmint serve --processes', () => {
       assert.equal(code, 3, serve.stderr());
       const lines = serve.stderr().trimEnd().split('\n');
       const last = lines.at(-1) ?? '';
-      assert.ok(last.startsWith('idmint serve: gave up: process 0 ended 6 times in a row, each before serving 30 s; every process stopped. Its last end (exit code 2): '), last);
-      assert.ok(last.endsWith(lines.find((line) => line.startsWith(BROKEN_CONFIG)) ?? 'the broken configuration'), last);
+      assert.ok(
+        last.startsWith(
+          'idmint serve: gave up: process 0 ended 6 times in a row, each before serving 30 s; every process stopped. Its last end (exit code 2): ',
+        ),
+        last,
+      );
+      assert.ok(
+        last.endsWith(
+          lines.find((line) => line.startsWith(BROKEN_CONFIG)) ?? 'the broken configuration',
+        ),
+        last,
+      );
       // Each failed start's own line reached stderr, relayed by the supervisor.
-      assert.equal(lines.filter((line) => line.startsWith(BROKEN_CONFIG)).length, 5, serve.stderr());
+      assert.equal(
+        lines.filter((line) => line.startsWith(BROKEN_CONFIG)).length,
+        5,
+        serve.stderr(),
+      );
       const restarts = serve.logs.filter((line) => line['msg'] === 'process ended: restarting it');
-      assert.deepEqual(restarts.map((line) => [line['slot'], line['failures'], line['delayMs']]), [[0, 1, 100], [0, 2, 200], [0, 3, 400], [0, 4, 800], [0, 5, 1600]]);
+      assert.deepEqual(
+        restarts.map((line) => [line['slot'], line['failures'], line['delayMs']]),
+        [
+          [0, 1, 100],
+          [0, 2, 200],
+          [0, 3, 400],
+          [0, 4, 800],
+          [0, 5, 1600],
+        ],
+      );
       assert.equal(restarts[0]?.['signal'], 'SIGKILL');
-      for (const restart of restarts.slice(1)) assert.ok(String(restart['error']).startsWith(BROKEN_CONFIG), JSON.stringify(restart));
+      for (const restart of restarts.slice(1))
+        assert.ok(String(restart['error']).startsWith(BROKEN_CONFIG), JSON.stringify(restart));
       // The healthy sibling was stopped gracefully, not killed, and nothing is left running.
-      assert.ok(serve.logs.some((line) => line['msg'] === 'idmint stopped' && line['pid'] === sibling), 'the sibling drained and stopped');
+      assert.ok(
+        serve.logs.some((line) => line['msg'] === 'idmint stopped' && line['pid'] === sibling),
+        'the sibling drained and stopped',
+      );
       for (const pid of childPids) assert.equal(alive(pid), false, `child ${pid} still runs`);
     } finally {
       await killAll(serve, childPids);
@@ -281,13 +383,23 @@ describe('idmint serve --processes', () => {
   it('a child that fails to start a few times, then starts, is replaced: the supervisor carries on, each restart naming the cause', async () => {
     const cwd = mkdtempSync(join(root, 'recover-'));
     const config = configFile(cwd);
-    const { serve, url, childPids } = await startProcesses(2, 'recover', { cwd, args: config.args });
+    const { serve, url, childPids } = await startProcesses(2, 'recover', {
+      cwd,
+      args: config.args,
+    });
     const [victim] = childPids;
     assert.ok(victim !== undefined);
     try {
       config.broken();
-      const failedStart = serve.logLine((line) => line['msg'] === 'process ended: restarting it' && String(line['error']).startsWith(BROKEN_CONFIG));
-      const successor = serve.logLine((line) => line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim);
+      const failedStart = serve.logLine(
+        (line) =>
+          line['msg'] === 'process ended: restarting it' &&
+          String(line['error']).startsWith(BROKEN_CONFIG),
+      );
+      const successor = serve.logLine(
+        (line) =>
+          line['msg'] === 'process listening' && line['slot'] === 0 && line['childPid'] !== victim,
+      );
       // Awaited one after the other: the later one must not reject unhandled if the first fails.
       successor.catch(() => undefined);
       process.kill(victim, 'SIGKILL');
@@ -298,7 +410,10 @@ describe('idmint serve --processes', () => {
       await createTag(url, 'recovered', 100);
       const ids = await draw(url, 'recovered', { connections: 4, total: 200 });
       assert.equal(ids.failed, 0);
-      assert.ok(ids.snowflake.some((id) => decomposeId(id, layout).workerId === 0), 'the successor served IDs as worker 0');
+      assert.ok(
+        ids.snowflake.some((id) => decomposeId(id, layout).workerId === 0),
+        'the successor served IDs as worker 0',
+      );
     } finally {
       assert.equal((await serve.kill('SIGTERM')).code, 0, serve.stderr());
     }
@@ -322,7 +437,10 @@ describe('idmint serve --processes', () => {
       const { code } = await within(serve.exited, 5000, 'the forced stop');
       assert.ok(Date.now() - sentAt < 5000);
       assert.equal(code, 1, serve.stderr());
-      assert.match(serve.stderr(), /^idmint serve: second signal \(SIGINT\): forced stop, every process killed without finishing its shutdown$/m);
+      assert.match(
+        serve.stderr(),
+        /^idmint serve: second signal \(SIGINT\): forced stop, every process killed without finishing its shutdown$/m,
+      );
       // The supervisor saw every child end before it exited: none is left to hold a worker ID.
       for (const pid of childPids) assert.equal(alive(pid), false, `child ${pid} still runs`);
     } finally {
@@ -331,7 +449,13 @@ describe('idmint serve --processes', () => {
     // The node started again at once gets both worker IDs (static:0 and static:1) back.
     const again = await startProcesses(2, 'forced', { cwd });
     try {
-      assert.deepEqual(again.serve.logs.filter((line) => line['msg'] === 'idmint listening').map((line) => (line['snowflake'] as { workerId: number }).workerId).sort(), [0, 1]);
+      assert.deepEqual(
+        again.serve.logs
+          .filter((line) => line['msg'] === 'idmint listening')
+          .map((line) => (line['snowflake'] as { workerId: number }).workerId)
+          .sort(),
+        [0, 1],
+      );
     } finally {
       assert.equal((await again.serve.kill('SIGTERM')).code, 0, again.serve.stderr());
     }
@@ -339,25 +463,53 @@ describe('idmint serve --processes', () => {
 
   it('refuses a bad --processes or IDMINT_PROCESSES with exit 2 and one line', async () => {
     const cases: [string[], Record<string, string>, RegExp][] = [
-      [['--processes', '0'], {}, /processes = "0" \(from --processes\): must be an integer from 1 to 64, or auto \(the number of CPUs\)/],
+      [
+        ['--processes', '0'],
+        {},
+        /processes = "0" \(from --processes\): must be an integer from 1 to 64, or auto \(the number of CPUs\)/,
+      ],
       [['--processes', '65'], {}, /processes = "65" \(from --processes\)/],
       [['--processes', 'many'], {}, /processes = "many" \(from --processes\)/],
       [[], { IDMINT_PROCESSES: '1.5' }, /processes = "1\.5" \(from IDMINT_PROCESSES\)/],
     ];
     for (const [args, env, message] of cases) {
-      const result = await runIdmint(['serve', ...args], { env: clean(env), cwd: mkdtempSync(join(root, 'bad-')) });
+      const result = await runIdmint(['serve', ...args], {
+        env: clean(env),
+        cwd: mkdtempSync(join(root, 'bad-')),
+      });
       assert.equal(result.code, 2, result.stderr);
       assert.match(result.stderr, message);
       assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
     }
   });
 
-  it('stops every child and exits 2 when one cannot start: static:31 with two processes needs worker 32, past twitter\'s 0-31', async () => {
-    const result = await runIdmint(['serve', '--port', '0', '--processes', '2', '--layout', 'twitter', '--worker-registry', 'static:31'], { env: clean(), cwd: mkdtempSync(join(root, 'layout-')) });
+  it("stops every child and exits 2 when one cannot start: static:31 with two processes needs worker 32, past twitter's 0-31", async () => {
+    const result = await runIdmint(
+      [
+        'serve',
+        '--port',
+        '0',
+        '--processes',
+        '2',
+        '--layout',
+        'twitter',
+        '--worker-registry',
+        'static:31',
+      ],
+      { env: clean(), cwd: mkdtempSync(join(root, 'layout-')) },
+    );
     assert.equal(result.code, 2, result.stderr);
     // The cause comes first; a sibling stopped while it was still starting may add that it stopped.
     const [cause, ...rest] = result.stderr.trimEnd().split('\n');
-    assert.equal(cause, 'idmint serve: static worker ID 32 does not fit the layout: worker IDs go from 0 to 31');
-    for (const line of rest) assert.equal(line, 'idmint serve: SIGTERM during start-up: stopped before serving', result.stderr);
+    assert.equal(
+      cause,
+      'idmint serve: static worker ID 32 does not fit the layout: worker IDs go from 0 to 31',
+    );
+    for (const line of rest)
+      assert.equal(
+        line,
+        'idmint serve: SIGTERM during start-up: stopped before serving',
+        result.stderr,
+      );
   });
 });

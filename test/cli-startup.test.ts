@@ -18,7 +18,8 @@ after(() => rmSync(root, { recursive: true, force: true }));
 /** An environment without any IDMINT_ configuration the test runner itself may carry. */
 function clean(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('IDMINT_')) env[key] = value;
+  for (const [key, value] of Object.entries(process.env))
+    if (!key.startsWith('IDMINT_')) env[key] = value;
   return env;
 }
 
@@ -36,7 +37,9 @@ const BOUND_MS = 25_000;
 const SIGNAL_BOUND_MS = 10_000;
 
 /** Runs `idmint serve` to its end and returns how it ended, and how long it took. */
-async function serveUntilExit(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; ms: number }> {
+async function serveUntilExit(
+  args: string[],
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; ms: number }> {
   const started = Date.now();
   const serve = spawnServe(args, { env: clean(), cwd: workdir() });
   const timer = setTimeout(() => serve.child.kill('SIGKILL'), BOUND_MS);
@@ -47,20 +50,54 @@ async function serveUntilExit(args: string[]): Promise<{ code: number | null; si
 
 describe('idmint serve against a store or registry that accepts connections but never answers', () => {
   const cases: [string, (hole: string) => string[], RegExp][] = [
-    ['Redis store', (hole) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): redis store: listTagChanges timed out after 1000 ms\n$/],
-    ['PostgreSQL store', (hole) => ['--no-snowflake-enabled', '--segment-store', `postgres://idmint@${hole}/ids`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): postgres store: listTagChanges (timed out after 1000 ms|failed: .*timeout)\n$/],
-    ['MySQL store', (hole) => ['--no-snowflake-enabled', '--segment-store', `mysql://idmint@${hole}/ids`], /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): mysql store: listTagChanges (timed out after 1000 ms|failed: .*ETIMEDOUT)\n$/],
-    ['Redis registry', (hole) => ['--no-segment-enabled', '--worker-registry', `redis://${hole}/0`], /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): redis worker registry at 127\.0\.0\.1:\d+ cannot be reached: .*\n$/],
-    ['etcd registry', (hole) => ['--no-segment-enabled', '--worker-registry', `etcd://${hole}/hang`], /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): etcd worker registry at http:\/\/127\.0\.0\.1:\d+ cannot be reached: .*\n$/],
-    ['ZooKeeper registry', (hole) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`], /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): zookeeper worker registry at 127\.0\.0\.1:\d+ cannot be reached: .*\n$/],
+    [
+      'Redis store',
+      (hole) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`],
+      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): redis store: listTagChanges timed out after 1000 ms\n$/,
+    ],
+    [
+      'PostgreSQL store',
+      (hole) => ['--no-snowflake-enabled', '--segment-store', `postgres://idmint@${hole}/ids`],
+      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): postgres store: listTagChanges (timed out after 1000 ms|failed: .*timeout)\n$/,
+    ],
+    [
+      'MySQL store',
+      (hole) => ['--no-snowflake-enabled', '--segment-store', `mysql://idmint@${hole}/ids`],
+      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): mysql store: listTagChanges (timed out after 1000 ms|failed: .*ETIMEDOUT)\n$/,
+    ],
+    [
+      'Redis registry',
+      (hole) => ['--no-segment-enabled', '--worker-registry', `redis://${hole}/0`],
+      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): redis worker registry at 127\.0\.0\.1:\d+ cannot be reached: .*\n$/,
+    ],
+    [
+      'etcd registry',
+      (hole) => ['--no-segment-enabled', '--worker-registry', `etcd://${hole}/hang`],
+      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): etcd worker registry at http:\/\/127\.0\.0\.1:\d+ cannot be reached: .*\n$/,
+    ],
+    [
+      'ZooKeeper registry',
+      (hole) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`],
+      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): zookeeper worker registry at 127\.0\.0\.1:\d+ cannot be reached: .*\n$/,
+    ],
   ];
   for (const [name, args, message] of cases) {
     it(`${name}: start-up fails within its timeouts, exit 1, one line naming the setting`, async () => {
       const hole = await BlackHole.start();
       try {
-        const result = await serveUntilExit([...args(hole.address), '--segment-timeout-ms', String(TIMEOUT_MS), '--registry-timeout-ms', String(TIMEOUT_MS)]);
+        const result = await serveUntilExit([
+          ...args(hole.address),
+          '--segment-timeout-ms',
+          String(TIMEOUT_MS),
+          '--registry-timeout-ms',
+          String(TIMEOUT_MS),
+        ]);
         assert.ok(hole.accepted > 0, 'idmint connected to the black hole');
-        assert.equal(result.code, 1, `${result.signal ?? ''} after ${result.ms} ms: ${result.stderr}`);
+        assert.equal(
+          result.code,
+          1,
+          `${result.signal ?? ''} after ${result.ms} ms: ${result.stderr}`,
+        );
         assert.match(result.stderr, message);
       } finally {
         await hole.close();
@@ -69,12 +106,29 @@ describe('idmint serve against a store or registry that accepts connections but 
   }
 
   for (const [signal, what, args] of [
-    ['SIGTERM', 'a Redis store', (hole: string) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`]],
-    ['SIGINT', 'a ZooKeeper registry (Ctrl-C: the whole process group)', (hole: string) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`]],
+    [
+      'SIGTERM',
+      'a Redis store',
+      (hole: string) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`],
+    ],
+    [
+      'SIGINT',
+      'a ZooKeeper registry (Ctrl-C: the whole process group)',
+      (hole: string) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`],
+    ],
   ] as const) {
     it(`${signal} while it waits on ${what} stops it within seconds, though its timeouts are 10 minutes`, async () => {
       const hole = await BlackHole.start();
-      const serve = spawnServe([...args(hole.address), '--segment-timeout-ms', '600000', '--registry-timeout-ms', '600000'], { env: clean(), cwd: workdir(), group: signal === 'SIGINT' });
+      const serve = spawnServe(
+        [
+          ...args(hole.address),
+          '--segment-timeout-ms',
+          '600000',
+          '--registry-timeout-ms',
+          '600000',
+        ],
+        { env: clean(), cwd: workdir(), group: signal === 'SIGINT' },
+      );
       const guard = setTimeout(() => serve.child.kill('SIGKILL'), BOUND_MS + SIGNAL_BOUND_MS);
       try {
         // Start-up is under way: idmint is connected and waiting for an answer that never comes.
@@ -88,7 +142,10 @@ describe('idmint serve against a store or registry that accepts connections but 
         assert.ok(ms < SIGNAL_BOUND_MS, `took ${ms} ms to stop`);
         // It ends by the signal, as an interrupted program should (a shell reports 128 + its number).
         assert.deepEqual(ended, { code: null, signal }, serve.stderr());
-        assert.equal(serve.stderr(), `idmint serve: ${signal} during start-up: stopped before serving\n`);
+        assert.equal(
+          serve.stderr(),
+          `idmint serve: ${signal} during start-up: stopped before serving\n`,
+        );
         assert.ok(!serve.logs.some((line) => line['msg'] === 'idmint listening'));
       } finally {
         clearTimeout(guard);
@@ -101,9 +158,22 @@ describe('idmint serve against a store or registry that accepts connections but 
     const hole = await BlackHole.start();
     try {
       const started = Date.now();
-      const result = await runIdmint(['tags', 'list', '--store', `redis://${hole.address}/0`, '--segment-timeout-ms', String(TIMEOUT_MS)], { env: clean(), cwd: workdir(), timeoutMs: BOUND_MS });
+      const result = await runIdmint(
+        [
+          'tags',
+          'list',
+          '--store',
+          `redis://${hole.address}/0`,
+          '--segment-timeout-ms',
+          String(TIMEOUT_MS),
+        ],
+        { env: clean(), cwd: workdir(), timeoutMs: BOUND_MS },
+      );
       assert.equal(result.code, 1, `after ${Date.now() - started} ms: ${result.stderr}`);
-      assert.equal(result.stderr, `idmint tags: segment store (--store): redis store: listTags timed out after ${TIMEOUT_MS} ms\n`);
+      assert.equal(
+        result.stderr,
+        `idmint tags: segment store (--store): redis store: listTags timed out after ${TIMEOUT_MS} ms\n`,
+      );
       assert.equal(result.stdout, '');
     } finally {
       await hole.close();
@@ -121,7 +191,10 @@ describe('idmint serve when the environment is at fault: exit 1 and one line nam
       // --port after spawnServe's own `--port 0`: the last one wins.
       const result = await serveUntilExit(['--port', String(port), '--no-segment-enabled']);
       assert.equal(result.code, 1, result.stderr);
-      assert.equal(result.stderr, `idmint serve: port ${port} (IDMINT_PORT) is in use by another process\n`);
+      assert.equal(
+        result.stderr,
+        `idmint serve: port ${port} (IDMINT_PORT) is in use by another process\n`,
+      );
     } finally {
       await new Promise((resolve) => taken.close(resolve));
     }
@@ -131,15 +204,33 @@ describe('idmint serve when the environment is at fault: exit 1 and one line nam
     // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): documentation only, never assigned to a machine.
     const result = await serveUntilExit(['--host', '192.0.2.1', '--no-segment-enabled']);
     assert.equal(result.code, 1, result.stderr);
-    assert.equal(result.stderr, 'idmint serve: host 192.0.2.1 (IDMINT_HOST) is not an address of this machine\n');
+    assert.equal(
+      result.stderr,
+      'idmint serve: host 192.0.2.1 (IDMINT_HOST) is not an address of this machine\n',
+    );
   });
 
   it('a listen host, a store host and a registry host that do not resolve', async () => {
     // .invalid never resolves (RFC 6761).
     const cases: [string[], string][] = [
-      [['--host', 'nosuch.invalid', '--no-segment-enabled'], 'idmint serve: host "nosuch.invalid" (IDMINT_HOST) does not resolve\n'],
-      [['--no-snowflake-enabled', '--segment-store', 'postgres://idmint@nosuch.invalid:5432/ids'], 'idmint serve: host "nosuch.invalid" in the segment store URL (IDMINT_SEGMENT_STORE) does not resolve\n'],
-      [['--no-segment-enabled', '--worker-registry', 'zookeeper://nosuch.invalid:2181/x', '--registry-timeout-ms', '1000'], 'idmint serve: host "nosuch.invalid" in the worker registry URL (IDMINT_WORKER_REGISTRY) does not resolve\n'],
+      [
+        ['--host', 'nosuch.invalid', '--no-segment-enabled'],
+        'idmint serve: host "nosuch.invalid" (IDMINT_HOST) does not resolve\n',
+      ],
+      [
+        ['--no-snowflake-enabled', '--segment-store', 'postgres://idmint@nosuch.invalid:5432/ids'],
+        'idmint serve: host "nosuch.invalid" in the segment store URL (IDMINT_SEGMENT_STORE) does not resolve\n',
+      ],
+      [
+        [
+          '--no-segment-enabled',
+          '--worker-registry',
+          'zookeeper://nosuch.invalid:2181/x',
+          '--registry-timeout-ms',
+          '1000',
+        ],
+        'idmint serve: host "nosuch.invalid" in the worker registry URL (IDMINT_WORKER_REGISTRY) does not resolve\n',
+      ],
     ];
     for (const [args, line] of cases) {
       const result = await serveUntilExit(args);
@@ -162,9 +253,18 @@ describe('idmint serve when the environment is at fault: exit 1 and one line nam
       cases.push([join(dir, 'locked', 'ids.db'), 'permission denied']);
     }
     for (const [path, reason] of cases) {
-      const result = await serveUntilExit(['--no-snowflake-enabled', '--segment-store', `sqlite:${path}`]);
+      const result = await serveUntilExit([
+        '--no-snowflake-enabled',
+        '--segment-store',
+        `sqlite:${path}`,
+      ]);
       assert.equal(result.code, 1, result.stderr);
-      assert.ok(result.stderr.startsWith(`idmint serve: cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): ${reason}`), result.stderr);
+      assert.ok(
+        result.stderr.startsWith(
+          `idmint serve: cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): ${reason}`,
+        ),
+        result.stderr,
+      );
       assert.equal(result.stderr.split('\n').length, 2, result.stderr);
     }
   });

@@ -6,7 +6,13 @@ import { runIdmint } from './support/cli.ts';
 describe('idmint CLI', () => {
   it('next --count 100000 prints 100000 distinct, strictly increasing IDs of this worker', async () => {
     const started = Date.now();
-    const { code, stdout, stderr } = await runIdmint(['next', '--count', '100000', '--worker', '17']);
+    const { code, stdout, stderr } = await runIdmint([
+      'next',
+      '--count',
+      '100000',
+      '--worker',
+      '17',
+    ]);
     assert.equal(code, 0, stderr);
     assert.equal(stderr, '');
     const lines = stdout.trimEnd().split('\n');
@@ -20,7 +26,10 @@ describe('idmint CLI', () => {
     }
     const parts = decomposeId(lines[0], getLayout('idmint'));
     assert.equal(parts.workerId, 17);
-    assert.ok(parts.timestamp >= started - 5 && parts.timestamp <= Date.now(), `timestamp ${parts.timestamp} not within the run`);
+    assert.ok(
+      parts.timestamp >= started - 5 && parts.timestamp <= Date.now(),
+      `timestamp ${parts.timestamp} not within the run`,
+    );
   });
 
   it('next defaults to one ID and honours --layout', async () => {
@@ -32,7 +41,11 @@ describe('idmint CLI', () => {
   });
 
   it('decode prints the parts human-readable and as JSON', async () => {
-    const id = ((BigInt(Date.UTC(2026, 2, 3, 4, 5, 6, 789) - Date.UTC(2026, 0, 1)) << 22n) | (9n << 12n) | 77n).toString();
+    const id = (
+      (BigInt(Date.UTC(2026, 2, 3, 4, 5, 6, 789) - Date.UTC(2026, 0, 1)) << 22n) |
+      (9n << 12n) |
+      77n
+    ).toString();
     const text = await runIdmint(['decode', id]);
     assert.equal(text.code, 0);
     assert.match(text.stdout, /timestamp\s+\d+ \(2026-03-03T04:05:06\.789Z\)/);
@@ -69,7 +82,16 @@ describe('idmint CLI', () => {
     }
     const serve = (await runIdmint(['help', 'serve'])).stdout;
     assert.match(serve, /--segment-store V\s+IDMINT_SEGMENT_STORE/);
-    for (const other of ['--count', '--step', '--start-id', '--json', '--store URL', '--timeout MS', '--worker W', '--description']) {
+    for (const other of [
+      '--count',
+      '--step',
+      '--start-id',
+      '--json',
+      '--store URL',
+      '--timeout MS',
+      '--worker W',
+      '--description',
+    ]) {
       assert.ok(!serve.includes(other), `serve's help shows ${other}`);
     }
   });
@@ -83,7 +105,10 @@ describe('idmint CLI', () => {
   });
 
   const failures: [string[], RegExp][] = [
-    [['next', '--count', '0'], /^idmint next: --count must be an integer from 1 to 10000000, got "0"\n$/],
+    [
+      ['next', '--count', '0'],
+      /^idmint next: --count must be an integer from 1 to 10000000, got "0"\n$/,
+    ],
     [['next', '--count', '12abc'], /--count must be an integer/],
     [['next', '--worker', '1024'], /--worker must be an integer from 0 to 1023, got "1024"/],
     [
@@ -100,11 +125,23 @@ describe('idmint CLI', () => {
     [['frobnicate'], /unknown command "frobnicate"/],
     [['help', 'frobnicate'], /unknown command "frobnicate"/],
     // A negative number after a flag is that flag's value, and gets idmint's own message.
-    [['next', '--count', '-5'], /^idmint next: --count must be an integer from 1 to 10000000, got "-5"\n$/],
-    [['next', '-n', '-5'], /^idmint next: --count must be an integer from 1 to 10000000, got "-5"\n$/],
-    [['next', '--worker', '-1'], /^idmint next: --worker must be an integer from 0 to 1023, got "-1"\n$/],
+    [
+      ['next', '--count', '-5'],
+      /^idmint next: --count must be an integer from 1 to 10000000, got "-5"\n$/,
+    ],
+    [
+      ['next', '-n', '-5'],
+      /^idmint next: --count must be an integer from 1 to 10000000, got "-5"\n$/,
+    ],
+    [
+      ['next', '--worker', '-1'],
+      /^idmint next: --worker must be an integer from 0 to 1023, got "-1"\n$/,
+    ],
     [['next', '--datacenter', '-0.5'], /^idmint next: --datacenter must be an integer/],
-    [['config', 'check', '--port', '-1'], /^idmint config: invalid configuration: port = "-1" \(from --port\): must be an integer from 0 to 65535\n$/],
+    [
+      ['config', 'check', '--port', '-1'],
+      /^idmint config: invalid configuration: port = "-1" \(from --port\): must be an integer from 0 to 65535\n$/,
+    ],
   ];
   for (const [args, message] of failures) {
     it(`exits 2 with a one-line message for: idmint ${args.join(' ')}`, async () => {

@@ -28,13 +28,22 @@ async function servers(n: number) {
     const server = await testServer({ port: 0, segment: { store }, snowflake: { enabled: false } });
     list.push({ server, url: await server.listen() });
   }
-  const created = await fetch(`${list[0]?.url}/v1/tags`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tag: 'orders', step: 50 }) });
+  const created = await fetch(`${list[0]?.url}/v1/tags`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ tag: 'orders', step: 50 }),
+  });
   assert.equal(created.status, 201);
   return list;
 }
 
 /** Draws `count` IDs the way a caller does, asserting each is new and above the one before. */
-async function drawChecked(client: IdMintClient, count: number, seen: Set<bigint>, last: { id: bigint }): Promise<void> {
+async function drawChecked(
+  client: IdMintClient,
+  count: number,
+  seen: Set<bigint>,
+  last: { id: bigint },
+): Promise<void> {
   for (let i = 0; i < count; i++) {
     const id = client.nextIdSync('orders') ?? (await client.nextId('orders'));
     assert.ok(!seen.has(id), `ID ${id} issued twice`);
@@ -45,31 +54,42 @@ async function drawChecked(client: IdMintClient, count: number, seen: Set<bigint
 }
 
 /** A proxy that holds each answer of `target` for `delayMs` and records the ranges it carried. */
-async function slowProxy(target: string, delayMs: number): Promise<{ url: string; ranges: { start: bigint; end: bigint }[]; server: Server }> {
+async function slowProxy(
+  target: string,
+  delayMs: number,
+): Promise<{ url: string; ranges: { start: bigint; end: bigint }[]; server: Server }> {
   const ranges: { start: bigint; end: bigint }[] = [];
   const server = createServer((req, res) => {
-    const upstream = httpRequest(`${target}${req.url ?? '/'}`, { method: req.method, headers: req.headers }, (answer) => {
-      const chunks: Buffer[] = [];
-      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
-      answer.on('end', () => {
-        const body = Buffer.concat(chunks).toString('utf8');
-        if (answer.statusCode === 200 && body.includes('"start"')) {
-          const range = JSON.parse(body) as { start: string; end: string };
-          ranges.push({ start: BigInt(range.start), end: BigInt(range.end) });
-        }
-        setTimeout(() => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          res.end(body);
-        }, delayMs).unref();
-      });
-    });
+    const upstream = httpRequest(
+      `${target}${req.url ?? '/'}`,
+      { method: req.method, headers: req.headers },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          if (answer.statusCode === 200 && body.includes('"start"')) {
+            const range = JSON.parse(body) as { start: string; end: string };
+            ranges.push({ start: BigInt(range.start), end: BigInt(range.end) });
+          }
+          setTimeout(() => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            res.end(body);
+          }, delayMs).unref();
+        });
+      },
+    );
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
   });
   server.on('clientError', (_error, socket) => socket.destroy());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
-  return { url: `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`, ranges, server };
+  return {
+    url: `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`,
+    ranges,
+    server,
+  };
 }
 
 describe('IdMintClient local mode', () => {
@@ -77,7 +97,10 @@ describe('IdMintClient local mode', () => {
     const [one] = await servers(1);
     assert.ok(one);
     try {
-      const client = new IdMintClient({ url: one.url, local: { initialSize: 100, minSize: 10, maxSize: 1000, rangeDurationMs: 60_000 } });
+      const client = new IdMintClient({
+        url: one.url,
+        local: { initialSize: 100, minSize: 10, maxSize: 1000, rangeDurationMs: 60_000 },
+      });
       assert.equal(client.nextIdSync('orders'), undefined, 'nothing held before the first range');
       const seen = new Set<bigint>();
       const last = { id: 0n };
@@ -88,7 +111,10 @@ describe('IdMintClient local mode', () => {
       assert.ok(sync >= 1, 'IDs of a held range come without a Promise');
       await drawChecked(client, 3000, seen, last);
       const stats = client.localStats().tags[0];
-      assert.ok(stats !== undefined && stats.size > 100, `ranges fetched fast grow (size ${stats?.size})`);
+      assert.ok(
+        stats !== undefined && stats.size > 100,
+        `ranges fetched fast grow (size ${stats?.size})`,
+      );
       assert.ok(stats.size <= 1000, 'up to maxSize');
     } finally {
       await one.server.close();
@@ -100,7 +126,11 @@ describe('IdMintClient local mode', () => {
     assert.ok(a && b);
     const slow = await slowProxy(a.url, 600);
     try {
-      const client = new IdMintClient({ urls: [slow.url, b.url], timeoutMs: 200, local: { initialSize: 20, minSize: 20, maxSize: 20, backoffMs: 60_000, firstServer: 0 } });
+      const client = new IdMintClient({
+        urls: [slow.url, b.url],
+        timeoutMs: 200,
+        local: { initialSize: 20, minSize: 20, maxSize: 20, backoffMs: 60_000, firstServer: 0 },
+      });
       const seen = new Set<bigint>();
       const last = { id: 0n };
       // The slow server is asked first: it reserves a range, the client gives up on it and moves on.
@@ -109,7 +139,11 @@ describe('IdMintClient local mode', () => {
       await drawChecked(client, 100, seen, last);
       assert.ok(slow.ranges.length >= 1, 'the slow server reserved a range the client gave up on');
       for (const range of slow.ranges) {
-        for (const id of seen) assert.ok(id < range.start || id >= range.end, `ID ${id} came from a range answered after the timeout`);
+        for (const id of seen)
+          assert.ok(
+            id < range.start || id >= range.end,
+            `ID ${id} came from a range answered after the timeout`,
+          );
       }
       const states = client.localStats().servers;
       assert.equal(states[0]?.down, true, 'the slow server is marked down');
@@ -127,9 +161,24 @@ describe('IdMintClient local mode', () => {
     let server = await testServer({ port: 0, segment: { store }, snowflake: { enabled: false } });
     const url = await server.listen();
     const port = new URL(url).port;
-    await fetch(`${url}/v1/tags`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tag: 'orders', step: 1000 }) });
+    await fetch(`${url}/v1/tags`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ tag: 'orders', step: 1000 }),
+    });
     try {
-      const client = new IdMintClient({ url, timeoutMs: 500, local: { initialSize: 100, minSize: 100, maxSize: 100, prefetchThreshold: 0.5, backoffMs: 50, maxBackoffMs: 100 } });
+      const client = new IdMintClient({
+        url,
+        timeoutMs: 500,
+        local: {
+          initialSize: 100,
+          minSize: 100,
+          maxSize: 100,
+          prefetchThreshold: 0.5,
+          backoffMs: 50,
+          maxBackoffMs: 100,
+        },
+      });
       const seen = new Set<bigint>();
       const last = { id: 0n };
       await drawChecked(client, 60, seen, last); // past the threshold: the second range is fetched
@@ -139,10 +188,20 @@ describe('IdMintClient local mode', () => {
       await server.close();
       // Every held ID still comes, synchronously or not, with no server.
       await drawChecked(client, held, seen, last);
-      await assert.rejects(client.nextId('orders'), (error) => isIdMintError(error, 'RANGES_EXHAUSTED') && error.retryable && /no idmint server answered/.test(error.message));
+      await assert.rejects(
+        client.nextId('orders'),
+        (error) =>
+          isIdMintError(error, 'RANGES_EXHAUSTED') &&
+          error.retryable &&
+          /no idmint server answered/.test(error.message),
+      );
       assert.equal(client.nextIdSync('orders'), undefined);
       // The server returns on the same port (same store): the client recovers by itself.
-      server = await testServer({ port: Number(port), segment: { store }, snowflake: { enabled: false } });
+      server = await testServer({
+        port: Number(port),
+        segment: { store },
+        snowflake: { enabled: false },
+      });
       await server.listen();
       let recovered: bigint | undefined;
       for (let attempt = 0; attempt < 50 && recovered === undefined; attempt++) {
@@ -151,7 +210,10 @@ describe('IdMintClient local mode', () => {
           return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 50));
         });
       }
-      assert.ok(recovered !== undefined && !seen.has(recovered) && recovered > last.id, `recovered with a new ID (${recovered})`);
+      assert.ok(
+        recovered !== undefined && !seen.has(recovered) && recovered > last.id,
+        `recovered with a new ID (${recovered})`,
+      );
     } finally {
       await server.close();
     }
@@ -177,16 +239,23 @@ describe('IdMintClient local mode', () => {
     const recording: typeof fetch = async (input, init) => {
       const response = await fetch(input, init);
       if (response.ok && String(input).includes('/range?')) {
-        const body = (await response.clone().json()) as { start: string; end: string; stride: number };
+        const body = (await response.clone().json()) as {
+          start: string;
+          end: string;
+          stride: number;
+        };
         runs.push({ start: BigInt(body.start), end: BigInt(body.end) });
-        for (let id = BigInt(body.start); id < BigInt(body.end); id += BigInt(body.stride)) received.add(id);
+        for (let id = BigInt(body.start); id < BigInt(body.end); id += BigInt(body.stride))
+          received.add(id);
       }
       return response;
     };
     const others: bigint[] = [];
     const other = async (count: number) => {
       if (count === 0) return;
-      const answer = (await (await fetch(`${url}/v1/segment/orders?count=${count}`)).json()) as { ids: string[] };
+      const answer = (await (await fetch(`${url}/v1/segment/orders?count=${count}`)).json()) as {
+        ids: string[];
+      };
       for (const id of answer.ids) others.push(BigInt(id));
     };
     try {
@@ -232,16 +301,27 @@ describe('IdMintClient local mode', () => {
     }
   });
 
-  it('passes on a server\'s own error (unknown tag) without marking it down, and checks its options', async () => {
+  it("passes on a server's own error (unknown tag) without marking it down, and checks its options", async () => {
     const [one] = await servers(1);
     assert.ok(one);
     try {
       const client = new IdMintClient({ url: one.url });
-      await assert.rejects(client.nextId('ghost'), (error) => isIdMintError(error, 'TAG_NOT_FOUND'));
+      await assert.rejects(client.nextId('ghost'), (error) =>
+        isIdMintError(error, 'TAG_NOT_FOUND'),
+      );
       assert.equal(client.localStats().servers[0]?.down, false);
-      await assert.rejects(client.nextId(''), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /tag must be/.test(error.message));
-      assert.throws(() => new IdMintClient({ url: one.url, local: { minSize: 0 } }), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /local\.minSize/.test(error.message));
-      assert.throws(() => new IdMintClient({ urls: [] }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+      await assert.rejects(
+        client.nextId(''),
+        (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /tag must be/.test(error.message),
+      );
+      assert.throws(
+        () => new IdMintClient({ url: one.url, local: { minSize: 0 } }),
+        (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /local\.minSize/.test(error.message),
+      );
+      assert.throws(
+        () => new IdMintClient({ urls: [] }),
+        (error) => isIdMintError(error, 'INVALID_ARGUMENT'),
+      );
     } finally {
       await one.server.close();
     }
@@ -251,6 +331,9 @@ describe('IdMintClient local mode', () => {
     const { urls } = modulesLoadedBy("await import('./src/client/client.ts');");
     const builtins = urls.filter((url) => url.startsWith('node:'));
     assert.deepEqual(builtins, []);
-    assert.ok(urls.some((url) => url.endsWith('/src/client/local-ranges.ts')), 'the import log saw the client modules');
+    assert.ok(
+      urls.some((url) => url.endsWith('/src/client/local-ranges.ts')),
+      'the import log saw the client modules',
+    );
   });
 });

@@ -10,12 +10,31 @@ const ADMIN = 'admin-token-0123456789';
 
 describe('IdMintClient against a real server socket', () => {
   it('draws IDs from both modes, decodes, and administers tags', async () => {
-    const server = await testServer({ port: 0, snowflake: { registry: 'static:5' }, auth: { adminToken: ADMIN } });
+    const server = await testServer({
+      port: 0,
+      snowflake: { registry: 'static:5' },
+      auth: { adminToken: ADMIN },
+    });
     const url = await server.listen();
     try {
       const client = new IdMintClient({ url: `${url}/`, token: ADMIN });
-      const created = await client.createTag({ tag: 'order', step: 100, startId: 10n, description: 'Orders' });
-      assert.deepEqual({ ...created, updatedAt: null }, { tag: 'order', maxId: '10', step: 100, description: 'Orders', updatedAt: null, opaque: false });
+      const created = await client.createTag({
+        tag: 'order',
+        step: 100,
+        startId: 10n,
+        description: 'Orders',
+      });
+      assert.deepEqual(
+        { ...created, updatedAt: null },
+        {
+          tag: 'order',
+          maxId: '10',
+          step: 100,
+          description: 'Orders',
+          updatedAt: null,
+          opaque: false,
+        },
+      );
       assert.equal(await client.segment('order'), '10');
       assert.deepEqual(await client.segmentBatch('order', 3), ['11', '12', '13']);
       const one = await client.snowflake();
@@ -28,24 +47,40 @@ describe('IdMintClient against a real server socket', () => {
       assert.equal(parts.id, one);
       assert.equal((await client.updateTag('order', { step: 500 })).step, 500);
       assert.equal((await client.getTag('order')).step, 500);
-      assert.deepEqual((await client.listTags()).map((t) => t.tag), ['order']);
-      assert.deepEqual(await client.readiness(), { ready: true, checks: { accepting: 'ok', snowflake: 'ok' } });
+      assert.deepEqual(
+        (await client.listTags()).map((t) => t.tag),
+        ['order'],
+      );
+      assert.deepEqual(await client.readiness(), {
+        ready: true,
+        checks: { accepting: 'ok', snowflake: 'ok' },
+      });
     } finally {
       await server.close();
     }
   });
 
-  it('throws the server\'s error code, with the status in details', async () => {
+  it("throws the server's error code, with the status in details", async () => {
     const server = await testServer({ port: 0, auth: { adminToken: ADMIN } });
     const url = await server.listen();
     try {
       const anonymous = new IdMintClient({ url });
-      await assert.rejects(anonymous.segment('order'), (error) => isIdMintError(error, 'UNAUTHORIZED') && error.details?.['status'] === 401);
+      await assert.rejects(
+        anonymous.segment('order'),
+        (error) => isIdMintError(error, 'UNAUTHORIZED') && error.details?.['status'] === 401,
+      );
       const client = new IdMintClient({ url, token: ADMIN });
-      await assert.rejects(client.segment('ghost'), (error) => isIdMintError(error, 'TAG_NOT_FOUND') && /ghost/.test(error.message));
-      await assert.rejects(client.segmentBatch('x', 0), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+      await assert.rejects(
+        client.segment('ghost'),
+        (error) => isIdMintError(error, 'TAG_NOT_FOUND') && /ghost/.test(error.message),
+      );
+      await assert.rejects(client.segmentBatch('x', 0), (error) =>
+        isIdMintError(error, 'INVALID_ARGUMENT'),
+      );
       await client.createTag({ tag: 'dup', step: 1 });
-      await assert.rejects(client.createTag({ tag: 'dup', step: 1 }), (error) => isIdMintError(error, 'TAG_EXISTS'));
+      await assert.rejects(client.createTag({ tag: 'dup', step: 1 }), (error) =>
+        isIdMintError(error, 'TAG_EXISTS'),
+      );
     } finally {
       await server.close();
     }
@@ -53,7 +88,10 @@ describe('IdMintClient against a real server socket', () => {
 
   it('retries a retryable answer (503 with Retry-After) and gives up after its retries', async () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
-    const server = await testServer({ port: 0, snowflake: { clock: 'system', rollback: { policy: 'refuse' } } }, { clock });
+    const server = await testServer(
+      { port: 0, snowflake: { clock: 'system', rollback: { policy: 'refuse' } } },
+      { clock },
+    );
     const url = await server.listen();
     try {
       const client = new IdMintClient({ url, retries: 3, maxRetryDelayMs: 50 });
@@ -69,7 +107,11 @@ describe('IdMintClient against a real server socket', () => {
           return fetch(input, init);
         },
       });
-      await assert.rejects(counting.snowflake(), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && error.details?.['retryAfterMs'] === 2000);
+      await assert.rejects(
+        counting.snowflake(),
+        (error) =>
+          isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && error.details?.['retryAfterMs'] === 2000,
+      );
       assert.equal(attempts, 3);
       // The clock comes back while the client waits between attempts: the call succeeds.
       setTimeout(() => clock.advance(2001), 20);
@@ -85,9 +127,22 @@ describe('IdMintClient against a real server socket', () => {
     await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
     const port = (probe.address() as { port: number }).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
-    const client = new IdMintClient({ url: `http://127.0.0.1:${port}`, retries: 1, maxRetryDelayMs: 1 });
-    await assert.rejects(client.snowflake(), (error) => isIdMintError(error, 'SERVER_UNAVAILABLE') && error.retryable);
-    assert.throws(() => new IdMintClient({ url: 'ftp://x' }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
-    assert.throws(() => new IdMintClient({ url: 'nope' }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+    const client = new IdMintClient({
+      url: `http://127.0.0.1:${port}`,
+      retries: 1,
+      maxRetryDelayMs: 1,
+    });
+    await assert.rejects(
+      client.snowflake(),
+      (error) => isIdMintError(error, 'SERVER_UNAVAILABLE') && error.retryable,
+    );
+    assert.throws(
+      () => new IdMintClient({ url: 'ftp://x' }),
+      (error) => isIdMintError(error, 'INVALID_ARGUMENT'),
+    );
+    assert.throws(
+      () => new IdMintClient({ url: 'nope' }),
+      (error) => isIdMintError(error, 'INVALID_ARGUMENT'),
+    );
   });
 });

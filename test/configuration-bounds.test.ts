@@ -27,12 +27,18 @@ it('a server starts with every numeric key at the largest value the configuratio
   const values: Record<string, unknown> = {};
   const atMaximum: string[] = [];
   for (const key of configKeys()) {
-    const schema = key.schema as { type?: string; maximum?: number; anyOf?: { maximum?: number }[] };
-    const maximum = schema.maximum ?? schema.anyOf?.map((s) => s.maximum ?? 0).reduce((a, b) => Math.max(a, b));
+    const schema = key.schema as {
+      type?: string;
+      maximum?: number;
+      anyOf?: { maximum?: number }[];
+    };
+    const maximum =
+      schema.maximum ?? schema.anyOf?.map((s) => s.maximum ?? 0).reduce((a, b) => Math.max(a, b));
     if (maximum === undefined) continue;
     if (key.key in ruled) continue;
     // A bound of another policy would be refused as having no effect; they are tried below.
-    if (['snowflake.rollback.maxLeadMs', 'snowflake.rollback.historyMs'].includes(key.key)) continue;
+    if (['snowflake.rollback.maxLeadMs', 'snowflake.rollback.historyMs'].includes(key.key))
+      continue;
     setAt(values, key.key, maximum);
     atMaximum.push(key.key);
   }
@@ -49,7 +55,10 @@ it('a server starts with every numeric key at the largest value the configuratio
   }
 
   // The other policies' bounds at their maxima, where the rules allow them.
-  for (const rollback of [{ policy: 'history', historyMs: 600_000 }, { policy: 'borrow', maxLeadMs: 598_000 }]) {
+  for (const rollback of [
+    { policy: 'history', historyMs: 600_000 },
+    { policy: 'borrow', maxLeadMs: 598_000 },
+  ]) {
     const other = await testServer({ snowflake: { clock: 'system', rollback } });
     try {
       assert.equal((await other.app.inject('/v1/snowflake?count=3')).statusCode, 200);

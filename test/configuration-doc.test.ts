@@ -20,12 +20,32 @@ function docMeaning(doc: string, allowed: string): string {
 it('docs/configuration.md lists every configuration key with its variable, flag, default and what it allows', () => {
   const doc = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
   const rows = new Map<string, string[]>();
-  for (const match of doc.matchAll(/^\| `([a-zA-Z.]+)` \| `(IDMINT_[A-Z0-9_]+)` \| `(--[a-z-]+)` \| ([^|]+) \| (.+) \|$/gm)) {
-    rows.set(match[1] ?? '', [match[2] ?? '', match[3] ?? '', (match[4] ?? '').trim(), (match[5] ?? '').trim()]);
+  for (const match of doc.matchAll(
+    /^\| `([a-zA-Z.]+)` \| `(IDMINT_[A-Z0-9_]+)` \| `(--[a-z-]+)` \| ([^|]+) \| (.+) \|$/gm,
+  )) {
+    rows.set(match[1] ?? '', [
+      match[2] ?? '',
+      match[3] ?? '',
+      (match[4] ?? '').trim(),
+      (match[5] ?? '').trim(),
+    ]);
   }
   for (const key of configKeys()) {
-    assert.deepEqual(rows.get(key.key), [key.spec.env, `--${key.flag}`, docDefault(key.spec.default), docMeaning(key.spec.doc, key.spec.allowed)], `docs/configuration.md row for ${key.key}`);
+    assert.deepEqual(
+      rows.get(key.key),
+      [
+        key.spec.env,
+        `--${key.flag}`,
+        docDefault(key.spec.default),
+        docMeaning(key.spec.doc, key.spec.allowed),
+      ],
+      `docs/configuration.md row for ${key.key}`,
+    );
   }
   const known = new Set(configKeys().map((k) => k.key));
-  assert.deepEqual([...rows.keys()].filter((key) => !known.has(key)), [], 'documented keys that do not exist');
+  assert.deepEqual(
+    [...rows.keys()].filter((key) => !known.has(key)),
+    [],
+    'documented keys that do not exist',
+  );
 });

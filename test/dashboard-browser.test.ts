@@ -22,7 +22,10 @@ const WAIT_MS = 30_000;
 const skip = browserSkipReason();
 
 /** A server listening on a free loopback port, serving the dashboard built for this file. */
-async function dashboardServer(assets: string, values: Record<string, unknown> = {}): Promise<{ server: TestServer; url: string }> {
+async function dashboardServer(
+  assets: string,
+  values: Record<string, unknown> = {},
+): Promise<{ server: TestServer; url: string }> {
   const server = await testServer({ port: 0, ...values }, { dashboardDir: assets });
   return { server, url: await server.listen() };
 }
@@ -67,15 +70,21 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
     if (assets !== undefined) rmSync(assets, { recursive: true, force: true });
   });
 
-  it('loads with no console error, light and dark, at 1280 px and on a phone, and is usable by keyboard', { timeout: 120_000 }, async () => {
+  it('loads with no console error, light and dark, at 1280 px and on a phone, and is usable by keyboard', {
+    timeout: 120_000,
+  }, async () => {
     const { server, url } = await dashboardServer(assets);
     const client = new IdMintClient({ url, retries: 0 });
     try {
-      for (const tag of ['orders', 'payments', 'a-rather-long-tag-name.with.parts:v2']) await client.createTag({ tag, step: 100 });
+      for (const tag of ['orders', 'payments', 'a-rather-long-tag-name.with.parts:v2'])
+        await client.createTag({ tag, step: 100 });
       await client.segmentBatch('orders', 5);
       const backgrounds = new Map<string, string>();
       for (const colorScheme of ['light', 'dark'] as const) {
-        for (const viewport of [{ width: 1280, height: 900 }, { width: 390, height: 844 }]) {
+        for (const viewport of [
+          { width: 1280, height: 900 },
+          { width: 390, height: 844 },
+        ]) {
           const context = await browser.newContext({ viewport, colorScheme });
           const page = await context.newPage();
           const problems = watchProblems(page);
@@ -87,10 +96,22 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
             // A few more polls, so a failure of a later one would show too.
             const position = cell(page, 'orders', 'position');
             assert.equal(await position.textContent(), '6');
-            await page.waitForFunction(() => document.querySelectorAll('.chart canvas').length >= 2, undefined, { timeout: WAIT_MS });
-            const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-            assert.ok(overflow <= 0, `${colorScheme} ${viewport.width} px: the page is ${overflow} px wider than the viewport`);
-            backgrounds.set(colorScheme, await page.evaluate(() => getComputedStyle(document.body).backgroundColor));
+            await page.waitForFunction(
+              () => document.querySelectorAll('.chart canvas').length >= 2,
+              undefined,
+              { timeout: WAIT_MS },
+            );
+            const overflow = await page.evaluate(
+              () => document.documentElement.scrollWidth - window.innerWidth,
+            );
+            assert.ok(
+              overflow <= 0,
+              `${colorScheme} ${viewport.width} px: the page is ${overflow} px wider than the viewport`,
+            );
+            backgrounds.set(
+              colorScheme,
+              await page.evaluate(() => getComputedStyle(document.body).backgroundColor),
+            );
             assert.deepEqual(problems.errors, [], `${colorScheme} ${viewport.width} px`);
           } finally {
             await context.close();
@@ -108,22 +129,36 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
         const reached: string[] = [];
         for (let i = 0; i < 25; i++) {
           await page.keyboard.press('Tab');
-          reached.push(await page.evaluate(() => {
-            const element = document.activeElement as HTMLElement | null;
-            return element === null ? '' : `${element.tagName.toLowerCase()}:${element.id || element.textContent?.trim() || ''}`;
-          }));
+          reached.push(
+            await page.evaluate(() => {
+              const element = document.activeElement as HTMLElement | null;
+              return element === null
+                ? ''
+                : `${element.tagName.toLowerCase()}:${element.id || element.textContent?.trim() || ''}`;
+            }),
+          );
         }
-        assert.ok(reached.includes('input:tag-search'), `Tab reaches the search box: ${reached.join(', ')}`);
+        assert.ok(
+          reached.includes('input:tag-search'),
+          `Tab reaches the search box: ${reached.join(', ')}`,
+        );
         const rateSort = reached.find((r) => r.startsWith('button:IDs/s'));
         assert.ok(rateSort !== undefined, `Tab reaches the sort buttons: ${reached.join(', ')}`);
         await page.getByRole('button', { name: /^IDs\/s/ }).focus();
         await page.keyboard.press('Enter');
-        await page.locator('th[aria-sort="descending"]', { hasText: 'IDs/s' }).waitFor({ timeout: WAIT_MS });
+        await page
+          .locator('th[aria-sort="descending"]', { hasText: 'IDs/s' })
+          .waitFor({ timeout: WAIT_MS });
         await page.keyboard.press('Enter');
-        await page.locator('th[aria-sort="ascending"]', { hasText: 'IDs/s' }).waitFor({ timeout: WAIT_MS });
+        await page
+          .locator('th[aria-sort="ascending"]', { hasText: 'IDs/s' })
+          .waitFor({ timeout: WAIT_MS });
         // The focus stays on the button across refreshes (keyed rows, no re-mount).
         await page.waitForTimeout(0);
-        assert.match(await page.evaluate(() => document.activeElement?.textContent ?? ''), /^IDs\/s/);
+        assert.match(
+          await page.evaluate(() => document.activeElement?.textContent ?? ''),
+          /^IDs\/s/,
+        );
         // A tag drawn from shows the step of its latest range; one not yet drawn from (step 0 in
         // the status) its configured step, which its first load takes, marked as such.
         const stepCell = async (tag: string) =>
@@ -132,13 +167,21 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
         assert.equal(await stepCell('payments'), '100configured');
         // Search narrows the table on the server's side.
         await page.locator('#tag-search').fill('pay');
-        await page.waitForFunction(() => document.querySelectorAll('tr[data-tag]').length === 1, undefined, { timeout: WAIT_MS });
+        await page.waitForFunction(
+          () => document.querySelectorAll('tr[data-tag]').length === 1,
+          undefined,
+          { timeout: WAIT_MS },
+        );
         assert.equal(await page.locator('tr[data-tag]').getAttribute('data-tag'), 'payments');
         // The count of tags in use beside the total; a tag created on this node is in use here.
         assert.match((await page.locator('#tags-title').textContent()) ?? '', /3 · 3 in use/);
         await page.getByLabel('In use only').check();
         await page.locator('#tag-search').fill('');
-        await page.waitForFunction(() => document.querySelectorAll('tr[data-tag]').length === 3, undefined, { timeout: WAIT_MS });
+        await page.waitForFunction(
+          () => document.querySelectorAll('tr[data-tag]').length === 3,
+          undefined,
+          { timeout: WAIT_MS },
+        );
         assert.deepEqual(problems.errors, []);
       } finally {
         await page.close();
@@ -148,7 +191,9 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
     }
   });
 
-  it('under load from a client, the IDs/s and the range positions change between two reads', { timeout: 120_000 }, async () => {
+  it('under load from a client, the IDs/s and the range positions change between two reads', {
+    timeout: 120_000,
+  }, async () => {
     const { server, url } = await dashboardServer(assets);
     const client = new IdMintClient({ url, retries: 0 });
     let drawing = true;
@@ -171,24 +216,44 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
         }
       })();
       await page.waitForFunction(
-        (previous) => document.querySelector('tr[data-tag="busy"] [data-testid="position"]')?.textContent !== previous,
+        (previous) =>
+          document.querySelector('tr[data-tag="busy"] [data-testid="position"]')?.textContent !==
+          previous,
         before,
         { timeout: WAIT_MS },
       );
       // The one ID drawn before the page opened is about 1 ID/s: the load makes it hundreds.
       await page.waitForFunction(
         () => {
-          const text = document.querySelector('tr[data-tag="busy"] [data-testid="tag-rate"]')?.textContent ?? '0';
+          const text =
+            document.querySelector('tr[data-tag="busy"] [data-testid="tag-rate"]')?.textContent ??
+            '0';
           const scale = text.endsWith('k') ? 1000 : text.endsWith('M') ? 1e6 : 1;
           return Number.parseFloat(text.replace(/,/g, '')) * scale > 20;
         },
         undefined,
         { timeout: WAIT_MS },
       );
-      await page.waitForFunction(() => !['0 IDs/s', '— IDs/s'].includes(document.querySelector('[data-testid="snowflake-rate"]')?.textContent ?? '0 IDs/s'), undefined, { timeout: WAIT_MS });
+      await page.waitForFunction(
+        () =>
+          !['0 IDs/s', '— IDs/s'].includes(
+            document.querySelector('[data-testid="snowflake-rate"]')?.textContent ?? '0 IDs/s',
+          ),
+        undefined,
+        { timeout: WAIT_MS },
+      );
       const first = await position.textContent();
-      await page.waitForFunction((previous) => document.querySelector('tr[data-tag="busy"] [data-testid="position"]')?.textContent !== previous, first, { timeout: WAIT_MS });
-      assert.ok(BigInt((await position.textContent()) ?? '0') > BigInt(first ?? '0'), 'the position moves forwards');
+      await page.waitForFunction(
+        (previous) =>
+          document.querySelector('tr[data-tag="busy"] [data-testid="position"]')?.textContent !==
+          previous,
+        first,
+        { timeout: WAIT_MS },
+      );
+      assert.ok(
+        BigInt((await position.textContent()) ?? '0') > BigInt(first ?? '0'),
+        'the position moves forwards',
+      );
       assert.deepEqual(problems.errors, []);
     } finally {
       drawing = false;
@@ -198,7 +263,9 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
     }
   });
 
-  it('creates and changes tags through the admin dialogs, showing the server\'s own validation errors', { timeout: 120_000 }, async () => {
+  it("creates and changes tags through the admin dialogs, showing the server's own validation errors", {
+    timeout: 120_000,
+  }, async () => {
     const { server, url } = await dashboardServer(assets, { auth: { adminToken: ADMIN } });
     const page = await browser.newPage();
     const problems = watchProblems(page);
@@ -211,12 +278,21 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await dialog.getByLabel('Tag', { exact: true }).fill('made.in.page');
       // What the API itself says about a bad step: the page must show exactly this.
       const expected = async (method: string, path: string, payload: unknown) => {
-        const answer = await server.app.inject({ method: method as 'POST', url: path, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${ADMIN}` } });
+        const answer = await server.app.inject({
+          method: method as 'POST',
+          url: path,
+          payload: payload as Record<string, unknown>,
+          headers: { authorization: `Bearer ${ADMIN}` },
+        });
         assert.equal(answer.statusCode, 400);
         const { error } = answer.json() as { error: { code: string; message: string } };
         return `${error.code}: ${error.message}`;
       };
-      for (const [step, sent] of [['0', 0], ['ten', 'ten'], ['1.5', 1.5]] as const) {
+      for (const [step, sent] of [
+        ['0', 0],
+        ['ten', 'ten'],
+        ['1.5', 1.5],
+      ] as const) {
         await dialog.getByLabel('Step (IDs per range)').fill(step);
         await dialog.getByRole('button', { name: 'Create' }).click();
         const message = await expected('POST', '/v1/tags', { tag: 'made.in.page', step: sent });
@@ -239,7 +315,10 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await page.getByRole('button', { name: 'New tag' }).click();
       await dialog.getByLabel('Tag', { exact: true }).fill('made.in.page');
       await dialog.getByRole('button', { name: 'Create' }).click();
-      await dialog.getByRole('alert').filter({ hasText: /^TAG_EXISTS: / }).waitFor({ timeout: WAIT_MS });
+      await dialog
+        .getByRole('alert')
+        .filter({ hasText: /^TAG_EXISTS: / })
+        .waitFor({ timeout: WAIT_MS });
       await page.keyboard.press('Escape');
       await dialog.waitFor({ state: 'detached', timeout: WAIT_MS });
 
@@ -257,15 +336,25 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await edit.waitFor({ state: 'detached', timeout: WAIT_MS });
       assert.equal((await client.getTag('made.in.page')).step, 75);
       // The browser logs each refused call (400, 409) as a failed resource load: those were meant.
-      assert.deepEqual(problems.errors.filter((e) => !/Failed to load resource: the server responded with a status of (400|409)/.test(e)), []);
+      assert.deepEqual(
+        problems.errors.filter(
+          (e) =>
+            !/Failed to load resource: the server responded with a status of (400|409)/.test(e),
+        ),
+        [],
+      );
     } finally {
       await page.close();
       await server.close();
     }
   });
 
-  it('with auth on, shows no data without a token, and a limited token only its tags and no admin actions', { timeout: 120_000 }, async () => {
-    const { server, url } = await dashboardServer(assets, { auth: { adminToken: ADMIN, tokens: [`${PUBLIC}:public.*`] } });
+  it('with auth on, shows no data without a token, and a limited token only its tags and no admin actions', {
+    timeout: 120_000,
+  }, async () => {
+    const { server, url } = await dashboardServer(assets, {
+      auth: { adminToken: ADMIN, tokens: [`${PUBLIC}:public.*`] },
+    });
     const admin = new IdMintClient({ url, token: ADMIN, retries: 0 });
     const page = await browser.newPage();
     const problems = watchProblems(page);
@@ -277,25 +366,48 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await admin.createTag({ tag: 'secret.alpha', step: 10 });
       await admin.createTag({ tag: 'public.beta', step: 10 });
       await page.goto(`${url}/dashboard`);
-      await page.getByRole('heading', { name: 'This server needs a token' }).waitFor({ timeout: WAIT_MS });
+      await page
+        .getByRole('heading', { name: 'This server needs a token' })
+        .waitFor({ timeout: WAIT_MS });
       const shown = async () => (await page.locator('body').innerText()).toLowerCase();
-      for (const secret of ['secret.alpha', 'public.beta', 'snowflake', 'worker', 'static', 'sqlite']) assert.ok(!(await shown()).includes(secret), `"${secret}" is on the page without a token`);
+      for (const secret of [
+        'secret.alpha',
+        'public.beta',
+        'snowflake',
+        'worker',
+        'static',
+        'sqlite',
+      ])
+        assert.ok(!(await shown()).includes(secret), `"${secret}" is on the page without a token`);
       assert.equal(statusCalls.length, 0, 'no status is even asked for without a token');
 
       // A wrong token: the server's refusal, still nothing else.
       await page.getByLabel('Token', { exact: true }).fill('wrong-token-0123456789');
       await page.getByRole('button', { name: 'Show the dashboard' }).click();
-      await page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED: the bearer token is not valid on this server' }).waitFor({ timeout: WAIT_MS });
-      for (const secret of ['secret.alpha', 'public.beta']) assert.ok(!(await shown()).includes(secret));
+      await page
+        .getByRole('alert')
+        .filter({ hasText: 'UNAUTHORIZED: the bearer token is not valid on this server' })
+        .waitFor({ timeout: WAIT_MS });
+      for (const secret of ['secret.alpha', 'public.beta'])
+        assert.ok(!(await shown()).includes(secret));
 
       await page.getByLabel('Token', { exact: true }).fill(PUBLIC);
       await page.getByRole('button', { name: 'Show the dashboard' }).click();
       await page.locator('tr[data-tag="public.beta"]').waitFor({ timeout: WAIT_MS });
       assert.equal(await page.locator('tr[data-tag]').count(), 1);
       assert.ok(!(await shown()).includes('secret.alpha'));
-      assert.equal(await page.getByRole('button', { name: 'New tag' }).count(), 0, 'no admin action for a non-admin token');
+      assert.equal(
+        await page.getByRole('button', { name: 'New tag' }).count(),
+        0,
+        'no admin action for a non-admin token',
+      );
       assert.equal(await page.getByRole('button', { name: /^Edit / }).count(), 0);
-      assert.deepEqual(problems.errors.filter((e) => !/Failed to load resource: the server responded with a status of 401/.test(e)), []);
+      assert.deepEqual(
+        problems.errors.filter(
+          (e) => !/Failed to load resource: the server responded with a status of 401/.test(e),
+        ),
+        [],
+      );
       assert.ok(statusCalls.includes(401) && statusCalls.at(-1) === 200);
     } finally {
       await page.close();

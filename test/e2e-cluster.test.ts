@@ -10,7 +10,12 @@ import { removeRegistryData } from './support/coordinators.ts';
 import { drawIds, drawn, duplicates } from './support/load.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { startServe, type ServeProcess } from './support/serve-process.ts';
-import { SERVICES, describeWithServices, uniqueName, type ServiceName } from './support/services.ts';
+import {
+  SERVICES,
+  describeWithServices,
+  uniqueName,
+  type ServiceName,
+} from './support/services.ts';
 
 // End to end, over real sockets: `idmint serve` processes started as a user would, sharing a real
 // database and a real coordinator, driven over HTTP by the client SDK.
@@ -44,7 +49,8 @@ const CLUSTERS: readonly Cluster[] = [
 /** An environment with this test's configuration and none of the runner's own IDMINT_ settings. */
 function serverEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('IDMINT_') || key.startsWith('IDMINT_TEST_')) env[key] = value;
+  for (const [key, value] of Object.entries(process.env))
+    if (!key.startsWith('IDMINT_') || key.startsWith('IDMINT_TEST_')) env[key] = value;
   return { ...env, IDMINT_LOG_LEVEL: 'info', ...settings };
 }
 
@@ -62,7 +68,12 @@ for (const cluster of CLUSTERS) {
     const registries: string[] = [];
     const cwd = mkdtempSync(join(tmpdir(), 'idmint-e2e-'));
     /** Configuration for a server of this suite; every test gets a registry cluster of its own. */
-    const settings = (registry: string) => serverEnv({ IDMINT_SEGMENT_STORE: cluster.storeUrl, IDMINT_SEGMENT_TABLE: table, IDMINT_WORKER_REGISTRY: registry });
+    const settings = (registry: string) =>
+      serverEnv({
+        IDMINT_SEGMENT_STORE: cluster.storeUrl,
+        IDMINT_SEGMENT_TABLE: table,
+        IDMINT_WORKER_REGISTRY: registry,
+      });
     const newRegistry = () => {
       const url = cluster.registry(uniqueName('e2e'));
       registries.push(url);
@@ -90,14 +101,23 @@ for (const cluster of CLUSTERS) {
       try {
         const workers = await Promise.all(servers.map(workerOf));
         assert.equal(new Set(workers).size, 3, `worker IDs ${workers.join(', ')} are not distinct`);
-        const ids = await drawIds({ urls: servers.map((s) => s.url), tag: 'order', perMode: 30_000, concurrency: 48 });
+        const ids = await drawIds({
+          urls: servers.map((s) => s.url),
+          tag: 'order',
+          perMode: 30_000,
+          concurrency: 48,
+        });
         assert.deepEqual([...ids.failures], [], 'failed requests');
         assert.ok(ids.segment.length >= 30_000 && ids.snowflake.length >= 30_000);
         assertUnique('segment', ids.segment);
         assertUnique('snowflake', ids.snowflake);
         const layout = getLayout('idmint');
         const seen = new Set(ids.snowflake.map((id) => decomposeId(id, layout).workerId));
-        assert.deepEqual([...seen].sort(), [...workers].sort(), 'every snowflake ID comes from one of the three leased workers');
+        assert.deepEqual(
+          [...seen].sort(),
+          [...workers].sort(),
+          'every snowflake ID comes from one of the three leased workers',
+        );
       } finally {
         const codes = await Promise.all(servers.map((s) => s.stop('SIGTERM')));
         assert.deepEqual(codes, [0, 0, 0], servers.map((s) => s.stderr()).join('\n'));
@@ -109,8 +129,16 @@ for (const cluster of CLUSTERS) {
       const all = drawn();
       const first = await startServe([], { env, cwd });
       let killed = false;
-      const load = drawIds({ urls: [first.url], tag: 'order', perMode: 1_000_000, concurrency: 16, stop: () => killed, into: all });
-      while (all.segment.length + all.snowflake.length < 4000) await new Promise((resolve) => setTimeout(resolve, 10));
+      const load = drawIds({
+        urls: [first.url],
+        tag: 'order',
+        perMode: 1_000_000,
+        concurrency: 16,
+        stop: () => killed,
+        into: all,
+      });
+      while (all.segment.length + all.snowflake.length < 4000)
+        await new Promise((resolve) => setTimeout(resolve, 10));
       assert.equal(await first.stop('SIGKILL'), null);
       killed = true;
       await load;
@@ -118,7 +146,13 @@ for (const cluster of CLUSTERS) {
       assert.ok(before.segment > 0 && before.snowflake > 0);
       const second = await startServe([], { env, cwd });
       try {
-        await drawIds({ urls: [second.url], tag: 'order', perMode: 6000, concurrency: 16, into: all });
+        await drawIds({
+          urls: [second.url],
+          tag: 'order',
+          perMode: 6000,
+          concurrency: 16,
+          into: all,
+        });
       } finally {
         assert.equal(await second.stop('SIGTERM'), 0, second.stderr());
       }
@@ -157,15 +191,29 @@ describe('idmint serve end to end: zero configuration (SQLite, static worker)', 
     for (let round = 0; round < 3; round++) {
       const server = await startServe([], { env, cwd });
       let killed = false;
-      const load = drawIds({ urls: [server.url], tag: 'order', perMode: 1_000_000, concurrency: 16, stop: () => killed, into: all });
+      const load = drawIds({
+        urls: [server.url],
+        tag: 'order',
+        perMode: 1_000_000,
+        concurrency: 16,
+        stop: () => killed,
+        into: all,
+      });
       const target = all.segment.length + all.snowflake.length + 3000;
-      while (all.segment.length + all.snowflake.length < target) await new Promise((resolve) => setTimeout(resolve, 10));
+      while (all.segment.length + all.snowflake.length < target)
+        await new Promise((resolve) => setTimeout(resolve, 10));
       assert.equal(await server.stop('SIGKILL'), null);
       killed = true;
       await load;
     }
-    const workers = new Set(all.snowflake.map((id) => decomposeId(id, getLayout('idmint')).workerId));
-    assert.deepEqual([...workers], [0], 'always worker 0: the restart reuses the worker ID, the hard case');
+    const workers = new Set(
+      all.snowflake.map((id) => decomposeId(id, getLayout('idmint')).workerId),
+    );
+    assert.deepEqual(
+      [...workers],
+      [0],
+      'always worker 0: the restart reuses the worker ID, the hard case',
+    );
     assertUnique('segment', all.segment);
     assertUnique('snowflake', all.snowflake);
   });

@@ -12,7 +12,15 @@ it('every error code is documented in docs/errors.md with its status and retryab
     rows.set(match[1] ?? '', { status: Number(match[2]), retryable: match[3] === 'yes' });
   }
   for (const [code, info] of Object.entries(ERROR_CODES)) {
-    assert.deepEqual(rows.get(code), { status: info.status, retryable: info.retryable }, `docs/errors.md row for ${code}`);
+    assert.deepEqual(
+      rows.get(code),
+      { status: info.status, retryable: info.retryable },
+      `docs/errors.md row for ${code}`,
+    );
   }
-  assert.deepEqual([...rows.keys()].filter((code) => !(code in ERROR_CODES)), [], 'documented codes that do not exist');
+  assert.deepEqual(
+    [...rows.keys()].filter((code) => !(code in ERROR_CODES)),
+    [],
+    'documented codes that do not exist',
+  );
 });

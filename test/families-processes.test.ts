@@ -18,7 +18,11 @@ interface Child {
 }
 
 function startChild(family: string): Child {
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', CHILD, family, String(PER_PROCESS)], { stdio: ['pipe', 'pipe', 'pipe'], timeout: 120_000 });
+  const child = spawn(
+    process.execPath,
+    ['--disable-warning=ExperimentalWarning', CHILD, family, String(PER_PROCESS)],
+    { stdio: ['pipe', 'pipe', 'pipe'], timeout: 120_000 },
+  );
   const out: Buffer[] = [];
   let err = '';
   child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
@@ -27,7 +31,9 @@ function startChild(family: string): Child {
       err += chunk.toString('utf8');
       if (err.includes('ready\n')) resolve();
     });
-    child.on('close', (code) => reject(new Error(`child exited (${String(code)}) before it was ready: ${err}`)));
+    child.on('close', (code) =>
+      reject(new Error(`child exited (${String(code)}) before it was ready: ${err}`)),
+    );
   });
   const done = new Promise<string[]>((resolve, reject) => {
     child.on('error', reject);
@@ -64,20 +70,29 @@ describe(`ID families from ${PROCESSES} OS processes at once, ${PER_PROCESS.toLo
         assert.equal(ids.length, PER_PROCESS);
         for (let i = 0; i < ids.length; i++) {
           const id = ids[i] as string;
-          if (ordered && i > 0 && id <= (ids[i - 1] as string)) assert.fail(`${id} after ${ids[i - 1]} in one process`);
+          if (ordered && i > 0 && id <= (ids[i - 1] as string))
+            assert.fail(`${id} after ${ids[i - 1]} in one process`);
           all.add(id);
         }
         spans.push([time(ids[0] as string), time(ids.at(-1) as string)]);
       }
-      assert.equal(all.size, PROCESSES * PER_PROCESS, `${PROCESSES * PER_PROCESS - all.size} IDs collided across processes`);
+      assert.equal(
+        all.size,
+        PROCESSES * PER_PROCESS,
+        `${PROCESSES * PER_PROCESS - all.size} IDs collided across processes`,
+      );
       if (family === 'objectid') {
-        const randoms = new Set(perProcess.map((ids) => decodeObjectId(ids[0] as string).processRandom));
+        const randoms = new Set(
+          perProcess.map((ids) => decodeObjectId(ids[0] as string).processRandom),
+        );
         assert.equal(randoms.size, PROCESSES, 'each process drew its own 5 random bytes');
       }
       if (ordered || family === 'objectid') {
         // The processes ran at the same time: some two of them issued within a shared time span,
         // so uniqueness rested on the random bits, not on the clock.
-        const overlap = spans.some(([from, to], i) => spans.some(([f2, t2], j) => i !== j && from <= t2 && f2 <= to));
+        const overlap = spans.some(([from, to], i) =>
+          spans.some(([f2, t2], j) => i !== j && from <= t2 && f2 <= to),
+        );
         assert.ok(overlap, `no two processes overlapped in time: ${JSON.stringify(spans)}`);
       }
     });

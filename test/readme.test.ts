@@ -16,7 +16,10 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 /** The shell lines of the README's quick start that talk to the server, with their `# expected` comments. */
 function quickStart(): { command: string; expected: string | undefined }[] {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const section = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('\n## ', readme.indexOf('## Quick start') + 1));
+  const section = readme.slice(
+    readme.indexOf('## Quick start'),
+    readme.indexOf('\n## ', readme.indexOf('## Quick start') + 1),
+  );
   return section
     .split('\n')
     .filter((line) => line.startsWith('curl '))
@@ -24,7 +27,10 @@ function quickStart(): { command: string; expected: string | undefined }[] {
       const hash = line.indexOf('  # ');
       const comment = hash < 0 ? undefined : line.slice(hash + 4).trim();
       // A comment is an exact expected answer unless it describes one ("a ... like ...").
-      return { command: hash < 0 ? line : line.slice(0, hash).trimEnd(), expected: comment !== undefined && !/ like /.test(comment) ? comment : undefined };
+      return {
+        command: hash < 0 ? line : line.slice(0, hash).trimEnd(),
+        expected: comment !== undefined && !/ like /.test(comment) ? comment : undefined,
+      };
     });
 }
 
@@ -34,10 +40,12 @@ it('the README quick start works as written: create a tag, IDs from both modes, 
   const steps = quickStart();
   assert.ok(steps.length >= 5, 'quick start commands found');
   const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('IDMINT_')) env[key] = value;
+  for (const [key, value] of Object.entries(process.env))
+    if (!key.startsWith('IDMINT_')) env[key] = value;
   const server = await startServe([], { cwd: dir, env });
   const host = new URL(server.url).host;
-  const sh = async (command: string) => (await run('sh', ['-c', command.replaceAll('localhost:8080', host)], { cwd: dir })).stdout;
+  const sh = async (command: string) =>
+    (await run('sh', ['-c', command.replaceAll('localhost:8080', host)], { cwd: dir })).stdout;
   try {
     const outputs: string[] = [];
     for (const { command, expected } of steps) {
@@ -74,7 +82,10 @@ const PACKAGE = JSON.parse(readFileSync(new URL('../package.json', import.meta.u
 // consumer (scripts/check-package.sh checks the packed tarball's too).
 it('the package has no install-time script; packing builds it, and so does npm start', () => {
   const { scripts } = PACKAGE;
-  assert.deepEqual(INSTALL_SCRIPTS.filter((name) => scripts[name] !== undefined), []);
+  assert.deepEqual(
+    INSTALL_SCRIPTS.filter((name) => scripts[name] !== undefined),
+    [],
+  );
   assert.equal(scripts['prepack'], 'npm run build');
   assert.match(scripts['start'] ?? '', /^npm run build --silent && /);
 });
@@ -86,15 +97,19 @@ const systemNode = spawnSync('node', ['--version'], { encoding: 'utf8', env: sys
 const systemNpx = spawnSync('npx', ['--version'], { encoding: 'utf8', env: systemEnv });
 const found = systemNode.status === 0 && systemNpx.status === 0;
 const noSystemNpx = found ? undefined : `no system node and npx on ${SYSTEM_PATH}`;
-if (noSystemNpx !== undefined) process.stderr.write(`\n!!! SKIPPING the npx EBADENGINE check: ${noSystemNpx}\n`);
+if (noSystemNpx !== undefined)
+  process.stderr.write(`\n!!! SKIPPING the npx EBADENGINE check: ${noSystemNpx}\n`);
 
 // The README's install section says where npm's EBADENGINE warning appears on an older system
 // Node. npx, run in the clone, links it into its cache (a fresh one here) on first use and checks
 // the link and its target: two blocks, then none on later runs. On a supported system Node, none.
-const EBADENGINE_TITLE = "npx idmint prints npm's EBADENGINE warning as the README says: twice at first, then never";
+const EBADENGINE_TITLE =
+  "npx idmint prints npm's EBADENGINE warning as the README says: twice at first, then never";
 it(EBADENGINE_TITLE, { skip: noSystemNpx ?? false, timeout: 120_000 }, async () => {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-  const install = readme.slice(readme.indexOf('## Install'), readme.indexOf('## Quick start')).replace(/\s+/g, ' ');
+  const install = readme
+    .slice(readme.indexOf('## Install'), readme.indexOf('## Quick start'))
+    .replace(/\s+/g, ' ');
   assert.match(install, /once more, printed twice, the first time `npx idmint` runs in the clone/);
   assert.match(install, /Later `npx idmint` runs print nothing/);
   const [major = 0, minor = 0] = systemNode.stdout.trim().slice(1).split('.').map(Number);
@@ -111,7 +126,11 @@ it(EBADENGINE_TITLE, { skip: noSystemNpx ?? false, timeout: 120_000 }, async () 
     assert.equal(first.stdout.trim(), PACKAGE.version);
     assert.equal(second.stdout.trim(), PACKAGE.version);
     const node = systemNode.stdout.trim();
-    assert.equal(blocks(first.stderr), older ? 2 : 0, `first npx idmint, system Node ${node}:\n${first.stderr}`);
+    assert.equal(
+      blocks(first.stderr),
+      older ? 2 : 0,
+      `first npx idmint, system Node ${node}:\n${first.stderr}`,
+    );
     assert.equal(blocks(second.stderr), 0, `second npx idmint:\n${second.stderr}`);
   } finally {
     rmSync(cache, { recursive: true, force: true });
@@ -142,13 +161,21 @@ async function runSample(code: string, cwd: string): Promise<Map<string, unknown
     .replaceAll("from 'idmint'", `from '${INDEX}'`)
     .replaceAll('<32 hex>', '00112233445566778899aabbccddeeff')
     // The host-wide lock of a static worker ID in the sample's own directory, not the machine's.
-    .replace(/openWorkerRegistry\('(static:[0-9]+)'\)/g, "openWorkerRegistry('$1', { lockDir: './locks' })")
+    .replace(
+      /openWorkerRegistry\('(static:[0-9]+)'\)/g,
+      "openWorkerRegistry('$1', { lockDir: './locks' })",
+    )
     .split('\n');
   const shown: string[] = [];
   const instrumented = lines.map((line) => {
     const match = /^(\s*)(.+?);\s*\/\/.*$/.exec(line);
     const statement = match?.[2] ?? '';
-    if (match === null || /^(const|let|import|export)\b/.test(statement) || statement.startsWith('}')) return line;
+    if (
+      match === null ||
+      /^(const|let|import|export)\b/.test(statement) ||
+      statement.startsWith('}')
+    )
+      return line;
     shown.push((match[2] ?? '').trim());
     return `${match[1]}__show(${shown.length - 1}, ${match[2]});`;
   });
@@ -157,7 +184,9 @@ async function runSample(code: string, cwd: string): Promise<Map<string, unknown
     '(typeof x === "bigint" ? `${x}n` : x instanceof Uint8Array ? { bytes: x.length } : x)));';
   const file = join(cwd, `sample-${shown.length}-${Math.random().toString(36).slice(2)}.ts`);
   writeFileSync(file, `${show}\n${instrumented.join('\n')}\n`);
-  const { stdout } = await run(process.execPath, ['--disable-warning=ExperimentalWarning', file], { cwd });
+  const { stdout } = await run(process.execPath, ['--disable-warning=ExperimentalWarning', file], {
+    cwd,
+  });
   const values = new Map<string, unknown>();
   for (const line of stdout.trim().split('\n').filter(Boolean)) {
     const [n, value] = JSON.parse(line) as [number, unknown];
@@ -172,22 +201,34 @@ it('the README library tour runs as written, and shows what its comments say', a
   const blocks = codeBlocks('Library tour').filter((block) => block.includes("from 'idmint'"));
   const cwd = mkdtempSync(join(tmpdir(), 'idmint-readme-library-'));
   try {
-    const [snowflake, worker, segments, families] = await Promise.all(blocks.map((block) => runSample(block, cwd)));
+    const [snowflake, worker, segments, families] = await Promise.all(
+      blocks.map((block) => runSample(block, cwd)),
+    );
     assert.equal(blocks.length, 4);
     assert.match(String(snowflake?.get('generator.nextString()')), /^[1-9][0-9]{15,18}$/);
     assert.equal((snowflake?.get('generator.nextBatch(1000)') as unknown[]).length, 1000);
-    const parts = snowflake?.get('decomposeId(id)') as { workerId: number; timestamp: number; sequence: number };
+    const parts = snowflake?.get('decomposeId(id)') as {
+      workerId: number;
+      timestamp: number;
+      sequence: number;
+    };
     assert.equal(parts.workerId, 7);
     assert.ok(Math.abs(parts.timestamp - Date.now()) < 60_000, `timestamp ${parts.timestamp}`);
     assert.match(String(worker?.get('worker.next()')), /^[1-9][0-9]{15,18}n$/);
-    assert.equal(segments?.get("segments.nextSync('orders') ?? (await segments.next('orders'))"), '1n');
+    assert.equal(
+      segments?.get("segments.nextSync('orders') ?? (await segments.next('orders'))"),
+      '1n',
+    );
     assert.match(String(families?.get('uuidv7()')), UUID7);
     assert.match(String(families?.get('uuidv4()')), UUID4);
     assert.match(String(families?.get('ulid()')), /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/);
     assert.match(String(families?.get('objectId()')), /^[0-9a-f]{24}$/);
     assert.deepEqual(families?.get('new UuidV7Generator().next()'), { bytes: 16 });
     assert.match(String(families?.get("opaque.encode(1234n, 'orders')")), /^[0-9]{19}$/);
-    assert.equal((families?.get("decodeAny('01K7ZJ3F2V0Q8X3N6W1T5R9B4M')") as { format: string }).format, 'ulid');
+    assert.equal(
+      (families?.get("decodeAny('01K7ZJ3F2V0Q8X3N6W1T5R9B4M')") as { format: string }).format,
+      'ulid',
+    );
   } finally {
     rmSync(cwd, { recursive: true, force: true });
   }
@@ -225,13 +266,18 @@ function checkTourOutput(command: string, stdout: string): void {
   const layout = /--layout ([\w-]+)/.exec(command)?.[1] ?? 'idmint';
   const worker = Number(/--worker (\d+)/.exec(command)?.[1] ?? 0);
   for (const line of lines) assert.equal(decomposeId(line, layout).workerId, worker, command);
-  if (layout === 'js-safe') assert.ok(lines.every((line) => BigInt(line) < 2n ** 53n), command);
+  if (layout === 'js-safe')
+    assert.ok(
+      lines.every((line) => BigInt(line) < 2n ** 53n),
+      command,
+    );
 }
 
 // "idmint next takes its worker ID the way the server does ... beside a running server that holds
 // it, next refuses": the tour's lines as written, in a fresh directory, then beside the quick
 // start's server in that directory.
-const tourTitle = "the README CLI tour's `idmint next` lines run as written, alone and beside a server";
+const tourTitle =
+  "the README CLI tour's `idmint next` lines run as written, alone and beside a server";
 it(tourTitle, { timeout: 180_000 }, async () => {
   const lines = tourNextLines();
   assert.ok(lines.length >= 7, 'tour lines found');
@@ -241,7 +287,11 @@ it(tourTitle, { timeout: 180_000 }, async () => {
   const sh = (command: string) =>
     run('sh', ['-c', command.replace('npx idmint', bin).replace('<32 hex>', KEY)], { cwd }).then(
       ({ stdout }) => ({ code: 0, stdout, stderr: '' }),
-      ({ code, stdout, stderr }: { code: number; stdout: string; stderr: string }) => ({ code, stdout, stderr }),
+      ({ code, stdout, stderr }: { code: number; stdout: string; stderr: string }) => ({
+        code,
+        stdout,
+        stderr,
+      }),
     );
   try {
     for (const { command } of lines) {

@@ -121,7 +121,11 @@ interface FailoverOptions {
  * pointed at it; each old node then draws until it serves from a range of the new primary, and,
  * when `fresh`, a node started at the switch draws beside them.
  */
-async function failover(t: TestContext, backend: ReplicatedBackend, options: FailoverOptions): Promise<Failover> {
+async function failover(
+  t: TestContext,
+  backend: ReplicatedBackend,
+  options: FailoverOptions,
+): Promise<Failover> {
   const pair = await startReplicaPair(backend);
   t.after(() => pair.stop());
   // The one address every node and command uses: the primary now, the promoted replica later.
@@ -137,7 +141,10 @@ async function failover(t: TestContext, backend: ReplicatedBackend, options: Fai
     IDMINT_SNOWFLAKE_ENABLED: 'false',
     ...options.env,
   });
-  for (const args of [['db', 'init'], ['tags', 'create', TAG, '--step', String(STEP)]]) {
+  for (const args of [
+    ['db', 'init'],
+    ['tags', 'create', TAG, '--step', String(STEP)],
+  ]) {
     const done = await runIdmint(args, { env, cwd });
     assert.equal(done.code, 0, `idmint ${args.join(' ')}: ${done.stderr}`);
   }
@@ -152,8 +159,15 @@ async function failover(t: TestContext, backend: ReplicatedBackend, options: Fai
   const failures = new Map<string, number>();
   const before = olds.map((): bigint[] => []);
   /** Each of `from` draws `count` more IDs at once, into its list of `into`. */
-  const drawEach = async (from: readonly ServeProcess[], count: number, into: bigint[][], failed: Failures) => {
-    const drawn = await Promise.all(from.map((node) => drawUntil(node.url, (ids) => ids.length >= count, failed)));
+  const drawEach = async (
+    from: readonly ServeProcess[],
+    count: number,
+    into: bigint[][],
+    failed: Failures,
+  ) => {
+    const drawn = await Promise.all(
+      from.map((node) => drawUntil(node.url, (ids) => ids.length >= count, failed)),
+    );
     drawn.forEach((ids, i) => {
       for (const id of ids) into[i]?.push(id);
     });
@@ -171,7 +185,10 @@ async function failover(t: TestContext, backend: ReplicatedBackend, options: Fai
   const replicaMaxId = await maxIdAt(pair, pair.replica.port, table);
   // The scenario is real: the promoted replica lost allocations whose IDs were issued.
   const highest = max(before.flat());
-  assert.ok(replicaMaxId < highest, `the replica lost no allocation (max_id ${replicaMaxId}, highest ID ${highest})`);
+  assert.ok(
+    replicaMaxId < highest,
+    `the replica lost no allocation (max_id ${replicaMaxId}, highest ID ${highest})`,
+  );
   front.retarget(pair.replica);
   const switchedAt = performance.now();
 
@@ -181,13 +198,20 @@ async function failover(t: TestContext, backend: ReplicatedBackend, options: Fai
   const failuresAfter = new Map<string, number>();
   const fromNewPrimary = (ids: readonly bigint[]) => ids.some((id) => id >= primaryMaxId);
   const recover = async (node: ServeProcess, i: number): Promise<OldNode> => {
-    const enough: Done = (ids) => fromNewPrimary(ids) || performance.now() - switchedAt > RECOVERY_LIMIT_MS;
+    const enough: Done = (ids) =>
+      fromNewPrimary(ids) || performance.now() - switchedAt > RECOVERY_LIMIT_MS;
     const after = await drawUntil(node.url, enough, failuresAfter);
-    const recoveryMs = fromNewPrimary(after) ? Math.round(performance.now() - switchedAt) : Number.POSITIVE_INFINITY;
+    const recoveryMs = fromNewPrimary(after)
+      ? Math.round(performance.now() - switchedAt)
+      : Number.POSITIVE_INFINITY;
     return { node, before: before[i] as bigint[], after, recoveryMs };
   };
-  const drawFresh = async () => drawUntil((await start()).url, (ids) => ids.length >= 6000, failuresAfter);
-  const [old, fresh] = await Promise.all([Promise.all(olds.map(recover)), options.fresh ? drawFresh() : []]);
+  const drawFresh = async () =>
+    drawUntil((await start()).url, (ids) => ids.length >= 6000, failuresAfter);
+  const [old, fresh] = await Promise.all([
+    Promise.all(olds.map(recover)),
+    options.fresh ? drawFresh() : [],
+  ]);
   // Then every node draws on.
   await drawEach(nodes, 2000, [...old.map((o) => o.after), fresh], failuresAfter);
   return { nodes, old, fresh, primaryMaxId, replicaMaxId, failuresAfter };
@@ -212,46 +236,74 @@ function assertRecovered(run: Failover): void {
   }
 }
 
-for (const backend of ['postgres', 'mariadb', 'redis'] as const satisfies readonly ReplicatedBackend[]) {
-  await describeWithReplication(`segment mode across a failover to a lagging replica: ${backend}`, backend, () => {
-    const title =
-      'no ID after the switch repeats one from before; the running nodes serve again within 5 s; ' +
-      'a node started after it too';
-    it(title, { timeout: 240_000 }, async (t) => {
-      const run = await failover(t, backend, { fresh: true });
-      const before = run.old.flatMap((o) => o.before);
-      const after = [...run.old.flatMap((o) => o.after), ...run.fresh];
-      const issuedBefore = new Set(before);
-      const repeated = after.filter((id) => issuedBefore.has(id));
-      t.diagnostic(describeRun(backend, run, repeated.length));
-      const first = repeated.slice(0, 3).join(', ');
-      assert.equal(repeated.length, 0, `${repeated.length} IDs after the switch repeat earlier ones (first: ${first})`);
-      assert.equal(new Set([...before, ...after]).size, before.length + after.length, 'an ID was issued twice');
-      assert.ok(run.fresh.length >= 8000, 'the node started after the switch served');
-      assertRecovered(run);
-      // Fenced exactly once, by one of the nodes, however many saw the new history; the margin
-      // covered the lag, so no node had to heal.
-      assert.equal(await metricSum(run.nodes, 'idmint_segment_store_fences_total'), 1, 'fences across the nodes');
-      const changes = await metricSum(run.nodes, 'idmint_segment_store_history_changes_total');
-      assert.ok(changes >= 2, `each old node saw the new history: ${changes} changes`);
-      assert.equal(await metricSum(run.nodes, 'idmint_segment_heals_total'), 0, 'heals');
-    });
-  });
+for (const backend of [
+  'postgres',
+  'mariadb',
+  'redis',
+] as const satisfies readonly ReplicatedBackend[]) {
+  await describeWithReplication(
+    `segment mode across a failover to a lagging replica: ${backend}`,
+    backend,
+    () => {
+      const title =
+        'no ID after the switch repeats one from before; the running nodes serve again within 5 s; ' +
+        'a node started after it too';
+      it(title, { timeout: 240_000 }, async (t) => {
+        const run = await failover(t, backend, { fresh: true });
+        const before = run.old.flatMap((o) => o.before);
+        const after = [...run.old.flatMap((o) => o.after), ...run.fresh];
+        const issuedBefore = new Set(before);
+        const repeated = after.filter((id) => issuedBefore.has(id));
+        t.diagnostic(describeRun(backend, run, repeated.length));
+        const first = repeated.slice(0, 3).join(', ');
+        assert.equal(
+          repeated.length,
+          0,
+          `${repeated.length} IDs after the switch repeat earlier ones (first: ${first})`,
+        );
+        assert.equal(
+          new Set([...before, ...after]).size,
+          before.length + after.length,
+          'an ID was issued twice',
+        );
+        assert.ok(run.fresh.length >= 8000, 'the node started after the switch served');
+        assertRecovered(run);
+        // Fenced exactly once, by one of the nodes, however many saw the new history; the margin
+        // covered the lag, so no node had to heal.
+        assert.equal(
+          await metricSum(run.nodes, 'idmint_segment_store_fences_total'),
+          1,
+          'fences across the nodes',
+        );
+        const changes = await metricSum(run.nodes, 'idmint_segment_store_history_changes_total');
+        assert.ok(changes >= 2, `each old node saw the new history: ${changes} changes`);
+        assert.equal(await metricSum(run.nodes, 'idmint_segment_heals_total'), 0, 'heals');
+      });
+    },
+  );
 }
 
 // A margin too small for the lag (one range where the replica lost about twenty): the fence does
 // not cover what the old nodes hold, and each heals instead of refusing until the row climbs back.
 const UNCOVERED = 'segment mode across a failover the fence margin does not cover: postgres';
 await describeWithReplication(UNCOVERED, 'postgres', () => {
-  const title = 'each running node raises the row past its own IDs, serves again within 5 s, repeats none of its own';
+  const title =
+    'each running node raises the row past its own IDs, serves again within 5 s, repeats none of its own';
   it(title, { timeout: 240_000 }, async (t) => {
-    const run = await failover(t, 'postgres', { fresh: false, env: { IDMINT_SEGMENT_FENCE_RANGES: '1' } });
+    const run = await failover(t, 'postgres', {
+      fresh: false,
+      env: { IDMINT_SEGMENT_FENCE_RANGES: '1' },
+    });
     t.diagnostic(describeRun('postgres, 1 range of margin', run, 0));
     const lost = run.primaryMaxId - run.replicaMaxId;
     assert.ok(lost > BigInt(MAX_STEP), `the replica lost ${lost} IDs: more than the margin`);
     for (const { node, before, after } of run.old) {
       const distinct = new Set([...before, ...after]).size;
-      assert.equal(distinct, before.length + after.length, `${node.url} issued one of its own IDs twice`);
+      assert.equal(
+        distinct,
+        before.length + after.length,
+        `${node.url} issued one of its own IDs twice`,
+      );
     }
     assertRecovered(run);
     // The first to allocate heals (past its own IDs); the other may then find the row above its own.

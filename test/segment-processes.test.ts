@@ -14,11 +14,19 @@ const STEP = 50;
  * Starts segment-draw.ts as a separate OS process: `ready` resolves once it has opened its store,
  * `go()` lets it draw, `ids` resolves to the IDs it printed.
  */
-function drawInProcess(url: string, table: string, tag: string): { ready: Promise<void>; go(): void; ids: Promise<bigint[]> } {
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    timeout: 120_000,
-  });
+function drawInProcess(
+  url: string,
+  table: string,
+  tag: string,
+): { ready: Promise<void>; go(): void; ids: Promise<bigint[]> } {
+  const child = spawn(
+    process.execPath,
+    ['--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)],
+    {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      timeout: 120_000,
+    },
+  );
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   let ready!: () => void;
@@ -31,40 +39,76 @@ function drawInProcess(url: string, table: string, tag: string): { ready: Promis
   const ids = new Promise<bigint[]>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => {
-      if (code !== 0) reject(new Error(`segment-draw exited ${code}: ${Buffer.concat(err).toString()}`));
-      else resolve(Buffer.concat(out).toString().trimEnd().split('\n').map((line) => BigInt(line)));
+      if (code !== 0)
+        reject(new Error(`segment-draw exited ${code}: ${Buffer.concat(err).toString()}`));
+      else
+        resolve(
+          Buffer.concat(out)
+            .toString()
+            .trimEnd()
+            .split('\n')
+            .map((line) => BigInt(line)),
+        );
     });
   });
   // A process that dies before it is ready must fail the test, not hang it.
-  return { ready: Promise.race([readiness, ids.then(() => undefined)]), go: () => child.stdin.end('go\n'), ids };
+  return {
+    ready: Promise.race([readiness, ids.then(() => undefined)]),
+    go: () => child.stdin.end('go\n'),
+    ids,
+  };
 }
 
 // Uniqueness across processes is the claim that matters most, and async tasks in one process
 // cannot prove it: each process here has its own connection pool, buffers and shutdown.
-for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb, SEGMENT_BACKENDS.sqlite]) {
-  await describeWithServices(`segment IDs from ${PROCESSES} OS processes at once: ${backend.name}`, backend.services, () => {
-    it(`${PROCESSES} processes x ${COUNT} IDs from one tag (step ${STEP}), twice: all distinct, each process increasing`, async (t) => {
-      const fixture = await backend.open();
-      t.after(() => fixture.dispose());
-      await fixture.store.createTag({ tag: 'shared', step: STEP });
-      const all = new Set<bigint>();
-      // The second round starts after the first shut down (and gave its tails back): a restart.
-      for (let round = 0; round < 2; round++) {
-        const draws = Array.from({ length: PROCESSES }, () => drawInProcess(fixture.url, fixture.table, 'shared'));
-        await Promise.all(draws.map((draw) => draw.ready));
-        for (const draw of draws) draw.go();
-        const results = await Promise.all(draws.map((draw) => draw.ids));
-        for (const ids of results) {
-          assert.equal(ids.length, COUNT);
-          for (let i = 1; i < ids.length; i++) assert.ok((ids[i] as bigint) > (ids[i - 1] as bigint), `not increasing at ${i}: ${ids[i - 1]} then ${ids[i]}`);
-          for (const id of ids) all.add(id);
+for (const backend of [
+  SEGMENT_BACKENDS.postgres,
+  SEGMENT_BACKENDS.mariadb,
+  SEGMENT_BACKENDS.sqlite,
+]) {
+  await describeWithServices(
+    `segment IDs from ${PROCESSES} OS processes at once: ${backend.name}`,
+    backend.services,
+    () => {
+      it(`${PROCESSES} processes x ${COUNT} IDs from one tag (step ${STEP}), twice: all distinct, each process increasing`, async (t) => {
+        const fixture = await backend.open();
+        t.after(() => fixture.dispose());
+        await fixture.store.createTag({ tag: 'shared', step: STEP });
+        const all = new Set<bigint>();
+        // The second round starts after the first shut down (and gave its tails back): a restart.
+        for (let round = 0; round < 2; round++) {
+          const draws = Array.from({ length: PROCESSES }, () =>
+            drawInProcess(fixture.url, fixture.table, 'shared'),
+          );
+          await Promise.all(draws.map((draw) => draw.ready));
+          for (const draw of draws) draw.go();
+          const results = await Promise.all(draws.map((draw) => draw.ids));
+          for (const ids of results) {
+            assert.equal(ids.length, COUNT);
+            for (let i = 1; i < ids.length; i++)
+              assert.ok(
+                (ids[i] as bigint) > (ids[i - 1] as bigint),
+                `not increasing at ${i}: ${ids[i - 1]} then ${ids[i]}`,
+              );
+            for (const id of ids) all.add(id);
+          }
+          assert.equal(
+            all.size,
+            (round + 1) * PROCESSES * COUNT,
+            'IDs from different processes collided',
+          );
+          // Proof the processes really ran at once: someone else allocated inside a process's span.
+          assert.ok(
+            results.some((ids) => (ids.at(-1) as bigint) - (ids[0] as bigint) >= BigInt(COUNT)),
+            'the processes did not overlap',
+          );
         }
-        assert.equal(all.size, (round + 1) * PROCESSES * COUNT, 'IDs from different processes collided');
-        // Proof the processes really ran at once: someone else allocated inside a process's span.
-        assert.ok(results.some((ids) => (ids.at(-1) as bigint) - (ids[0] as bigint) >= BigInt(COUNT)), 'the processes did not overlap');
-      }
-      const highest = [...all].reduce((a, b) => (a > b ? a : b));
-      assert.ok(((await fixture.store.getTag('shared'))?.maxId ?? 0n) > highest, 'max_id is past every ID issued');
-    });
-  });
+        const highest = [...all].reduce((a, b) => (a > b ? a : b));
+        assert.ok(
+          ((await fixture.store.getTag('shared'))?.maxId ?? 0n) > highest,
+          'max_id is past every ID issued',
+        );
+      });
+    },
+  );
 }

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { it, type TestContext } from 'node:test';
 import type { SegmentRange } from '../src/ports/segment-store.ts';
-import { RedisSegmentStore, type RedisClientLike } from '../src/stores/redis/redis-segment-store.ts';
+import {
+  RedisSegmentStore,
+  type RedisClientLike,
+} from '../src/stores/redis/redis-segment-store.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { rejectsWith } from './support/segment-store-suite.ts';
 import { SERVICES, describeWithServices, hostPort } from './support/services.ts';
@@ -21,7 +24,10 @@ async function wrappedClient(t: TestContext, proxy: TcpProxy) {
   url.port = String(proxy.port);
   // As RedisSegmentStore.connect configures it, minus socketTimeout: these tests must show what
   // the store itself does, not what ioredis's dead-connection timer would do.
-  const real = new Redis(url.toString(), { maxRetriesPerRequest: 1, autoResendUnfulfilledCommands: false });
+  const real = new Redis(url.toString(), {
+    maxRetriesPerRequest: 1,
+    autoResendUnfulfilledCommands: false,
+  });
   real.on('error', () => undefined);
   t.after(() => real.quit().catch(() => undefined));
   assert.ok(port > 0);
@@ -31,7 +37,10 @@ async function wrappedClient(t: TestContext, proxy: TcpProxy) {
     holdFor: undefined as string | undefined,
     holdMs: 0,
     eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-      if (wrapper.holdFor !== undefined && args.some((arg) => String(arg).includes(wrapper.holdFor as string))) {
+      if (
+        wrapper.holdFor !== undefined &&
+        args.some((arg) => String(arg).includes(wrapper.holdFor as string))
+      ) {
         return sleep(wrapper.holdMs).then(() => real.eval(script, numKeys, ...args));
       }
       return real.eval(script, numKeys, ...args);
@@ -60,7 +69,13 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     const client = await wrappedClient(t, proxy);
     const timeoutMs = 3000;
     const store = new RedisSegmentStore({ client, table: fixture.table, timeoutMs });
-    assert.deepEqual(await store.allocate('fast'), { tag: 'fast', start: 1n, end: 11n, step: 10, tagStep: 10 }); // connected
+    assert.deepEqual(await store.allocate('fast'), {
+      tag: 'fast',
+      start: 1n,
+      end: 11n,
+      step: 10,
+      tagStep: 10,
+    }); // connected
 
     // Every chunk takes 1 s through the proxy each way, so a call is ~2 s on the wire. The slow
     // call is held back past its timeout (at 3 s); the fast one is sent at 2 s, so the slow one
@@ -73,7 +88,9 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     await sleep(2000);
     const fast = store.allocate('fast');
     await rejectsWith(slow, 'STORE_UNAVAILABLE', /allocate timed out after 3000 ms/);
-    const range: SegmentRange = await fast.catch((error: unknown) => assert.fail(`the call in flight beside the timed-out one failed too: ${String(error)}`));
+    const range: SegmentRange = await fast.catch((error: unknown) =>
+      assert.fail(`the call in flight beside the timed-out one failed too: ${String(error)}`),
+    );
     assert.deepEqual(range, { tag: 'fast', start: 11n, end: 21n, step: 10, tagStep: 10 });
     assert.equal(client.disconnects, 0, 'the connection was not dropped');
 
@@ -81,12 +98,24 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     // range is skipped, never handed to another call).
     proxy.restore();
     await sleep(2000);
-    assert.deepEqual(await store.allocate('slow'), { tag: 'slow', start: 11n, end: 21n, step: 10, tagStep: 10 });
-    assert.deepEqual(await store.allocate('fast'), { tag: 'fast', start: 21n, end: 31n, step: 10, tagStep: 10 });
+    assert.deepEqual(await store.allocate('slow'), {
+      tag: 'slow',
+      start: 11n,
+      end: 21n,
+      step: 10,
+      tagStep: 10,
+    });
+    assert.deepEqual(await store.allocate('fast'), {
+      tag: 'fast',
+      start: 21n,
+      end: 31n,
+      step: 10,
+      tagStep: 10,
+    });
     assert.equal(client.disconnects, 0);
   });
 
-  it('a reply stream shifted by lost traffic is caught by its nonces and the connection reset: no call gets another call\'s reply', async (t) => {
+  it("a reply stream shifted by lost traffic is caught by its nonces and the connection reset: no call gets another call's reply", async (t) => {
     const { fixture, proxy } = await fixtureWithTags(t, ['a', 'b']);
     const client = await wrappedClient(t, proxy);
     const store = new RedisSegmentStore({ client, table: fixture.table, timeoutMs: 500 });
@@ -112,7 +141,10 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     assert.equal(client.disconnects, 1, 'the shifted reply reset the connection once');
     // Each range is b's own: disjoint, in the order the store allocated them, nothing of a's.
     const [first, second] = ranges as [SegmentRange, SegmentRange];
-    assert.ok(first.tag === 'b' && second.tag === 'b' && second.start >= first.end, JSON.stringify(ranges, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
+    assert.ok(
+      first.tag === 'b' && second.tag === 'b' && second.start >= first.end,
+      JSON.stringify(ranges, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)),
+    );
     assert.equal((await fixture.store.getTag('b'))?.maxId, second.end);
   });
 });

@@ -37,7 +37,12 @@ await describeWithServices('SegmentStore on a pool the caller owns', ['postgres'
     const { default: pg } = await import('pg');
     const pool = new pg.Pool({
       connectionString: SERVICES.postgres.url,
-      types: { getTypeParser: ((oid: number, format?: 'text') => (oid === 20 ? Number : pg.types.getTypeParser(oid, format))) as typeof pg.types.getTypeParser },
+      types: {
+        getTypeParser: ((oid: number, format?: 'text') =>
+          oid === 20
+            ? Number
+            : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+      },
     });
     after(async () => {
       await pool.query(`DROP TABLE IF EXISTS ${table}`);
@@ -49,7 +54,11 @@ await describeWithServices('SegmentStore on a pool the caller owns', ['postgres'
     assert.equal((await store.allocate('big')).end, big + 10n);
     assert.equal((await store.getTag('big'))?.maxId, big + 10n);
     await store.close();
-    assert.equal((await pool.query('select 1 as one')).rows[0].one, 1, 'the caller\'s pool was ended');
+    assert.equal(
+      (await pool.query('select 1 as one')).rows[0].one,
+      1,
+      "the caller's pool was ended",
+    );
   });
 
   it('mysql: exact bigints from a pool without bigNumberStrings; the pool stays open', async () => {
@@ -72,23 +81,56 @@ await describeWithServices('SegmentStore on a pool the caller owns', ['postgres'
 
 describe('SegmentStore options', () => {
   it('refuses a table name that is not a plain identifier', () => {
-    for (const table of ['', '1abc', 'leaf alloc', 'x;drop table y', 'a'.repeat(64), 'schema.table']) {
-      assert.throws(() => new SqliteSegmentStore({ path: ':memory:', table }), /table must be an identifier/, table);
+    for (const table of [
+      '',
+      '1abc',
+      'leaf alloc',
+      'x;drop table y',
+      'a'.repeat(64),
+      'schema.table',
+    ]) {
+      assert.throws(
+        () => new SqliteSegmentStore({ path: ':memory:', table }),
+        /table must be an identifier/,
+        table,
+      );
     }
-    assert.throws(() => new SqliteSegmentStore({ path: ':memory:', timeoutMs: 0 }), /timeoutMs must be a positive integer/);
+    assert.throws(
+      () => new SqliteSegmentStore({ path: ':memory:', timeoutMs: 0 }),
+      /timeoutMs must be a positive integer/,
+    );
   });
 
   it('bounds every call: a call that outlasts timeoutMs is STORE_UNAVAILABLE, with the driver error as cause otherwise', async () => {
     const pool = { connect: () => new Promise<never>(() => undefined), end: async () => undefined };
     const store = new PostgresSegmentStore({ pool, timeoutMs: 30 });
-    await rejectsWith(store.allocate('x'), 'STORE_UNAVAILABLE', /postgres store: allocate timed out after 30 ms/);
-    const refused = new PostgresSegmentStore({ pool: { connect: async () => { throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }); }, end: async () => undefined } });
-    await assert.rejects(refused.listTags(), (error: Error & { code?: string; retryable?: boolean }) => {
-      assert.equal(error.code, 'STORE_UNAVAILABLE');
-      assert.equal(error.retryable, true);
-      assert.match(error.message, /postgres store: listTags failed: connect ECONNREFUSED 127.0.0.1:1/);
-      assert.equal((error.cause as { code?: string }).code, 'ECONNREFUSED');
-      return true;
+    await rejectsWith(
+      store.allocate('x'),
+      'STORE_UNAVAILABLE',
+      /postgres store: allocate timed out after 30 ms/,
+    );
+    const refused = new PostgresSegmentStore({
+      pool: {
+        connect: async () => {
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), {
+            code: 'ECONNREFUSED',
+          });
+        },
+        end: async () => undefined,
+      },
     });
+    await assert.rejects(
+      refused.listTags(),
+      (error: Error & { code?: string; retryable?: boolean }) => {
+        assert.equal(error.code, 'STORE_UNAVAILABLE');
+        assert.equal(error.retryable, true);
+        assert.match(
+          error.message,
+          /postgres store: listTags failed: connect ECONNREFUSED 127.0.0.1:1/,
+        );
+        assert.equal((error.cause as { code?: string }).code, 'ECONNREFUSED');
+        return true;
+      },
+    );
   });
 });

@@ -22,7 +22,8 @@ after(() => rmSync(root, { recursive: true, force: true }));
 
 const faketime = findLibfaketime();
 const noFaketime = 'libfaketime not found (apt-get install faketime, or scripts/services.sh up)';
-if (faketime === undefined && !REQUIRE_SERVICES) process.stderr.write(`\n!!! SKIPPING the server clock-rollback tests: ${noFaketime}\n`);
+if (faketime === undefined && !REQUIRE_SERVICES)
+  process.stderr.write(`\n!!! SKIPPING the server clock-rollback tests: ${noFaketime}\n`);
 const skip = faketime === undefined && !REQUIRE_SERVICES ? noFaketime : false;
 
 const layout = getLayout('idmint');
@@ -66,8 +67,12 @@ class SteppedServer {
       IDMINT_WORKER_LOCK_DIR: join(cwd, 'locks'),
     };
     // The runner's own configuration must not leak in.
-    for (const key of Object.keys(process.env)) if (key.startsWith('IDMINT_') && !(key in env)) env[key] = '';
-    const server = await startServe(args.includes('--clock') ? args : ['--clock', 'system', ...args], { cwd, env });
+    for (const key of Object.keys(process.env))
+      if (key.startsWith('IDMINT_') && !(key in env)) env[key] = '';
+    const server = await startServe(
+      args.includes('--clock') ? args : ['--clock', 'system', ...args],
+      { cwd, env },
+    );
     return new SteppedServer(server, offsetFile);
   }
 
@@ -83,13 +88,19 @@ class SteppedServer {
   async draw(count = 5): Promise<Answer> {
     const start = performance.now();
     const response = await fetch(`${this.server.url}/v1/snowflake?count=${count}`);
-    const body = (await response.json()) as { workerId?: number; ids?: string[]; error?: { code: string } };
+    const body = (await response.json()) as {
+      workerId?: number;
+      ids?: string[];
+      error?: { code: string };
+    };
     const answer: Answer = {
       at: start - this.#steppedAt,
       tookMs: performance.now() - start,
       status: response.status,
       ids: (body.ids ?? []).map((id) => BigInt(id)),
-      ...(body.error === undefined ? {} : { code: body.error.code, retryAfter: response.headers.get('retry-after') }),
+      ...(body.error === undefined
+        ? {}
+        : { code: body.error.code, retryAfter: response.headers.get('retry-after') }),
       ...(body.workerId === undefined ? {} : { workerId: body.workerId }),
     };
     this.answers.push(answer);
@@ -118,7 +129,11 @@ class SteppedServer {
     assert.equal(code, 0, this.server.stderr());
     const ids = this.ids();
     assert.ok(ids.length > 0, 'no ID was answered');
-    assert.equal(new Set(ids).size, ids.length, `${ids.length - new Set(ids).size} IDs were answered twice`);
+    assert.equal(
+      new Set(ids).size,
+      ids.length,
+      `${ids.length - new Set(ids).size} IDs were answered twice`,
+    );
   }
 }
 
@@ -132,12 +147,19 @@ function strictlyIncreasing(ids: readonly bigint[]): boolean {
 
 /** Asserts a 503 CLOCK_MOVED_BACKWARDS with Retry-After, the way a client is told to retry. */
 function assertClockRefusal(answer: Answer): void {
-  assert.equal(answer.status, 503, `answer ${answer.at.toFixed(0)} ms after the step: ${JSON.stringify({ ...answer, ids: answer.ids.length })}`);
+  assert.equal(
+    answer.status,
+    503,
+    `answer ${answer.at.toFixed(0)} ms after the step: ${JSON.stringify({ ...answer, ids: answer.ids.length })}`,
+  );
   assert.equal(answer.code, 'CLOCK_MOVED_BACKWARDS');
   assert.match(String(answer.retryAfter), /^[1-9][0-9]*$/);
 }
 
-describe('idmint serve with the system clock stepped back (libfaketime), each rollback policy', { skip, timeout: 180_000 }, () => {
+describe('idmint serve with the system clock stepped back (libfaketime), each rollback policy', {
+  skip,
+  timeout: 180_000,
+}, () => {
   it('refuse: 503 CLOCK_MOVED_BACKWARDS until the clock is back where it was, then IDs continue above every earlier one', async () => {
     const node = await SteppedServer.start('refuse', ['--rollback-policy', 'refuse']);
     try {
@@ -151,7 +173,10 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
       await delay(2000);
       const resumed = await node.drawFor(300);
       assert.ok(resumed.every((a) => a.status === 200) && resumed.length > 0);
-      assert.ok(resumed.every((a) => a.ids.every((id) => id > before)), 'IDs after the rollback must be above every earlier one');
+      assert.ok(
+        resumed.every((a) => a.ids.every((id) => id > before)),
+        'IDs after the rollback must be above every earlier one',
+      );
       assert.ok(strictlyIncreasing(node.ids()));
     } finally {
       await node.stop();
@@ -159,7 +184,12 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
   });
 
   it('wait: a rollback within maxBackwardMs is waited out (the request answers later, in order); a larger one is refused', async () => {
-    const node = await SteppedServer.start('wait', ['--rollback-policy', 'wait', '--rollback-max-backward-ms', '1000']);
+    const node = await SteppedServer.start('wait', [
+      '--rollback-policy',
+      'wait',
+      '--rollback-max-backward-ms',
+      '1000',
+    ]);
     try {
       await node.drawFor(300);
       const before = maxOf(node.ids());
@@ -168,7 +198,10 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
       assert.equal(first.status, 200, JSON.stringify(first.code));
       // The clock was still behind the last ID when the request came in: the generator slept
       // (twice the offset, Leaf's rule), then issued after it.
-      assert.ok(first.tookMs >= 500 - first.at, `answered after ${first.tookMs.toFixed(0)} ms, ${first.at.toFixed(0)} ms after a 700 ms step`);
+      assert.ok(
+        first.tookMs >= 500 - first.at,
+        `answered after ${first.tookMs.toFixed(0)} ms, ${first.at.toFixed(0)} ms after a 700 ms step`,
+      );
       assert.ok(first.ids.every((id) => id > before));
       const small = await node.drawFor(800);
       assert.ok(small.every((a) => a.status === 200));
@@ -188,14 +221,22 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
   });
 
   it('borrow: IDs keep coming, in order, on time units ahead of the clock, as long as the lead allows', async () => {
-    const node = await SteppedServer.start('borrow', ['--rollback-policy', 'borrow', '--rollback-max-lead-ms', '1000']);
+    const node = await SteppedServer.start('borrow', [
+      '--rollback-policy',
+      'borrow',
+      '--rollback-max-lead-ms',
+      '1000',
+    ]);
     try {
       await node.drawFor(300);
       const before = maxOf(node.ids());
       const stepAt = Date.now();
       node.stepBack(0.6);
       const within = await node.drawFor(400);
-      assert.ok(within.length >= 3 && within.every((a) => a.status === 200), JSON.stringify(within.map((a) => a.code ?? a.status)));
+      assert.ok(
+        within.length >= 3 && within.every((a) => a.status === 200),
+        JSON.stringify(within.map((a) => a.code ?? a.status)),
+      );
       assert.ok(within.every((a) => a.ids.every((id) => id > before)));
       // Issued on borrowed time: each ID answered while the server's clock (real time - 600 ms)
       // was still behind the last timestamp has a timestamp ahead of what that clock read.
@@ -203,7 +244,11 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
       assert.ok(early.length > 0);
       for (const answer of early) {
         const clockAtAnswer = stepAt + answer.at + answer.tookMs - 600;
-        for (const id of answer.ids) assert.ok(timestampOf(id) > clockAtAnswer, `ID at ${timestampOf(id)}, clock at most ${clockAtAnswer.toFixed(0)}`);
+        for (const id of answer.ids)
+          assert.ok(
+            timestampOf(id) > clockAtAnswer,
+            `ID at ${timestampOf(id)}, clock at most ${clockAtAnswer.toFixed(0)}`,
+          );
       }
       // Past the lead (3 s more, 3.6 s in all): refused once maxWaitMs is spent.
       node.stepBack(3.6);
@@ -216,15 +261,26 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
   });
 
   it('history: IDs keep coming inside the window, unique but below earlier ones; beyond the window, refused', async () => {
-    const node = await SteppedServer.start('history', ['--rollback-policy', 'history', '--rollback-history-ms', '5000']);
+    const node = await SteppedServer.start('history', [
+      '--rollback-policy',
+      'history',
+      '--rollback-history-ms',
+      '5000',
+    ]);
     try {
       await node.drawFor(500);
       const before = maxOf(node.ids());
       node.stepBack(1.5);
       const inside = await node.drawFor(700);
-      assert.ok(inside.length >= 3 && inside.every((a) => a.status === 200), JSON.stringify(inside.map((a) => a.code ?? a.status)));
+      assert.ok(
+        inside.length >= 3 && inside.every((a) => a.status === 200),
+        JSON.stringify(inside.map((a) => a.code ?? a.status)),
+      );
       // The sequences of earlier milliseconds continue: IDs below the highest issued, none repeated.
-      assert.ok(inside.flatMap((a) => a.ids).some((id) => id < before), 'history issued no ID below the earlier ones');
+      assert.ok(
+        inside.flatMap((a) => a.ids).some((id) => id < before),
+        'history issued no ID below the earlier ones',
+      );
       node.stepBack(8);
       const beyond = await node.drawFor(500);
       for (const answer of beyond) assertClockRefusal(answer);
@@ -235,7 +291,12 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
 
   it('switch-worker: a rollback past maxBackwardMs moves the node to another worker ID, and IDs continue from it', async () => {
     const dir = mkdtempSync(join(root, 'switch-registry-'));
-    const node = await SteppedServer.start('switch', ['--rollback-policy', 'switch-worker', '--worker-registry', `sqlite:${join(dir, 'workers.db')}`]);
+    const node = await SteppedServer.start('switch', [
+      '--rollback-policy',
+      'switch-worker',
+      '--worker-registry',
+      `sqlite:${join(dir, 'workers.db')}`,
+    ]);
     try {
       await node.drawFor(300);
       const firstWorker = node.answers[0]?.workerId;
@@ -244,7 +305,10 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
       const served = during.filter((a) => a.status === 200);
       for (const answer of during.filter((a) => a.status !== 200)) assertClockRefusal(answer);
       assert.ok(served.length > 0, 'no ID was issued after the switch');
-      assert.ok(served.every((a) => a.workerId !== firstWorker), `still worker ${firstWorker} after the switch`);
+      assert.ok(
+        served.every((a) => a.workerId !== firstWorker),
+        `still worker ${firstWorker} after the switch`,
+      );
     } finally {
       await node.stop();
     }

@@ -42,28 +42,55 @@ describe('Dockerfile', () => {
 
   it('is multi-stage, and every file it copies from the checkout exists (and is not excluded by .dockerignore)', () => {
     assert.ok(all.length >= 2, 'more than one stage');
-    const ignored = readFileSync(new URL('../.dockerignore', import.meta.url), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
-    const sources = all.flat().filter((i) => i.keyword === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1));
+    const ignored = readFileSync(new URL('../.dockerignore', import.meta.url), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    const sources = all
+      .flat()
+      .filter((i) => i.keyword === 'COPY' && !i.args.startsWith('--from'))
+      .flatMap((i) => i.args.split(/\s+/).slice(0, -1));
     assert.ok(sources.length > 0);
     for (const source of sources) {
-      assert.ok(existsSync(new URL(`../${source}`, import.meta.url)), `COPY ${source}: no such file in the checkout`);
-      assert.ok(!ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`)), `${source} is excluded by .dockerignore`);
+      assert.ok(
+        existsSync(new URL(`../${source}`, import.meta.url)),
+        `COPY ${source}: no such file in the checkout`,
+      );
+      assert.ok(
+        !ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`)),
+        `${source} is excluded by .dockerignore`,
+      );
     }
-    for (const mustIgnore of ['node_modules', '.git', 'data', '.env', 'dist']) assert.ok(ignored.includes(mustIgnore), `.dockerignore lists ${mustIgnore}`);
+    for (const mustIgnore of ['node_modules', '.git', 'data', '.env', 'dist'])
+      assert.ok(ignored.includes(mustIgnore), `.dockerignore lists ${mustIgnore}`);
     // The build stage runs the package's own build script.
     assert.ok(all.flat().some((i) => i.keyword === 'RUN' && i.args === 'npm run build'));
-    const build = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts['build'] ?? '';
-    assert.match(build, /^node scripts\/clean-dist\.mjs && tsc -p tsconfig\.build\.json && node scripts\/build-dashboard\.ts$/);
+    const build =
+      (
+        JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+          scripts: Record<string, string>;
+        }
+      ).scripts['build'] ?? '';
+    assert.match(
+      build,
+      /^node scripts\/clean-dist\.mjs && tsc -p tsconfig\.build\.json && node scripts\/build-dashboard\.ts$/,
+    );
     // Every script the build runs is copied into the build stage.
     const copied = sources.flatMap((source) => (source.endsWith('/') ? [] : [source]));
-    for (const script of build.match(/scripts\/[\w.-]+/g) ?? []) assert.ok(copied.includes(script), `the build stage does not COPY ${script}`);
+    for (const script of build.match(/scripts\/[\w.-]+/g) ?? [])
+      assert.ok(copied.includes(script), `the build stage does not COPY ${script}`);
   });
 
   it('runs as a non-root user, listening on every interface, with node itself as PID 1 (exec form)', () => {
     const users = find('USER');
     assert.equal(users.length, 1);
     assert.doesNotMatch(users[0]?.args ?? '', /^(root|0)(:|$)/);
-    assert.match(find('ENV').map((i) => i.args).join(' '), /\bIDMINT_HOST=0\.0\.0\.0\b/);
+    assert.match(
+      find('ENV')
+        .map((i) => i.args)
+        .join(' '),
+      /\bIDMINT_HOST=0\.0\.0\.0\b/,
+    );
     const entrypoint = JSON.parse(find('ENTRYPOINT')[0]?.args ?? 'null') as string[];
     const command = JSON.parse(find('CMD')[0]?.args ?? 'null') as string[];
     // JSON arrays: no /bin/sh -c in between to swallow SIGTERM, and no npm.
@@ -106,7 +133,10 @@ describe('the Kubernetes manifests in docs/operations.md', () => {
   const byKind = (kind: string) => documents.find((d) => d['kind'] === kind);
 
   it('are a Deployment, a PodDisruptionBudget and a Service that select the same pods', () => {
-    assert.deepEqual(documents.map((d) => d['kind']), ['Deployment', 'PodDisruptionBudget', 'Service']);
+    assert.deepEqual(
+      documents.map((d) => d['kind']),
+      ['Deployment', 'PodDisruptionBudget', 'Service'],
+    );
     const labels = byKind('Deployment')?.['spec']['template']['metadata']['labels'];
     assert.deepEqual(byKind('Deployment')?.['spec']['selector']['matchLabels'], labels);
     assert.deepEqual(byKind('PodDisruptionBudget')?.['spec']['selector']['matchLabels'], labels);
@@ -118,15 +148,19 @@ describe('the Kubernetes manifests in docs/operations.md', () => {
     const container = pod['containers'][0];
     const portName = container['ports'][0]['name'];
     const containerPort = container['ports'][0]['containerPort'];
-    const env = Object.fromEntries((container['env'] as { name: string; value?: string }[]).map((e) => [e.name, e.value]));
+    const env = Object.fromEntries(
+      (container['env'] as { name: string; value?: string }[]).map((e) => [e.name, e.value]),
+    );
     assert.equal(Number(env['PORT'] ?? env['IDMINT_PORT']), containerPort);
     assert.equal(container['readinessProbe']['httpGet']['path'], '/readyz');
     assert.equal(container['livenessProbe']['httpGet']['path'], '/healthz');
-    for (const probe of ['readinessProbe', 'livenessProbe', 'startupProbe']) assert.equal(container[probe]['httpGet']['port'], portName, probe);
+    for (const probe of ['readinessProbe', 'livenessProbe', 'startupProbe'])
+      assert.equal(container[probe]['httpGet']['port'], portName, probe);
     // The probed routes exist and answer without a token, even with auth on.
     const server = await testServer({ auth: { adminToken: 'admin-Jm4kT9qXv2Lp8Rn6' } });
     try {
-      for (const path of ['/readyz', '/healthz']) assert.equal((await server.app.inject(path)).statusCode, 200, path);
+      for (const path of ['/readyz', '/healthz'])
+        assert.equal((await server.app.inject(path)).statusCode, 200, path);
     } finally {
       await server.close();
     }
@@ -134,14 +168,19 @@ describe('the Kubernetes manifests in docs/operations.md', () => {
     const [sleep, seconds] = container['lifecycle']['preStop']['exec']['command'] as string[];
     assert.equal(sleep, 'sleep');
     const drainSeconds = Number(env['IDMINT_SHUTDOWN_TIMEOUT_MS']) / 1000;
-    assert.ok(pod['terminationGracePeriodSeconds'] >= Number(seconds) + drainSeconds + 5, 'grace period covers preStop, drain and release');
+    assert.ok(
+      pod['terminationGracePeriodSeconds'] >= Number(seconds) + drainSeconds + 5,
+      'grace period covers preStop, drain and release',
+    );
     assert.equal(pod['securityContext']['runAsNonRoot'], true);
     assert.notEqual(pod['securityContext']['runAsUser'], 0);
     assert.equal(container['volumeMounts'][0]['mountPath'], '/app/data');
   });
 
   it('and the drain they allow for is the one the server does', () => {
-    assert.match(operations, new RegExp(`sends nothing for the first ${DRAIN_IDLE_GRACE_MS / 1000} s of the\\s+drain`));
+    assert.match(
+      operations,
+      new RegExp(`sends nothing for the first ${DRAIN_IDLE_GRACE_MS / 1000} s of the\\s+drain`),
+    );
   });
 });
-

@@ -31,23 +31,34 @@ const SHARED = {
 
 /** The JSON schema of a contract's answer with `status`, if that answer can be JSON. */
 function jsonSchemaOf(contract: RouteContract, code: number): TSchema | undefined {
-  const answer = contract.response[code] as (TSchema & { content?: Record<string, { schema: TSchema }> }) | undefined;
+  const answer = contract.response[code] as
+    | (TSchema & { content?: Record<string, { schema: TSchema }> })
+    | undefined;
   if (answer === undefined) return undefined;
   return answer.content === undefined ? answer : answer.content['application/json']?.schema;
 }
 
 /** Fields of `value` its schema does not name, as paths (objects that name their properties). */
 function undocumented(schema: TSchema, value: unknown, path = '$'): string[] {
-  const s = schema as { $ref?: string; properties?: Record<string, TSchema>; items?: TSchema; anyOf?: TSchema[] };
+  const s = schema as {
+    $ref?: string;
+    properties?: Record<string, TSchema>;
+    items?: TSchema;
+    anyOf?: TSchema[];
+  };
   if (s.$ref !== undefined) return undocumented(SHARED[s.$ref as keyof typeof SHARED], value, path);
   if (Array.isArray(value)) {
     const items = s.items;
-    return items === undefined ? [] : value.flatMap((item, i) => undocumented(items, item, `${path}[${i}]`));
+    return items === undefined
+      ? []
+      : value.flatMap((item, i) => undocumented(items, item, `${path}[${i}]`));
   }
   if (value === null || typeof value !== 'object' || s.properties === undefined) return [];
   const properties = s.properties;
   return Object.entries(value).flatMap(([key, field]) =>
-    properties[key] === undefined ? [`${path}.${key}`] : undocumented(properties[key], field, `${path}.${key}`),
+    properties[key] === undefined
+      ? [`${path}.${key}`]
+      : undocumented(properties[key], field, `${path}.${key}`),
   );
 }
 
@@ -65,12 +76,25 @@ describe('every JSON answer matches its contract', () => {
       });
       assert.equal(response.statusCode, code, `${request.url}: ${response.body}`);
       const schema = jsonSchemaOf(contract, code);
-      assert.ok(schema !== undefined, `${contract.operationId} documents a JSON answer for ${code}`);
+      assert.ok(
+        schema !== undefined,
+        `${contract.operationId} documents a JSON answer for ${code}`,
+      );
       const body: unknown = JSON.parse(response.body);
-      const errors = [...Value.Errors(SHARED, schema, body)].map((error) => `${error.instancePath} ${error.message}`);
-      assert.deepEqual(errors, [], `${request.url} answers as ${contract.operationId}'s schema says: ${response.body}`);
+      const errors = [...Value.Errors(SHARED, schema, body)].map(
+        (error) => `${error.instancePath} ${error.message}`,
+      );
+      assert.deepEqual(
+        errors,
+        [],
+        `${request.url} answers as ${contract.operationId}'s schema says: ${response.body}`,
+      );
       const extra = undocumented(schema, body);
-      assert.deepEqual(extra, [], `${request.url}: fields ${contract.operationId}'s schema does not name`);
+      assert.deepEqual(
+        extra,
+        [],
+        `${request.url}: fields ${contract.operationId}'s schema does not name`,
+      );
       checked.add(contract.operationId);
       return body;
     };
@@ -78,16 +102,28 @@ describe('every JSON answer matches its contract', () => {
       const create = (payload: object) => ({ method: 'POST', url: '/v1/tags', payload });
       await check(tags.CREATE_TAG, create({ tag: 'order', step: 10, description: 'orders' }), 201);
       await check(tags.CREATE_TAG, create({ tag: 'secret', step: 10, opaque: true }), 201);
-      await check(tags.UPDATE_TAG, { method: 'PATCH', url: '/v1/tags/order', payload: { step: 20 } });
+      await check(tags.UPDATE_TAG, {
+        method: 'PATCH',
+        url: '/v1/tags/order',
+        payload: { step: 20 },
+      });
       await check(tags.GET_TAG, { url: '/v1/tags/order' });
       await check(tags.LIST_TAGS, { url: '/v1/tags' });
-      await check(segment.LEAF_SEGMENT_ID, { url: '/api/segment/get/order', accept: 'application/json' });
+      await check(segment.LEAF_SEGMENT_ID, {
+        url: '/api/segment/get/order',
+        accept: 'application/json',
+      });
       await check(segment.SEGMENT_BATCH, { url: '/v1/segment/order?count=3' });
       await check(segment.SEGMENT_BATCH, { url: '/v1/segment/secret?count=3' });
       await check(segment.SEGMENT_RANGE, { url: '/v1/segment/order/range?size=5' });
-      const batch = (await check(snowflake.SNOWFLAKE_BATCH, { url: '/v1/snowflake?count=3' })) as { ids: string[] };
+      const batch = (await check(snowflake.SNOWFLAKE_BATCH, { url: '/v1/snowflake?count=3' })) as {
+        ids: string[];
+      };
       const id = batch.ids[0] ?? '';
-      await check(snowflake.LEAF_SNOWFLAKE_ID, { url: '/api/snowflake/get/any', accept: 'application/json' });
+      await check(snowflake.LEAF_SNOWFLAKE_ID, {
+        url: '/api/snowflake/get/any',
+        accept: 'application/json',
+      });
       await check(snowflake.SNOWFLAKE_DECODE, { url: `/v1/snowflake/decode/${id}` });
       await check(snowflake.LEAF_DECODE, { url: `/decodeSnowflakeId?snowflakeId=${id}` });
       await check(ids.DECODE_ANY, { url: `/v1/decode/${id}` });
@@ -95,8 +131,12 @@ describe('every JSON answer matches its contract', () => {
         const family = (await check(route, { url: `${route.url}?count=3` })) as { ids: string[] };
         await check(ids.DECODE_ANY, { url: `/v1/decode/${family.ids[0] ?? ''}` });
       }
-      const opaque = (await check(ids.OPAQUE_SNOWFLAKE_BATCH, { url: '/v1/opaque/snowflake?count=2' })) as ids.IdBatch;
-      await check(ids.DECODE_OPAQUE_SNOWFLAKE, { url: `/v1/opaque/snowflake/${opaque.ids[0] ?? ''}` });
+      const opaque = (await check(ids.OPAQUE_SNOWFLAKE_BATCH, {
+        url: '/v1/opaque/snowflake?count=2',
+      })) as ids.IdBatch;
+      await check(ids.DECODE_OPAQUE_SNOWFLAKE, {
+        url: `/v1/opaque/snowflake/${opaque.ids[0] ?? ''}`,
+      });
       const secret = (await server.app.inject('/api/segment/get/secret')).body;
       await check(ids.DECODE_OPAQUE_SEGMENT, { url: `/v1/opaque/segment/secret/${secret}` });
       await check(status.STATUS, { url: '/v1/status' });
@@ -107,8 +147,13 @@ describe('every JSON answer matches its contract', () => {
       await check(tinyid.TINYID_NEXT_ID, { url: '/tinyid/id/nextId?bizType=nope' });
       await check(tinyid.TINYID_NEXT_SEGMENT_ID, { url: '/tinyid/id/nextSegmentId?bizType=order' });
       // Every contract with a JSON answer was checked: a new route is added above on purpose.
-      const json = ALL_ROUTES.filter((route) => [200, 201].some((code) => jsonSchemaOf(route, code) !== undefined));
-      assert.deepEqual(json.map((route) => route.operationId).filter((operationId) => !checked.has(operationId)), []);
+      const json = ALL_ROUTES.filter((route) =>
+        [200, 201].some((code) => jsonSchemaOf(route, code) !== undefined),
+      );
+      assert.deepEqual(
+        json.map((route) => route.operationId).filter((operationId) => !checked.has(operationId)),
+        [],
+      );
     } finally {
       await server.close();
     }

@@ -13,7 +13,8 @@ after(() => rmSync(root, { recursive: true, force: true }));
 /** The environment without any IDMINT_ configuration the test runner may carry. */
 function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('IDMINT_')) env[key] = value;
+  for (const [key, value] of Object.entries(process.env))
+    if (!key.startsWith('IDMINT_')) env[key] = value;
   return env;
 }
 
@@ -23,7 +24,9 @@ function cleanEnv(): NodeJS.ProcessEnv {
 // sent through the first second after the signal, both by clients that keep sending and by
 // clients that were idle when the signal came.
 describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () => {
-  it('serves every request sent on an open connection in the first second, resets none, closes each after its response, exits 0', { timeout: 60_000 }, async () => {
+  it('serves every request sent on an open connection in the first second, resets none, closes each after its response, exits 0', {
+    timeout: 60_000,
+  }, async () => {
     const cwd = mkdtempSync(join(root, 'serve-'));
     const server = await startServe([], { cwd, env: cleanEnv() });
     const BUSY = 8;
@@ -35,7 +38,8 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
     try {
       for (let i = 0; i < BUSY + IDLE; i++) connections.push(await RawConnection.open(server.url));
       // Each connection has served a request and is now an idle keep-alive connection.
-      for (const connection of connections) assert.equal((await connection.get('/api/snowflake/get/drain')).statusCode, 200);
+      for (const connection of connections)
+        assert.equal((await connection.get('/api/snowflake/get/drain')).statusCode, 200);
 
       const send = async (connection: RawConnection): Promise<RawResponse | undefined> => {
         const sentAt = Date.now();
@@ -44,7 +48,9 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
           responses.push({ response, sentAt });
           return response;
         } catch (error) {
-          failures.push(`request sent ${signalAt === 0 ? 'before the signal' : `${sentAt - signalAt} ms after the signal`}: ${(error as Error).message}`);
+          failures.push(
+            `request sent ${signalAt === 0 ? 'before the signal' : `${sentAt - signalAt} ms after the signal`}: ${(error as Error).message}`,
+          );
           return undefined;
         }
       };
@@ -63,7 +69,8 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
       const idle = connections.slice(BUSY).map(async (connection, i) => {
         await sleep(50 + i * Math.floor(900 / IDLE));
         const response = await send(connection);
-        if (response !== undefined && response.headers['connection'] !== 'close') failures.push('a response during the drain without Connection: close');
+        if (response !== undefined && response.headers['connection'] !== 'close')
+          failures.push('a response during the drain without Connection: close');
       });
       await Promise.all([...busy, ...idle]);
       await Promise.all(connections.map((connection) => connection.closed()));
@@ -72,7 +79,11 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
       await server.stop('SIGKILL');
     }
     assert.deepEqual(failures, []);
-    assert.deepEqual(connections.flatMap((connection) => connection.errors), [], 'connections reset');
+    assert.deepEqual(
+      connections.flatMap((connection) => connection.errors),
+      [],
+      'connections reset',
+    );
     // Every response is complete and an ID; none repeats.
     const ids = responses.map(({ response }) => {
       assert.equal(response.statusCode, 200, response.body);
@@ -81,11 +92,22 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
     });
     assert.equal(new Set(ids).size, ids.length, 'an ID was issued twice');
     const afterSignal = responses.filter(({ sentAt }) => sentAt >= signalAt);
-    assert.ok(afterSignal.length >= IDLE, `only ${afterSignal.length} requests were sent after the signal`);
-    assert.ok(afterSignal.some(({ sentAt }) => sentAt - signalAt >= 700), 'no request was sent late in the first second');
+    assert.ok(
+      afterSignal.length >= IDLE,
+      `only ${afterSignal.length} requests were sent after the signal`,
+    );
+    assert.ok(
+      afterSignal.some(({ sentAt }) => sentAt - signalAt >= 700),
+      'no request was sent late in the first second',
+    );
     // A clean stop: no warning (no shutdown timeout), and the process got to its last line.
-    const afterSignalLogs = server.logs.slice(server.logs.findIndex((line) => line['msg'] === 'signal received'));
-    assert.deepEqual(afterSignalLogs.filter((line) => Number(line['level']) >= 40), []);
+    const afterSignalLogs = server.logs.slice(
+      server.logs.findIndex((line) => line['msg'] === 'signal received'),
+    );
+    assert.deepEqual(
+      afterSignalLogs.filter((line) => Number(line['level']) >= 40),
+      [],
+    );
     assert.equal(afterSignalLogs.at(-1)?.['msg'], 'idmint stopped');
   });
 });

@@ -20,13 +20,20 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
 type Server = Awaited<ReturnType<typeof testServer>>;
 
-async function ids(server: Server, url: string, headers: Record<string, string> = {}): Promise<string[]> {
+async function ids(
+  server: Server,
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<string[]> {
   const response = await server.app.inject({ url, headers });
   assert.equal(response.statusCode, 200, response.body);
   assert.match(String(response.headers['content-type']), /^application\/json/);
   const body = response.json() as { ids: string[] };
   // The family routes answer the IDs alone; /v1/snowflake adds its workerId.
-  assert.deepEqual(Object.keys(body), url.startsWith('/v1/snowflake') ? ['workerId', 'ids'] : ['ids']);
+  assert.deepEqual(
+    Object.keys(body),
+    url.startsWith('/v1/snowflake') ? ['workerId', 'ids'] : ['ids'],
+  );
   return body.ids;
 }
 
@@ -54,7 +61,10 @@ const CHECKS: Record<string, (id: string, before: number, after: number) => void
     const oid = new ObjectId(id);
     assert.equal(oid.toHexString(), id);
     const ms = oid.getTimestamp().getTime();
-    assert.ok(ms >= Math.floor(before / 1000) * 1000 && ms <= after, `${id}: ${ms} not within [${before}, ${after}]`);
+    assert.ok(
+      ms >= Math.floor(before / 1000) * 1000 && ms <= after,
+      `${id}: ${ms} not within [${before}, ${after}]`,
+    );
   },
 };
 
@@ -72,7 +82,8 @@ describe('ID family routes (in-process)', () => {
         const all = [...one, ...many];
         for (const id of all) CHECKS[family]?.(id, before, after);
         assert.equal(new Set(all).size, all.length, `${family}: a repeat`);
-        if (family === 'uuid7' || family === 'ulid') assert.ok(strictlyIncreasing(all), `${family}: not strictly increasing`);
+        if (family === 'uuid7' || family === 'ulid')
+          assert.ok(strictlyIncreasing(all), `${family}: not strictly increasing`);
       }
     } finally {
       await server.close();
@@ -101,14 +112,26 @@ describe('ID family routes (in-process)', () => {
     try {
       for (const family of ['uuid7', 'uuid4', 'ulid', 'objectid']) {
         for (const count of ['0', '101', '1e3', '0x10', ' 5', '5.0', '-1']) {
-          const family_ = await server.app.inject(`/v1/${family}?count=${encodeURIComponent(count)}`);
-          const segment = await server.app.inject(`/v1/segment/x?count=${encodeURIComponent(count)}`);
+          const family_ = await server.app.inject(
+            `/v1/${family}?count=${encodeURIComponent(count)}`,
+          );
+          const segment = await server.app.inject(
+            `/v1/segment/x?count=${encodeURIComponent(count)}`,
+          );
           const message = assertError(family_, 400, 'INVALID_ARGUMENT');
           assert.equal(message, `count must be an integer from 1 to 100, got "${count}"`);
-          assert.equal(message, JSON.parse(segment.body).error.message, 'the segment route says the same');
+          assert.equal(
+            message,
+            JSON.parse(segment.body).error.message,
+            'the segment route says the same',
+          );
         }
         assert.equal((await ids(server, `/v1/${family}?count=100`)).length, 100);
-        assertError(await server.app.inject(`/v1/${family}?count=1&count=2`), 400, 'INVALID_ARGUMENT');
+        assertError(
+          await server.app.inject(`/v1/${family}?count=1&count=2`),
+          400,
+          'INVALID_ARGUMENT',
+        );
         // Drawing an ID is not idempotent: POST and HEAD are refused, as on /v1/snowflake.
         const post = await server.app.inject({ method: 'POST', url: `/v1/${family}` });
         assertError(post, 405, 'METHOD_NOT_ALLOWED');
@@ -120,18 +143,45 @@ describe('ID family routes (in-process)', () => {
   });
 
   it('need a token when auth is on, any valid one (as /v1/snowflake); decoding opaque IDs needs the admin token', async () => {
-    const server = await testServer({ auth: { tokens: [`${USER}:orders`], adminToken: ADMIN }, opaque: { keys: '0123456789abcdef0123456789abcdef' } });
+    const server = await testServer({
+      auth: { tokens: [`${USER}:orders`], adminToken: ADMIN },
+      opaque: { keys: '0123456789abcdef0123456789abcdef' },
+    });
     try {
-      for (const url of ['/v1/uuid7', '/v1/uuid4', '/v1/ulid', '/v1/objectid', '/v1/decode/1', '/v1/opaque/snowflake']) {
+      for (const url of [
+        '/v1/uuid7',
+        '/v1/uuid4',
+        '/v1/ulid',
+        '/v1/objectid',
+        '/v1/decode/1',
+        '/v1/opaque/snowflake',
+      ]) {
         assertError(await server.app.inject(url), 401, 'UNAUTHORIZED');
         assert.equal((await server.app.inject({ url, headers: auth(USER) })).statusCode, 200, url);
       }
       const opaque = (await ids(server, '/v1/opaque/snowflake', auth(USER)))[0] as string;
       const decode = `/v1/opaque/snowflake/${opaque}`;
       assertError(await server.app.inject(decode), 401, 'UNAUTHORIZED');
-      assert.match(assertError(await server.app.inject({ url: decode, headers: auth(USER) }), 403, 'FORBIDDEN'), /admin token/);
-      assert.equal((await server.app.inject({ url: decode, headers: auth(ADMIN) })).statusCode, 200);
-      assertError(await server.app.inject({ url: `/v1/opaque/segment/orders/1000000000000000000`, headers: auth(USER) }), 403, 'FORBIDDEN');
+      assert.match(
+        assertError(
+          await server.app.inject({ url: decode, headers: auth(USER) }),
+          403,
+          'FORBIDDEN',
+        ),
+        /admin token/,
+      );
+      assert.equal(
+        (await server.app.inject({ url: decode, headers: auth(ADMIN) })).statusCode,
+        200,
+      );
+      assertError(
+        await server.app.inject({
+          url: `/v1/opaque/segment/orders/1000000000000000000`,
+          headers: auth(USER),
+        }),
+        403,
+        'FORBIDDEN',
+      );
     } finally {
       await server.close();
     }
@@ -141,14 +191,24 @@ describe('ID family routes (in-process)', () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const server = await testServer({}, { clock });
     try {
-      const first = [...(await ids(server, '/v1/uuid7?count=3')), ...(await ids(server, '/v1/ulid?count=3'))];
+      const first = [
+        ...(await ids(server, '/v1/uuid7?count=3')),
+        ...(await ids(server, '/v1/ulid?count=3')),
+      ];
       clock.set(clock.now() - 500);
-      const second = [...(await ids(server, '/v1/uuid7?count=3')), ...(await ids(server, '/v1/ulid?count=3'))];
+      const second = [
+        ...(await ids(server, '/v1/uuid7?count=3')),
+        ...(await ids(server, '/v1/ulid?count=3')),
+      ];
       const uuids = [...first.slice(0, 3), ...second.slice(0, 3)];
       const ulids = [...first.slice(3), ...second.slice(3)];
       assert.ok(strictlyIncreasing(uuids), uuids.join(' '));
       assert.ok(strictlyIncreasing(ulids), ulids.join(' '));
-      assert.equal(decodeTime(ulids[0] as string), Date.UTC(2026, 0, 1), 'the ULIDs carry the injected clock\'s time');
+      assert.equal(
+        decodeTime(ulids[0] as string),
+        Date.UTC(2026, 0, 1),
+        "the ULIDs carry the injected clock's time",
+      );
     } finally {
       await server.close();
     }
@@ -171,12 +231,25 @@ describe('GET /v1/decode/{id}', () => {
       for (const id of samples) {
         const response = await server.app.inject(`/v1/decode/${id}`);
         assert.equal(response.statusCode, 200, response.body);
-        const expected = JSON.parse(JSON.stringify(decodeAny(id, { layout: getLayout('idmint') }))) as Record<string, unknown>;
+        const expected = JSON.parse(
+          JSON.stringify(decodeAny(id, { layout: getLayout('idmint') })),
+        ) as Record<string, unknown>;
         assert.deepEqual(response.json(), expected, id);
       }
-      const snowflake = (await server.app.inject(`/v1/decode/${samples[4]}`)).json() as { format: string; workerId: number; layout: string };
-      assert.deepEqual([snowflake.format, snowflake.workerId, snowflake.layout], ['snowflake', 7, 'idmint']);
-      const uuid = (await server.app.inject(`/v1/decode/${samples[0]}`)).json() as { version: number; date: string; timestamp: number };
+      const snowflake = (await server.app.inject(`/v1/decode/${samples[4]}`)).json() as {
+        format: string;
+        workerId: number;
+        layout: string;
+      };
+      assert.deepEqual(
+        [snowflake.format, snowflake.workerId, snowflake.layout],
+        ['snowflake', 7, 'idmint'],
+      );
+      const uuid = (await server.app.inject(`/v1/decode/${samples[0]}`)).json() as {
+        version: number;
+        date: string;
+        timestamp: number;
+      };
       assert.equal(uuid.version, 7);
       assert.equal(new Date(uuid.date).getTime(), uuid.timestamp);
     } finally {
@@ -184,11 +257,17 @@ describe('GET /v1/decode/{id}', () => {
     }
   });
 
-  it('decodes decimal IDs under the server\'s layout', async () => {
-    const server = await testServer({ snowflake: { layout: 'twitter', datacenterId: 3, registry: 'static:9' } });
+  it("decodes decimal IDs under the server's layout", async () => {
+    const server = await testServer({
+      snowflake: { layout: 'twitter', datacenterId: 3, registry: 'static:9' },
+    });
     try {
       const id = (await ids(server, '/v1/snowflake'))[0] as string;
-      const decoded = (await server.app.inject(`/v1/decode/${id}`)).json() as { layout: string; datacenterId: number; workerId: number };
+      const decoded = (await server.app.inject(`/v1/decode/${id}`)).json() as {
+        layout: string;
+        datacenterId: number;
+        workerId: number;
+      };
       assert.deepEqual([decoded.layout, decoded.datacenterId, decoded.workerId], ['twitter', 3, 9]);
     } finally {
       await server.close();
@@ -198,13 +277,35 @@ describe('GET /v1/decode/{id}', () => {
   it('refuses what it cannot decode with INVALID_ID naming the shapes, and an opaque snowflake ID with where to decode it', async () => {
     const server = await testServer();
     try {
-      for (const id of ['xyz', '01K7ZJ3F2V0Q8X3N6W1T5R9B4', '8ZZZZZZZZZZZZZZZZZZZZZZZZZ', '6a1f0c2b9e4d7f3a1c2b0e9g', '-5', '00012', 'x'.repeat(200)]) {
-        const message = assertError(await server.app.inject(`/v1/decode/${encodeURIComponent(id)}`), 400, 'INVALID_ID');
+      for (const id of [
+        'xyz',
+        '01K7ZJ3F2V0Q8X3N6W1T5R9B4',
+        '8ZZZZZZZZZZZZZZZZZZZZZZZZZ',
+        '6a1f0c2b9e4d7f3a1c2b0e9g',
+        '-5',
+        '00012',
+        'x'.repeat(200),
+      ]) {
+        const message = assertError(
+          await server.app.inject(`/v1/decode/${encodeURIComponent(id)}`),
+          400,
+          'INVALID_ID',
+        );
         assert.match(message, /not an ID idmint can decode: expected a UUID/, id);
         assert.ok(message.length < 400, 'a long input is cut short in the message');
       }
-      assert.match(assertError(await server.app.inject('/v1/decode/9223372036854775808'), 400, 'INVALID_ID'), /above 9223372036854775807/);
-      assert.match(assertError(await server.app.inject('/v1/decode/1234567890123456789012345'), 400, 'INVALID_ID'), /opaque snowflake ID \(25 digits\): only the keys can decode it, at \/v1\/opaque\/snowflake\/\{id\} with the admin token/);
+      assert.match(
+        assertError(await server.app.inject('/v1/decode/9223372036854775808'), 400, 'INVALID_ID'),
+        /above 9223372036854775807/,
+      );
+      assert.match(
+        assertError(
+          await server.app.inject('/v1/decode/1234567890123456789012345'),
+          400,
+          'INVALID_ID',
+        ),
+        /opaque snowflake ID \(25 digits\): only the keys can decode it, at \/v1\/opaque\/snowflake\/\{id\} with the admin token/,
+      );
     } finally {
       await server.close();
     }
@@ -213,10 +314,22 @@ describe('GET /v1/decode/{id}', () => {
 
 describe('OpenAPI document of the family and opaque routes', () => {
   it('lists each route with its operationId, the bound of count, and bearer security exactly where a token is needed', async () => {
-    const server = await testServer({ auth: { tokens: [USER], adminToken: ADMIN }, api: { maxBatch: 777 } });
+    const server = await testServer({
+      auth: { tokens: [USER], adminToken: ADMIN },
+      api: { maxBatch: 777 },
+    });
     try {
       const doc = (await server.app.inject('/openapi.json')).json() as {
-        paths: Record<string, { get?: { operationId?: string; security?: unknown; parameters?: { name: string; schema: { maximum?: number } }[] } }>;
+        paths: Record<
+          string,
+          {
+            get?: {
+              operationId?: string;
+              security?: unknown;
+              parameters?: { name: string; schema: { maximum?: number } }[];
+            };
+          }
+        >;
       };
       const expected: Record<string, string> = {
         '/v1/uuid7': 'uuid7Ids',
@@ -233,7 +346,10 @@ describe('OpenAPI document of the family and opaque routes', () => {
         assert.equal(get?.operationId, operationId, path);
         assert.deepEqual(get?.security, [{ bearer: [] }], path);
       }
-      assert.equal(doc.paths['/v1/uuid7']?.get?.parameters?.find((p) => p.name === 'count')?.schema.maximum, 777);
+      assert.equal(
+        doc.paths['/v1/uuid7']?.get?.parameters?.find((p) => p.name === 'count')?.schema.maximum,
+        777,
+      );
     } finally {
       await server.close();
     }
@@ -242,30 +358,54 @@ describe('OpenAPI document of the family and opaque routes', () => {
 
 describe('IdMintClient: families, decoding and opaque IDs over a real socket', () => {
   it('draws each family, decodes any ID, makes an opaque tag and decodes its IDs back', async () => {
-    const server = await testServer({ port: 0, auth: { adminToken: ADMIN }, opaque: { keys: '1:000102030405060708090a0b0c0d0e0f' } });
+    const server = await testServer({
+      port: 0,
+      auth: { adminToken: ADMIN },
+      opaque: { keys: '1:000102030405060708090a0b0c0d0e0f' },
+    });
     const url = await server.listen();
     try {
       const client = new IdMintClient({ url, token: ADMIN });
       const before = Date.now();
-      const families = { uuid7: await client.uuid7(5), uuid4: await client.uuid4(5), ulid: await client.ulid(5), objectid: await client.objectId(5) };
+      const families = {
+        uuid7: await client.uuid7(5),
+        uuid4: await client.uuid4(5),
+        ulid: await client.ulid(5),
+        objectid: await client.objectId(5),
+      };
       const after = Date.now();
       for (const [family, list] of Object.entries(families)) {
         assert.equal(list.length, 5, family);
         for (const id of list) CHECKS[family]?.(id, before, after);
       }
       assert.deepEqual(await client.ids('ulid', 2).then((l) => l.length), 2);
-      await assert.rejects(client.ids('nope' as 'ulid'), /family must be one of uuid7, uuid4, ulid, objectid/);
+      await assert.rejects(
+        client.ids('nope' as 'ulid'),
+        /family must be one of uuid7, uuid4, ulid, objectid/,
+      );
       const decoded = await client.decodeAny(families.ulid[0] as string);
       assert.equal(decoded.format, 'ulid');
       assert.equal(decoded.timestamp, decodeTime(families.ulid[0] as string));
-      await assert.rejects(client.decodeAny('nope'), (error: Error & { code?: string }) => error.code === 'INVALID_ID');
+      await assert.rejects(
+        client.decodeAny('nope'),
+        (error: Error & { code?: string }) => error.code === 'INVALID_ID',
+      );
 
       const tag = await client.createTag({ tag: 'invoice', step: 50, opaque: true });
       assert.equal(tag.opaque, true);
-      const opaque = [await client.segment('invoice'), ...(await client.segmentBatch('invoice', 4))];
-      assert.ok(opaque.every((id) => /^1[0-9]{18}$/.test(id)), opaque.join(' '));
+      const opaque = [
+        await client.segment('invoice'),
+        ...(await client.segmentBatch('invoice', 4)),
+      ];
+      assert.ok(
+        opaque.every((id) => /^1[0-9]{18}$/.test(id)),
+        opaque.join(' '),
+      );
       const dense = await Promise.all(opaque.map((id) => client.decodeOpaque('invoice', id)));
-      assert.deepEqual(dense.map((d) => d.dense), ['1', '2', '3', '4', '5']);
+      assert.deepEqual(
+        dense.map((d) => d.dense),
+        ['1', '2', '3', '4', '5'],
+      );
       assert.deepEqual(dense[0], { tag: 'invoice', id: opaque[0], dense: '1', keyId: 1 });
       const snowflakes = await client.opaqueSnowflake(3);
       assert.ok(snowflakes.every((id) => /^1[0-9]{24}$/.test(id)));

@@ -10,106 +10,136 @@ import { TcpProxy } from './support/tcp-proxy.ts';
 
 // Database trouble as the HTTP client sees it, on real PostgreSQL behind a TCP proxy: the proxy
 // hangs or cuts the connection while the server runs, as a stalled or crashed database would.
-await describeWithServices('server over a failing PostgreSQL (in-process, TcpProxy)', ['postgres'], () => {
-  let fixture: Awaited<ReturnType<typeof SEGMENT_BACKENDS.postgres.open>>;
-  let proxy: TcpProxy;
-  let server: TestServer;
+await describeWithServices(
+  'server over a failing PostgreSQL (in-process, TcpProxy)',
+  ['postgres'],
+  () => {
+    let fixture: Awaited<ReturnType<typeof SEGMENT_BACKENDS.postgres.open>>;
+    let proxy: TcpProxy;
+    let server: TestServer;
 
-  before(async () => {
-    fixture = await SEGMENT_BACKENDS.postgres.open();
-    await fixture.store.createTag({ tag: 'slow', step: 5 });
-    proxy = await TcpProxy.start(hostPort(SERVICES.postgres.url));
-    server = await testServer({
-      segment: {
-        store: withPort(SERVICES.postgres.url, proxy.port),
-        table: fixture.table,
-        timeoutMs: 1500,
-        waitTimeoutMs: 200,
-        retryAfterMs: 300,
-        // A step that stays small keeps the buffer short, so the test reaches the store quickly.
-        maxStep: 5,
-        prefetchThreshold: 1,
-      },
+    before(async () => {
+      fixture = await SEGMENT_BACKENDS.postgres.open();
+      await fixture.store.createTag({ tag: 'slow', step: 5 });
+      proxy = await TcpProxy.start(hostPort(SERVICES.postgres.url));
+      server = await testServer({
+        segment: {
+          store: withPort(SERVICES.postgres.url, proxy.port),
+          table: fixture.table,
+          timeoutMs: 1500,
+          waitTimeoutMs: 200,
+          retryAfterMs: 300,
+          // A step that stays small keeps the buffer short, so the test reaches the store quickly.
+          maxStep: 5,
+          prefetchThreshold: 1,
+        },
+      });
     });
-  });
 
-  after(async () => {
-    await server?.close();
-    await proxy?.close();
-    await fixture?.dispose();
-  });
+    after(async () => {
+      await server?.close();
+      await proxy?.close();
+      await fixture?.dispose();
+    });
 
-  it('a stalled database: SEGMENTS_NOT_READY (503, Retry-After) once the buffer is used up, then IDs again when it answers', async () => {
-    const drawn: bigint[] = [];
-    const draw = async () => {
-      const response = await server.app.inject('/api/segment/get/slow');
-      if (response.statusCode === 200) drawn.push(BigInt(response.body));
-      return response;
-    };
-    assert.equal((await draw()).statusCode, 200);
-    proxy.hang();
-    let failure: Awaited<ReturnType<typeof draw>> | undefined;
-    for (let i = 0; i < 50 && failure === undefined; i++) {
-      const response = await draw();
-      if (response.statusCode !== 200) failure = response;
-    }
-    assert.ok(failure !== undefined, 'the stall never surfaced');
-    assert.match(assertError(failure, 503, 'SEGMENTS_NOT_READY'), /next range of IDs is not loaded yet/);
-    proxy.restore();
-    // The stalled allocation is abandoned after timeoutMs (its range, if committed, is skipped);
-    // the requests after it get IDs again.
-    let recovered = false;
-    for (let i = 0; i < 100 && !recovered; i++) {
-      recovered = (await draw()).statusCode === 200;
-      if (!recovered) await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    assert.ok(recovered, 'no ID after the database answered again');
-    assert.equal(new Set(drawn).size, drawn.length, 'an ID was issued twice');
-    for (let i = 1; i < drawn.length; i++) assert.ok((drawn[i] as bigint) > (drawn[i - 1] as bigint));
-  });
-
-  it('a NUL character in a description is a 400 on PostgreSQL too, not a retryable store failure', async () => {
-    for (const request of [
-      { method: 'POST' as const, url: '/v1/tags', payload: { tag: 'nul', step: 5, description: 'a\u0000b' } },
-      { method: 'PATCH' as const, url: '/v1/tags/slow', payload: { description: 'a\u0000b' } },
-    ]) {
-      assert.match(assertError(await server.app.inject(request), 400, 'INVALID_ARGUMENT'), /^description .*U\+0000/, request.method);
-    }
-    assertError(await server.app.inject('/v1/tags/nul'), 404, 'TAG_NOT_FOUND');
-  });
-
-  it('a database that is down: STORE_UNAVAILABLE (503, Retry-After) fast, on IDs and tag routes alike', async () => {
-    proxy.cut();
-    try {
-      let failure: Awaited<ReturnType<typeof server.app.inject>> | undefined;
-      for (let i = 0; i < 50 && failure === undefined; i++) {
+    it('a stalled database: SEGMENTS_NOT_READY (503, Retry-After) once the buffer is used up, then IDs again when it answers', async () => {
+      const drawn: bigint[] = [];
+      const draw = async () => {
         const response = await server.app.inject('/api/segment/get/slow');
+        if (response.statusCode === 200) drawn.push(BigInt(response.body));
+        return response;
+      };
+      assert.equal((await draw()).statusCode, 200);
+      proxy.hang();
+      let failure: Awaited<ReturnType<typeof draw>> | undefined;
+      for (let i = 0; i < 50 && failure === undefined; i++) {
+        const response = await draw();
         if (response.statusCode !== 200) failure = response;
       }
-      assert.ok(failure !== undefined);
-      const code = (JSON.parse(failure.body) as { error: { code: string } }).error.code;
-      assert.ok(code === 'STORE_UNAVAILABLE' || code === 'SEGMENTS_NOT_READY', code);
-      assertError(failure, 503, code);
-      const listing = await server.app.inject('/v1/tags');
-      const message = assertError(listing, 503, 'STORE_UNAVAILABLE');
-      // The driver's failure names the database's address; the answer does not, the log does.
-      // The ID route's failure was logged just before, so this one points to that line.
-      const requestId = /\(request req-\w+; the server log has the details(?: under request (req-\w+))?\)$/.exec(message)?.[1] ?? /\(request (req-\w+);/.exec(message)?.[1];
-      assert.ok(requestId !== undefined, message);
-      for (const secret of [`${proxy.port}`, '127.0.0.1', 'ECONNREFUSED', 'ECONNRESET', fixture.table, 'postgres']) {
-        assert.equal(listing.body.includes(secret), false, `the answer reveals ${secret}: ${listing.body}`);
-      }
-      const line = server.logs.find((entry) => entry['reqId'] === requestId);
-      assert.ok(line !== undefined, `no log line for ${requestId}`);
-      assert.match(JSON.stringify(line['err']), /postgres store: /);
-      // Health stays up and so does readiness: every node shares the outage, and buffers still serve.
-      assert.equal((await server.app.inject('/healthz')).statusCode, 200);
-      assert.equal((await server.app.inject('/readyz')).statusCode, 200);
-    } finally {
+      assert.ok(failure !== undefined, 'the stall never surfaced');
+      assert.match(
+        assertError(failure, 503, 'SEGMENTS_NOT_READY'),
+        /next range of IDs is not loaded yet/,
+      );
       proxy.restore();
-    }
-  });
-});
+      // The stalled allocation is abandoned after timeoutMs (its range, if committed, is skipped);
+      // the requests after it get IDs again.
+      let recovered = false;
+      for (let i = 0; i < 100 && !recovered; i++) {
+        recovered = (await draw()).statusCode === 200;
+        if (!recovered) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.ok(recovered, 'no ID after the database answered again');
+      assert.equal(new Set(drawn).size, drawn.length, 'an ID was issued twice');
+      for (let i = 1; i < drawn.length; i++)
+        assert.ok((drawn[i] as bigint) > (drawn[i - 1] as bigint));
+    });
+
+    it('a NUL character in a description is a 400 on PostgreSQL too, not a retryable store failure', async () => {
+      for (const request of [
+        {
+          method: 'POST' as const,
+          url: '/v1/tags',
+          payload: { tag: 'nul', step: 5, description: 'a\u0000b' },
+        },
+        { method: 'PATCH' as const, url: '/v1/tags/slow', payload: { description: 'a\u0000b' } },
+      ]) {
+        assert.match(
+          assertError(await server.app.inject(request), 400, 'INVALID_ARGUMENT'),
+          /^description .*U\+0000/,
+          request.method,
+        );
+      }
+      assertError(await server.app.inject('/v1/tags/nul'), 404, 'TAG_NOT_FOUND');
+    });
+
+    it('a database that is down: STORE_UNAVAILABLE (503, Retry-After) fast, on IDs and tag routes alike', async () => {
+      proxy.cut();
+      try {
+        let failure: Awaited<ReturnType<typeof server.app.inject>> | undefined;
+        for (let i = 0; i < 50 && failure === undefined; i++) {
+          const response = await server.app.inject('/api/segment/get/slow');
+          if (response.statusCode !== 200) failure = response;
+        }
+        assert.ok(failure !== undefined);
+        const code = (JSON.parse(failure.body) as { error: { code: string } }).error.code;
+        assert.ok(code === 'STORE_UNAVAILABLE' || code === 'SEGMENTS_NOT_READY', code);
+        assertError(failure, 503, code);
+        const listing = await server.app.inject('/v1/tags');
+        const message = assertError(listing, 503, 'STORE_UNAVAILABLE');
+        // The driver's failure names the database's address; the answer does not, the log does.
+        // The ID route's failure was logged just before, so this one points to that line.
+        const requestId =
+          /\(request req-\w+; the server log has the details(?: under request (req-\w+))?\)$/.exec(
+            message,
+          )?.[1] ?? /\(request (req-\w+);/.exec(message)?.[1];
+        assert.ok(requestId !== undefined, message);
+        for (const secret of [
+          `${proxy.port}`,
+          '127.0.0.1',
+          'ECONNREFUSED',
+          'ECONNRESET',
+          fixture.table,
+          'postgres',
+        ]) {
+          assert.equal(
+            listing.body.includes(secret),
+            false,
+            `the answer reveals ${secret}: ${listing.body}`,
+          );
+        }
+        const line = server.logs.find((entry) => entry['reqId'] === requestId);
+        assert.ok(line !== undefined, `no log line for ${requestId}`);
+        assert.match(JSON.stringify(line['err']), /postgres store: /);
+        // Health stays up and so does readiness: every node shares the outage, and buffers still serve.
+        assert.equal((await server.app.inject('/healthz')).statusCode, 200);
+        assert.equal((await server.app.inject('/readyz')).statusCode, 200);
+      } finally {
+        proxy.restore();
+      }
+    });
+  },
+);
 
 // A coordinator that stops answering, as the HTTP client sees it: real etcd behind a TCP proxy.
 await describeWithServices('server over a failing etcd (in-process, TcpProxy)', ['etcd'], () => {
@@ -120,7 +150,14 @@ await describeWithServices('server over a failing etcd (in-process, TcpProxy)', 
   before(async () => {
     proxy = await TcpProxy.start(hostPort(SERVICES.etcd.url));
     // A short lease, so losing the coordinator fences the worker within a second or two.
-    server = await testServer({ segment: { enabled: false }, snowflake: { registry: `etcd://${proxy.address}/${name}`, leaseTtlMs: 2000, registryTimeoutMs: 500 } });
+    server = await testServer({
+      segment: { enabled: false },
+      snowflake: {
+        registry: `etcd://${proxy.address}/${name}`,
+        leaseTtlMs: 2000,
+        registryTimeoutMs: 500,
+      },
+    });
   });
 
   after(async () => {
@@ -142,10 +179,16 @@ await describeWithServices('server over a failing etcd (in-process, TcpProxy)', 
     assert.match(assertError(fenced, 503, 'LEASE_LOST'), /fenced|lease/);
     const ready = await server.app.inject('/readyz');
     assert.equal(ready.statusCode, 503);
-    assert.match((ready.json() as { checks: { snowflake: string } }).checks.snowflake, /^worker \d+ (fenced|recovering)/);
+    assert.match(
+      (ready.json() as { checks: { snowflake: string } }).checks.snowflake,
+      /^worker \d+ (fenced|recovering)/,
+    );
     const fencedMetrics = (await server.app.inject('/metrics')).body;
     assert.match(fencedMetrics, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 0$/m);
-    assert.ok((metricSample(fencedMetrics, 'idmint_snowflake_lease_renew_failures_total') ?? 0) >= 1, 'the failed renewals are counted');
+    assert.ok(
+      (metricSample(fencedMetrics, 'idmint_snowflake_lease_renew_failures_total') ?? 0) >= 1,
+      'the failed renewals are counted',
+    );
     // Cut past the lease's 2 s TTL: etcd has let the lease expire, so the next renewal finds it
     // gone and the worker recovers on a new lease: a loss.
     await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -159,6 +202,9 @@ await describeWithServices('server over a failing etcd (in-process, TcpProxy)', 
     assert.equal((await server.app.inject('/readyz')).statusCode, 200);
     const resumedMetrics = (await server.app.inject('/metrics')).body;
     assert.match(resumedMetrics, /^idmint_snowflake_lease_held\{worker_id="\d+"\} 1$/m);
-    assert.ok((metricSample(resumedMetrics, 'idmint_snowflake_lease_losses_total') ?? 0) >= 1, 'the expired lease is counted as lost');
+    assert.ok(
+      (metricSample(resumedMetrics, 'idmint_snowflake_lease_losses_total') ?? 0) >= 1,
+      'the expired lease is counted as lost',
+    );
   });
 });

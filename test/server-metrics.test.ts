@@ -7,22 +7,35 @@ import { describe, it } from 'node:test';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { REQUIRE_SERVICES } from './support/services.ts';
 import { metricSample as sample } from './support/metrics-text.ts';
-import { SCRAPE_JOB, prometheusSkip, startPrometheus, type TestPrometheus } from './support/prometheus.ts';
+import {
+  SCRAPE_JOB,
+  prometheusSkip,
+  startPrometheus,
+  type TestPrometheus,
+} from './support/prometheus.ts';
 import { testServer } from './support/server.ts';
 import { waitFor } from './support/workers.ts';
 
 /** Prometheus's promtool (Debian's `prometheus` package; scripts/services.sh up installs it). */
-const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' }).status === 0 ? 'promtool' : undefined;
+const promtool =
+  spawnSync('promtool', ['--version'], { encoding: 'utf8' }).status === 0 ? 'promtool' : undefined;
 const missing = 'promtool not found (apt-get install prometheus, or scripts/services.sh up)';
-if (promtool === undefined && !REQUIRE_SERVICES) process.stderr.write(`\n!!! SKIPPING the promtool check: ${missing}\n`);
+if (promtool === undefined && !REQUIRE_SERVICES)
+  process.stderr.write(`\n!!! SKIPPING the promtool check: ${missing}\n`);
 
 describe('/metrics', () => {
-  it('passes `promtool check metrics` (Prometheus\'s own linter)', { skip: promtool === undefined && !REQUIRE_SERVICES ? missing : false }, async () => {
+  it("passes `promtool check metrics` (Prometheus's own linter)", {
+    skip: promtool === undefined && !REQUIRE_SERVICES ? missing : false,
+  }, async () => {
     assert.ok(promtool !== undefined, `IDMINT_REQUIRE_SERVICES=1 but ${missing}`);
     const server = await testServer();
     try {
       // Every family the server can expose has a sample: both modes, a range load, errors.
-      await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'lint', step: 10 } });
+      await server.app.inject({
+        method: 'POST',
+        url: '/v1/tags',
+        payload: { tag: 'lint', step: 10 },
+      });
       await server.app.inject('/api/segment/get/lint');
       await server.app.inject('/v1/snowflake?count=2');
       await server.app.inject('/nope');
@@ -43,7 +56,10 @@ describe('/metrics', () => {
       const response = await fetch(`${url}/metrics`);
       assert.equal(response.status, 200);
       assert.equal(response.headers.get('transfer-encoding'), 'chunked');
-      assert.equal(response.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
+      assert.equal(
+        response.headers.get('content-type'),
+        'text/plain; version=0.0.4; charset=utf-8',
+      );
       const text = await response.text();
       assert.match(text, /^# HELP idmint_process_cpu_user_seconds_total /);
       assert.equal(requestCount(text, '/v1/snowflake', 'GET'), 1);
@@ -74,7 +90,9 @@ describe('/metrics', () => {
     // routes of one path, which used to print the same label set twice with different counts.
     const server = await testServer();
     try {
-      const sent = await sendThroughEveryMethod(async (request) => (await server.app.inject(request)).statusCode);
+      const sent = await sendThroughEveryMethod(
+        async (request) => (await server.app.inject(request)).statusCode,
+      );
       const text = (await server.app.inject('/metrics')).body;
       const samples = text
         .split('\n')
@@ -90,7 +108,8 @@ describe('/metrics', () => {
     }
   });
 
-  const PROMETHEUS_TITLE = 'is stored by a real Prometheus as counted: every route and method, and the IDs issued';
+  const PROMETHEUS_TITLE =
+    'is stored by a real Prometheus as counted: every route and method, and the IDs issued';
   it(PROMETHEUS_TITLE, { skip: prometheusSkip(), timeout: 120_000 }, async () => {
     const server = await testServer({ port: 0 });
     let prometheus: TestPrometheus | undefined;
@@ -113,7 +132,8 @@ describe('/metrics', () => {
         const route = /route="([^"]*)"/.exec(labels ?? '')?.[1] as string;
         counted.set(route, (counted.get(route) ?? 0) + Number(value));
       }
-      for (const [route, count] of perRoute) assert.equal(counted.get(route), count, `the server counted ${route}`);
+      for (const [route, count] of perRoute)
+        assert.equal(counted.get(route), count, `the server counted ${route}`);
       await prometheus.scrapedSince(Date.now());
 
       // Per route, whatever the method: what a dashboard sums.
@@ -124,14 +144,27 @@ describe('/metrics', () => {
       }
       for (const [route, count] of perRoute) {
         const value = storedPerRoute.get(route);
-        assert.equal(value, count, `Prometheus stored ${value} requests for ${route}, sent ${count}`);
+        assert.equal(
+          value,
+          count,
+          `Prometheus stored ${value} requests for ${route}, sent ${count}`,
+        );
       }
       // Prometheus drops the second of two samples of one series in a scrape, and counts it here.
-      assert.equal(await prometheus.ownMetric('prometheus_target_scrapes_sample_duplicate_timestamp_total'), 0);
+      assert.equal(
+        await prometheus.ownMetric('prometheus_target_scrapes_sample_duplicate_timestamp_total'),
+        0,
+      );
       const stored = await prometheus.query(requests);
       for (const { route, method, count } of sent) {
-        const series = stored.find(({ labels }) => labels['route'] === route && labels['method'] === method);
-        assert.equal(series?.value, count, `Prometheus stored ${series?.value} for ${method} ${route}, sent ${count}`);
+        const series = stored.find(
+          ({ labels }) => labels['route'] === route && labels['method'] === method,
+        );
+        assert.equal(
+          series?.value,
+          count,
+          `Prometheus stored ${series?.value} for ${method} ${route}, sent ${count}`,
+        );
       }
 
       // The Grafana dashboard's request panels read the stored series as they are now labelled
@@ -142,14 +175,21 @@ describe('/metrics', () => {
         assert.ok(result.length > 0, `panel "${title}" finds no data: ${expr}`);
         if (!/by \(route\b/.test(expr)) continue;
         for (const route of perRoute.keys()) {
-          assert.ok(result.some(({ labels }) => labels['route'] === route), `panel "${title}": ${route}`);
+          assert.ok(
+            result.some(({ labels }) => labels['route'] === route),
+            `panel "${title}": ${route}`,
+          );
         }
       }
 
       // One ID per request on the segment and TinyId routes.
-      const ids = sent.filter(({ route }) => route !== '/decodeSnowflakeId').reduce((sum, { count }) => sum + count, 0);
+      const ids = sent
+        .filter(({ route }) => route !== '/decodeSnowflakeId')
+        .reduce((sum, { count }) => sum + count, 0);
       assert.equal(sample(text, 'idmint_ids_issued_total{mode="segment",tag="prom"}'), ids);
-      const [issued] = await prometheus.query(`idmint_ids_issued_total{job="${SCRAPE_JOB}",mode="segment",tag="prom"}`);
+      const [issued] = await prometheus.query(
+        `idmint_ids_issued_total{job="${SCRAPE_JOB}",mode="segment",tag="prom"}`,
+      );
       assert.equal(issued?.value, ids);
     } finally {
       await prometheus?.stop();
@@ -161,9 +201,18 @@ describe('/metrics', () => {
     const server = await testServer({ metrics: { maxTagSeries: 2 } });
     try {
       for (const tag of ['a', 'b', 'c', 'd', 'idle']) {
-        assert.equal((await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag, step: 10 } })).statusCode, 201);
+        assert.equal(
+          (await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag, step: 10 } }))
+            .statusCode,
+          201,
+        );
       }
-      for (const [tag, n] of [['a', 1], ['b', 2], ['c', 3], ['d', 4]] as const) {
+      for (const [tag, n] of [
+        ['a', 1],
+        ['b', 2],
+        ['c', 3],
+        ['d', 4],
+      ] as const) {
         assert.equal((await server.app.inject(`/v1/segment/${tag}?count=${n}`)).statusCode, 200);
       }
       const text = (await server.app.inject('/metrics')).body;
@@ -173,7 +222,10 @@ describe('/metrics', () => {
       // c and d each loaded a range and prefetched the next: the counter and the histogram agree.
       const otherLoads = sample(text, 'idmint_segment_range_loads_total{tag="_other"}') ?? 0;
       assert.ok(otherLoads >= 2, `loads of c and d: ${otherLoads}`);
-      assert.equal(sample(text, 'idmint_segment_range_load_seconds_count{tag="_other"}'), otherLoads);
+      assert.equal(
+        sample(text, 'idmint_segment_range_load_seconds_count{tag="_other"}'),
+        otherLoads,
+      );
       assert.equal(sample(text, 'idmint_segment_tag_step{tag="a"}'), 10);
       // A step summed over tags means nothing: no _other series for it.
       assert.equal(sample(text, 'idmint_segment_tag_step{tag="_other"}'), undefined);
@@ -194,12 +246,22 @@ describe('/metrics', () => {
     await store.init();
     for (const tag of ['r1', 'r2', 'r3']) await store.createTag({ tag, step: 10 });
     await store.close();
-    const server = await testServer({ segment: { store: `sqlite:${path}`, tagRefreshMs: 20, tagFullRefreshMs: 0 } });
+    const server = await testServer({
+      segment: { store: `sqlite:${path}`, tagRefreshMs: 20, tagFullRefreshMs: 0 },
+    });
     try {
-      const scrape = async (series: string) => sample((await server.app.inject('/metrics')).body, series);
-      await waitFor('three full reads of the 3 tags', async () => ((await scrape('idmint_segment_tag_rows_read_total')) ?? 0) >= 9);
+      const scrape = async (series: string) =>
+        sample((await server.app.inject('/metrics')).body, series);
+      await waitFor(
+        'three full reads of the 3 tags',
+        async () => ((await scrape('idmint_segment_tag_rows_read_total')) ?? 0) >= 9,
+      );
       const text = (await server.app.inject('/metrics')).body;
-      assert.equal((sample(text, 'idmint_segment_tag_rows_read_total') ?? -1) % 3, 0, 'whole reads of 3 rows');
+      assert.equal(
+        (sample(text, 'idmint_segment_tag_rows_read_total') ?? -1) % 3,
+        0,
+        'whole reads of 3 rows',
+      );
       assert.equal(sample(text, 'idmint_segment_tag_refresh_failures_total'), 0);
     } finally {
       await server.close();
@@ -210,7 +272,12 @@ describe('/metrics', () => {
   it('costs no series for tags never drawn from', async () => {
     const server = await testServer();
     try {
-      for (let i = 0; i < 50; i++) await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: `idle-${i}`, step: 10 } });
+      for (let i = 0; i < 50; i++)
+        await server.app.inject({
+          method: 'POST',
+          url: '/v1/tags',
+          payload: { tag: `idle-${i}`, step: 10 },
+        });
       const text = (await server.app.inject('/metrics')).body;
       assert.doesNotMatch(text, /tag="idle-/);
     } finally {
@@ -220,7 +287,12 @@ describe('/metrics', () => {
 });
 
 /** `idmint_http_request_duration_seconds_count` of one route, method and status in a scrape's text. */
-function requestCount(text: string, route: string, method: string, status = 200): number | undefined {
+function requestCount(
+  text: string,
+  route: string,
+  method: string,
+  status = 200,
+): number | undefined {
   const labels = `route="${route}",method="${method}",status="${status}"`;
   return sample(text, `idmint_http_request_duration_seconds_count{${labels}}`);
 }
@@ -228,9 +300,15 @@ function requestCount(text: string, route: string, method: string, status = 200)
 /** The queries of docs/grafana/idmint.json's panels that read the request histogram. */
 function grafanaRequestPanels(): { title: string; expr: string }[] {
   const text = readFileSync(new URL('../docs/grafana/idmint.json', import.meta.url), 'utf8');
-  const dashboard = JSON.parse(text) as { panels: { title: string; targets?: { expr: string }[] }[] };
-  const panels = dashboard.panels.flatMap(({ title, targets = [] }) => targets.map(({ expr }) => ({ title, expr })));
-  const requests = panels.filter(({ expr }) => expr.includes('idmint_http_request_duration_seconds'));
+  const dashboard = JSON.parse(text) as {
+    panels: { title: string; targets?: { expr: string }[] }[];
+  };
+  const panels = dashboard.panels.flatMap(({ title, targets = [] }) =>
+    targets.map(({ expr }) => ({ title, expr })),
+  );
+  const requests = panels.filter(({ expr }) =>
+    expr.includes('idmint_http_request_duration_seconds'),
+  );
   assert.ok(requests.length >= 2, 'the dashboard has request panels');
   return requests;
 }
@@ -253,7 +331,8 @@ async function sendThroughEveryMethod(
 ): Promise<{ route: string; method: string; count: number }[]> {
   const sent: { route: string; method: string; count: number }[] = [];
   const each = async (route: string, request: SentRequest, count: number) => {
-    for (let i = 0; i < count; i++) assert.equal(await send(request), 200, `${request.method} ${request.url}`);
+    for (let i = 0; i < count; i++)
+      assert.equal(await send(request), 200, `${request.method} ${request.url}`);
     sent.push({ route, method: request.method, count });
   };
   const json = { 'content-type': 'application/json' };
@@ -263,8 +342,17 @@ async function sendThroughEveryMethod(
   await each('/api/segment/get/:tag', { method: 'POST', url: '/api/segment/get/prom' }, 4);
   await each('/api/segment/get/:tag', { method: 'PUT', url: '/api/segment/get/prom' }, 2);
   const form = { 'content-type': 'application/x-www-form-urlencoded' };
-  await each('/tinyid/id/nextIdSimple', { method: 'GET', url: '/tinyid/id/nextIdSimple?bizType=prom' }, 3);
-  const tinyIdPost = { method: 'POST', url: '/tinyid/id/nextIdSimple', payload: 'bizType=prom', headers: form };
+  await each(
+    '/tinyid/id/nextIdSimple',
+    { method: 'GET', url: '/tinyid/id/nextIdSimple?bizType=prom' },
+    3,
+  );
+  const tinyIdPost = {
+    method: 'POST',
+    url: '/tinyid/id/nextIdSimple',
+    payload: 'bizType=prom',
+    headers: form,
+  };
   await each('/tinyid/id/nextIdSimple', tinyIdPost, 7);
   const decode = '/decodeSnowflakeId?snowflakeId=1234567890123456789';
   await each('/decodeSnowflakeId', { method: 'GET', url: decode }, 6);

@@ -25,7 +25,11 @@ async function octets(response: Response, count: number): Promise<bigint[]> {
 }
 
 function assertIncreasing(ids: readonly bigint[]): void {
-  for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1]! < ids[i]!, `ID ${i} (${ids[i]}) is not above ID ${i - 1} (${ids[i - 1]})`);
+  for (let i = 1; i < ids.length; i++)
+    assert.ok(
+      ids[i - 1]! < ids[i]!,
+      `ID ${i} (${ids[i]}) is not above ID ${i - 1} (${ids[i - 1]})`,
+    );
 }
 
 describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
@@ -33,14 +37,34 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     const server = await testServer();
     try {
       const url = await server.listen();
-      assert.equal((await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'order', step: 100, startId: '5000' } })).statusCode, 201);
-      const json = (await (await fetch(`${url}/v1/segment/order?count=3`)).json()) as { ids: string[] };
-      const first = await octets(await fetch(`${url}/v1/segment/order?count=250`, { headers: OCTETS }), 250);
+      assert.equal(
+        (
+          await server.app.inject({
+            method: 'POST',
+            url: '/v1/tags',
+            payload: { tag: 'order', step: 100, startId: '5000' },
+          })
+        ).statusCode,
+        201,
+      );
+      const json = (await (await fetch(`${url}/v1/segment/order?count=3`)).json()) as {
+        ids: string[];
+      };
+      const first = await octets(
+        await fetch(`${url}/v1/segment/order?count=250`, { headers: OCTETS }),
+        250,
+      );
       const single = BigInt(await (await fetch(`${url}/api/segment/get/order`)).text());
-      const second = await octets(await fetch(`${url}/v1/segment/order?count=1`, { headers: OCTETS }), 1);
+      const second = await octets(
+        await fetch(`${url}/v1/segment/order?count=1`, { headers: OCTETS }),
+        1,
+      );
       // Dense from the start: the JSON batch took 5000-5002, the binary one the next 250 across three ranges.
       assert.deepEqual(json.ids, ['5000', '5001', '5002']);
-      assert.deepEqual(first, Array.from({ length: 250 }, (_, i) => 5003n + BigInt(i)));
+      assert.deepEqual(
+        first,
+        Array.from({ length: 250 }, (_, i) => 5003n + BigInt(i)),
+      );
       assert.equal(single, 5253n);
       assert.deepEqual(second, [5254n]);
     } finally {
@@ -48,17 +72,25 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
-  it('snowflake: exactly count IDs, strictly increasing, decoding to this server\'s worker', async () => {
+  it("snowflake: exactly count IDs, strictly increasing, decoding to this server's worker", async () => {
     const server = await testServer({ snowflake: { registry: 'static:7' } });
     try {
       const url = await server.listen();
-      const ids = await octets(await fetch(`${url}/v1/snowflake?count=5000`, { headers: OCTETS }), 5000);
+      const ids = await octets(
+        await fetch(`${url}/v1/snowflake?count=5000`, { headers: OCTETS }),
+        5000,
+      );
       assertIncreasing(ids);
       for (const id of [ids[0]!, ids[4999]!]) {
-        const parts = (await (await fetch(`${url}/v1/snowflake/decode/${id}`)).json()) as { workerId: number };
+        const parts = (await (await fetch(`${url}/v1/snowflake/decode/${id}`)).json()) as {
+          workerId: number;
+        };
         assert.equal(parts.workerId, 7);
       }
-      const later = await octets(await fetch(`${url}/v1/snowflake?count=1`, { headers: OCTETS }), 1);
+      const later = await octets(
+        await fetch(`${url}/v1/snowflake?count=1`, { headers: OCTETS }),
+        1,
+      );
       assert.ok(later[0]! > ids[4999]!);
     } finally {
       await server.close();
@@ -69,12 +101,34 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     const server = await testServer({ opaque: { keys: KEY } });
     try {
       const url = await server.listen();
-      assert.equal((await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'secret', step: 50, opaque: true } })).statusCode, 201);
-      const ids = await octets(await fetch(`${url}/v1/segment/secret?count=120`, { headers: OCTETS }), 120);
+      assert.equal(
+        (
+          await server.app.inject({
+            method: 'POST',
+            url: '/v1/tags',
+            payload: { tag: 'secret', step: 50, opaque: true },
+          })
+        ).statusCode,
+        201,
+      );
+      const ids = await octets(
+        await fetch(`${url}/v1/segment/secret?count=120`, { headers: OCTETS }),
+        120,
+      );
       assert.equal(new Set(ids).size, 120);
       // The opaque form: 19 digits, a signed BIGINT (10^18 <= id < 2^63).
-      for (const id of ids) assert.ok(id >= 10n ** 18n && id < 2n ** 63n, `${id} is not an opaque segment ID`);
-      const dense = await Promise.all([ids[0]!, ids[119]!].map(async (id) => ((await (await fetch(`${url}/v1/opaque/segment/secret/${id}`)).json()) as { dense: string }).dense));
+      for (const id of ids)
+        assert.ok(id >= 10n ** 18n && id < 2n ** 63n, `${id} is not an opaque segment ID`);
+      const dense = await Promise.all(
+        [ids[0]!, ids[119]!].map(
+          async (id) =>
+            (
+              (await (await fetch(`${url}/v1/opaque/segment/secret/${id}`)).json()) as {
+                dense: string;
+              }
+            ).dense,
+        ),
+      );
       assert.deepEqual(dense, ['1', '120']);
     } finally {
       await server.close();
@@ -88,8 +142,20 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     try {
       const url = await reader.listen();
       // Created after the reader started: the reader first hears of the tag from this request.
-      assert.equal((await writer.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'late', step: 20, opaque: true } })).statusCode, 201);
-      const ids = await octets(await fetch(`${url}/v1/segment/late?count=30`, { headers: OCTETS }), 30);
+      assert.equal(
+        (
+          await writer.app.inject({
+            method: 'POST',
+            url: '/v1/tags',
+            payload: { tag: 'late', step: 20, opaque: true },
+          })
+        ).statusCode,
+        201,
+      );
+      const ids = await octets(
+        await fetch(`${url}/v1/segment/late?count=30`, { headers: OCTETS }),
+        30,
+      );
       assert.equal(new Set(ids).size, 30);
       for (const id of ids) assert.ok(id >= 10n ** 18n && id < 2n ** 63n, `${id} is a dense ID`);
     } finally {
@@ -105,13 +171,29 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
       const bad = await fetch(`${url}/v1/segment/nope?count=0`, { headers: OCTETS });
       assert.equal(bad.status, 400);
       assert.match(bad.headers.get('content-type') ?? '', /^application\/json/);
-      assert.equal(((await bad.json()) as { error: { code: string } }).error.code, 'INVALID_ARGUMENT');
+      assert.equal(
+        ((await bad.json()) as { error: { code: string } }).error.code,
+        'INVALID_ARGUMENT',
+      );
       const unknown = await fetch(`${url}/v1/segment/nope?count=2`, { headers: OCTETS });
       assert.equal(unknown.status, 404);
       assert.match(unknown.headers.get('content-type') ?? '', /^application\/json/);
-      for (const accept of [undefined, '*/*', 'application/json', 'application/*', 'application/json, application/octet-stream;q=0.5']) {
-        const response = await fetch(`${url}/v1/snowflake?count=2`, accept === undefined ? {} : { headers: { accept } });
-        assert.match(response.headers.get('content-type') ?? '', /^application\/json/, String(accept));
+      for (const accept of [
+        undefined,
+        '*/*',
+        'application/json',
+        'application/*',
+        'application/json, application/octet-stream;q=0.5',
+      ]) {
+        const response = await fetch(
+          `${url}/v1/snowflake?count=2`,
+          accept === undefined ? {} : { headers: { accept } },
+        );
+        assert.match(
+          response.headers.get('content-type') ?? '',
+          /^application\/json/,
+          String(accept),
+        );
         assert.equal(((await response.json()) as { ids: string[] }).ids.length, 2);
       }
     } finally {
@@ -123,7 +205,10 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     for (const start of [7n, 2n ** 32n - 2n, 2n ** 53n - 10n, 2n ** 63n - 100n]) {
       const bytes = Buffer.alloc(6 * 8);
       assert.equal(writeRunOctets(bytes, 1, { start, stride: 3, count: 5 }), 6);
-      assert.deepEqual(Array.from({ length: 6 }, (_, i) => bytes.readBigUInt64BE(i * 8)), [0n, ...Array.from({ length: 5 }, (_, i) => start + BigInt(i * 3))]);
+      assert.deepEqual(
+        Array.from({ length: 6 }, (_, i) => bytes.readBigUInt64BE(i * 8)),
+        [0n, ...Array.from({ length: 5 }, (_, i) => start + BigInt(i * 3))],
+      );
     }
   });
 
@@ -137,13 +222,22 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
       { start: 2n ** 62n - 3n, stride: 2 ** 30, count: 40 },
     ];
     for (const run of cases) {
-      const expected = Array.from({ length: run.count }, (_, i) => run.start + BigInt(i) * BigInt(run.stride));
+      const expected = Array.from(
+        { length: run.count },
+        (_, i) => run.start + BigInt(i) * BigInt(run.stride),
+      );
       const aligned = Buffer.alloc((run.count + 2) * 8);
       assert.equal(writeRunOctets(aligned, 2, run), run.count + 2);
-      assert.deepEqual(Array.from({ length: run.count }, (_, i) => aligned.readBigUInt64BE((i + 2) * 8)), expected);
+      assert.deepEqual(
+        Array.from({ length: run.count }, (_, i) => aligned.readBigUInt64BE((i + 2) * 8)),
+        expected,
+      );
       const unaligned = Buffer.alloc(run.count * 8 + 1).subarray(1);
       assert.equal(writeRunOctets(unaligned, 0, run), run.count);
-      assert.deepEqual(Array.from({ length: run.count }, (_, i) => unaligned.readBigUInt64BE(i * 8)), expected);
+      assert.deepEqual(
+        Array.from({ length: run.count }, (_, i) => unaligned.readBigUInt64BE(i * 8)),
+        expected,
+      );
     }
   });
 

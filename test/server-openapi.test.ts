@@ -26,11 +26,23 @@ async function lint(name: string, document: string): Promise<LintReport> {
   writeFileSync(join(dir, 'openapi.json'), document);
   // An explicit configuration, so no redocly.yaml found elsewhere changes the rules.
   writeFileSync(join(dir, 'redocly.yaml'), 'extends:\n  - recommended\n');
-  const result = await run(process.execPath, [REDOCLY, 'lint', 'openapi.json', '--config', 'redocly.yaml', '--format', 'json'], {
-    cwd: dir,
-    env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
-    timeout: 60_000,
-  }).catch((error: { stdout?: string; stderr?: string }) => ({ stdout: error.stdout ?? '', stderr: error.stderr ?? '' }));
+  const result = await run(
+    process.execPath,
+    [REDOCLY, 'lint', 'openapi.json', '--config', 'redocly.yaml', '--format', 'json'],
+    {
+      cwd: dir,
+      env: {
+        ...process.env,
+        REDOCLY_TELEMETRY: 'off',
+        REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true',
+        NO_COLOR: '1',
+      },
+      timeout: 60_000,
+    },
+  ).catch((error: { stdout?: string; stderr?: string }) => ({
+    stdout: error.stdout ?? '',
+    stderr: error.stderr ?? '',
+  }));
   return JSON.parse(result.stdout) as LintReport;
 }
 
@@ -40,7 +52,10 @@ async function lint(name: string, document: string): Promise<LintReport> {
 describe('the OpenAPI document passes `redocly lint` (recommended rules)', () => {
   for (const [name, values] of [
     ['auth off', {}],
-    ['auth on', { auth: { tokens: ['user-Qm7vN4pL9sXy8Rk2'], adminToken: 'admin-Jm4kT9qXv2Lp8Rn6' } }],
+    [
+      'auth on',
+      { auth: { tokens: ['user-Qm7vN4pL9sXy8Rk2'], adminToken: 'admin-Jm4kT9qXv2Lp8Rn6' } },
+    ],
   ] as const) {
     it(name, { timeout: 90_000 }, async () => {
       const server = await testServer(values);
@@ -51,11 +66,17 @@ describe('the OpenAPI document passes `redocly lint` (recommended rules)', () =>
         await server.close();
       }
       const report = await lint(name.replace(' ', '-'), document);
-      const problems = report.problems.map((p) => `${p.ruleId}: ${p.message} ${p.location?.[0]?.pointer ?? ''}`);
+      const problems = report.problems.map(
+        (p) => `${p.ruleId}: ${p.message} ${p.location?.[0]?.pointer ?? ''}`,
+      );
       assert.deepEqual(problems, []);
       assert.deepEqual(report.totals, { errors: 0, warnings: 0, ignored: 0 });
       const doc = JSON.parse(document) as { components: { securitySchemes?: unknown } };
-      assert.equal(doc.components.securitySchemes === undefined, name === 'auth off', 'security schemes are declared only when auth is on');
+      assert.equal(
+        doc.components.securitySchemes === undefined,
+        name === 'auth off',
+        'security schemes are declared only when auth is on',
+      );
     });
   }
 });

@@ -40,7 +40,17 @@ const ROUTES = [
 
 interface OpenApiDoc {
   openapi: string;
-  paths: Record<string, Record<string, { parameters?: { in: string; name: string; required?: boolean }[]; responses: Record<string, unknown>; requestBody?: unknown }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        parameters?: { in: string; name: string; required?: boolean }[];
+        responses: Record<string, unknown>;
+        requestBody?: unknown;
+      }
+    >
+  >;
   components: { schemas: Record<string, unknown> };
 }
 
@@ -59,14 +69,20 @@ describe('operations routes and behaviour (in-process)', () => {
       assert.deepEqual(health.json(), { status: 'ok' });
       const ready = await server.app.inject('/readyz');
       assert.equal(ready.statusCode, 200);
-      assert.deepEqual(ready.json(), { status: 'ready', checks: { accepting: 'ok', snowflake: 'ok' } });
+      assert.deepEqual(ready.json(), {
+        status: 'ready',
+        checks: { accepting: 'ok', snowflake: 'ok' },
+      });
     } finally {
       await server.close();
     }
   });
 
   it('/metrics counts the ID families by mode, and opaque snowflake IDs as snowflake IDs', async () => {
-    const server = await testServer({ snowflake: { registry: 'static:9' }, opaque: { keys: '1:2b7e151628aed2a6abf7158809cf4f3c' } });
+    const server = await testServer({
+      snowflake: { registry: 'static:9' },
+      opaque: { keys: '1:2b7e151628aed2a6abf7158809cf4f3c' },
+    });
     try {
       assert.equal((await server.app.inject('/v1/uuid7?count=5')).statusCode, 200);
       assert.equal((await server.app.inject('/v1/uuid7')).statusCode, 200);
@@ -77,9 +93,17 @@ describe('operations routes and behaviour (in-process)', () => {
       assert.equal((await server.app.inject('/v1/ulid?count=0')).statusCode, 400);
       const text = (await server.app.inject('/metrics')).body;
       assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="uuid7",tag=""}'), 6);
-      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="ulid",tag=""}'), 3, 'a refused request counts nothing');
+      assert.equal(
+        metric(text, 'idmint_ids_issued_total', '{mode="ulid",tag=""}'),
+        3,
+        'a refused request counts nothing',
+      );
       assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="objectid",tag=""}'), 2);
-      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="uuid4",tag=""}'), undefined, 'a family never drawn from has no series');
+      assert.equal(
+        metric(text, 'idmint_ids_issued_total', '{mode="uuid4",tag=""}'),
+        undefined,
+        'a family never drawn from has no series',
+      );
       assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="snowflake",tag=""}'), 5);
     } finally {
       await server.close();
@@ -89,7 +113,11 @@ describe('operations routes and behaviour (in-process)', () => {
   it('/metrics reports IDs per tag and mode, range loads, steps, remaining IDs, lease and request latency', async () => {
     const server = await testServer({ snowflake: { registry: 'static:9' } });
     try {
-      await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'm', step: 100 } });
+      await server.app.inject({
+        method: 'POST',
+        url: '/v1/tags',
+        payload: { tag: 'm', step: 100 },
+      });
       for (let i = 0; i < 7; i++) await server.app.inject('/api/segment/get/m');
       await server.app.inject('/v1/segment/m?count=30');
       await server.app.inject('/v1/snowflake?count=12');
@@ -101,7 +129,10 @@ describe('operations routes and behaviour (in-process)', () => {
       const text = response.body;
       assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="segment",tag="m"}'), 37);
       assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="snowflake",tag=""}'), 13);
-      assert.equal(metric(text, 'idmint_ids_issued_total', '{mode="segment",tag="nope"}'), undefined);
+      assert.equal(
+        metric(text, 'idmint_ids_issued_total', '{mode="segment",tag="nope"}'),
+        undefined,
+      );
       assert.equal(metric(text, 'idmint_segment_tag_step', '{tag="m"}'), 100);
       assert.ok((metric(text, 'idmint_segment_step', '{tag="m"}') ?? 0) >= 100);
       assert.ok((metric(text, 'idmint_segment_remaining_ids', '{tag="m"}') ?? 0) > 0);
@@ -111,9 +142,15 @@ describe('operations routes and behaviour (in-process)', () => {
       assert.equal(metric(text, 'idmint_snowflake_lease_held', '{worker_id="9"}'), 1);
       assert.equal(metric(text, 'idmint_snowflake_clock_rollbacks_total'), 0);
       const leafGet = 'route="/api/segment/get/:tag",method="GET"';
-      assert.equal(metric(text, 'idmint_http_request_duration_seconds_count', `{${leafGet},status="200"}`), 7);
+      assert.equal(
+        metric(text, 'idmint_http_request_duration_seconds_count', `{${leafGet},status="200"}`),
+        7,
+      );
       const segmentGet = 'route="/v1/segment/:tag",method="GET"';
-      assert.equal(metric(text, 'idmint_http_request_duration_seconds_count', `{${segmentGet},status="404"}`), 1);
+      assert.equal(
+        metric(text, 'idmint_http_request_duration_seconds_count', `{${segmentGet},status="404"}`),
+        1,
+      );
       const buckets = 'idmint_http_request_duration_seconds_bucket';
       assert.equal(metric(text, buckets, `{${leafGet},status="200",le="+Inf"}`), 7);
       assert.match(text, /^idmint_process_resident_memory_bytes /m);
@@ -122,14 +159,28 @@ describe('operations routes and behaviour (in-process)', () => {
     }
   });
 
-  it('two servers in one process keep their own metrics, and neither touches prom-client\'s global registry', async () => {
+  it("two servers in one process keep their own metrics, and neither touches prom-client's global registry", async () => {
     const a = await testServer();
     const b = await testServer();
     try {
       for (let i = 0; i < 3; i++) await a.app.inject('/api/snowflake/get/x');
       await b.app.inject('/api/snowflake/get/x');
-      assert.equal(metric((await a.app.inject('/metrics')).body, 'idmint_ids_issued_total', '{mode="snowflake",tag=""}'), 3);
-      assert.equal(metric((await b.app.inject('/metrics')).body, 'idmint_ids_issued_total', '{mode="snowflake",tag=""}'), 1);
+      assert.equal(
+        metric(
+          (await a.app.inject('/metrics')).body,
+          'idmint_ids_issued_total',
+          '{mode="snowflake",tag=""}',
+        ),
+        3,
+      );
+      assert.equal(
+        metric(
+          (await b.app.inject('/metrics')).body,
+          'idmint_ids_issued_total',
+          '{mode="snowflake",tag=""}',
+        ),
+        1,
+      );
       assert.equal((await globalRegistry.metrics()).includes('idmint_'), false);
     } finally {
       await a.close();
@@ -152,7 +203,9 @@ describe('operations routes and behaviour (in-process)', () => {
     try {
       const doc = (await server.app.inject('/openapi.json')).json() as OpenApiDoc;
       assert.equal(doc.openapi, '3.1.0');
-      const documented = Object.entries(doc.paths).flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method} ${path}`));
+      const documented = Object.entries(doc.paths).flatMap(([path, methods]) =>
+        Object.keys(methods).map((method) => `${method} ${path}`),
+      );
       assert.deepEqual(documented.sort(), ROUTES);
       for (const entry of ROUTES) {
         const [method = '', path = ''] = entry.split(' ');
@@ -161,22 +214,52 @@ describe('operations routes and behaviour (in-process)', () => {
         // Every {param} in the path is documented as a required path parameter, and only those.
         const inPath = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
         const documentedPath = (operation.parameters ?? []).filter((p) => p.in === 'path');
-        assert.deepEqual(documentedPath.map((p) => p.name), inPath, entry);
-        assert.ok(documentedPath.every((p) => p.required === true), entry);
+        assert.deepEqual(
+          documentedPath.map((p) => p.name),
+          inPath,
+          entry,
+        );
+        assert.ok(
+          documentedPath.every((p) => p.required === true),
+          entry,
+        );
         // ...and the route really answers there (not with ROUTE_NOT_FOUND).
         const url = path.replace('{tag}', 'order').replace('{id}', '1');
-        const answer = await server.app.inject({ method: method.toUpperCase() as 'GET', url, ...(method === 'get' || method === 'head' ? {} : { payload: {} }) });
-        assert.notEqual(answer.statusCode === 404 && answer.body.includes('ROUTE_NOT_FOUND'), true, entry);
+        const answer = await server.app.inject({
+          method: method.toUpperCase() as 'GET',
+          url,
+          ...(method === 'get' || method === 'head' ? {} : { payload: {} }),
+        });
+        assert.notEqual(
+          answer.statusCode === 404 && answer.body.includes('ROUTE_NOT_FOUND'),
+          true,
+          entry,
+        );
       }
-      const query = (entry: string) => (doc.paths[entry.split(' ')[1] ?? '']?.[entry.split(' ')[0] ?? '']?.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name);
+      const query = (entry: string) =>
+        (doc.paths[entry.split(' ')[1] ?? '']?.[entry.split(' ')[0] ?? '']?.parameters ?? [])
+          .filter((p) => p.in === 'query')
+          .map((p) => p.name);
       assert.deepEqual(query('get /v1/segment/{tag}'), ['count']);
       assert.deepEqual(query('get /v1/snowflake'), ['count']);
       assert.deepEqual(query('get /decodeSnowflakeId'), ['snowflakeId']);
-      assert.deepEqual(query('get /v1/status'), ['q', 'sort', 'order', 'offset', 'after', 'limit', 'tags']);
-      for (const family of ['uuid7', 'uuid4', 'ulid', 'objectid']) assert.deepEqual(query(`get /v1/${family}`), ['count']);
+      assert.deepEqual(query('get /v1/status'), [
+        'q',
+        'sort',
+        'order',
+        'offset',
+        'after',
+        'limit',
+        'tags',
+      ]);
+      for (const family of ['uuid7', 'uuid4', 'ulid', 'objectid'])
+        assert.deepEqual(query(`get /v1/${family}`), ['count']);
       assert.deepEqual(query('get /v1/opaque/snowflake'), ['count']);
       assert.ok(doc.paths['/v1/tags']?.['post']?.requestBody !== undefined);
-      assert.ok(doc.components.schemas['Error'] !== undefined && doc.components.schemas['Tag'] !== undefined);
+      assert.ok(
+        doc.components.schemas['Error'] !== undefined &&
+          doc.components.schemas['Tag'] !== undefined,
+      );
     } finally {
       await server.close();
     }
@@ -185,9 +268,15 @@ describe('operations routes and behaviour (in-process)', () => {
   it('answers unknown routes with ROUTE_NOT_FOUND and known paths with another method with 405 and Allow', async () => {
     const server = await testServer();
     try {
-      assert.match(assertError(await server.app.inject('/api/segment/get'), 404, 'ROUTE_NOT_FOUND'), /no route GET \/api\/segment\/get/);
+      assert.match(
+        assertError(await server.app.inject('/api/segment/get'), 404, 'ROUTE_NOT_FOUND'),
+        /no route GET \/api\/segment\/get/,
+      );
       const wrong = await server.app.inject({ method: 'DELETE', url: '/v1/tags/x' });
-      assert.equal(assertError(wrong, 405, 'METHOD_NOT_ALLOWED'), 'DELETE is not allowed on /v1/tags/x; it takes GET, PATCH');
+      assert.equal(
+        assertError(wrong, 405, 'METHOD_NOT_ALLOWED'),
+        'DELETE is not allowed on /v1/tags/x; it takes GET, PATCH',
+      );
       assert.equal(wrong.headers['allow'], 'GET, PATCH');
       // HEAD would draw an ID and throw it away, so idmint's own ID routes refuse it (and HEAD has
       // no body); the Leaf routes answer it, as Leaf does: see server-segment.test.ts.
@@ -207,7 +296,14 @@ describe('operations routes and behaviour (in-process)', () => {
     for (let i = 0; i < 5; i++) await fetch(`${url}/api/snowflake/get/x`);
     await quiet.close();
     const messages = quiet.logs.map((line) => line['msg']);
-    assert.deepEqual(messages, ['acquired worker 0 from the static registry', 'idmint listening', 'idmint shutting down', 'released worker 0', 'segment IDs given back to the store at shutdown', 'idmint stopped']);
+    assert.deepEqual(messages, [
+      'acquired worker 0 from the static registry',
+      'idmint listening',
+      'idmint shutting down',
+      'released worker 0',
+      'segment IDs given back to the store at shutdown',
+      'idmint stopped',
+    ]);
     const listening = quiet.logs.find((line) => line['msg'] === 'idmint listening') ?? {};
     assert.equal(listening['url'], url);
     assert.equal(listening['level'], 30);
@@ -217,7 +313,10 @@ describe('operations routes and behaviour (in-process)', () => {
     const chatty = await testServer({ log: { requests: true } });
     try {
       await chatty.app.inject('/api/snowflake/get/x');
-      assert.ok(chatty.logs.some((line) => line['msg'] === 'request completed'), JSON.stringify(chatty.logs));
+      assert.ok(
+        chatty.logs.some((line) => line['msg'] === 'request completed'),
+        JSON.stringify(chatty.logs),
+      );
     } finally {
       await chatty.close();
     }

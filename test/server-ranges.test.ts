@@ -21,24 +21,47 @@ after(() => rmSync(root, { recursive: true, force: true }));
 type Server = Awaited<ReturnType<typeof testServer>>;
 
 async function started(values: Record<string, unknown> = {}) {
-  const server = await testServer({ port: 0, auth: { adminToken: ADMIN, tokens: [{ token: ORDERS, tags: ['orders', 'orders2'] }] }, ...values });
+  const server = await testServer({
+    port: 0,
+    auth: { adminToken: ADMIN, tokens: [{ token: ORDERS, tags: ['orders', 'orders2'] }] },
+    ...values,
+  });
   const url = await server.listen();
   return { server, url };
 }
 
-async function call(url: string, path: string, init: RequestInit & { token?: string } = {}): Promise<Answer> {
+async function call(
+  url: string,
+  path: string,
+  init: RequestInit & { token?: string } = {},
+): Promise<Answer> {
   const headers = new Headers(init.headers);
   if (init.token !== undefined) headers.set('authorization', `Bearer ${init.token}`);
   const response = await fetch(`${url}${path}`, { ...init, headers });
-  return { statusCode: response.status, headers: Object.fromEntries(response.headers), body: await response.text() };
+  return {
+    statusCode: response.status,
+    headers: Object.fromEntries(response.headers),
+    body: await response.text(),
+  };
 }
 
 async function createTag(url: string, tag: Record<string, unknown>): Promise<void> {
-  const answer = await call(url, '/v1/tags', { method: 'POST', token: ADMIN, headers: { 'content-type': 'application/json' }, body: JSON.stringify(tag) });
+  const answer = await call(url, '/v1/tags', {
+    method: 'POST',
+    token: ADMIN,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(tag),
+  });
   assert.equal(answer.statusCode, 201, answer.body);
 }
 
-function idsOfRange(body: { start: string; end: string; stride: number; size: number; last: string }): bigint[] {
+function idsOfRange(body: {
+  start: string;
+  end: string;
+  stride: number;
+  size: number;
+  last: string;
+}): bigint[] {
   const ids: bigint[] = [];
   for (let id = BigInt(body.start); id < BigInt(body.end); id += BigInt(body.stride)) ids.push(id);
   assert.equal(ids.length, body.size);
@@ -68,7 +91,10 @@ describe('GET /v1/segment/{tag}/range', () => {
       const first = await call(url, '/v1/segment/orders/range?size=30', { token: ORDERS });
       assert.equal(first.statusCode, 200, first.body);
       assert.match(String(first.headers['content-type']), /^application\/json/);
-      assert.equal(first.body, '{"tag":"orders","start":"1000","end":"1030","last":"1029","stride":1,"size":30}');
+      assert.equal(
+        first.body,
+        '{"tag":"orders","start":"1000","end":"1030","last":"1029","stride":1,"size":30}',
+      );
       const seen = new Set<bigint>(idsOfRange(JSON.parse(first.body)));
       const add = (id: bigint) => {
         assert.ok(!seen.has(id), `ID ${id} handed out twice`);
@@ -94,16 +120,62 @@ describe('GET /v1/segment/{tag}/range', () => {
     try {
       await createTag(url, { tag: 'orders', step: 10 });
       await createTag(url, { tag: 'secret', step: 10, opaque: true });
-      assert.match(assertError(await call(url, '/v1/segment/orders/range', { token: ORDERS }), 400, 'INVALID_ARGUMENT'), /size is required/);
-      assert.match(assertError(await call(url, '/v1/segment/orders/range?size=10001', { token: ORDERS }), 400, 'INVALID_ARGUMENT'), /size must be an integer from 1 to 10000, got "10001"/);
-      assert.match(assertError(await call(url, '/v1/segment/orders/range?size=0', { token: ORDERS }), 400, 'INVALID_ARGUMENT'), /size must be/);
-      assert.match(assertError(await call(url, '/v1/segment/orders/range?size=1e3', { token: ORDERS }), 400, 'INVALID_ARGUMENT'), /size must be/);
+      assert.match(
+        assertError(
+          await call(url, '/v1/segment/orders/range', { token: ORDERS }),
+          400,
+          'INVALID_ARGUMENT',
+        ),
+        /size is required/,
+      );
+      assert.match(
+        assertError(
+          await call(url, '/v1/segment/orders/range?size=10001', { token: ORDERS }),
+          400,
+          'INVALID_ARGUMENT',
+        ),
+        /size must be an integer from 1 to 10000, got "10001"/,
+      );
+      assert.match(
+        assertError(
+          await call(url, '/v1/segment/orders/range?size=0', { token: ORDERS }),
+          400,
+          'INVALID_ARGUMENT',
+        ),
+        /size must be/,
+      );
+      assert.match(
+        assertError(
+          await call(url, '/v1/segment/orders/range?size=1e3', { token: ORDERS }),
+          400,
+          'INVALID_ARGUMENT',
+        ),
+        /size must be/,
+      );
       assertError(await call(url, '/v1/segment/orders/range?size=5'), 401, 'UNAUTHORIZED');
-      assertError(await call(url, '/v1/segment/secret/range?size=5', { token: ORDERS }), 403, 'FORBIDDEN');
-      assertError(await call(url, '/v1/segment/ghost/range?size=5', { token: ADMIN }), 404, 'TAG_NOT_FOUND');
-      assert.match(assertError(await call(url, '/v1/segment/secret/range?size=5', { token: ADMIN }), 409, 'OPAQUE_RANGE_REFUSED'), /tag "secret" is opaque/);
+      assertError(
+        await call(url, '/v1/segment/secret/range?size=5', { token: ORDERS }),
+        403,
+        'FORBIDDEN',
+      );
+      assertError(
+        await call(url, '/v1/segment/ghost/range?size=5', { token: ADMIN }),
+        404,
+        'TAG_NOT_FOUND',
+      );
+      assert.match(
+        assertError(
+          await call(url, '/v1/segment/secret/range?size=5', { token: ADMIN }),
+          409,
+          'OPAQUE_RANGE_REFUSED',
+        ),
+        /tag "secret" is opaque/,
+      );
       // The opaque tag's IDs still come from the batch route, in their opaque form.
-      assert.equal((await call(url, '/v1/segment/secret?count=2', { token: ADMIN })).statusCode, 200);
+      assert.equal(
+        (await call(url, '/v1/segment/secret?count=2', { token: ADMIN })).statusCode,
+        200,
+      );
     } finally {
       await close(server);
     }
@@ -133,12 +205,27 @@ describe('GET /v1/segment/{tag}/range', () => {
   it('is in the OpenAPI document with its operationId', async () => {
     const { server, url } = await started();
     try {
-      const doc = JSON.parse((await call(url, '/openapi.json')).body) as { paths: Record<string, Record<string, { operationId?: string; parameters?: { name: string; required?: boolean }[] }>> };
+      const doc = JSON.parse((await call(url, '/openapi.json')).body) as {
+        paths: Record<
+          string,
+          Record<
+            string,
+            { operationId?: string; parameters?: { name: string; required?: boolean }[] }
+          >
+        >;
+      };
       const op = doc.paths['/v1/segment/{tag}/range']?.['get'];
       assert.equal(op?.operationId, 'segmentRange');
       assert.ok(op?.parameters?.some((p) => p.name === 'size' && p.required === true));
-      assert.equal(doc.paths['/tinyid/id/nextSegmentIdSimple']?.['get']?.operationId, 'tinyIdNextSegmentIdSimple');
-      assert.deepEqual(Object.keys(doc.paths['/tinyid/id/nextId'] ?? {}), ['get'], 'one method shown; the others hidden beside it');
+      assert.equal(
+        doc.paths['/tinyid/id/nextSegmentIdSimple']?.['get']?.operationId,
+        'tinyIdNextSegmentIdSimple',
+      );
+      assert.deepEqual(
+        Object.keys(doc.paths['/tinyid/id/nextId'] ?? {}),
+        ['get'],
+        'one method shown; the others hidden beside it',
+      );
     } finally {
       await close(server);
     }
@@ -150,45 +237,93 @@ describe("TinyId's routes", () => {
     const { server, url } = await started();
     try {
       await createTag(url, { tag: 'orders', step: 100, startId: '1' });
-      const nextId = await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=3`);
+      const nextId = await call(
+        url,
+        `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=3`,
+      );
       assert.equal(nextId.statusCode, 200);
       assert.match(String(nextId.headers['content-type']), /^application\/json/);
       assert.equal(nextId.body, '{"data":[1,2,3],"code":200,"message":""}');
-      assert.equal((await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}`)).body, '{"data":[4],"code":200,"message":""}');
-      assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body, '5');
-      assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}&batchSize=3`)).body, '6,7,8');
+      assert.equal(
+        (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}`)).body,
+        '{"data":[4],"code":200,"message":""}',
+      );
+      assert.equal(
+        (await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body,
+        '5',
+      );
+      assert.equal(
+        (await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}&batchSize=3`))
+          .body,
+        '6,7,8',
+      );
       // TinyId's client POSTs with the parameters in the query; a form body works as in Spring.
-      const form = await call(url, '/tinyid/id/nextIdSimple', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `bizType=orders&token=${ORDERS}&batchSize=2` });
+      const form = await call(url, '/tinyid/id/nextIdSimple', {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `bizType=orders&token=${ORDERS}&batchSize=2`,
+      });
       assert.equal(form.body, '9,10');
       // TinyId's own client: a POST of an empty form (HttpURLConnection's default type), parameters in the query.
-      const client = await call(url, `/tinyid/id/nextIdSimple?token=${ORDERS}&bizType=orders`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+      const client = await call(url, `/tinyid/id/nextIdSimple?token=${ORDERS}&bizType=orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: '',
+      });
       assert.equal(client.body, '11');
       // A segment of the tag's step (100), or the rest of the buffered range when fewer are left.
-      const segment = await call(url, `/tinyid/id/nextSegmentId?bizType=orders&token=${ORDERS}`, { method: 'POST' });
+      const segment = await call(url, `/tinyid/id/nextSegmentId?bizType=orders&token=${ORDERS}`, {
+        method: 'POST',
+      });
       assert.equal(segment.statusCode, 200);
       // 89 left in [1, 101): IDs (11, 100], loading from 20% in.
-      assert.equal(segment.body, '{"data":{"maxId":100,"loadingId":28,"currentId":11,"delta":1,"remainder":0},"code":200,"message":""}');
-      const simple = await call(url, `/tinyid/id/nextSegmentIdSimple?bizType=orders&token=${ORDERS}`, { method: 'POST' });
+      assert.equal(
+        segment.body,
+        '{"data":{"maxId":100,"loadingId":28,"currentId":11,"delta":1,"remainder":0},"code":200,"message":""}',
+      );
+      const simple = await call(
+        url,
+        `/tinyid/id/nextSegmentIdSimple?bizType=orders&token=${ORDERS}`,
+        { method: 'POST' },
+      );
       assert.equal(simple.body, '100,120,200,1,0');
-      assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body, '201');
+      assert.equal(
+        (await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body,
+        '201',
+      );
       // batchSize past the maximum is lowered to it, as TinyId's checkBatchSize does; 0 asks for none.
-      const lowered = JSON.parse((await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=20000`)).body) as { data: number[] };
+      const lowered = JSON.parse(
+        (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=20000`)).body,
+      ) as { data: number[] };
       assert.equal(lowered.data.length, 10_000);
-      assert.equal((await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=0`)).body, '{"data":[],"code":200,"message":""}');
-      assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}&batchSize=0`)).body, '');
+      assert.equal(
+        (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=0`)).body,
+        '{"data":[],"code":200,"message":""}',
+      );
+      assert.equal(
+        (await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}&batchSize=0`))
+          .body,
+        '',
+      );
     } finally {
       await close(server);
     }
   });
 
-  it("answer a bad token, an unknown tag and an opaque tag as TinyId does", async () => {
+  it('answer a bad token, an unknown tag and an opaque tag as TinyId does', async () => {
     const { server, url } = await started({ opaque: { keys: `1:${K1}` } });
     try {
       await createTag(url, { tag: 'orders', step: 10 });
       await createTag(url, { tag: 'other', step: 10 });
       await createTag(url, { tag: 'secret', step: 10, opaque: true });
       const tokenError = '{"data":null,"code":5,"message":"token is error"}';
-      for (const query of ['bizType=orders&token=wrong-token-0123456789', 'bizType=orders', `bizType=other&token=${ORDERS}`, `token=${ORDERS}`, `bizType=&token=${ORDERS}`]) {
+      for (const query of [
+        'bizType=orders&token=wrong-token-0123456789',
+        'bizType=orders',
+        `bizType=other&token=${ORDERS}`,
+        `token=${ORDERS}`,
+        `bizType=&token=${ORDERS}`,
+      ]) {
         for (const route of ['nextId', 'nextSegmentId']) {
           const answer = await call(url, `/tinyid/id/${route}?${query}`);
           assert.equal(answer.statusCode, 200);
@@ -200,24 +335,59 @@ describe("TinyId's routes", () => {
           assert.equal(answer.body, '', `${route}?${query}`);
         }
       }
-      assert.equal((await call(url, `/tinyid/id/nextId?bizType=ghost&token=${ADMIN}`)).body, '{"data":null,"code":6,"message":"can not find biztype:ghost"}');
-      assert.equal((await call(url, `/tinyid/id/nextSegmentIdSimple?bizType=ghost&token=${ADMIN}`)).body, '');
-      const opaque = JSON.parse((await call(url, `/tinyid/id/nextSegmentId?bizType=secret&token=${ADMIN}`)).body) as { data: null; code: number; message: string };
+      assert.equal(
+        (await call(url, `/tinyid/id/nextId?bizType=ghost&token=${ADMIN}`)).body,
+        '{"data":null,"code":6,"message":"can not find biztype:ghost"}',
+      );
+      assert.equal(
+        (await call(url, `/tinyid/id/nextSegmentIdSimple?bizType=ghost&token=${ADMIN}`)).body,
+        '',
+      );
+      const opaque = JSON.parse(
+        (await call(url, `/tinyid/id/nextSegmentId?bizType=secret&token=${ADMIN}`)).body,
+      ) as { data: null; code: number; message: string };
       assert.equal(opaque.data, null);
       assert.equal(opaque.code, 6);
       assert.match(opaque.message, /^OPAQUE_RANGE_REFUSED: tag "secret" is opaque/);
-      assert.match((JSON.parse((await call(url, `/tinyid/id/nextId?bizType=secret&token=${ADMIN}`)).body) as { message: string }).message, /^OPAQUE_RANGE_REFUSED/);
-      assert.equal((await call(url, `/tinyid/id/nextIdSimple?bizType=secret&token=${ADMIN}`)).body, '');
+      assert.match(
+        (
+          JSON.parse((await call(url, `/tinyid/id/nextId?bizType=secret&token=${ADMIN}`)).body) as {
+            message: string;
+          }
+        ).message,
+        /^OPAQUE_RANGE_REFUSED/,
+      );
+      assert.equal(
+        (await call(url, `/tinyid/id/nextIdSimple?bizType=secret&token=${ADMIN}`)).body,
+        '',
+      );
       // A batchSize Spring cannot bind is a 400, here idmint's.
-      assertError(await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=abc`), 400, 'INVALID_ARGUMENT');
+      assertError(
+        await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=abc`),
+        400,
+        'INVALID_ARGUMENT',
+      );
       // Every failure is counted by the code idmint's own routes would give it, though TinyId's
       // answers are HTTP 200: per query above, 4 routes; a wrong or missing token is UNAUTHORIZED,
       // a token without the tag FORBIDDEN, a missing bizType INVALID_ARGUMENT (plus the 400).
       const metrics = (await call(url, '/metrics')).body;
-      const counted = (code: string) => metricSample(metrics, `idmint_http_errors_total{code="${code}"}`) ?? 0;
+      const counted = (code: string) =>
+        metricSample(metrics, `idmint_http_errors_total{code="${code}"}`) ?? 0;
       assert.deepEqual(
-        ['UNAUTHORIZED', 'FORBIDDEN', 'INVALID_ARGUMENT', 'TAG_NOT_FOUND', 'OPAQUE_RANGE_REFUSED'].map((code) => [code, counted(code)]),
-        [['UNAUTHORIZED', 8], ['FORBIDDEN', 4], ['INVALID_ARGUMENT', 9], ['TAG_NOT_FOUND', 2], ['OPAQUE_RANGE_REFUSED', 3]],
+        [
+          'UNAUTHORIZED',
+          'FORBIDDEN',
+          'INVALID_ARGUMENT',
+          'TAG_NOT_FOUND',
+          'OPAQUE_RANGE_REFUSED',
+        ].map((code) => [code, counted(code)]),
+        [
+          ['UNAUTHORIZED', 8],
+          ['FORBIDDEN', 4],
+          ['INVALID_ARGUMENT', 9],
+          ['TAG_NOT_FOUND', 2],
+          ['OPAQUE_RANGE_REFUSED', 3],
+        ],
       );
     } finally {
       await close(server);
@@ -229,7 +399,18 @@ describe("TinyId's routes", () => {
     const server = await testServer({ port: 0, segment: { store: undefined, stores } });
     const url = await server.listen();
     try {
-      const answer = JSON.parse((await call(url, '/tinyid/id/nextSegmentId?bizType=orders&token=anything')).body) as { code: number; data: { currentId: number; maxId: number; delta: number; remainder: number; loadingId: number } };
+      const answer = JSON.parse(
+        (await call(url, '/tinyid/id/nextSegmentId?bizType=orders&token=anything')).body,
+      ) as {
+        code: number;
+        data: {
+          currentId: number;
+          maxId: number;
+          delta: number;
+          remainder: number;
+          loadingId: number;
+        };
+      };
       assert.equal(answer.code, 200);
       const { currentId, maxId, delta, remainder } = answer.data;
       assert.equal(delta, 2);
@@ -237,7 +418,9 @@ describe("TinyId's routes", () => {
       assert.equal(maxId % delta, remainder);
       // TinyId's client issues currentId + delta, ... up to maxId: 10 IDs, the tag's step.
       assert.equal((maxId - currentId) / delta, 10);
-      const simple = (await call(url, '/tinyid/id/nextSegmentIdSimple?bizType=orders&token=x')).body.split(',').map(Number);
+      const simple = (await call(url, '/tinyid/id/nextSegmentIdSimple?bizType=orders&token=x')).body
+        .split(',')
+        .map(Number);
       assert.equal(simple.length, 5);
       assert.equal(simple[3], 2);
     } finally {

@@ -98,19 +98,32 @@ function urlOf(path: string, tag: string): string {
 /** A refusal by the auth check (a HEAD answer has no body to show the code). */
 function assertRefused(answer: Call, status: 401 | 403, what: string): void {
   assert.equal(answer.statusCode, status, `${what}: ${answer.body}`);
-  if (answer.method !== 'HEAD') assert.equal(answer.code, status === 401 ? 'UNAUTHORIZED' : 'FORBIDDEN', what);
+  if (answer.method !== 'HEAD')
+    assert.equal(answer.code, status === 401 ? 'UNAUTHORIZED' : 'FORBIDDEN', what);
 }
 
 function assertLetThrough(answer: Call, what: string): void {
-  assert.ok(answer.statusCode !== 401 && answer.statusCode !== 403, `${what}: ${answer.statusCode} ${answer.body}`);
-  assert.ok(answer.code !== 'UNAUTHORIZED' && answer.code !== 'FORBIDDEN', `${what}: ${answer.body}`);
+  assert.ok(
+    answer.statusCode !== 401 && answer.statusCode !== 403,
+    `${what}: ${answer.statusCode} ${answer.body}`,
+  );
+  assert.ok(
+    answer.code !== 'UNAUTHORIZED' && answer.code !== 'FORBIDDEN',
+    `${what}: ${answer.body}`,
+  );
 }
 
 /**
  * A TinyId route's own token check: HTTP 200 either way; a refused token is TinyId's code 5 in
  * the JSON routes and an empty body in the Simple ones (HEAD has no body to tell).
  */
-async function tinyId(server: Server, method: string, path: string, tag: string, token: string | undefined) {
+async function tinyId(
+  server: Server,
+  method: string,
+  path: string,
+  tag: string,
+  token: string | undefined,
+) {
   const query = `bizType=${tag}${token === undefined ? '' : `&token=${token}`}`;
   const answer = await call(server, method, `${path}?${query}`);
   assert.equal(answer.statusCode, 200, `${method} ${path}?${query}: ${answer.body}`);
@@ -135,7 +148,11 @@ describe('every route declares its access, and answers by it (auth on)', () => {
       const routes = registeredRoutes(server.app);
       const unknown = [...routes.keys()].filter((path) => EXPECTED[path] === undefined);
       assert.deepEqual(unknown, [], 'routes missing from the table');
-      assert.deepEqual(Object.keys(EXPECTED).filter((path) => !routes.has(path)), [], 'documented, not registered');
+      assert.deepEqual(
+        Object.keys(EXPECTED).filter((path) => !routes.has(path)),
+        [],
+        'documented, not registered',
+      );
       let walked = 0;
       for (const [path, methods] of routes) {
         const expected = EXPECTED[path] ?? {};
@@ -148,7 +165,11 @@ describe('every route declares its access, and answers by it (auth on)', () => {
             // The hidden route that says which methods the path takes: open, and never more.
             const answer = await call(server, method, urlOf(path, ALLOWED_TAG));
             assert.equal(answer.statusCode, 405, `${what}: ${answer.body}`);
-            assert.equal(method === 'HEAD' ? 'METHOD_NOT_ALLOWED' : answer.code, 'METHOD_NOT_ALLOWED', what);
+            assert.equal(
+              method === 'HEAD' ? 'METHOD_NOT_ALLOWED' : answer.code,
+              'METHOD_NOT_ALLOWED',
+              what,
+            );
             continue;
           }
           const allowed = urlOf(path, ALLOWED_TAG);
@@ -156,28 +177,57 @@ describe('every route declares its access, and answers by it (auth on)', () => {
           switch (access) {
             case 'open':
               for (const token of [undefined, LIMITED, ADMIN]) {
-                assertLetThrough(await call(server, method, allowed, token), `${what} (${token ?? 'no token'})`);
+                assertLetThrough(
+                  await call(server, method, allowed, token),
+                  `${what} (${token ?? 'no token'})`,
+                );
               }
               break;
             case 'any':
               assertRefused(await call(server, method, allowed), 401, `${what} without a token`);
-              assertLetThrough(await call(server, method, other, LIMITED), `${what} with a tag-limited token`);
-              assertLetThrough(await call(server, method, other, ADMIN), `${what} with the admin token`);
+              assertLetThrough(
+                await call(server, method, other, LIMITED),
+                `${what} with a tag-limited token`,
+              );
+              assertLetThrough(
+                await call(server, method, other, ADMIN),
+                `${what} with the admin token`,
+              );
               break;
             case 'tag':
               assertRefused(await call(server, method, allowed), 401, `${what} without a token`);
-              assertLetThrough(await call(server, method, allowed, LIMITED), `${what} with a token allowed the tag`);
-              assertRefused(await call(server, method, other, LIMITED), 403, `${what} with a token not allowed it`);
-              assertLetThrough(await call(server, method, other, ADMIN), `${what} with the admin token`);
+              assertLetThrough(
+                await call(server, method, allowed, LIMITED),
+                `${what} with a token allowed the tag`,
+              );
+              assertRefused(
+                await call(server, method, other, LIMITED),
+                403,
+                `${what} with a token not allowed it`,
+              );
+              assertLetThrough(
+                await call(server, method, other, ADMIN),
+                `${what} with the admin token`,
+              );
               break;
             case 'admin':
               assertRefused(await call(server, method, allowed), 401, `${what} without a token`);
-              assertRefused(await call(server, method, allowed, LIMITED), 403, `${what} with a tag-limited token`);
-              assertLetThrough(await call(server, method, allowed, ADMIN), `${what} with the admin token`);
+              assertRefused(
+                await call(server, method, allowed, LIMITED),
+                403,
+                `${what} with a tag-limited token`,
+              );
+              assertLetThrough(
+                await call(server, method, allowed, ADMIN),
+                `${what} with the admin token`,
+              );
               break;
             case 'tinyid-token': {
               // The header is not TinyId's way: without the token parameter, a bearer header changes nothing.
-              assertLetThrough(await call(server, method, `${path}?bizType=${ALLOWED_TAG}`, ADMIN), what);
+              assertLetThrough(
+                await call(server, method, `${path}?bizType=${ALLOWED_TAG}`, ADMIN),
+                what,
+              );
               const refused = [
                 await tinyId(server, method, path, ALLOWED_TAG, undefined),
                 await tinyId(server, method, path, OTHER_TAG, LIMITED),
@@ -203,7 +253,12 @@ describe('every route declares its access, and answers by it (auth on)', () => {
     installAuth(app, new Authorizer({ tokens: [], adminToken: '' }));
     app.get('/a/:tag', { config: { access: 'open' } }, () => 'a');
     await app.register(async (scope) => {
-      scope.route({ method: ['GET', 'POST'], url: '/b', config: { access: 'admin' }, handler: () => 'b' });
+      scope.route({
+        method: ['GET', 'POST'],
+        url: '/b',
+        config: { access: 'admin' },
+        handler: () => 'b',
+      });
     });
     await app.ready();
     try {
@@ -229,9 +284,13 @@ describe('a route that declares no access is refused when it is registered', () 
       const app = Fastify();
       installAuth(app, new Authorizer(auth.config));
       const refused = (error: unknown) =>
-        isIdMintError(error, 'INTERNAL_ERROR') && /GET \/\w+ declares no access/.test(error.message);
+        isIdMintError(error, 'INTERNAL_ERROR') &&
+        /GET \/\w+ declares no access/.test(error.message);
       assert.throws(() => app.get('/undeclared', () => 'open?'), refused);
-      assert.throws(() => app.get('/misspelled', { config: { access: 'anyone' as Access } }, () => 'open?'), refused);
+      assert.throws(
+        () => app.get('/misspelled', { config: { access: 'anyone' as Access } }, () => 'open?'),
+        refused,
+      );
       app.register(async (scope) => {
         scope.get('/nested', () => 'open?');
       });

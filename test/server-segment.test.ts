@@ -10,8 +10,17 @@ import { assertError } from './support/http.ts';
 import { turnsDuring } from './support/event-loop.ts';
 import { testServer, type TestServer } from './support/server.ts';
 
-async function createTag(server: TestServer, tag: string, step: number, startId?: string): Promise<void> {
-  const response = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag, step, ...(startId === undefined ? {} : { startId }) } });
+async function createTag(
+  server: TestServer,
+  tag: string,
+  step: number,
+  startId?: string,
+): Promise<void> {
+  const response = await server.app.inject({
+    method: 'POST',
+    url: '/v1/tags',
+    payload: { tag, step, ...(startId === undefined ? {} : { startId }) },
+  });
   assert.equal(response.statusCode, 201, response.body);
 }
 
@@ -40,14 +49,17 @@ const dir = mkdtempSync(join(tmpdir(), 'idmint-server-segment-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('segment routes (in-process, SQLite)', () => {
-  it('GET /api/segment/get/{tag} answers the tag\'s next ID as text/plain, dense from its start, like Leaf', async () => {
+  it("GET /api/segment/get/{tag} answers the tag's next ID as text/plain, dense from its start, like Leaf", async () => {
     const server = await testServer();
     try {
       await createTag(server, 'order', 5, '1000');
       await createTag(server, 'user', 3);
       const orders: bigint[] = [];
       for (let i = 0; i < 23; i++) orders.push(await leafId(server, 'order'));
-      assert.deepEqual(orders, Array.from({ length: 23 }, (_, i) => 1000n + BigInt(i)));
+      assert.deepEqual(
+        orders,
+        Array.from({ length: 23 }, (_, i) => 1000n + BigInt(i)),
+      );
       assert.equal(await leafId(server, 'user'), 1n);
       assert.equal(await leafId(server, 'user'), 2n);
     } finally {
@@ -72,7 +84,10 @@ describe('segment routes (in-process, SQLite)', () => {
       (await batch(server, 'invoice', 1)).forEach(add);
       assert.equal(seen.size, 10_052);
       // A single server on a fresh tag has no reason to skip: the IDs are exactly 1..10052.
-      assert.equal([...seen].reduce((max, id) => (id > max ? id : max), 0n), 10_052n);
+      assert.equal(
+        [...seen].reduce((max, id) => (id > max ? id : max), 0n),
+        10_052n,
+      );
     } finally {
       await server.close();
     }
@@ -87,8 +102,14 @@ describe('segment routes (in-process, SQLite)', () => {
       const { value: ids, turns } = await turnsDuring(() => batch(server, 'bulk', 100_000));
       // Four ranges of 30,000 (the first one drawn from), dense, and near 2^53, where a double
       // still holds every ID exactly.
-      assert.deepEqual(ids, Array.from({ length: 100_000 }, (_, i) => 9_007_199_254_000_001n + BigInt(i)));
-      assert.ok(turns >= Math.floor(100_000 / JSON_SLICE), `the event loop turned ${turns} times during the batch`);
+      assert.deepEqual(
+        ids,
+        Array.from({ length: 100_000 }, (_, i) => 9_007_199_254_000_001n + BigInt(i)),
+      );
+      assert.ok(
+        turns >= Math.floor(100_000 / JSON_SLICE),
+        `the event loop turned ${turns} times during the batch`,
+      );
     } finally {
       await server.close();
     }
@@ -104,7 +125,9 @@ describe('segment routes (in-process, SQLite)', () => {
       { start: 2n ** 63n - 100n, stride: 33, count: 3 },
       { start: 1000n, stride: 1, count: JSON_SLICE + 5 },
     ];
-    const ids = runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
+    const ids = runs.flatMap((run) =>
+      Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)),
+    );
     const head = `{"tag":${JSON.stringify('naïve "tag" ✓')},`;
     const json = await runsJson(head, runs);
     assert.equal(json.toString('utf8'), idsJson(head, ids));
@@ -116,7 +139,9 @@ describe('segment routes (in-process, SQLite)', () => {
     try {
       await createTag(server, 'busy', 50);
       const answers = await Promise.all(
-        Array.from({ length: 3000 }, (_, i) => (i % 10 === 0 ? batch(server, 'busy', 7) : leafId(server, 'busy').then((id) => [id]))),
+        Array.from({ length: 3000 }, (_, i) =>
+          i % 10 === 0 ? batch(server, 'busy', 7) : leafId(server, 'busy').then((id) => [id]),
+        ),
       );
       const ids = answers.flat();
       assert.equal(ids.length, 2700 + 300 * 7);
@@ -136,12 +161,27 @@ describe('segment routes (in-process, SQLite)', () => {
         assertError(await server.app.inject(`/v1/segment/${tag}?count=3`), 404, 'TAG_NOT_FOUND');
       }
       // 129 characters, U+0000, a lone surrogate: no store can hold them.
-      for (const tag of ['a'.repeat(129), '%00', 'a%00b', encodeURIComponent('\u4e2d').repeat(129)]) {
-        assert.match(assertError(await server.app.inject(`/api/segment/get/${tag}`), 400, 'INVALID_ARGUMENT'), /^tag must be 1 to 128 characters/);
+      for (const tag of [
+        'a'.repeat(129),
+        '%00',
+        'a%00b',
+        encodeURIComponent('\u4e2d').repeat(129),
+      ]) {
+        assert.match(
+          assertError(await server.app.inject(`/api/segment/get/${tag}`), 400, 'INVALID_ARGUMENT'),
+          /^tag must be 1 to 128 characters/,
+        );
         assertError(await server.app.inject(`/v1/segment/${tag}?count=1`), 400, 'INVALID_ARGUMENT');
       }
       for (const count of ['0', '101', 'x', '1.5']) {
-        assert.match(assertError(await server.app.inject(`/v1/segment/known?count=${count}`), 400, 'INVALID_ARGUMENT'), /^count must be an integer from 1 to 100/);
+        assert.match(
+          assertError(
+            await server.app.inject(`/v1/segment/known?count=${count}`),
+            400,
+            'INVALID_ARGUMENT',
+          ),
+          /^count must be an integer from 1 to 100/,
+        );
       }
       assert.equal((await batch(server, 'known', 100)).length, 100);
       assert.deepEqual(await batch(server, 'known', 1), [101n]);
@@ -150,17 +190,34 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('answers 503 ID_SPACE_EXHAUSTED, without Retry-After, when a tag\'s next range would pass 2^63-1', async () => {
+  it("answers 503 ID_SPACE_EXHAUSTED, without Retry-After, when a tag's next range would pass 2^63-1", async () => {
     const server = await testServer();
     try {
       // A start with no room for one range is refused at creation (it could only be exhausted).
-      const refused = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'full', step: 10, startId: (2n ** 63n - 5n).toString() } });
-      assert.match(assertError(refused, 400, 'INVALID_ARGUMENT'), /startId must leave room for one range of step 10/);
+      const refused = await server.app.inject({
+        method: 'POST',
+        url: '/v1/tags',
+        payload: { tag: 'full', step: 10, startId: (2n ** 63n - 5n).toString() },
+      });
+      assert.match(
+        assertError(refused, 400, 'INVALID_ARGUMENT'),
+        /startId must leave room for one range of step 10/,
+      );
       await createTag(server, 'full', 10, (2n ** 63n - 11n).toString());
-      assert.deepEqual(await batch(server, 'full', 10), Array.from({ length: 10 }, (_, i) => 2n ** 63n - 11n + BigInt(i)));
-      const message = assertError(await server.app.inject('/api/segment/get/full'), 503, 'ID_SPACE_EXHAUSTED');
+      assert.deepEqual(
+        await batch(server, 'full', 10),
+        Array.from({ length: 10 }, (_, i) => 2n ** 63n - 11n + BigInt(i)),
+      );
+      const message = assertError(
+        await server.app.inject('/api/segment/get/full'),
+        503,
+        'ID_SPACE_EXHAUSTED',
+      );
       // A 5xx says what happened in a fixed sentence; the log line has the tag and max_id.
-      assert.match(message, /would pass 2\^63-1 \(request req-\w+; the server log has the details\)$/);
+      assert.match(
+        message,
+        /would pass 2\^63-1 \(request req-\w+; the server log has the details\)$/,
+      );
       assertError(await server.app.inject('/v1/segment/full?count=2'), 503, 'ID_SPACE_EXHAUSTED');
     } finally {
       await server.close();
@@ -181,11 +238,29 @@ describe('segment routes (in-process, SQLite)', () => {
   it('answers MODE_DISABLED on segment and tag routes when segment mode is off', async () => {
     const server = await testServer({ segment: { enabled: false } });
     try {
-      for (const [method, url] of [['GET', '/api/segment/get/a'], ['GET', '/v1/segment/a?count=2'], ['GET', '/v1/tags'], ['GET', '/v1/tags/a'], ['PATCH', '/v1/tags/a']] as const) {
-        const response = await server.app.inject({ method, url, ...(method === 'PATCH' ? { payload: { step: 2 } } : {}) });
+      for (const [method, url] of [
+        ['GET', '/api/segment/get/a'],
+        ['GET', '/v1/segment/a?count=2'],
+        ['GET', '/v1/tags'],
+        ['GET', '/v1/tags/a'],
+        ['PATCH', '/v1/tags/a'],
+      ] as const) {
+        const response = await server.app.inject({
+          method,
+          url,
+          ...(method === 'PATCH' ? { payload: { step: 2 } } : {}),
+        });
         assert.match(assertError(response, 404, 'MODE_DISABLED'), /segment mode/, url);
       }
-      assertError(await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'a', step: 1 } }), 404, 'MODE_DISABLED');
+      assertError(
+        await server.app.inject({
+          method: 'POST',
+          url: '/v1/tags',
+          payload: { tag: 'a', step: 1 },
+        }),
+        404,
+        'MODE_DISABLED',
+      );
     } finally {
       await server.close();
     }
@@ -193,7 +268,9 @@ describe('segment routes (in-process, SQLite)', () => {
 
   it('answers 503 STORE_UNAVAILABLE with Retry-After once the store fails and the buffer is used up', async () => {
     const file = join(dir, 'failing.db');
-    const server = await testServer({ segment: { store: `sqlite:${file}`, table: 'failing', retryAfterMs: 60_000 } });
+    const server = await testServer({
+      segment: { store: `sqlite:${file}`, table: 'failing', retryAfterMs: 60_000 },
+    });
     try {
       await createTag(server, 'fragile', 10);
       const before = await batch(server, 'fragile', 5);
@@ -213,7 +290,12 @@ describe('segment routes (in-process, SQLite)', () => {
       assertError(failure, 503, 'STORE_UNAVAILABLE');
       assertError(await server.app.inject('/v1/segment/fragile?count=2'), 503, 'STORE_UNAVAILABLE');
       assertError(await server.app.inject('/v1/tags'), 503, 'STORE_UNAVAILABLE');
-      assert.ok(server.logs.some((line) => line['msg'] === 'segment range load failed' && line['tag'] === 'fragile'), 'the failure is logged');
+      assert.ok(
+        server.logs.some(
+          (line) => line['msg'] === 'segment range load failed' && line['tag'] === 'fragile',
+        ),
+        'the failure is logged',
+      );
     } finally {
       await server.close();
     }
@@ -225,8 +307,18 @@ describe('segment routes (in-process, SQLite)', () => {
     // Rows a migrated Leaf table may hold, written beside the server as another node (or Leaf) would.
     const store = new SqliteSegmentStore({ path: file, table: 'leaf_tags' });
     try {
-      const tags = ['order service', '订单/支付', 'a?b#c%d&e=f', 'a;b', 'v1.2', 'quote"back\\slash', '\u{1F600}'.repeat(128), ' lead'];
-      for (const [i, tag] of tags.entries()) await store.createTag({ tag, step: 5, startId: BigInt(1000 * (i + 1)) });
+      const tags = [
+        'order service',
+        '订单/支付',
+        'a?b#c%d&e=f',
+        'a;b',
+        'v1.2',
+        'quote"back\\slash',
+        '\u{1F600}'.repeat(128),
+        ' lead',
+      ];
+      for (const [i, tag] of tags.entries())
+        await store.createTag({ tag, step: 5, startId: BigInt(1000 * (i + 1)) });
       for (const [i, tag] of tags.entries()) {
         const path = encodeURIComponent(tag);
         const first = BigInt(1000 * (i + 1));
@@ -235,10 +327,17 @@ describe('segment routes (in-process, SQLite)', () => {
         const response = await server.app.inject(`/v1/segment/${path}?count=2`);
         assert.equal(response.statusCode, 200, response.body);
         assert.deepEqual(response.json(), { tag, ids: [String(first + 2n), String(first + 3n)] });
-        assert.equal((await server.app.inject(`/v1/tags/${path}`)).json<{ tag: string }>().tag, tag);
+        assert.equal(
+          (await server.app.inject(`/v1/tags/${path}`)).json<{ tag: string }>().tag,
+          tag,
+        );
       }
       // The JSON API keeps the stricter rule for the tags it creates.
-      const refused = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: { tag: 'new tag', step: 5 } });
+      const refused = await server.app.inject({
+        method: 'POST',
+        url: '/v1/tags',
+        payload: { tag: 'new tag', step: 5 },
+      });
       assertError(refused, 400, 'INVALID_ARGUMENT');
     } finally {
       await store.close();
@@ -254,14 +353,21 @@ describe('segment routes (in-process, SQLite)', () => {
       const requests = [
         { method: 'GET' },
         { method: 'POST' },
-        { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'key=any-method' },
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: 'key=any-method',
+        },
         { method: 'POST', headers: { 'content-type': 'application/json' }, payload: '{not json' },
         { method: 'PUT', headers: { 'content-type': 'text/plain' }, payload: 'x' },
         { method: 'PATCH' },
         { method: 'DELETE' },
       ] as const;
       for (const request of requests) {
-        const response = await server.app.inject({ ...request, url: '/api/segment/get/any-method' });
+        const response = await server.app.inject({
+          ...request,
+          url: '/api/segment/get/any-method',
+        });
         assert.equal(response.statusCode, 200, `${request.method}: ${response.body}`);
         assert.equal(response.headers['content-type'], 'text/plain; charset=utf-8');
         ids.push(BigInt(response.body));
@@ -270,16 +376,32 @@ describe('segment routes (in-process, SQLite)', () => {
       const head = await server.app.inject({ method: 'HEAD', url: '/api/segment/get/any-method' });
       assert.equal(head.statusCode, 200);
       assert.equal(head.body, '');
-      const options = await server.app.inject({ method: 'OPTIONS', url: '/api/segment/get/any-method' });
+      const options = await server.app.inject({
+        method: 'OPTIONS',
+        url: '/api/segment/get/any-method',
+      });
       assert.equal(options.statusCode, 200);
       assert.equal(options.headers['allow'], 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS');
       assert.equal(options.body, '');
       ids.push(await leafId(server, 'any-method'));
-      assert.deepEqual(ids, [1n, 2n, 3n, 4n, 5n, 6n, 7n, 9n], 'one ID per request; HEAD took 8, OPTIONS none');
+      assert.deepEqual(
+        ids,
+        [1n, 2n, 3n, 4n, 5n, 6n, 7n, 9n],
+        'one ID per request; HEAD took 8, OPTIONS none',
+      );
       // Errors keep their JSON shape whatever the method.
-      assertError(await server.app.inject({ method: 'DELETE', url: '/api/segment/get/nope' }), 404, 'TAG_NOT_FOUND');
+      assertError(
+        await server.app.inject({ method: 'DELETE', url: '/api/segment/get/nope' }),
+        404,
+        'TAG_NOT_FOUND',
+      );
       // The snowflake Leaf route too.
-      const snowflake = await server.app.inject({ method: 'POST', url: '/api/snowflake/get/any', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
+      const snowflake = await server.app.inject({
+        method: 'POST',
+        url: '/api/snowflake/get/any',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: 'a=1',
+      });
       assert.equal(snowflake.statusCode, 200, snowflake.body);
       assert.match(snowflake.body, /^[1-9][0-9]*$/);
     } finally {
@@ -306,7 +428,10 @@ describe('segment routes (in-process, SQLite)', () => {
         [undefined, 'text/plain; charset=utf-8'],
       ];
       for (const [i, [accept, type]] of cases.entries()) {
-        const response = await server.app.inject({ url: '/api/segment/get/json', headers: accept === undefined ? {} : { accept } });
+        const response = await server.app.inject({
+          url: '/api/segment/get/json',
+          headers: accept === undefined ? {} : { accept },
+        });
         assert.equal(response.statusCode, 200, response.body);
         assert.equal(response.headers['content-type'], type, String(accept));
         // The body is the ID's digits either way: a JSON number, not a quoted string.
@@ -314,10 +439,16 @@ describe('segment routes (in-process, SQLite)', () => {
       }
       // The snowflake worker may be fenced for a moment on a loaded machine (LEASE_LOST, a correct
       // 503): ask until it issues, then check the answer's form.
-      let snowflake = await server.app.inject({ url: '/api/snowflake/get/x', headers: { accept: 'application/json' } });
+      let snowflake = await server.app.inject({
+        url: '/api/snowflake/get/x',
+        headers: { accept: 'application/json' },
+      });
       for (let i = 0; i < 50 && snowflake.statusCode === 503; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
-        snowflake = await server.app.inject({ url: '/api/snowflake/get/x', headers: { accept: 'application/json' } });
+        snowflake = await server.app.inject({
+          url: '/api/snowflake/get/x',
+          headers: { accept: 'application/json' },
+        });
       }
       assert.equal(snowflake.statusCode, 200, snowflake.body);
       assert.equal(snowflake.headers['content-type'], 'application/json; charset=utf-8');

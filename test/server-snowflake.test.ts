@@ -8,7 +8,8 @@ import { testServer } from './support/server.ts';
 
 /** CPU time (ms) of this thread (of the process before Node 23.9, which lacks threadCpuUsage). */
 function threadCpuMs(): number {
-  const { user, system } = typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : process.cpuUsage();
+  const { user, system } =
+    typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : process.cpuUsage();
   return (user + system) / 1000;
 }
 
@@ -38,12 +39,27 @@ describe('snowflake routes (in-process)', () => {
   it('checks the tag on the Leaf route: any tag a Leaf table holds, 1 to 128 characters', async () => {
     const server = await testServer();
     try {
-      for (const tag of ['a'.repeat(128), 'a.b:c_d-E9', 'bad%20tag', 'caf%C3%A9', 'a%2Fb', 'semi%3Bcolon']) {
+      for (const tag of [
+        'a'.repeat(128),
+        'a.b:c_d-E9',
+        'bad%20tag',
+        'caf%C3%A9',
+        'a%2Fb',
+        'semi%3Bcolon',
+      ]) {
         assert.equal((await server.app.inject(`/api/snowflake/get/${tag}`)).statusCode, 200, tag);
       }
       for (const tag of ['a'.repeat(129), '%00', 'a%00b']) {
-        const message = assertError(await server.app.inject(`/api/snowflake/get/${tag}`), 400, 'INVALID_ARGUMENT');
-        assert.match(message, /^tag must be 1 to 128 characters, none of them U\+0000 or an unpaired surrogate, got "/, tag);
+        const message = assertError(
+          await server.app.inject(`/api/snowflake/get/${tag}`),
+          400,
+          'INVALID_ARGUMENT',
+        );
+        assert.match(
+          message,
+          /^tag must be 1 to 128 characters, none of them U\+0000 or an unpaired surrogate, got "/,
+          tag,
+        );
       }
     } finally {
       await server.close();
@@ -82,11 +98,33 @@ describe('snowflake routes (in-process)', () => {
     const server = await testServer({ api: { maxBatch: 500 } });
     try {
       assert.equal((await server.app.inject('/v1/snowflake?count=500')).statusCode, 200);
-      for (const count of ['501', '0', '-1', 'abc', '1e3', '0x10', '2.0', '%205', '', '99999999999999999999']) {
-        const message = assertError(await server.app.inject(`/v1/snowflake?count=${count}`), 400, 'INVALID_ARGUMENT');
+      for (const count of [
+        '501',
+        '0',
+        '-1',
+        'abc',
+        '1e3',
+        '0x10',
+        '2.0',
+        '%205',
+        '',
+        '99999999999999999999',
+      ]) {
+        const message = assertError(
+          await server.app.inject(`/v1/snowflake?count=${count}`),
+          400,
+          'INVALID_ARGUMENT',
+        );
         assert.match(message, /^count must be an integer from 1 to 500, got "/, `count=${count}`);
       }
-      assert.match(assertError(await server.app.inject('/v1/snowflake?count=1&count=2'), 400, 'INVALID_ARGUMENT'), /got more than one value/);
+      assert.match(
+        assertError(
+          await server.app.inject('/v1/snowflake?count=1&count=2'),
+          400,
+          'INVALID_ARGUMENT',
+        ),
+        /got more than one value/,
+      );
     } finally {
       await server.close();
     }
@@ -96,33 +134,62 @@ describe('snowflake routes (in-process)', () => {
     const server = await testServer({ snowflake: { layout: 'leaf' } });
     try {
       // The example in Leaf's own LeafMonitorController, in UTC (Leaf prints Beijing time).
-      const id = composeId(getLayout('leaf'), { timestamp: 1567733700834, workerId: 39, sequence: 3448 }).toString();
+      const id = composeId(getLayout('leaf'), {
+        timestamp: 1567733700834,
+        workerId: 39,
+        sequence: 3448,
+      }).toString();
       const leaf = await server.app.inject(`/decodeSnowflakeId?snowflakeId=${id}`);
       assert.equal(leaf.statusCode, 200);
-      assert.deepEqual(leaf.json(), { timestamp: '1567733700834(2019-09-06 01:35:00.834)', workerId: '39', sequenceId: '3448' });
+      assert.deepEqual(leaf.json(), {
+        timestamp: '1567733700834(2019-09-06 01:35:00.834)',
+        workerId: '39',
+        sequenceId: '3448',
+      });
 
       const v1 = await server.app.inject(`/v1/snowflake/decode/${id}`);
       assert.equal(v1.statusCode, 200);
-      assert.deepEqual(v1.json(), { id, layout: 'leaf', timestamp: 1567733700834, date: '2019-09-06T01:35:00.834Z', workerId: 39, sequence: 3448 });
+      assert.deepEqual(v1.json(), {
+        id,
+        layout: 'leaf',
+        timestamp: 1567733700834,
+        date: '2019-09-06T01:35:00.834Z',
+        workerId: 39,
+        sequence: 3448,
+      });
 
       for (const bad of ['-1', '01', '12x', '9223372036854775808']) {
         assertError(await server.app.inject(`/v1/snowflake/decode/${bad}`), 400, 'INVALID_ID');
-        assertError(await server.app.inject(`/decodeSnowflakeId?snowflakeId=${bad}`), 400, 'INVALID_ID');
+        assertError(
+          await server.app.inject(`/decodeSnowflakeId?snowflakeId=${bad}`),
+          400,
+          'INVALID_ID',
+        );
       }
-      assert.match(assertError(await server.app.inject('/decodeSnowflakeId'), 400, 'INVALID_ID'), /snowflakeId is required/);
+      assert.match(
+        assertError(await server.app.inject('/decodeSnowflakeId'), 400, 'INVALID_ID'),
+        /snowflakeId is required/,
+      );
     } finally {
       await server.close();
     }
   });
 
   it('decodes the datacenter too for layouts that have one', async () => {
-    const server = await testServer({ snowflake: { layout: 'twitter', datacenterId: 21, registry: 'static:4' } });
+    const server = await testServer({
+      snowflake: { layout: 'twitter', datacenterId: 21, registry: 'static:4' },
+    });
     try {
       const id = (await server.app.inject('/api/snowflake/get/x')).body;
-      const v1 = (await server.app.inject(`/v1/snowflake/decode/${id}`)).json() as Record<string, unknown>;
+      const v1 = (await server.app.inject(`/v1/snowflake/decode/${id}`)).json() as Record<
+        string,
+        unknown
+      >;
       assert.equal(v1['datacenterId'], 21);
       assert.equal(v1['workerId'], 4);
-      const leaf = (await server.app.inject(`/decodeSnowflakeId?snowflakeId=${id}`)).json() as Record<string, unknown>;
+      const leaf = (
+        await server.app.inject(`/decodeSnowflakeId?snowflakeId=${id}`)
+      ).json() as Record<string, unknown>;
       assert.equal(leaf['datacenterId'], '21');
       assert.equal(leaf['workerId'], '4');
     } finally {
@@ -132,7 +199,10 @@ describe('snowflake routes (in-process)', () => {
 
   it('answers 503 CLOCK_MOVED_BACKWARDS with Retry-After when the clock goes back, and counts it', async () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
-    const server = await testServer({ snowflake: { clock: 'system', rollback: { policy: 'refuse' } } }, { clock });
+    const server = await testServer(
+      { snowflake: { clock: 'system', rollback: { policy: 'refuse' } } },
+      { clock },
+    );
     try {
       assert.equal((await server.app.inject('/api/snowflake/get/a')).statusCode, 200);
       clock.advance(-3000);
@@ -154,19 +224,32 @@ describe('snowflake routes (in-process)', () => {
     const server = await testServer({ snowflake: { enabled: false } });
     try {
       for (const url of ['/api/snowflake/get/a', '/v1/snowflake?count=2']) {
-        assert.match(assertError(await server.app.inject(url), 404, 'MODE_DISABLED'), /snowflake mode/, url);
+        assert.match(
+          assertError(await server.app.inject(url), 404, 'MODE_DISABLED'),
+          /snowflake mode/,
+          url,
+        );
       }
-      assert.equal((await server.app.inject('/v1/snowflake/decode/117600667735949312')).statusCode, 200);
+      assert.equal(
+        (await server.app.inject('/v1/snowflake/decode/117600667735949312')).statusCode,
+        200,
+      );
       const ready = await server.app.inject('/readyz');
       assert.equal(ready.statusCode, 200);
-      assert.equal((ready.json() as { checks: Record<string, string> }).checks['snowflake'], undefined);
+      assert.equal(
+        (ready.json() as { checks: Record<string, string> }).checks['snowflake'],
+        undefined,
+      );
     } finally {
       await server.close();
     }
   });
 
   it('bounds count by what the layout issues in 100 ms, below api.maxBatch: a 400 naming the bound, in OpenAPI too, as the library does', async () => {
-    const server = await testServer({ api: { maxBatch: 1_000_000 }, snowflake: { layout: 'js-safe', registry: 'static:2' } });
+    const server = await testServer({
+      api: { maxBatch: 1_000_000 },
+      snowflake: { layout: 'js-safe', registry: 'static:2' },
+    });
     try {
       // js-safe: 2^6 = 64 IDs per 1 ms unit, 100 units.
       assert.equal(maxBatchFor(getLayout('js-safe')), 6400);
@@ -177,25 +260,47 @@ describe('snowflake routes (in-process)', () => {
       assert.equal(body.ids.length, 6400, 'all of the count asked for, never part of it');
       assert.ok(body.ids.every((id, i) => i === 0 || BigInt(id) > BigInt(body.ids[i - 1] ?? '0')));
       for (const count of ['6401', '10000', '1000000']) {
-        const message = assertError(await server.app.inject(`/v1/snowflake?count=${count}`), 400, 'INVALID_ARGUMENT');
-        assert.equal(message, `count must be an integer from 1 to 6400, got "${count}": layout "js-safe" issues 6400 IDs in 100 ms, the most one batch may take; ask for more in several requests`);
+        const message = assertError(
+          await server.app.inject(`/v1/snowflake?count=${count}`),
+          400,
+          'INVALID_ARGUMENT',
+        );
+        assert.equal(
+          message,
+          `count must be an integer from 1 to 6400, got "${count}": layout "js-safe" issues 6400 IDs in 100 ms, the most one batch may take; ask for more in several requests`,
+        );
       }
       const openapi = (await server.app.inject('/openapi.json')).json() as {
-        paths: Record<string, { get: { parameters: { name: string; schema: { maximum: number }; description?: string }[] } }>;
+        paths: Record<
+          string,
+          {
+            get: {
+              parameters: { name: string; schema: { maximum: number }; description?: string }[];
+            };
+          }
+        >;
       };
       const count = openapi.paths['/v1/snowflake']?.get.parameters.find((p) => p.name === 'count');
       assert.equal(count?.schema.maximum, 6400);
       assert.match(JSON.stringify(count), /what layout \\"js-safe\\" issues in 100 ms/);
       // The segment routes keep api.maxBatch: the bound is the snowflake layout's alone.
-      const segment = openapi.paths['/v1/segment/{tag}']?.get.parameters.find((p) => p.name === 'count');
+      const segment = openapi.paths['/v1/segment/{tag}']?.get.parameters.find(
+        (p) => p.name === 'count',
+      );
       assert.equal(segment?.schema.maximum, 1_000_000);
     } finally {
       await server.close();
     }
   });
 
-  it('mints the largest allowed batch (js-safe) without stalling the server: /healthz answers within 50 ms meanwhile, over a real socket', { timeout: 60_000 }, async (t) => {
-    const server = await testServer({ port: 0, api: { maxBatch: 1_000_000 }, snowflake: { layout: 'js-safe', registry: 'static:1' } });
+  it('mints the largest allowed batch (js-safe) without stalling the server: /healthz answers within 50 ms meanwhile, over a real socket', {
+    timeout: 60_000,
+  }, async (t) => {
+    const server = await testServer({
+      port: 0,
+      api: { maxBatch: 1_000_000 },
+      snowflake: { layout: 'js-safe', registry: 'static:1' },
+    });
     const url = await server.listen();
     try {
       const limit = maxBatchFor(getLayout('js-safe'));
@@ -235,7 +340,10 @@ describe('snowflake routes (in-process)', () => {
       const busiest = cpu.reduce((max, value) => Math.max(max, value), 0);
       const shown = `${wall.length} health checks during a ${Math.round(ms)} ms batch of ${limit}: wall median ${median.toFixed(1)} ms, slowest ${(sorted.at(-1) ?? 0).toFixed(1)} ms; at most ${busiest.toFixed(1)} ms of CPU before an answer`;
       t.diagnostic(shown);
-      assert.ok(busiest < 50, `the event loop was busy 50 ms or more before answering a health check: ${shown}`);
+      assert.ok(
+        busiest < 50,
+        `the event loop was busy 50 ms or more before answering a health check: ${shown}`,
+      );
       assert.ok(median < 50, shown);
       assert.ok(wall.length >= 3, `too few health checks overlapped the batch: ${shown}`);
     } finally {

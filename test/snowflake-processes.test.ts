@@ -9,7 +9,11 @@ describe('snowflake IDs from several OS processes', () => {
   for (const policy of ['wait', 'borrow']) {
     it(`4 processes with different workers (${policy} policy), 200,000 IDs each at once: no collisions`, async () => {
       const workers = [0, 1, 512, 1023];
-      const results = await Promise.all(workers.map((w) => runIdmint(['next', '--count', '200000', '--worker', String(w), '--rollback', policy])));
+      const results = await Promise.all(
+        workers.map((w) =>
+          runIdmint(['next', '--count', '200000', '--worker', String(w), '--rollback', policy]),
+        ),
+      );
       const all = new Set<string>();
       results.forEach((result, index) => {
         assert.equal(result.code, 0, result.stderr);

@@ -8,7 +8,11 @@ import { decomposeId, defineLayout, getLayout } from '../src/core/layout.ts';
 import { IdMintError } from '../src/core/errors.ts';
 import type { Layout } from '../src/core/layout.ts';
 import type { WorkerRegistry } from '../src/ports/worker-registry.ts';
-import { SnowflakeWorker, type SnowflakeWorkerEvent, type SnowflakeWorkerOptions } from '../src/service/snowflake-worker.ts';
+import {
+  SnowflakeWorker,
+  type SnowflakeWorkerEvent,
+  type SnowflakeWorkerOptions,
+} from '../src/service/snowflake-worker.ts';
 import { openWorkerRegistry } from '../src/registries/open-worker-registry.ts';
 import { FaultyRegistry } from './support/faulty-registry.ts';
 import { deleteZooKeeperNamespace } from './support/registry-admin.ts';
@@ -24,7 +28,13 @@ const identity = { host: '10.0.0.1', port: 8080 };
 const fast = { renewIntervalMs: 50, safetyMarginMs: 200 } as const;
 const layout = getLayout('idmint');
 /** Four worker IDs, so exhaustion and switching are quick to reach. */
-const tiny = defineLayout({ name: 'tiny', timeBits: 41, workerBits: 2, sequenceBits: 20, epoch: '2026-01-01T00:00:00Z' });
+const tiny = defineLayout({
+  name: 'tiny',
+  timeBits: 41,
+  workerBits: 2,
+  sequenceBits: 20,
+  epoch: '2026-01-01T00:00:00Z',
+});
 
 let dir: { path: string; dispose(): Promise<void> };
 let files = 0;
@@ -41,8 +51,18 @@ async function setup(ttlMs = 1000) {
   const registry = new FaultyRegistry(await sqliteRegistry(file, { ttlMs }));
   const clock = new ManualClock(T0);
   const events: SnowflakeWorkerEvent[] = [];
-  const start = (options: Partial<SnowflakeWorkerOptions> = {}, on: WorkerRegistry = registry): Promise<SnowflakeWorker> =>
-    SnowflakeWorker.start({ registry: on, clock, identity, ...fast, onEvent: (event) => events.push(event), ...options });
+  const start = (
+    options: Partial<SnowflakeWorkerOptions> = {},
+    on: WorkerRegistry = registry,
+  ): Promise<SnowflakeWorker> =>
+    SnowflakeWorker.start({
+      registry: on,
+      clock,
+      identity,
+      ...fast,
+      onEvent: (event) => events.push(event),
+      ...options,
+    });
   return { file, registry, clock, events, start };
 }
 
@@ -60,23 +80,38 @@ describe('SnowflakeWorker', () => {
     const ids = worker.nextBatch(10);
     clock.advance(5);
     const last = worker.next();
-    assert.ok(ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)) && last > (ids.at(-1) ?? 0n));
+    assert.ok(
+      ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)) && last > (ids.at(-1) ?? 0n),
+    );
     assert.equal(decomposeId(last, layout).workerId, 0);
     await worker.close();
     assert.equal(worker.state().status, 'closed');
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST') && /closed/.test(error.message));
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'LEASE_LOST') && /closed/.test(error.message),
+    );
     const release = registry.reports.at(-1);
     assert.equal(release?.kind, 'release');
-    assert.equal(release?.report.lastTimestamp, timestampOf(last), 'release records the exact last timestamp, not a horizon');
+    assert.equal(
+      release?.report.lastTimestamp,
+      timestampOf(last),
+      'release records the exact last timestamp, not a horizon',
+    );
     // Released: the next node gets the same ID at once and starts after that timestamp.
-    const lease = await registry.inner.acquire({ identity: { host: 'other', port: 1 }, maxWorkers: 1024 });
+    const lease = await registry.inner.acquire({
+      identity: { host: 'other', port: 1 },
+      maxWorkers: 1024,
+    });
     assert.equal(lease.workerId, 0);
     assert.equal(lease.lastTimestamp, timestampOf(last));
     await registry.close();
   });
 
   it('records a horizon before issuing anything, and fences the generator at it (borrow adds its lead)', async () => {
-    for (const rollback of [{ policy: 'wait' as const }, { policy: 'borrow' as const, maxLeadMs: 300 }]) {
+    for (const rollback of [
+      { policy: 'wait' as const },
+      { policy: 'borrow' as const, maxLeadMs: 300 },
+    ]) {
       const { registry, clock, start } = await setup();
       const worker = await start({ rollback });
       const first = registry.reports[0];
@@ -90,13 +125,17 @@ describe('SnowflakeWorker', () => {
       let maxTimestamp = 0;
       for (;;) {
         try {
-          for (const id of worker.nextBatch(100_000)) maxTimestamp = Math.max(maxTimestamp, timestampOf(id));
+          for (const id of worker.nextBatch(100_000))
+            maxTimestamp = Math.max(maxTimestamp, timestampOf(id));
         } catch {
           break;
         }
         if (clock.now() >= T0 + 790) break;
       }
-      assert.ok(maxTimestamp <= (first?.report.lastTimestamp ?? 0), `issued ${maxTimestamp} above the horizon ${first?.report.lastTimestamp}`);
+      assert.ok(
+        maxTimestamp <= (first?.report.lastTimestamp ?? 0),
+        `issued ${maxTimestamp} above the horizon ${first?.report.lastTimestamp}`,
+      );
       await worker.close();
       await registry.close();
     }
@@ -114,13 +153,19 @@ describe('SnowflakeWorker', () => {
     clock.set(fence - 1);
     assert.ok(worker.next() > before, 'still issuing inside the lease');
     clock.set(fence);
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST'));
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'LEASE_LOST'),
+    );
     assert.equal(worker.state().status, 'fenced');
     assert.equal(worker.state().ready, false);
     // Time passing alone never lifts the fence.
     await delay(200);
     clock.advance(10_000);
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST'));
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'LEASE_LOST'),
+    );
     assert.ok(events.some((event) => event.type === 'renew-failed'));
     registry.unreachable = false;
     await waitFor('a confirmed renewal', () => worker.state().status === 'active');
@@ -137,10 +182,16 @@ describe('SnowflakeWorker', () => {
     const issued = worker.nextBatch(50);
     clock.advance(3);
     registry.leases[0]?.loseNow();
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST'));
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'LEASE_LOST'),
+    );
     await waitFor('recovery', () => worker.state().status === 'active');
     assert.equal(worker.state().leaseLosses, 1);
-    assert.ok(events.some((event) => event.type === 'lease-lost') && events.some((event) => event.type === 'recovered'));
+    assert.ok(
+      events.some((event) => event.type === 'lease-lost') &&
+        events.some((event) => event.type === 'recovered'),
+    );
     const more = worker.nextBatch(50);
     assert.equal(new Set([...issued, ...more]).size, 100);
     await worker.close();
@@ -179,7 +230,9 @@ describe('SnowflakeWorker', () => {
     await lease.release({ lastTimestamp: horizon, reportedAt: T0 });
     clock.set(T0 + 100); // restarted quickly: behind the horizon, not behind the report
     const starting = start();
-    await waitFor('the wait to begin', () => events.some((event) => event.type === 'waiting-for-clock'));
+    await waitFor('the wait to begin', () =>
+      events.some((event) => event.type === 'waiting-for-clock'),
+    );
     clock.set(horizon + 1);
     const worker = await starting;
     assert.ok(timestampOf(worker.next()) > horizon, 'first ID after the reserved horizon');
@@ -195,13 +248,25 @@ describe('SnowflakeWorker', () => {
     ]; // peers' clocks now: T0 - 8000 and T0 - 7000; mean T0 - 7500
     await assert.rejects(start(), (error) => {
       assert.ok(isIdMintError(error, 'CLOCK_SKEW'));
-      assert.match(error.message, new RegExp(`${new Date(T0).toISOString()}.*7500 ms ahead.*${new Date(T0 - 7500).toISOString()}`));
+      assert.match(
+        error.message,
+        new RegExp(
+          `${new Date(T0).toISOString()}.*7500 ms ahead.*${new Date(T0 - 7500).toISOString()}`,
+        ),
+      );
       return true;
     });
     const warned = await start({ peerClockCheck: 'warn' });
     assert.ok(events.some((event) => event.type === 'peer-clock-skew'));
     // What the dashboard and idmint_snowflake_peer_clock_offset_seconds show.
-    assert.deepEqual(warned.state().peerClock, { check: 'warn', checkedAt: T0, peers: 2, offsetMs: 7500, maxPeerSkewMs: 5000, skipped: null });
+    assert.deepEqual(warned.state().peerClock, {
+      check: 'warn',
+      checkedAt: T0,
+      peers: 2,
+      offsetMs: 7500,
+      maxPeerSkewMs: 5000,
+      skipped: null,
+    });
     await warned.close();
     const off = await start({ peerClockCheck: 'off' });
     assert.equal(off.state().peerClock, null, 'no check, no report');
@@ -213,7 +278,10 @@ describe('SnowflakeWorker', () => {
     const close = await start();
     assert.equal(close.state().peerClock?.offsetMs, 100);
     assert.equal(close.state().rollbackPolicy, 'wait');
-    assert.ok(close.state().horizon >= close.state().validUntil, 'the horizon recorded covers the fence');
+    assert.ok(
+      close.state().horizon >= close.state().validUntil,
+      'the horizon recorded covers the fence',
+    );
     await close.close();
     await registry.close();
   });
@@ -225,13 +293,19 @@ describe('SnowflakeWorker', () => {
     await first.close();
     const recorded = registry.reports.at(-1)?.report ?? { lastTimestamp: 0, reportedAt: 0 };
     clock.set(recorded.reportedAt - 30_000);
-    await assert.rejects(start({ layout: tiny }), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'));
+    await assert.rejects(start({ layout: tiny }), (error) =>
+      isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'),
+    );
     const worker = await start({ layout: tiny, rollback: { policy: 'switch-worker' } });
     assert.notEqual(worker.workerId, 0);
     assert.equal(worker.state().workerSwitches, 1);
     assert.ok(events.some((event) => event.type === 'switched-worker'));
     // Worker 0's record is untouched: its next holder still starts after it.
-    const zero = await registry.inner.acquire({ identity: { host: 'x', port: 1 }, maxWorkers: 4, workerId: 0 });
+    const zero = await registry.inner.acquire({
+      identity: { host: 'x', port: 1 },
+      maxWorkers: 4,
+      workerId: 0,
+    });
     assert.deepEqual({ lastTimestamp: zero.lastTimestamp, reportedAt: zero.reportedAt }, recorded);
     await zero.release(recorded);
     await worker.close();
@@ -240,7 +314,10 @@ describe('SnowflakeWorker', () => {
 
   it('switch-worker: a rollback beyond what wait tolerates moves to another worker ID and continues; all IDs unique', async () => {
     const { registry, clock, start } = await setup();
-    const worker = await start({ layout: tiny, rollback: { policy: 'switch-worker', maxBackwardMs: 5 } });
+    const worker = await start({
+      layout: tiny,
+      rollback: { policy: 'switch-worker', maxBackwardMs: 5 },
+    });
     const ids = new Set<bigint>();
     for (let i = 0; i < 20; i++) {
       for (const id of worker.nextBatch(100)) ids.add(id);
@@ -248,7 +325,10 @@ describe('SnowflakeWorker', () => {
     }
     const before = worker.workerId;
     clock.advance(-10_000); // the wall clock stepped back 10 s (a SystemClock would show it)
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'));
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'),
+    );
     await waitFor('the switch', () => worker.state().workerSwitches === 1);
     assert.notEqual(worker.workerId, before);
     for (let i = 0; i < 20; i++) {
@@ -260,14 +340,23 @@ describe('SnowflakeWorker', () => {
     }
     assert.equal(ids.size, 4000);
     const released = registry.reports.find((r) => r.kind === 'release' && r.workerId === before);
-    assert.ok(released !== undefined && released.report.lastTimestamp >= T0 + 19, 'the old ID was released with its last timestamp');
+    assert.ok(
+      released !== undefined && released.report.lastTimestamp >= T0 + 19,
+      'the old ID was released with its last timestamp',
+    );
     await worker.close();
     await registry.close();
   });
 
   it('acquire fails with WORKER_IDS_EXHAUSTED naming the limit when every ID is held', async () => {
     const { registry, start } = await setup();
-    const one = defineLayout({ name: 'one', timeBits: 41, workerBits: 0, sequenceBits: 22, epoch: '2026-01-01T00:00:00Z' });
+    const one = defineLayout({
+      name: 'one',
+      timeBits: 41,
+      workerBits: 0,
+      sequenceBits: 22,
+      epoch: '2026-01-01T00:00:00Z',
+    });
     const holder = await start({ layout: one });
     await assert.rejects(start({ layout: one, identity: { host: 'b', port: 2 } }), (error) => {
       assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
@@ -285,7 +374,11 @@ describe('SnowflakeWorker', () => {
     const { registry, start } = await setup();
     registry.expireNext = 2;
     const worker = await start();
-    assert.equal(registry.leases.length, 3, 'two leases lost before the first renewal, the third kept');
+    assert.equal(
+      registry.leases.length,
+      3,
+      'two leases lost before the first renewal, the third kept',
+    );
     await worker.close();
     registry.expireNext = 3;
     await assert.rejects(start(), (error) => isIdMintError(error, 'LEASE_LOST'));
@@ -303,27 +396,49 @@ describe('SnowflakeWorker', () => {
       }
     }
     const clock = new CountingClock();
-    const worker = await start({ layout: 'js-safe', clock, renewIntervalMs: 200, safetyMarginMs: 200 });
+    const worker = await start({
+      layout: 'js-safe',
+      clock,
+      renewIntervalMs: 200,
+      safetyMarginMs: 200,
+    });
     try {
       assert.equal(worker.maxBatch, 6400, 'js-safe: 64 IDs per ms, 100 ms');
       await assert.rejects(worker.nextBatchAsync(6401), (error) => {
         assert.ok(isIdMintError(error, 'INVALID_ARGUMENT'));
-        assert.equal(error.message, 'count must be an integer from 1 to 6400, got 6401: layout "js-safe" issues 6400 IDs in 100 ms, the most one batch may take; ask for more in several requests');
+        assert.equal(
+          error.message,
+          'count must be an integer from 1 to 6400, got 6401: layout "js-safe" issues 6400 IDs in 100 ms, the most one batch may take; ask for more in several requests',
+        );
         return true;
       });
-      for (const bad of [0, -1, 1.5, Number.NaN]) await assert.rejects(worker.nextBatchAsync(bad), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+      for (const bad of [0, -1, 1.5, Number.NaN])
+        await assert.rejects(worker.nextBatchAsync(bad), (error) =>
+          isIdMintError(error, 'INVALID_ARGUMENT'),
+        );
       let turns = 0;
       const counting = setInterval(() => turns++, 1);
       const ids = await worker.nextBatchAsync(6400);
       clearInterval(counting);
       assert.equal(ids.length, 6400);
-      assert.ok(ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)), 'strictly increasing');
+      assert.ok(
+        ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)),
+        'strictly increasing',
+      );
       const units = new Set(ids.map((id) => decomposeId(id, getLayout('js-safe')).timestamp));
       assert.ok(units.size >= 100, `${units.size} time units`);
       assert.equal(clock.sleeps, 0, 'the thread was never blocked waiting for the clock');
-      assert.ok(turns > 10, `the event loop ran between time units (a 1 ms timer fired ${turns} times)`);
+      assert.ok(
+        turns > 10,
+        `the event loop ran between time units (a 1 ms timer fired ${turns} times)`,
+      );
       // The sequence spread costs capacity, so it lowers the bound.
-      const spread = await start({ layout: 'js-safe', sequenceSpread: 8, identity: { host: 'b', port: 2 }, clock });
+      const spread = await start({
+        layout: 'js-safe',
+        sequenceSpread: 8,
+        identity: { host: 'b', port: 2 },
+        clock,
+      });
       assert.equal(spread.maxBatch, (64 - 7) * 100);
       await spread.close();
     } finally {
@@ -370,7 +485,10 @@ describe('SnowflakeWorker', () => {
       const [a, b] = await Promise.all([first, second]);
       assert.equal(a.length, 640);
       assert.equal(b.length, 64);
-      assert.ok((b[0] ?? 0n) > (a.at(-1) ?? 0n), `every ID of the later batch follows the earlier batch's (${b[0]} after ${a.at(-1)})`);
+      assert.ok(
+        (b[0] ?? 0n) > (a.at(-1) ?? 0n),
+        `every ID of the later batch follows the earlier batch's (${b[0]} after ${a.at(-1)})`,
+      );
       assert.deepEqual(finished, ['first', 'second']);
       // A rejected batch does not stop the ones after it.
       const refused = worker.nextBatchAsync(0);
@@ -386,7 +504,10 @@ describe('SnowflakeWorker', () => {
 
   it('rejects a TTL that does not hold two renewals after the safety margin', async () => {
     const { registry, start } = await setup(1000);
-    await assert.rejects(start({ renewIntervalMs: 500, safetyMarginMs: 200 }), (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /two renewals/.test(error.message));
+    await assert.rejects(
+      start({ renewIntervalMs: 500, safetyMarginMs: 200 }),
+      (error) => isIdMintError(error, 'INVALID_ARGUMENT') && /two renewals/.test(error.message),
+    );
     // The refused start released its lease: the ID is free again.
     const worker = await start();
     assert.equal(worker.workerId, 0);
@@ -409,7 +530,8 @@ function pump(worker: SnowflakeWorker, clock: ManualClock, registry: FaultyRegis
       bursts.push({ ids: worker.nextBatch(20), landedBefore: registry.landed.length });
     } catch (error) {
       // Refusals a server answers 503 to; anything else fails the test.
-      if (!isIdMintError(error, 'LEASE_LOST') && !isIdMintError(error, 'CLOCK_MOVED_BACKWARDS')) throw error;
+      if (!isIdMintError(error, 'LEASE_LOST') && !isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'))
+        throw error;
       refused++;
     }
   }, 2);
@@ -429,7 +551,11 @@ function pump(worker: SnowflakeWorker, clock: ManualClock, registry: FaultyRegis
  *   no report (renewal or release) lands below an ID issued with its worker ID before it landed,
  *   so the next holder of that ID always starts after everything issued under it.
  */
-function assertUniqueAndCovered(registry: FaultyRegistry, bursts: readonly { ids: bigint[]; landedBefore: number }[], l: Layout): number {
+function assertUniqueAndCovered(
+  registry: FaultyRegistry,
+  bursts: readonly { ids: bigint[]; landedBefore: number }[],
+  l: Layout,
+): number {
   const seen = new Set<bigint>();
   for (const { ids } of bursts) {
     for (const id of ids) {
@@ -441,14 +567,20 @@ function assertUniqueAndCovered(registry: FaultyRegistry, bursts: readonly { ids
   registry.landed.forEach(({ workerId, kind, report }, index) => {
     if (kind === 'renew') {
       const before = lastRenewal.get(workerId) ?? -1;
-      assert.ok(report.lastTimestamp >= before, `worker ${workerId}: a renewal lowered the record from ${before} to ${report.lastTimestamp}`);
+      assert.ok(
+        report.lastTimestamp >= before,
+        `worker ${workerId}: a renewal lowered the record from ${before} to ${report.lastTimestamp}`,
+      );
       lastRenewal.set(workerId, report.lastTimestamp);
     }
     for (const burst of bursts) {
       if (burst.landedBefore > index) continue;
       for (const id of burst.ids) {
         const parts = decomposeId(id, l);
-        assert.ok(parts.workerId !== workerId || parts.timestamp <= report.lastTimestamp, `worker ${workerId}: ${kind} recorded ${report.lastTimestamp}, below ID ${id} (${parts.timestamp}) issued before it landed`);
+        assert.ok(
+          parts.workerId !== workerId || parts.timestamp <= report.lastTimestamp,
+          `worker ${workerId}: ${kind} recorded ${report.lastTimestamp}, below ID ${id} (${parts.timestamp}) issued before it landed`,
+        );
       }
     }
   });
@@ -473,7 +605,12 @@ interface ScenarioSetup {
  * recovery, one live lease at the end, every other lease released, no call on a lease while
  * another is in flight, zero duplicates, a record never lowered below what was issued.
  */
-async function lossDuringRenewal(setup: ScenarioSetup, outcome: 'lands' | 'fails', l: Layout, intervalMs: number): Promise<void> {
+async function lossDuringRenewal(
+  setup: ScenarioSetup,
+  outcome: 'lands' | 'fails',
+  l: Layout,
+  intervalMs: number,
+): Promise<void> {
   const { registry, clock, start, events } = setup;
   const worker = await start({ layout: l });
   const issuing = pump(worker, clock, registry);
@@ -488,7 +625,11 @@ async function lossDuringRenewal(setup: ScenarioSetup, outcome: 'lands' | 'fails
     const acquiring = registry.hold('acquire');
     // 3. The coordinator says the lease is gone while the renewal is in flight.
     first.loseNow();
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST'), 'fenced at once on the loss signal');
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'LEASE_LOST'),
+      'fenced at once on the loss signal',
+    );
     // 4. The renewal is slow to come back; the loss is handled meanwhile (a recovery may start).
     await delay(intervalMs);
     // 5. The renewal comes back: confirmed, or failed as if the coordinator were unreachable.
@@ -506,14 +647,26 @@ async function lossDuringRenewal(setup: ScenarioSetup, outcome: 'lands' | 'fails
     const renewedBefore = recovered.renewals;
     await waitFor('renewals of the recovered lease', () => recovered.renewals >= renewedBefore + 3);
     issuing.stop();
-    assert.equal(registry.leases.length, 2, `leases acquired: the first and one recovery, not ${registry.leases.length}`);
-    assert.deepEqual(unreleased(registry), [recovered], 'one live lease: the recovered one; the lost one was released');
+    assert.equal(
+      registry.leases.length,
+      2,
+      `leases acquired: the first and one recovery, not ${registry.leases.length}`,
+    );
+    assert.deepEqual(
+      unreleased(registry),
+      [recovered],
+      'one live lease: the recovered one; the lost one was released',
+    );
     assert.equal(worker.workerId, recovered.workerId);
     assert.equal(worker.state().leaseLosses, 1);
     assert.equal(events.filter((event) => event.type === 'recovered').length, 1);
     await worker.close();
     assert.deepEqual(unreleased(registry), [], 'after close(), every lease acquired was released');
-    assert.deepEqual(registry.overlaps, [], 'no call on a lease started while another was in flight');
+    assert.deepEqual(
+      registry.overlaps,
+      [],
+      'no call on a lease started while another was in flight',
+    );
     const count = assertUniqueAndCovered(registry, issuing.bursts, l);
     assert.ok(count > 200, `only ${count} IDs issued`);
   } finally {
@@ -537,7 +690,10 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
 
   it('switch-worker while a renewal of the old lease is in flight: the switch waits for it, then releases the old lease', async () => {
     const { registry, clock, start } = await setup();
-    const worker = await start({ layout: tiny, rollback: { policy: 'switch-worker', maxBackwardMs: 5 } });
+    const worker = await start({
+      layout: tiny,
+      rollback: { policy: 'switch-worker', maxBackwardMs: 5 },
+    });
     const issuing = pump(worker, clock, registry);
     try {
       await waitFor('IDs flowing', () => issuing.bursts.length > 10);
@@ -546,17 +702,27 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
       const renewal = registry.hold('renew', { workerId: old.workerId });
       await renewal.reached;
       clock.advance(-10_000); // beyond what wait tolerates: switch-worker moves to another ID
-      assert.throws(() => worker.next(), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'));
+      assert.throws(
+        () => worker.next(),
+        (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'),
+      );
       await delay(fast.renewIntervalMs * 5);
       renewal.open();
-      await waitFor('the switch', () => worker.state().workerSwitches === 1 && worker.state().status === 'active');
+      await waitFor(
+        'the switch',
+        () => worker.state().workerSwitches === 1 && worker.state().status === 'active',
+      );
       const moved = registry.leases.at(-1);
       assert.ok(moved !== undefined && moved !== old && worker.workerId === moved.workerId);
       await waitFor('the old lease released', () => old.released);
       const renewedBefore = moved.renewals;
       await waitFor('renewals of the new lease', () => moved.renewals >= renewedBefore + 2);
       issuing.stop();
-      assert.deepEqual(registry.overlaps, [], 'the old lease was released only after its renewal came back');
+      assert.deepEqual(
+        registry.overlaps,
+        [],
+        'the old lease was released only after its renewal came back',
+      );
       assert.deepEqual(unreleased(registry), [moved], 'one live lease: the one switched to');
       await worker.close();
       assert.deepEqual(unreleased(registry), []);
@@ -586,9 +752,16 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
       acquiring.open();
       await closing;
       assert.equal(registry.leases.length, 2);
-      assert.deepEqual(unreleased(registry), [], 'the lease the recovery acquired was released by close(), and the lost one before it');
+      assert.deepEqual(
+        unreleased(registry),
+        [],
+        'the lease the recovery acquired was released by close(), and the lost one before it',
+      );
       assert.equal(worker.state().status, 'closed');
-      assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST') && /closed/.test(error.message));
+      assert.throws(
+        () => worker.next(),
+        (error) => isIdMintError(error, 'LEASE_LOST') && /closed/.test(error.message),
+      );
       await delay(fast.renewIntervalMs * 3);
       issuing.stop();
       assert.equal(issuing.bursts.length, issuedAtClose, 'no ID issued once close() was called');
@@ -617,10 +790,16 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
       issuing.stop();
       assert.deepEqual(registry.overlaps, [], 'no release while the renewal was in flight');
       assert.deepEqual(unreleased(registry), []);
-      const last = issuing.bursts.flatMap(({ ids }) => ids).reduce((max, id) => (id > max ? id : max), 0n);
+      const last = issuing.bursts
+        .flatMap(({ ids }) => ids)
+        .reduce((max, id) => (id > max ? id : max), 0n);
       const release = registry.landed.at(-1);
       assert.equal(release?.kind, 'release');
-      assert.equal(release?.report.lastTimestamp, timestampOf(last), 'the release, landing last, records the exact last timestamp');
+      assert.equal(
+        release?.report.lastTimestamp,
+        timestampOf(last),
+        'the release, landing last, records the exact last timestamp',
+      );
       assertUniqueAndCovered(registry, issuing.bursts, layout);
     } finally {
       issuing.stop();
@@ -635,21 +814,41 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
 // ephemeral liveness node that holds its worker ID for as long as the registry's session lives.
 await describeWithServices('SnowflakeWorker lease transitions on ZooKeeper', ['zookeeper'], () => {
   const address = SERVICES.zookeeper.url;
-  it('a loss signal while a renewal is in flight leaves no worker ID held once the worker is closed (the session still open)', { timeout: 60_000 }, async () => {
+  it('a loss signal while a renewal is in flight leaves no worker ID held once the worker is closed (the session still open)', {
+    timeout: 60_000,
+  }, async () => {
     const name = uniqueName('lease');
     const options = { ttlMs: 4000, operationTimeoutMs: 1500 };
-    const registry = new FaultyRegistry(await openWorkerRegistry(`zookeeper://${address}/${name}`, options));
+    const registry = new FaultyRegistry(
+      await openWorkerRegistry(`zookeeper://${address}/${name}`, options),
+    );
     const clock = new ManualClock(T0);
     const events: SnowflakeWorkerEvent[] = [];
     const timing = { renewIntervalMs: 200, safetyMarginMs: 1000 };
     const start = (extra: Partial<SnowflakeWorkerOptions> = {}) =>
-      SnowflakeWorker.start({ registry, clock, identity, ...timing, onEvent: (event) => events.push(event), ...extra });
+      SnowflakeWorker.start({
+        registry,
+        clock,
+        identity,
+        ...timing,
+        onEvent: (event) => events.push(event),
+        ...extra,
+      });
     const other = await openWorkerRegistry(`zookeeper://${address}/${name}`, options);
     try {
-      await lossDuringRenewal({ registry, clock, events, start }, 'lands', tiny, timing.renewIntervalMs);
+      await lossDuringRenewal(
+        { registry, clock, events, start },
+        'lands',
+        tiny,
+        timing.renewIntervalMs,
+      );
       // Another session takes every worker ID at once: none is left held by this one.
       for (let workerId = 0; workerId <= tiny.maxWorkerId; workerId++) {
-        const lease = await other.acquire({ identity: { host: '10.0.0.9', port: 1 }, maxWorkers: tiny.maxWorkerId + 1, workerId });
+        const lease = await other.acquire({
+          identity: { host: '10.0.0.9', port: 1 },
+          maxWorkers: tiny.maxWorkerId + 1,
+          workerId,
+        });
         await lease.release({ lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt });
       }
     } finally {

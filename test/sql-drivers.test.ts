@@ -12,7 +12,12 @@ import { PostgresDriver } from '../src/sql/postgres-driver.ts';
 import type { SqlConnection, SqlDriver, SqlValue } from '../src/sql/sql-driver.ts';
 import { SqliteDriver } from '../src/sql/sqlite-driver.ts';
 import { toBigInt, toDate } from '../src/stores/store-support.ts';
-import { SERVICES, describeWithServices, uniqueName, type ServiceName } from './support/services.ts';
+import {
+  SERVICES,
+  describeWithServices,
+  uniqueName,
+  type ServiceName,
+} from './support/services.ts';
 import { tempDir } from './support/workers.ts';
 
 // The shared SQL layer's promises, checked on each backend through the same calls the segment
@@ -67,8 +72,10 @@ for (const backend of CASES) {
   await describeWithServices(`SqlDriver: ${backend.name}`, backend.services, () => {
     const table = uniqueName('sql_driver');
     let driver: SqlDriver;
-    const run = <T>(work: (db: SqlConnection) => Promise<T>, transaction = false) => driver.withConnection(work, { transaction, signal: new AbortController().signal });
-    const query = (sql: string, params: readonly SqlValue[] = []) => run((db) => db.query(sql, params));
+    const run = <T>(work: (db: SqlConnection) => Promise<T>, transaction = false) =>
+      driver.withConnection(work, { transaction, signal: new AbortController().signal });
+    const query = (sql: string, params: readonly SqlValue[] = []) =>
+      run((db) => db.query(sql, params));
 
     before(async () => {
       driver = await backend.open();
@@ -81,21 +88,33 @@ for (const backend of CASES) {
 
     it('binds and reads integers exactly up to 2^63-1, arithmetic included', async () => {
       await query(`INSERT INTO ${table} (id, v) VALUES (?, ?)`, [1, MAX_BIGINT]);
-      assert.equal((await query(`UPDATE ${table} SET v = v - ? WHERE id = ?`, [1, 1])).affectedRows, 1);
-      assert.equal(toBigInt((await query(`SELECT v FROM ${table} WHERE id = ?`, [1])).rows[0]?.['v'], 'v'), MAX_BIGINT - 1n);
+      assert.equal(
+        (await query(`UPDATE ${table} SET v = v - ? WHERE id = ?`, [1, 1])).affectedRows,
+        1,
+      );
+      assert.equal(
+        toBigInt((await query(`SELECT v FROM ${table} WHERE id = ?`, [1])).rows[0]?.['v'], 'v'),
+        MAX_BIGINT - 1n,
+      );
     });
 
     it('counts an UPDATE that writes the values already there as matched (FOUND_ROWS on MySQL)', async () => {
       await query(`INSERT INTO ${table} (id, v) VALUES (?, ?)`, [2, 7]);
       assert.equal((await query(`UPDATE ${table} SET v = ? WHERE id = ?`, [7, 2])).affectedRows, 1);
-      assert.equal((await query(`UPDATE ${table} SET v = ? WHERE id = ?`, [7, 99])).affectedRows, 0);
+      assert.equal(
+        (await query(`UPDATE ${table} SET v = ? WHERE id = ?`, [7, 99])).affectedRows,
+        0,
+      );
     });
 
     it('inserts if absent, and tells a duplicate key apart', async () => {
       const insert = driver.dialect.insertIfAbsent(table, ['id', 'v'], ['?', '?']);
       assert.equal((await query(insert, [3, 1])).affectedRows, 1);
       assert.equal((await query(insert, [3, 2])).affectedRows, 0);
-      const duplicate = await query(`INSERT INTO ${table} (id, v) VALUES (?, ?)`, [3, 3]).then(() => undefined, (error: unknown) => error);
+      const duplicate = await query(`INSERT INTO ${table} (id, v) VALUES (?, ?)`, [3, 3]).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
       assert.ok(driver.dialect.isDuplicateKey(duplicate), String(duplicate));
       assert.ok(!driver.dialect.isDuplicateKey(new Error('other')));
     });
@@ -109,7 +128,12 @@ for (const backend of CASES) {
         }, true),
         /changed my mind/,
       );
-      assert.deepEqual((await query(`SELECT id FROM ${table} WHERE id IN (?, ?)`, [4, 5])).rows.map((row) => Number(row['id'])), [4]);
+      assert.deepEqual(
+        (await query(`SELECT id FROM ${table} WHERE id IN (?, ?)`, [4, 5])).rows.map((row) =>
+          Number(row['id']),
+        ),
+        [4],
+      );
     });
 
     it('never starts a call whose caller gave up before it got a connection', async () => {
@@ -117,18 +141,31 @@ for (const backend of CASES) {
       controller.abort(new Error('gave up'));
       let ran = false;
       await assert.rejects(
-        driver.withConnection(async () => (ran = true), { transaction: false, signal: controller.signal }),
+        driver.withConnection(async () => (ran = true), {
+          transaction: false,
+          signal: controller.signal,
+        }),
         /gave up/,
       );
       assert.equal(ran, false);
-      assert.equal((await query('SELECT 1 AS one')).rows.length, 1, 'the connection went back to the pool');
+      assert.equal(
+        (await query('SELECT 1 AS one')).rows.length,
+        1,
+        'the connection went back to the pool',
+      );
     });
 
     it('reads the database clock in ms and the current UTC timestamp', async () => {
-      const [row] = (await query(`SELECT ${driver.dialect.nowMs} AS ms, ${driver.dialect.nowTimestamp} AS ts`)).rows;
+      const [row] = (
+        await query(`SELECT ${driver.dialect.nowMs} AS ms, ${driver.dialect.nowTimestamp} AS ts`)
+      ).rows;
       assert.ok(Math.abs(Number(row?.['ms']) - Date.now()) < 5000, `nowMs ${String(row?.['ms'])}`);
-      assert.ok(Math.abs((toDate(row?.['ts'])?.getTime() ?? 0) - Date.now()) < 5000, `nowTimestamp ${String(row?.['ts'])}`);
-      for (const [sql, expected] of backend.settings ?? []) assert.deepEqual({ ...(await query(sql)).rows[0] }, expected, sql);
+      assert.ok(
+        Math.abs((toDate(row?.['ts'])?.getTime() ?? 0) - Date.now()) < 5000,
+        `nowTimestamp ${String(row?.['ts'])}`,
+      );
+      for (const [sql, expected] of backend.settings ?? [])
+        assert.deepEqual({ ...(await query(sql)).rows[0] }, expected, sql);
     });
 
     if (backend.slow !== undefined && backend.session !== undefined) {
@@ -138,7 +175,12 @@ for (const backend of CASES) {
         const first = await sessionId();
         const started = Date.now();
         await assert.rejects(
-          withDeadline(200, () => new Error('deadline'), (signal) => driver.withConnection((db) => db.query(slow, []), { transaction: false, signal })),
+          withDeadline(
+            200,
+            () => new Error('deadline'),
+            (signal) =>
+              driver.withConnection((db) => db.query(slow, []), { transaction: false, signal }),
+          ),
           /deadline/,
         );
         assert.ok(Date.now() - started < 1500, 'the caller got its answer at the deadline');
@@ -154,7 +196,12 @@ for (const backend of CASES) {
       it('keeps no rows reachable once their query is done: a young collection after 50,000 rows holds under 1 MB', async () => {
         const script = fileURLToPath(new URL('./support/young-survivors.ts', import.meta.url));
         const flags = ['--expose-gc', '--min-semi-space-size=64', '--max-semi-space-size=64'];
-        const { stdout } = await execFileAsync(process.execPath, [...flags, script, backend.name, url]);
+        const { stdout } = await execFileAsync(process.execPath, [
+          ...flags,
+          script,
+          backend.name,
+          url,
+        ]);
         const { rows, heldBytes } = JSON.parse(stdout) as { rows: number; heldBytes: number };
         assert.equal(rows, 50_000);
         assert.ok(heldBytes < 1_000_000, `${heldBytes} bytes still held after a young collection`);
@@ -165,12 +212,21 @@ for (const backend of CASES) {
 
 describe('SqlWorkerRegistry on a driver of your own', () => {
   it('bounds every statement, pool checkout included, by operationTimeoutMs', async () => {
-    const hanging = { connect: () => new Promise<never>(() => undefined), end: async () => undefined };
-    const registry = new SqlWorkerRegistry({ client: new PostgresDriver(hanging, { closePool: true }), operationTimeoutMs: 100 });
+    const hanging = {
+      connect: () => new Promise<never>(() => undefined),
+      end: async () => undefined,
+    };
+    const registry = new SqlWorkerRegistry({
+      client: new PostgresDriver(hanging, { closePool: true }),
+      operationTimeoutMs: 100,
+    });
     const started = Date.now();
     await assert.rejects(registry.peers(), (error) => {
       assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
-      assert.match(error.message, /postgres worker registry at postgres cannot be reached: no answer within 100 ms/);
+      assert.match(
+        error.message,
+        /postgres worker registry at postgres cannot be reached: no answer within 100 ms/,
+      );
       return true;
     });
     assert.ok(Date.now() - started < 2000);

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { decideRestart, HEALTHY_AFTER_MS, MAX_FAILURES_IN_A_ROW } from '../src/cli/restart-policy.ts';
+import {
+  decideRestart,
+  HEALTHY_AFTER_MS,
+  MAX_FAILURES_IN_A_ROW,
+} from '../src/cli/restart-policy.ts';
 import { StderrRelay } from '../src/cli/stderr-relay.ts';
 
 /** The supervisor's restart policy and stderr relay, without processes (test/cli-processes.test.ts runs them for real). */
@@ -37,13 +41,18 @@ describe('stderr relay of serve --processes', () => {
     assert.deepEqual(written, [], 'half a line waits for its end');
     stream.write('failure\n(node:12) Warning: something\n');
     assert.equal(relay.lastError, 'idmint serve: first failure');
-    stream.write('file:///app/src/x.ts:3\n    throw new TypeError("boom");\n    ^\n\nTypeError: boom\n    at f (file:///app/src/x.ts:3:11)\n\nNode.js v24.0.0\n');
+    stream.write(
+      'file:///app/src/x.ts:3\n    throw new TypeError("boom");\n    ^\n\nTypeError: boom\n    at f (file:///app/src/x.ts:3:11)\n\nNode.js v24.0.0\n',
+    );
     assert.equal(relay.lastError, 'TypeError: boom');
     stream.end('no newline at the end');
     return new Promise<void>((resolve) =>
       stream.on('end', () => {
         setImmediate(() => {
-          assert.equal(written.join(''), 'idmint serve: first failure\n(node:12) Warning: something\nfile:///app/src/x.ts:3\n    throw new TypeError("boom");\n    ^\n\nTypeError: boom\n    at f (file:///app/src/x.ts:3:11)\n\nNode.js v24.0.0\nno newline at the end\n');
+          assert.equal(
+            written.join(''),
+            'idmint serve: first failure\n(node:12) Warning: something\nfile:///app/src/x.ts:3\n    throw new TypeError("boom");\n    ^\n\nTypeError: boom\n    at f (file:///app/src/x.ts:3:11)\n\nNode.js v24.0.0\nno newline at the end\n',
+          );
           assert.equal(relay.lastError, 'TypeError: boom');
           resolve();
         });

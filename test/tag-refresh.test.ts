@@ -30,11 +30,19 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         await store.updateTag('old-2', { step: 5 });
         await store.createTag({ tag: 'new', step: 10 });
         const changes = await store.listTagChanges(cursor);
-        assert.deepEqual(changes.records.map((record) => record.tag).sort(), ['new', 'old-1', 'old-2'], 'the 41 rows not written since are not read');
+        assert.deepEqual(
+          changes.records.map((record) => record.tag).sort(),
+          ['new', 'old-1', 'old-2'],
+          'the 41 rows not written since are not read',
+        );
         assert.equal(changes.records.find((record) => record.tag === 'old-2')?.step, 5);
         assert.ok(Number(changes.cursor) >= Number(cursor), 'the cursor moves forward');
         const again = await store.listTagChanges(changes.cursor);
-        assert.deepEqual(again.records.map((record) => record.tag).sort(), ['new', 'old-1', 'old-2'], 'within the overlap the same rows come again, nothing else');
+        assert.deepEqual(
+          again.records.map((record) => record.tag).sort(),
+          ['new', 'old-1', 'old-2'],
+          'within the overlap the same rows come again, nothing else',
+        );
       } finally {
         await fixture.dispose();
       }
@@ -42,69 +50,119 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
   });
 }
 
-await describeWithServices('tag refresh: the update_time index db init creates', ['postgres', 'mysql'], () => {
-  it('sqlite: the change read goes through the index', async () => {
-    const fixture = await SEGMENT_BACKENDS.sqlite.open();
-    try {
-      const db = new DatabaseSync(fixture.url.slice('sqlite:'.length));
-      const plan = db.prepare(`EXPLAIN QUERY PLAN SELECT * FROM ${fixture.table} WHERE update_time >= datetime(0 / 1000, 'unixepoch')`).all();
-      db.close();
-      assert.match(JSON.stringify(plan), new RegExp(`USING INDEX ${changeIndexName(fixture.table)}`));
-    } finally {
-      await fixture.dispose();
-    }
-  });
-
-  it('postgres and mariadb: init creates the index once, and again is a no-op', async () => {
-    for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb]) {
-      const fixture = await backend.open();
+await describeWithServices(
+  'tag refresh: the update_time index db init creates',
+  ['postgres', 'mysql'],
+  () => {
+    it('sqlite: the change read goes through the index', async () => {
+      const fixture = await SEGMENT_BACKENDS.sqlite.open();
       try {
-        await fixture.store.init(); // a second time: the index exists
-        const rows =
-          backend === SEGMENT_BACKENDS.postgres
-            ? await backend.sql!(fixture.url, `SELECT indexname AS name FROM pg_indexes WHERE tablename = '${fixture.table}'`)
-            : await backend.sql!(fixture.url, `SELECT INDEX_NAME AS name FROM information_schema.statistics WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${fixture.table}'`);
-        assert.ok(rows.some((row) => row['name'] === changeIndexName(fixture.table)), `${backend.name}: ${JSON.stringify(rows)}`);
+        const db = new DatabaseSync(fixture.url.slice('sqlite:'.length));
+        const plan = db
+          .prepare(
+            `EXPLAIN QUERY PLAN SELECT * FROM ${fixture.table} WHERE update_time >= datetime(0 / 1000, 'unixepoch')`,
+          )
+          .all();
+        db.close();
+        assert.match(
+          JSON.stringify(plan),
+          new RegExp(`USING INDEX ${changeIndexName(fixture.table)}`),
+        );
       } finally {
         await fixture.dispose();
       }
-    }
-  });
-});
+    });
+
+    it('postgres and mariadb: init creates the index once, and again is a no-op', async () => {
+      for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb]) {
+        const fixture = await backend.open();
+        try {
+          await fixture.store.init(); // a second time: the index exists
+          const rows =
+            backend === SEGMENT_BACKENDS.postgres
+              ? await backend.sql!(
+                  fixture.url,
+                  `SELECT indexname AS name FROM pg_indexes WHERE tablename = '${fixture.table}'`,
+                )
+              : await backend.sql!(
+                  fixture.url,
+                  `SELECT INDEX_NAME AS name FROM information_schema.statistics WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${fixture.table}'`,
+                );
+          assert.ok(
+            rows.some((row) => row['name'] === changeIndexName(fixture.table)),
+            `${backend.name}: ${JSON.stringify(rows)}`,
+          );
+        } finally {
+          await fixture.dispose();
+        }
+      }
+    });
+  },
+);
 
 // Interleaving: another node's write is stamped (its transaction starts), then this node takes a
 // change cursor, then that write commits. The next incremental read must still see it: a cursor
 // alone would miss it, since its update_time is older than the cursor.
-await describeWithServices('tag refresh: a write in flight across a cursor is not missed', ['postgres', 'mysql'], () => {
-  it('postgres and mariadb: a step changed in a transaction that commits after the refresh is applied by the next one', async () => {
-    for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb]) {
-      const fixture = await backend.open({ timeoutMs: 2000 });
-      const other = await openRawConnection(backend === SEGMENT_BACKENDS.postgres ? 'postgres' : 'mysql');
-      try {
-        await fixture.store.createTag({ tag: 'orders', step: 10 });
-        const service = new SegmentService({ store: fixture.store, clock: new ManualClock(0), tagRefreshMs: 0, tagFullRefreshMs: 3_600_000 });
-        await service.start();
-        await other.query('BEGIN');
-        const now = backend === SEGMENT_BACKENDS.postgres ? "(now() AT TIME ZONE 'UTC')" : 'UTC_TIMESTAMP()';
-        await other.query(`UPDATE ${fixture.table} SET step = 77, update_time = ${now} WHERE biz_tag = 'orders'`);
-        await sleep(1200); // the write's stamp is now well before any cursor taken from here on
-        await service.refreshTags(); // takes a cursor while the write is uncommitted
-        assert.equal(service.stats().tags.find((t) => t.tag === 'orders')?.tagStep, 10, 'not committed yet');
-        await other.query('COMMIT');
-        await service.refreshTags();
-        assert.equal(service.stats().tags.find((t) => t.tag === 'orders')?.tagStep, 77, 'the committed write is read although stamped before the cursor');
-        assert.equal(service.stats().fullTagRefreshes, 1, 'by an incremental read, not a full one');
-        await service.close();
-      } finally {
-        await other.end();
-        await fixture.dispose();
+await describeWithServices(
+  'tag refresh: a write in flight across a cursor is not missed',
+  ['postgres', 'mysql'],
+  () => {
+    it('postgres and mariadb: a step changed in a transaction that commits after the refresh is applied by the next one', async () => {
+      for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb]) {
+        const fixture = await backend.open({ timeoutMs: 2000 });
+        const other = await openRawConnection(
+          backend === SEGMENT_BACKENDS.postgres ? 'postgres' : 'mysql',
+        );
+        try {
+          await fixture.store.createTag({ tag: 'orders', step: 10 });
+          const service = new SegmentService({
+            store: fixture.store,
+            clock: new ManualClock(0),
+            tagRefreshMs: 0,
+            tagFullRefreshMs: 3_600_000,
+          });
+          await service.start();
+          await other.query('BEGIN');
+          const now =
+            backend === SEGMENT_BACKENDS.postgres
+              ? "(now() AT TIME ZONE 'UTC')"
+              : 'UTC_TIMESTAMP()';
+          await other.query(
+            `UPDATE ${fixture.table} SET step = 77, update_time = ${now} WHERE biz_tag = 'orders'`,
+          );
+          await sleep(1200); // the write's stamp is now well before any cursor taken from here on
+          await service.refreshTags(); // takes a cursor while the write is uncommitted
+          assert.equal(
+            service.stats().tags.find((t) => t.tag === 'orders')?.tagStep,
+            10,
+            'not committed yet',
+          );
+          await other.query('COMMIT');
+          await service.refreshTags();
+          assert.equal(
+            service.stats().tags.find((t) => t.tag === 'orders')?.tagStep,
+            77,
+            'the committed write is read although stamped before the cursor',
+          );
+          assert.equal(
+            service.stats().fullTagRefreshes,
+            1,
+            'by an incremental read, not a full one',
+          );
+          await service.close();
+        } finally {
+          await other.end();
+          await fixture.dispose();
+        }
       }
-    }
-  });
-});
+    });
+  },
+);
 
 /** One raw connection outside the store, to hold a transaction open. */
-async function openRawConnection(kind: 'postgres' | 'mysql'): Promise<{ query(sql: string): Promise<unknown>; end(): Promise<void> }> {
+async function openRawConnection(
+  kind: 'postgres' | 'mysql',
+): Promise<{ query(sql: string): Promise<unknown>; end(): Promise<void> }> {
   if (kind === 'postgres') {
     const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: SERVICES.postgres.url });

@@ -20,15 +20,25 @@ export interface Target {
  * as `idmint serve --processes N` (passed to the target as BENCH_PROCESSES); `twin` also serves
  * the bare app in idmint's process (BENCH_TWIN).
  */
-export function startTarget(kind: 'bare' | 'idmint', processes = 1, cpu?: number, options: { readonly twin?: boolean } = {}): Promise<Target> {
+export function startTarget(
+  kind: 'bare' | 'idmint',
+  processes = 1,
+  cpu?: number,
+  options: { readonly twin?: boolean } = {},
+): Promise<Target> {
   const script = fileURLToPath(new URL('./http-target.ts', import.meta.url));
   const node = [process.execPath, ...process.execArgv, script, kind];
   // Pinned with taskset (Linux) when a CPU is given: the server then never waits for the
   // generator's time slice on its own core.
-  const [command = process.execPath, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
+  const [command = process.execPath, ...args] =
+    cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
   const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, BENCH_PROCESSES: String(processes), BENCH_TWIN: options.twin === true ? '1' : '0' },
+    env: {
+      ...process.env,
+      BENCH_PROCESSES: String(processes),
+      BENCH_TWIN: options.twin === true ? '1' : '0',
+    },
   });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${kind} target exited with ${code}`)));
@@ -68,12 +78,22 @@ export interface ClosedLoopOptions {
 }
 
 /** autocannon against `url` for `seconds`: each connection sends its next request when the last is answered. */
-export async function closedLoop(url: string, seconds: number, options: ClosedLoopOptions): Promise<ClosedLoopResult> {
+export async function closedLoop(
+  url: string,
+  seconds: number,
+  options: ClosedLoopOptions,
+): Promise<ClosedLoopResult> {
   let latencies = new Float64Array(1 << 20);
   let count = 0;
   // Without a callback autocannon returns its tracker: an EventEmitter that is also a promise of
   // the result (its typings show only the promise).
-  const instance = autocannon({ url, connections: options.connections, duration: seconds, pipelining: 1, ...(options.headers === undefined ? {} : { headers: options.headers }) }) as unknown as Promise<autocannon.Result> & EventEmitter;
+  const instance = autocannon({
+    url,
+    connections: options.connections,
+    duration: seconds,
+    pipelining: 1,
+    ...(options.headers === undefined ? {} : { headers: options.headers }),
+  }) as unknown as Promise<autocannon.Result> & EventEmitter;
   if (options.keepLatencies === true) {
     // autocannon's summary rounds to whole milliseconds, too coarse here: each response's own timing.
     instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
@@ -104,7 +124,11 @@ export async function closedLoop(url: string, seconds: number, options: ClosedLo
  * bodies of hundreds of kilobytes (it caps a binary batch of 100,000 IDs near 25-30 million IDs/s
  * here where this client reads 70 million and more), so batch throughput is measured with this.
  */
-export async function bodyLoop(url: string, seconds: number, options: ClosedLoopOptions): Promise<ClosedLoopResult & { readonly bytes: number }> {
+export async function bodyLoop(
+  url: string,
+  seconds: number,
+  options: ClosedLoopOptions,
+): Promise<ClosedLoopResult & { readonly bytes: number }> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.connections });
   const latencies: number[] = [];
   let failures = 0;
@@ -114,7 +138,8 @@ export async function bodyLoop(url: string, seconds: number, options: ClosedLoop
       const sent = performance.now();
       request(url, { agent, headers: options.headers ?? {} }, (response) => {
         if (response.statusCode !== 200) failures++;
-        const chunks: Buffer[] | undefined = options.onBody !== undefined && response.statusCode === 200 ? [] : undefined;
+        const chunks: Buffer[] | undefined =
+          options.onBody !== undefined && response.statusCode === 200 ? [] : undefined;
         response.on('data', (chunk: Buffer) => {
           bytes += chunk.length;
           chunks?.push(chunk);

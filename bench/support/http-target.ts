@@ -47,7 +47,11 @@ function freePort(): Promise<number> {
     probe.once('error', reject);
     probe.listen(0, '127.0.0.1', () => {
       const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+      probe.close(() =>
+        typeof address === 'object' && address !== null
+          ? resolve(address.port)
+          : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -56,7 +60,10 @@ function freePort(): Promise<number> {
 async function ready(url: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const status = await fetch(`${url}/readyz`).then((r) => r.status, () => 0);
+    const status = await fetch(`${url}/readyz`).then(
+      (r) => r.status,
+      () => 0,
+    );
     if (status === 200) return;
     if (Date.now() > deadline) throw new Error(`idmint at ${url} not ready after 30 s`);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -92,19 +99,23 @@ if (kind === 'bare') {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-bench-http-'));
   const port = await freePort();
   const cli = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
-  const child = spawn(process.execPath, [...process.execArgv, cli, 'serve', '--processes', String(PROCESSES)], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: {
-      ...process.env,
-      IDMINT_HOST: '127.0.0.1',
-      IDMINT_PORT: String(port),
-      IDMINT_SEGMENT_STORE: `sqlite:${join(dir, 'idmint.db')}`,
-      IDMINT_WORKER_STATE_DIR: dir,
-      IDMINT_LOG_LEVEL: 'warn',
-      IDMINT_MAX_BATCH: String(MAX_BATCH),
-      IDMINT_OPAQUE_KEYS: OPAQUE_KEY,
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, cli, 'serve', '--processes', String(PROCESSES)],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: {
+        ...process.env,
+        IDMINT_HOST: '127.0.0.1',
+        IDMINT_PORT: String(port),
+        IDMINT_SEGMENT_STORE: `sqlite:${join(dir, 'idmint.db')}`,
+        IDMINT_WORKER_STATE_DIR: dir,
+        IDMINT_LOG_LEVEL: 'warn',
+        IDMINT_MAX_BATCH: String(MAX_BATCH),
+        IDMINT_OPAQUE_KEYS: OPAQUE_KEY,
+      },
     },
-  });
+  );
   child.once('exit', (code) => {
     process.stderr.write(`idmint serve --processes ${PROCESSES} exited with ${code}\n`);
     process.exit(1);
@@ -112,8 +123,13 @@ if (kind === 'bare') {
   const url = `http://127.0.0.1:${port}`;
   await ready(url);
   for (const tag of TAGS) {
-    const created = await fetch(`${url}/v1/tags`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(tag) });
-    if (created.status !== 201) throw new Error(`creating the bench tag failed: ${await created.text()}`);
+    const created = await fetch(`${url}/v1/tags`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(tag),
+    });
+    if (created.status !== 201)
+      throw new Error(`creating the bench tag failed: ${await created.text()}`);
   }
   process.stdout.write(`${JSON.stringify({ url })}\n`);
   stop = async () => {
@@ -137,11 +153,14 @@ if (kind === 'bare') {
   );
   for (const tag of TAGS) {
     const created = await server.app.inject({ method: 'POST', url: '/v1/tags', payload: tag });
-    if (created.statusCode !== 201) throw new Error(`creating the bench tag failed: ${created.body}`);
+    if (created.statusCode !== 201)
+      throw new Error(`creating the bench tag failed: ${created.body}`);
   }
   const url = await server.listen();
   const twin = process.env['BENCH_TWIN'] === '1' ? await startBare() : undefined;
-  process.stdout.write(`${JSON.stringify({ url, ...(twin === undefined ? {} : { twin: twin.url }) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ url, ...(twin === undefined ? {} : { twin: twin.url }) })}\n`,
+  );
   stop = async () => {
     await twin?.close();
     await server.close();

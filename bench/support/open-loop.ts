@@ -84,7 +84,12 @@ const LINE_END = Buffer.from('\r\n');
 type ReadState = 'head' | 'length' | 'chunk-size' | 'chunk-data' | 'trailers' | 'until-close';
 
 /** Told of each whole answer: its status, and whether the connection may carry another request. */
-type Answered = (connection: Connection, intended: number, status: number, reusable: boolean) => void;
+type Answered = (
+  connection: Connection,
+  intended: number,
+  status: number,
+  reusable: boolean,
+) => void;
 
 /** One keep-alive connection, reading one answer at a time. */
 class Connection {
@@ -138,7 +143,10 @@ class Connection {
           const end = this.#pending.indexOf(LINE_END);
           if (end < 0) return;
           // The size in hex, before any `;extension`.
-          const size = Number.parseInt(this.#pending.subarray(0, end).toString('latin1').split(';')[0] ?? '', 16);
+          const size = Number.parseInt(
+            this.#pending.subarray(0, end).toString('latin1').split(';')[0] ?? '',
+            16,
+          );
           this.#pending = this.#pending.subarray(end + LINE_END.length);
           if (!(size >= 0)) return this.#broken();
           this.#left = size + LINE_END.length;
@@ -171,9 +179,11 @@ class Connection {
     this.#status = Number(head.slice(9, 12));
     const connection = /\r\nconnection:[ \t]*([^\r]*)/i.exec(head)?.[1]?.toLowerCase() ?? '';
     // HTTP/1.1 keeps the connection unless the server says close; HTTP/1.0 only if it says keep-alive.
-    this.#reusable = version === 'HTTP/1.1' ? !/\bclose\b/.test(connection) : /\bkeep-alive\b/.test(connection);
+    this.#reusable =
+      version === 'HTTP/1.1' ? !/\bclose\b/.test(connection) : /\bkeep-alive\b/.test(connection);
     const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head);
-    const noBody = this.#status === 204 || this.#status === 304 || (this.#status >= 100 && this.#status < 200);
+    const noBody =
+      this.#status === 204 || this.#status === 304 || (this.#status >= 100 && this.#status < 200);
     if (noBody) this.#state = 'head';
     else if (/\r\ntransfer-encoding:[^\r]*\bchunked\b/i.test(head)) this.#state = 'chunk-size';
     else if (length !== null) {
@@ -216,8 +226,13 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
   if (url.protocol !== 'http:') throw new Error(`open-loop: only http:// URLs, got ${options.url}`);
   const host = url.hostname;
   const port = Number(url.port || 80);
-  const extra = Object.entries(options.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join('');
-  const request = Buffer.from(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n${extra}\r\n`, 'latin1');
+  const extra = Object.entries(options.headers ?? {})
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  const request = Buffer.from(
+    `GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n${extra}\r\n`,
+    'latin1',
+  );
   const total = Math.round(options.rate * options.seconds);
   const interval = 1000 / options.rate;
   const latencies = new Float64Array(total);
@@ -255,7 +270,12 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
     if (backlogHead < backlog.length) send(connection, backlog[backlogHead++] as number);
     else idle.push(connection);
   };
-  const answered = (connection: Connection, intended: number, status: number, reusable: boolean) => {
+  const answered = (
+    connection: Connection,
+    intended: number,
+    status: number,
+    reusable: boolean,
+  ) => {
     const now = performance.now();
     latencies[answers++] = now - intended;
     lastAnswer = now;
@@ -299,7 +319,9 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
       () => setTimeout(replace, 50).unref(),
     );
   };
-  const sockets = await Promise.all(Array.from({ length: options.connections }, () => connectTo(host, port)));
+  const sockets = await Promise.all(
+    Array.from({ length: options.connections }, () => connectTo(host, port)),
+  );
   for (const socket of sockets) idle.push(adopt(socket));
 
   const start = performance.now();

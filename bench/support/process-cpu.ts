@@ -24,7 +24,8 @@ function statFields(pid: string): string[] | undefined {
  */
 export function treeCpuMs(pid: number): number {
   if (process.platform !== 'linux') return Number.NaN;
-  ticksPerSecond ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  ticksPerSecond ??=
+    Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
   const parents = new Map<string, string>();
   const ticks = new Map<string, number>();
   for (const entry of readdirSync('/proc')) {
@@ -37,7 +38,11 @@ export function treeCpuMs(pid: number): number {
   }
   let total = 0;
   for (const [child] of ticks) {
-    for (let at: string | undefined = child; at !== undefined && at !== '0' && at !== ''; at = parents.get(at)) {
+    for (
+      let at: string | undefined = child;
+      at !== undefined && at !== '0' && at !== '';
+      at = parents.get(at)
+    ) {
       if (at === String(pid)) {
         total += ticks.get(child) ?? 0;
         break;

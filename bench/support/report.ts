@@ -14,15 +14,21 @@ export function machineLine(): string {
  * on a 2-core machine takes CPU from the servers and from the load generator alike.
  */
 export function loadNote(): string {
-  const load = loadavg().map((l) => l.toFixed(2)).join(' ');
-  const busy = (loadavg()[0] ?? 0) > 1
-    ? ' **The 1-minute load average was above 1 when the run started (other work on the machine, or the load of an earlier benchmark still decaying): absolute figures may be lower than on an idle machine; the ratios are the comparable part.**'
-    : '';
+  const load = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+  const busy =
+    (loadavg()[0] ?? 0) > 1
+      ? ' **The 1-minute load average was above 1 when the run started (other work on the machine, or the load of an earlier benchmark still decaying): absolute figures may be lower than on an idle machine; the ratios are the comparable part.**'
+      : '';
   return `Load average before the run: ${load}.${busy}`;
 }
 
 /** Renders rows as a Markdown table. */
-export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): string {
   const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
 }
@@ -42,15 +48,21 @@ export function writeSection(name: string, markdown: string): void {
   const doc = readFileSync(BENCHMARKS_MD, 'utf8');
   const from = doc.indexOf(start);
   const to = doc.indexOf(end);
-  if (from < 0 || to < from) throw new Error(`docs/benchmarks.md has no ${start} ... ${end} section`);
-  writeFileSync(BENCHMARKS_MD, `${doc.slice(0, from + start.length)}\n${markdown.trim()}\n${doc.slice(to)}`);
+  if (from < 0 || to < from)
+    throw new Error(`docs/benchmarks.md has no ${start} ... ${end} section`);
+  writeFileSync(
+    BENCHMARKS_MD,
+    `${doc.slice(0, from + start.length)}\n${markdown.trim()}\n${doc.slice(to)}`,
+  );
 }
 
 /** The median of a list of numbers. */
 export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? 0)
+    : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
 
 /** Resolves after `ms` real milliseconds (lets the clock catch up between rounds). */

@@ -31,8 +31,14 @@ export async function timerGaps<T>(run: () => Promise<T>): Promise<TimerGaps<T>>
   await new Promise((resolve) => setTimeout(resolve, 5));
   clearInterval(ticker);
   const sorted = Float64Array.from(gaps).sort();
-  return { value, ms, maxGapMs: sorted.at(-1) ?? 0, p999GapMs: gaps.length === 0 ? 0 : percentile(sorted, 99.9) };
+  return {
+    value,
+    ms,
+    maxGapMs: sorted.at(-1) ?? 0,
+    p999GapMs: gaps.length === 0 ? 0 : percentile(sorted, 99.9),
+  };
 }
 
 /** Resolves after `ms`. */
-export const idleFor = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const idleFor = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));

@@ -2,7 +2,9 @@ import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { IdMintError } from '../core/errors.ts';
 
 /** Flag values as parsed: strings for string flags, booleans for boolean ones; absent when not given. */
-export type FlagValues<T extends ParseArgsOptionsConfig> = { [K in keyof T]?: T[K]['type'] extends 'boolean' ? boolean : string } & { help?: boolean };
+export type FlagValues<T extends ParseArgsOptionsConfig> = {
+  [K in keyof T]?: T[K]['type'] extends 'boolean' ? boolean : string;
+} & { help?: boolean };
 
 /** Strict flag parsing: unknown flags, missing values and extra positionals are one-line errors. */
 export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
@@ -19,16 +21,31 @@ export function parseCommandArgs<T extends ParseArgsOptionsConfig>(
   const args = joined.filter((arg) => !NEGATIVE.test(arg));
   let parsed: { values: FlagValues<T>; positionals: string[] };
   try {
-    parsed = parseArgs({ args: [...args, ...(numeric.length > 0 && !args.includes('--') ? ['--'] : []), ...numeric], options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, allowNegative: true, strict: true }) as typeof parsed;
+    parsed = parseArgs({
+      args: [...args, ...(numeric.length > 0 && !args.includes('--') ? ['--'] : []), ...numeric],
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: true,
+      allowNegative: true,
+      strict: true,
+    }) as typeof parsed;
   } catch (error) {
     // node:util's messages are multi-line and mention internals; keep the first sentence.
-    const message = error instanceof Error ? (error.message.split('\n')[0] ?? error.message) : String(error);
-    throw new IdMintError('INVALID_ARGUMENT', message.replace(/\. To specify a positional argument.*$/, ''));
+    const message =
+      error instanceof Error ? (error.message.split('\n')[0] ?? error.message) : String(error);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      message.replace(/\. To specify a positional argument.*$/, ''),
+    );
   }
   if (parsed.values.help !== true) {
     const count = parsed.positionals.length;
-    if (count < positionals.min) throw new IdMintError('INVALID_ARGUMENT', `missing argument <${positionals.name ?? 'arg'}>`);
-    if (count > positionals.max) throw new IdMintError('INVALID_ARGUMENT', `unexpected argument "${parsed.positionals[positionals.max]}"`);
+    if (count < positionals.min)
+      throw new IdMintError('INVALID_ARGUMENT', `missing argument <${positionals.name ?? 'arg'}>`);
+    if (count > positionals.max)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `unexpected argument "${parsed.positionals[positionals.max]}"`,
+      );
   }
   return parsed;
 }
@@ -43,7 +60,11 @@ function joinNegativeValues(argv: readonly string[], options: ParseArgsOptionsCo
     const long = /^--([^=]+)$/.exec(arg)?.[1];
     if (long !== undefined) return options[long]?.type === 'string' ? long : undefined;
     const short = /^-([^-])$/.exec(arg)?.[1];
-    return short === undefined ? undefined : Object.entries(options).find(([, option]) => option.short === short && option.type === 'string')?.[0];
+    return short === undefined
+      ? undefined
+      : Object.entries(options).find(
+          ([, option]) => option.short === short && option.type === 'string',
+        )?.[0];
   };
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -65,11 +86,20 @@ function joinNegativeValues(argv: readonly string[], options: ParseArgsOptionsCo
 }
 
 /** Parses an integer flag strictly (digits only) within [min, max]. */
-export function integerFlag(flag: string, raw: string | undefined, fallback: number, min: number, max: number): number {
+export function integerFlag(
+  flag: string,
+  raw: string | undefined,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   if (raw === undefined) return fallback;
   const value = /^[0-9]{1,16}$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new IdMintError('INVALID_ARGUMENT', `--${flag} must be an integer from ${min} to ${max}, got "${raw}"`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `--${flag} must be an integer from ${min} to ${max}, got "${raw}"`,
+    );
   }
   return value;
 }

@@ -8,11 +8,23 @@ import { tagsCommand } from './commands/tags.ts';
 import { EXIT_FAILURE, EXIT_USAGE } from './exit-codes.ts';
 import { CommandFailure, type CliCommand, type CliExit, type CliIo } from './io.ts';
 
-const COMMANDS: readonly CliCommand[] = [serveCommand, tagsCommand, dbCommand, nextCommand, decodeCommand, configCommand];
+const COMMANDS: readonly CliCommand[] = [
+  serveCommand,
+  tagsCommand,
+  dbCommand,
+  nextCommand,
+  decodeCommand,
+  configCommand,
+];
 
 export { EXIT_FAILURE, EXIT_USAGE };
 /** Errors that mean the command was invoked wrongly (arguments, flags, configuration). */
-const USAGE_CODES: ReadonlySet<string> = new Set(['INVALID_ARGUMENT', 'INVALID_ID', 'LAYOUT_INVALID', 'CONFIG_INVALID']);
+const USAGE_CODES: ReadonlySet<string> = new Set([
+  'INVALID_ARGUMENT',
+  'INVALID_ID',
+  'LAYOUT_INVALID',
+  'CONFIG_INVALID',
+]);
 
 function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length)) + 2;
@@ -26,12 +38,18 @@ Run "idmint <command> --help" (or "idmint help <command>") for a command's optio
 }
 
 function unknownCommand(io: CliIo, name: string): number {
-  io.err(`idmint: unknown command "${name}"; commands: ${COMMANDS.map((c) => c.name).join(', ')} (see idmint --help)\n`);
+  io.err(
+    `idmint: unknown command "${name}"; commands: ${COMMANDS.map((c) => c.name).join(', ')} (see idmint --help)\n`,
+  );
   return EXIT_USAGE;
 }
 
 /** Runs the CLI with `argv` (without node and script) and resolves to how it ended. */
-export async function runCli(argv: readonly string[], io: CliIo, version: string): Promise<CliExit> {
+export async function runCli(
+  argv: readonly string[],
+  io: CliIo,
+  version: string,
+): Promise<CliExit> {
   const [name, ...rest] = argv;
   if (name === 'help' && rest.length > 0) {
     // `idmint help serve` is `idmint serve --help`: the same text, from the same place.

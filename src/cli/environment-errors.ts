@@ -14,7 +14,11 @@ import { CommandFailure } from './io.ts';
 const LOOKUP_TIMEOUT_MS = 2000;
 
 /** Why `listen(host, port)` failed, in one line naming IDMINT_HOST or IDMINT_PORT; undefined for an error it does not know. */
-export function listenFailure(error: unknown, host: string, port: number): CommandFailure | undefined {
+export function listenFailure(
+  error: unknown,
+  host: string,
+  port: number,
+): CommandFailure | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   const fail = (message: string) => new CommandFailure(message, EXIT_FAILURE, { cause: error });
   switch (code) {
@@ -23,7 +27,9 @@ export function listenFailure(error: unknown, host: string, port: number): Comma
     case 'EADDRNOTAVAIL':
       return fail(`host ${host} (IDMINT_HOST) is not an address of this machine`);
     case 'EACCES':
-      return fail(`port ${port} (IDMINT_PORT) needs privileges this process lacks: ports below 1024 are reserved (use 1024 or above, or grant CAP_NET_BIND_SERVICE)`);
+      return fail(
+        `port ${port} (IDMINT_PORT) needs privileges this process lacks: ports below 1024 are reserved (use 1024 or above, or grant CAP_NET_BIND_SERVICE)`,
+      );
     case 'ENOTFOUND':
     case 'EAI_NONAME':
     case 'EAI_AGAIN':
@@ -49,16 +55,31 @@ export interface BackendSetting {
  * when a host of its URL does not resolve, else the failure itself prefixed with the setting.
  * Undefined for any other error (it is already as clear as it gets, or a configuration error).
  */
-export async function backendFailure(error: unknown, settings: readonly BackendSetting[]): Promise<CommandFailure | undefined> {
-  const role: UrlRole | undefined = isIdMintError(error, 'STORE_UNAVAILABLE') ? 'segment-store' : isIdMintError(error, 'REGISTRY_UNAVAILABLE') ? 'worker-registry' : undefined;
+export async function backendFailure(
+  error: unknown,
+  settings: readonly BackendSetting[],
+): Promise<CommandFailure | undefined> {
+  const role: UrlRole | undefined = isIdMintError(error, 'STORE_UNAVAILABLE')
+    ? 'segment-store'
+    : isIdMintError(error, 'REGISTRY_UNAVAILABLE')
+      ? 'worker-registry'
+      : undefined;
   const setting = settings.find((s) => s.role === role);
   if (setting === undefined || !(error instanceof Error)) return undefined;
   const what = role === 'segment-store' ? 'segment store' : 'worker registry';
   const unresolved = await unresolvedHost(setting.url, setting.role);
-  if (unresolved !== undefined) return new CommandFailure(`host "${unresolved}" in the ${what} URL (${setting.name}) does not resolve`, EXIT_FAILURE, { cause: error });
+  if (unresolved !== undefined)
+    return new CommandFailure(
+      `host "${unresolved}" in the ${what} URL (${setting.name}) does not resolve`,
+      EXIT_FAILURE,
+      { cause: error },
+    );
   // A message that names its setting already (`cannot open SQLite file ... (IDMINT_SEGMENT_STORE)`) stays as it is.
-  if (error.message.includes(setting.name)) return new CommandFailure(error.message, EXIT_FAILURE, { cause: error });
-  return new CommandFailure(`${what} (${setting.name}): ${error.message}`, EXIT_FAILURE, { cause: error });
+  if (error.message.includes(setting.name))
+    return new CommandFailure(error.message, EXIT_FAILURE, { cause: error });
+  return new CommandFailure(`${what} (${setting.name}): ${error.message}`, EXIT_FAILURE, {
+    cause: error,
+  });
 }
 
 /** The first host name of `url` that does not resolve, if any (IP addresses are not looked up). */
@@ -66,15 +87,27 @@ async function unresolvedHost(url: string, role: UrlRole): Promise<string | unde
   let hosts: string[];
   try {
     const parsed = parseConnectionUrl(url, role);
-    hosts = 'hosts' in parsed ? parsed.hosts.map((h) => h.host) : 'host' in parsed ? [parsed.host.host] : [];
+    hosts =
+      'hosts' in parsed
+        ? parsed.hosts.map((h) => h.host)
+        : 'host' in parsed
+          ? [parsed.host.host]
+          : [];
   } catch {
     return undefined;
   }
   for (const host of hosts) {
     if (host === '' || isIP(host) !== 0) continue;
-    const found = await withTimeout(lookup(host), LOOKUP_TIMEOUT_MS, () => new Error('lookup timed out')).then(
+    const found = await withTimeout(
+      lookup(host),
+      LOOKUP_TIMEOUT_MS,
+      () => new Error('lookup timed out'),
+    ).then(
       () => true,
-      (reason: unknown) => !['ENOTFOUND', 'EAI_NONAME', 'EAI_FAIL', 'EAI_NODATA'].includes(String((reason as { code?: unknown }).code)),
+      (reason: unknown) =>
+        !['ENOTFOUND', 'EAI_NONAME', 'EAI_FAIL', 'EAI_NODATA'].includes(
+          String((reason as { code?: unknown }).code),
+        ),
     );
     if (!found) return host;
   }

@@ -29,16 +29,28 @@ interface Closable {
 
 function isNewConnection(message: unknown): message is NewConnection {
   const m = message as Partial<NewConnection> | null;
-  return typeof m === 'object' && m !== null && m.cmd === 'NODE_CLUSTER' && m.act === 'newconn' && typeof m.seq === 'number';
+  return (
+    typeof m === 'object' &&
+    m !== null &&
+    m.cmd === 'NODE_CLUSTER' &&
+    m.act === 'newconn' &&
+    typeof m.seq === 'number'
+  );
 }
 
 function isAcknowledgement(message: unknown): message is Acknowledgement {
   const m = message as Partial<Acknowledgement> | null;
-  return typeof m === 'object' && m !== null && m.cmd === 'NODE_CLUSTER' && typeof m.ack === 'number';
+  return (
+    typeof m === 'object' && m !== null && m.cmd === 'NODE_CLUSTER' && typeof m.ack === 'number'
+  );
 }
 
 function isClosable(handle: unknown): handle is Closable {
-  return typeof handle === 'object' && handle !== null && typeof (handle as Partial<Closable>).close === 'function';
+  return (
+    typeof handle === 'object' &&
+    handle !== null &&
+    typeof (handle as Partial<Closable>).close === 'function'
+  );
 }
 
 /**

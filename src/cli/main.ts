@@ -4,7 +4,9 @@ import { constants } from 'node:os';
 import { runCli } from './cli.ts';
 import type { CliIo } from './io.ts';
 
-const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const { version } = JSON.parse(
+  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+) as { version: string };
 
 /** Set once the reader of stdout has gone (`idmint next | head`): every later write fails. */
 let stdoutClosed: NodeJS.ErrnoException | undefined;

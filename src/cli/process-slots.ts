@@ -45,6 +45,7 @@ export function slotFlags(config: ServerConfig, slot: number): Record<string, st
   const flags: Record<string, string> = {};
   const match = STATIC.exec(config.snowflake.registry);
   if (match !== null) flags['worker-registry'] = `static:${Number(match[1]) + slot}`;
-  if (config.snowflake.cacheFile !== '') flags['worker-cache-file'] = `${config.snowflake.cacheFile}.${slot}`;
+  if (config.snowflake.cacheFile !== '')
+    flags['worker-cache-file'] = `${config.snowflake.cacheFile}.${slot}`;
   return flags;
 }

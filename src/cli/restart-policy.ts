@@ -20,7 +20,9 @@ export const HEALTHY_AFTER_MS = 30_000;
 export const MAX_FAILURES_IN_A_ROW = 6;
 
 /** What to do about a slot whose child ended: restart after `delayMs`, or give up. */
-export type RestartDecision = { readonly failures: number; readonly delayMs: number } | { readonly failures: number; readonly giveUp: true };
+export type RestartDecision =
+  | { readonly failures: number; readonly delayMs: number }
+  | { readonly failures: number; readonly giveUp: true };
 
 /**
  * `failures`: the slot's ends in a row so far; `servedMs`: how long the child that ended served

@@ -20,7 +20,10 @@ export class StderrRelay {
   #lastError: string | undefined;
   readonly #write: (text: string) => void;
 
-  constructor(stream: Readable, write: (text: string) => void = (text) => void process.stderr.write(text)) {
+  constructor(
+    stream: Readable,
+    write: (text: string) => void = (text) => void process.stderr.write(text),
+  ) {
     this.#write = write;
     stream.setEncoding('utf8');
     stream.on('data', (chunk: string) => this.#take(chunk));

@@ -16,7 +16,11 @@ export interface ListeningMessage {
 }
 
 export function isListeningMessage(message: unknown): message is ListeningMessage {
-  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'idmint-listening';
+  return (
+    typeof message === 'object' &&
+    message !== null &&
+    (message as { type?: unknown }).type === 'idmint-listening'
+  );
 }
 
 /**
@@ -37,7 +41,10 @@ interface Slot {
 }
 
 /** Why the supervisor is stopping its children. */
-type Stopping = { readonly by: 'signal'; readonly first: FirstSignal } | { readonly by: 'start-up failed' } | { readonly by: 'gave up' };
+type Stopping =
+  | { readonly by: 'signal'; readonly first: FirstSignal }
+  | { readonly by: 'start-up failed' }
+  | { readonly by: 'gave up' };
 
 /**
  * The primary process of `idmint serve --processes N`: forks N children (node:cluster, so they
@@ -56,9 +63,22 @@ type Stopping = { readonly by: 'signal'; readonly first: FirstSignal } | { reado
  * A connection handed to a child that dies before taking it is closed (handoff-guard.ts).
  */
 export async function supervise(config: ServerConfig, processes: number): Promise<CliExit> {
-  const log = pino({ level: config.log.level, base: { service: 'idmint', pid: process.pid, role: 'supervisor' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: 1, sync: true }));
+  const log = pino(
+    {
+      level: config.log.level,
+      base: { service: 'idmint', pid: process.pid, role: 'supervisor' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    pino.destination({ dest: 1, sync: true }),
+  );
   cluster.setupPrimary({ stdio: ['inherit', 'inherit', 'pipe', 'ipc'] });
-  const slots: Slot[] = Array.from({ length: processes }, (_, index) => ({ index, worker: undefined, listeningSince: undefined, failures: 0, restart: undefined }));
+  const slots: Slot[] = Array.from({ length: processes }, (_, index) => ({
+    index,
+    worker: undefined,
+    listeningSince: undefined,
+    failures: 0,
+    restart: undefined,
+  }));
   let started = false;
   let stopping: Stopping | undefined;
   /** How the supervisor ends once every child has: an exit code, or a failure to print. */
@@ -76,7 +96,8 @@ export async function supervise(config: ServerConfig, processes: number): Promis
     for (const slot of slots) {
       clearTimeout(slot.restart);
       slot.restart = undefined;
-      if (slot.worker !== undefined && slot.worker.process.exitCode === null) slot.worker.process.kill(signal);
+      if (slot.worker !== undefined && slot.worker.process.exitCode === null)
+        slot.worker.process.kill(signal);
     }
     finishOnceAllEnded();
   };
@@ -96,23 +117,42 @@ export async function supervise(config: ServerConfig, processes: number): Promis
   const forceStop = (signal: NodeJS.Signals) => {
     log.warn({ signal }, 'second signal: killing every process');
     // Stopping after a failure already has its outcome (the failure's code and cause) to keep.
-    if (stopping?.by === 'signal') outcome = new CommandFailure(`second signal (${signal}): forced stop, every process killed without finishing its shutdown`, EXIT_FAILURE);
+    if (stopping?.by === 'signal')
+      outcome = new CommandFailure(
+        `second signal (${signal}): forced stop, every process killed without finishing its shutdown`,
+        EXIT_FAILURE,
+      );
     stopAll('SIGKILL');
     setTimeout(finish, KILLED_CHILDREN_WAIT_MS);
   };
 
-  const ended = (slot: Slot, worker: Worker, relay: StderrRelay, code: number | null, signal: NodeJS.Signals | null) => {
+  const ended = (
+    slot: Slot,
+    worker: Worker,
+    relay: StderrRelay,
+    code: number | null,
+    signal: NodeJS.Signals | null,
+  ) => {
     if (slot.worker !== worker) return;
     slot.worker = undefined;
     const childPid = worker.process.pid;
     if (stopping !== undefined) {
       // A child stopped by the signal passed on is a clean stop; anything else is reported.
-      if (stopping.by === 'signal' && outcome === 0 && code !== 0 && signal !== stopping.first.signal) outcome = EXIT_FAILURE;
+      if (
+        stopping.by === 'signal' &&
+        outcome === 0 &&
+        code !== 0 &&
+        signal !== stopping.first.signal
+      )
+        outcome = EXIT_FAILURE;
       finishOnceAllEnded();
       return;
     }
     if (!started) {
-      log.error({ slot: slot.index, childPid, code, signal }, 'a process ended during start-up: stopping the others');
+      log.error(
+        { slot: slot.index, childPid, code, signal },
+        'a process ended during start-up: stopping the others',
+      );
       stopping = { by: 'start-up failed' };
       outcome = code === null || code === 0 ? EXIT_FAILURE : code;
       stopAll('SIGTERM');
@@ -123,7 +163,10 @@ export async function supervise(config: ServerConfig, processes: number): Promis
     slot.failures = decision.failures;
     const error = relay.lastError;
     if ('giveUp' in decision) {
-      log.error({ slot: slot.index, childPid, code, signal, error, failures: decision.failures }, 'process keeps ending: giving up, stopping every process');
+      log.error(
+        { slot: slot.index, childPid, code, signal, error, failures: decision.failures },
+        'process keeps ending: giving up, stopping every process',
+      );
       stopping = { by: 'gave up' };
       const how = signal === null ? `exit code ${String(code)}` : `killed by ${signal}`;
       outcome = new CommandFailure(
@@ -133,7 +176,18 @@ export async function supervise(config: ServerConfig, processes: number): Promis
       stopAll('SIGTERM');
       return;
     }
-    log.warn({ slot: slot.index, childPid, code, signal, error, failures: decision.failures, delayMs: decision.delayMs }, 'process ended: restarting it');
+    log.warn(
+      {
+        slot: slot.index,
+        childPid,
+        code,
+        signal,
+        error,
+        failures: decision.failures,
+        delayMs: decision.delayMs,
+      },
+      'process ended: restarting it',
+    );
     slot.restart = setTimeout(() => fork(slot), decision.delayMs);
   };
 
@@ -149,10 +203,16 @@ export async function supervise(config: ServerConfig, processes: number): Promis
     worker.on('message', (message: unknown) => {
       if (!isListeningMessage(message)) return;
       slot.listeningSince = Date.now();
-      log.info({ slot: slot.index, childPid: worker.process.pid, url: message.url }, 'process listening');
+      log.info(
+        { slot: slot.index, childPid: worker.process.pid, url: message.url },
+        'process listening',
+      );
       if (!started && slots.every((s) => s.listeningSince !== undefined)) {
         started = true;
-        log.info({ processes, url: message.url, childPids: slots.map((s) => s.worker?.process.pid) }, 'idmint processes listening');
+        log.info(
+          { processes, url: message.url, childPids: slots.map((s) => s.worker?.process.pid) },
+          'idmint processes listening',
+        );
       }
     });
     // 'close', not 'exit': by then the child's stderr is read to the end, its last error included.

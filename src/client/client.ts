@@ -1,12 +1,23 @@
 import { ID_FAMILIES, type IdFamily } from '../contract/families.ts';
-import type { DecodedAnyId, DecodedOpaqueSegmentId, DecodedOpaqueSnowflakeId, IdBatch } from '../contract/ids.ts';
+import type {
+  DecodedAnyId,
+  DecodedOpaqueSegmentId,
+  DecodedOpaqueSnowflakeId,
+  IdBatch,
+} from '../contract/ids.ts';
 import type { Readiness as ReadinessAnswer } from '../contract/operations.ts';
 import type { SegmentBatch } from '../contract/segment.ts';
 import type { DecodedSnowflakeId, SnowflakeBatch } from '../contract/snowflake.ts';
 import type { NewTag, Tag, TagChanges, TagList } from '../contract/tags.ts';
 import { IdMintError } from '../core/errors.ts';
 import { errorFrom, unreachable } from './http-errors.ts';
-import { TagRanges, localSettings, type LocalModeOptions, type LocalSettings, type LocalTagStats } from './local-ranges.ts';
+import {
+  TagRanges,
+  localSettings,
+  type LocalModeOptions,
+  type LocalSettings,
+  type LocalTagStats,
+} from './local-ranges.ts';
 import { ServerPool, type ServerState } from './server-pool.ts';
 import { sleep } from '../shared/time.ts';
 
@@ -84,8 +95,13 @@ export class IdMintClient {
 
   constructor(options: IdMintClientOptions) {
     const urls = options.urls ?? (options.url === undefined ? [] : [options.url]);
-    if (options.urls !== undefined && options.url !== undefined) throw new IdMintError('INVALID_ARGUMENT', 'give url or urls, not both');
-    if (!Array.isArray(urls) || urls.length === 0) throw new IdMintError('INVALID_ARGUMENT', 'url (or urls, a non-empty list) is required: the idmint server, such as http://127.0.0.1:8080');
+    if (options.urls !== undefined && options.url !== undefined)
+      throw new IdMintError('INVALID_ARGUMENT', 'give url or urls, not both');
+    if (!Array.isArray(urls) || urls.length === 0)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'url (or urls, a non-empty list) is required: the idmint server, such as http://127.0.0.1:8080',
+      );
     this.#bases = urls.map(baseOf);
     this.#base = this.#bases[0] as string;
     this.#headers = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
@@ -96,7 +112,11 @@ export class IdMintClient {
     this.#local = localSettings(options.local);
     this.#now = options.now ?? (() => performance.now());
     const first = options.local?.firstServer;
-    if (first !== undefined && (!Number.isSafeInteger(first) || first < 0 || first >= urls.length)) throw new IdMintError('INVALID_ARGUMENT', `local.firstServer must be an index into urls, 0 to ${urls.length - 1}, got ${String(first)}`);
+    if (first !== undefined && (!Number.isSafeInteger(first) || first < 0 || first >= urls.length))
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `local.firstServer must be an index into urls, 0 to ${urls.length - 1}, got ${String(first)}`,
+      );
     this.#firstServer = first;
   }
 
@@ -131,13 +151,25 @@ export class IdMintClient {
 
   /** Local mode's figures: per tag what is held and fetched, and each server's state. */
   localStats(): { tags: LocalTagStats[]; servers: ServerState[] } {
-    return { tags: [...this.#tags.values()].map((ranges) => ranges.stats()), servers: this.#servers().states() };
+    return {
+      tags: [...this.#tags.values()].map((ranges) => ranges.stats()),
+      servers: this.#servers().states(),
+    };
   }
 
   #ranges(tag: string): TagRanges {
-    if (typeof tag !== 'string' || tag.length === 0 || tag.length > 128) throw new IdMintError('INVALID_ARGUMENT', `tag must be 1 to 128 characters, got ${JSON.stringify(tag)}`);
+    if (typeof tag !== 'string' || tag.length === 0 || tag.length > 128)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `tag must be 1 to 128 characters, got ${JSON.stringify(tag)}`,
+      );
     const pool = this.#servers();
-    const ranges = new TagRanges(tag, this.#local, (name, size) => pool.get(`/v1/segment/${encodeURIComponent(name)}/range?size=${size}`), this.#now);
+    const ranges = new TagRanges(
+      tag,
+      this.#local,
+      (name, size) => pool.get(`/v1/segment/${encodeURIComponent(name)}/range?size=${size}`),
+      this.#now,
+    );
     this.#tags.set(tag, ranges);
     return ranges;
   }
@@ -163,7 +195,10 @@ export class IdMintClient {
 
   /** `count` of the tag's next segment IDs, increasing. */
   async segmentBatch(tag: string, count: number): Promise<string[]> {
-    const body = await this.#request<SegmentBatch>('GET', `/v1/segment/${encodeURIComponent(tag)}?count=${count}`);
+    const body = await this.#request<SegmentBatch>(
+      'GET',
+      `/v1/segment/${encodeURIComponent(tag)}?count=${count}`,
+    );
     return body.ids;
   }
 
@@ -186,7 +221,10 @@ export class IdMintClient {
   async ids(family: IdFamilyName, count = 1): Promise<string[]> {
     if (!FAMILIES.has(family)) {
       const allowed = ID_FAMILIES.join(', ');
-      throw new IdMintError('INVALID_ARGUMENT', `family must be one of ${allowed}, got ${JSON.stringify(family)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `family must be one of ${allowed}, got ${JSON.stringify(family)}`,
+      );
     }
     return (await this.#request<IdBatch>('GET', `/v1/${family}?count=${count}`)).ids;
   }
@@ -223,7 +261,10 @@ export class IdMintClient {
 
   /** The dense ID behind an opaque ID of `tag` (admin token); INVALID_ID if it is not one of the tag's. */
   async decodeOpaque(tag: string, id: string | bigint): Promise<DecodedOpaqueSegmentId> {
-    return this.#request('GET', `/v1/opaque/segment/${encodeURIComponent(tag)}/${encodeURIComponent(String(id))}`);
+    return this.#request(
+      'GET',
+      `/v1/opaque/segment/${encodeURIComponent(tag)}/${encodeURIComponent(String(id))}`,
+    );
   }
 
   /** The snowflake ID behind an opaque one, and its parts (admin token). */
@@ -242,9 +283,17 @@ export class IdMintClient {
   }
 
   /** Creates a tag (admin token); TAG_EXISTS if it exists. */
-  async createTag(tag: Omit<NewTag, 'startId'> & { startId?: NewTag['startId'] | bigint }): Promise<Tag> {
+  async createTag(
+    tag: Omit<NewTag, 'startId'> & { startId?: NewTag['startId'] | bigint },
+  ): Promise<Tag> {
     const { startId, ...rest } = tag;
-    return this.#request('POST', '/v1/tags', startId === undefined ? rest : { ...rest, startId: String(startId) }, 'json', false);
+    return this.#request(
+      'POST',
+      '/v1/tags',
+      startId === undefined ? rest : { ...rest, startId: String(startId) },
+      'json',
+      false,
+    );
   }
 
   /** Changes a tag's step and/or description, or makes it opaque (admin token). */
@@ -259,17 +308,26 @@ export class IdMintClient {
     return { ready: response.status === 200, checks: body.checks };
   }
 
-  async #request<T>(method: string, path: string, body?: unknown, as: 'json' | 'text' = 'json', retry = true): Promise<T> {
+  async #request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    as: 'json' | 'text' = 'json',
+    retry = true,
+  ): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
         const response = await this.#send(method, path, body);
-        if (response.ok) return (as === 'text' ? await response.text() : await response.json()) as T;
+        if (response.ok)
+          return (as === 'text' ? await response.text() : await response.json()) as T;
         throw await errorFrom(response);
       } catch (error) {
         const failure = error instanceof IdMintError ? error : unreachable(this.#base, error);
         // Creating or changing a tag is not repeated: a lost reply may mean it succeeded.
         if (!retry || !failure.retryable || attempt >= this.#retries) throw failure;
-        await sleep(Math.min(this.#maxRetryDelayMs, Number(failure.details?.['retryAfterMs'] ?? 100)));
+        await sleep(
+          Math.min(this.#maxRetryDelayMs, Number(failure.details?.['retryAfterMs'] ?? 100)),
+        );
       }
     }
   }
@@ -278,7 +336,10 @@ export class IdMintClient {
     try {
       return await this.#fetch(`${this.#base}${path}`, {
         method,
-        headers: body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
+        headers:
+          body === undefined
+            ? this.#headers
+            : { ...this.#headers, 'content-type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
@@ -296,15 +357,25 @@ function baseOf(url: string): string {
   try {
     base = new URL(url);
   } catch {
-    throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(url)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `url must be an http(s) URL such as http://127.0.0.1:8080, got ${JSON.stringify(url)}`,
+    );
   }
   if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-    throw new IdMintError('INVALID_ARGUMENT', `url must be an http(s) URL, got ${JSON.stringify(url)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `url must be an http(s) URL, got ${JSON.stringify(url)}`,
+    );
   }
   return base.href.replace(/\/+$/, '');
 }
 
 function checkCount(name: string, value: number, min: number): number {
-  if (!Number.isSafeInteger(value) || value < min) throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer >= ${min}, got ${String(value)}`);
+  if (!Number.isSafeInteger(value) || value < min)
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer >= ${min}, got ${String(value)}`,
+    );
   return value;
 }

@@ -12,18 +12,37 @@ export async function errorFrom(response: Response): Promise<IdMintError> {
   } catch {
     parsed = undefined;
   }
-  const code = typeof parsed?.error?.code === 'string' && Object.hasOwn(ERROR_CODES, parsed.error.code) ? (parsed.error.code as ErrorCode) : undefined;
+  const code =
+    typeof parsed?.error?.code === 'string' && Object.hasOwn(ERROR_CODES, parsed.error.code)
+      ? (parsed.error.code as ErrorCode)
+      : undefined;
   const retryAfter = Number(response.headers.get('retry-after'));
-  const details = { status: response.status, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}) };
+  const details = {
+    status: response.status,
+    ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
+  };
   if (code === undefined) {
     // Not an idmint answer (a proxy's error page, say): keep the status, and retry a 502-504.
     const gateway = response.status >= 502 && response.status <= 504;
-    return new IdMintError(gateway ? 'SERVER_UNAVAILABLE' : 'INTERNAL_ERROR', `HTTP ${response.status} without an idmint error body: ${text.slice(0, 200)}`, { details });
+    return new IdMintError(
+      gateway ? 'SERVER_UNAVAILABLE' : 'INTERNAL_ERROR',
+      `HTTP ${response.status} without an idmint error body: ${text.slice(0, 200)}`,
+      { details },
+    );
   }
-  return new IdMintError(code, typeof parsed?.error?.message === 'string' ? parsed.error.message : code, { details });
+  return new IdMintError(
+    code,
+    typeof parsed?.error?.message === 'string' ? parsed.error.message : code,
+    { details },
+  );
 }
 
 export function unreachable(base: string, error: unknown): IdMintError {
-  const reason = error instanceof Error ? ((error.cause as Error | undefined)?.message ?? error.message) : String(error);
-  return new IdMintError('SERVER_UNAVAILABLE', `idmint server ${base} did not answer: ${reason}`, { cause: error });
+  const reason =
+    error instanceof Error
+      ? ((error.cause as Error | undefined)?.message ?? error.message)
+      : String(error);
+  return new IdMintError('SERVER_UNAVAILABLE', `idmint server ${base} did not answer: ${reason}`, {
+    cause: error,
+  });
 }

@@ -69,21 +69,45 @@ export interface LocalTagStats {
 
 /** Checks the options and fills in defaults. INVALID_ARGUMENT naming the option. */
 export function localSettings(options: LocalModeOptions = {}): LocalSettings {
-  const int = (name: keyof LocalModeOptions, fallback: number, min: number, max: number): number => {
+  const int = (
+    name: keyof LocalModeOptions,
+    fallback: number,
+    min: number,
+    max: number,
+  ): number => {
     const value = (options[name] as number | undefined) ?? fallback;
-    if (!Number.isSafeInteger(value) || value < min || value > max) throw new IdMintError('INVALID_ARGUMENT', `local.${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < min || value > max)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `local.${name} must be an integer from ${min} to ${max}, got ${String(value)}`,
+      );
     return value;
   };
   const minSize = int('minSize', 100, 1, 10_000_000);
   const maxSize = int('maxSize', Math.max(10_000, minSize), minSize, 10_000_000);
-  const initialSize = int('initialSize', Math.min(maxSize, Math.max(minSize, 1000)), minSize, maxSize);
+  const initialSize = int(
+    'initialSize',
+    Math.min(maxSize, Math.max(minSize, 1000)),
+    minSize,
+    maxSize,
+  );
   const backoffMs = int('backoffMs', 250, 1, 3_600_000);
   const prefetchThreshold = options.prefetchThreshold ?? 0.2;
-  if (typeof prefetchThreshold !== 'number' || !(prefetchThreshold >= 0 && prefetchThreshold <= 1)) {
-    throw new IdMintError('INVALID_ARGUMENT', `local.prefetchThreshold must be a number from 0 to 1, got ${String(prefetchThreshold)}`);
+  if (
+    typeof prefetchThreshold !== 'number' ||
+    !(prefetchThreshold >= 0 && prefetchThreshold <= 1)
+  ) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `local.prefetchThreshold must be a number from 0 to 1, got ${String(prefetchThreshold)}`,
+    );
   }
   const ordering = options.ordering ?? 'increasing';
-  if (ordering !== 'increasing' && ordering !== 'any') throw new IdMintError('INVALID_ARGUMENT', `local.ordering must be "increasing" or "any", got ${JSON.stringify(ordering)}`);
+  if (ordering !== 'increasing' && ordering !== 'any')
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `local.ordering must be "increasing" or "any", got ${JSON.stringify(ordering)}`,
+    );
   return {
     initialSize,
     minSize,
@@ -172,13 +196,17 @@ export class TagRanges {
       fetches: this.#fetches,
       fetchFailures: this.#fetchFailures,
       droppedIds: this.#droppedIds,
-      lastErrorCode: failure !== undefined && this.#now() < failure.retryAt ? failure.error.code : null,
+      lastErrorCode:
+        failure !== undefined && this.#now() < failure.retryAt ? failure.error.code : null,
     };
   }
 
   #buffered(): number {
     const next = this.#next;
-    return Number((this.#end - this.#cursor) / this.#stride) + (next === undefined ? 0 : Number((next.end - next.start) / next.stride));
+    return (
+      Number((this.#end - this.#cursor) / this.#stride) +
+      (next === undefined ? 0 : Number((next.end - next.start) / next.stride))
+    );
   }
 
   #refill(): bigint | undefined {
@@ -238,14 +266,20 @@ export class TagRanges {
     if (last === undefined || this.#fetches === 0) return;
     const lasted = now - last;
     if (lasted < this.#s.rangeDurationMs) this.#size = Math.min(this.#s.maxSize, this.#size * 2);
-    else if (lasted > 2 * this.#s.rangeDurationMs) this.#size = Math.max(this.#s.minSize, Math.floor(this.#size / 2));
+    else if (lasted > 2 * this.#s.rangeDurationMs)
+      this.#size = Math.max(this.#s.minSize, Math.floor(this.#size / 2));
   }
 
   #loaded(answer: unknown): void {
     this.#loading = undefined;
     let range = parseRange(answer, this.tag);
     if (range === undefined) {
-      this.#failed(new IdMintError('SERVER_UNAVAILABLE', `tag "${this.tag}": a server answered a range request with a malformed range; nothing of it is issued`));
+      this.#failed(
+        new IdMintError(
+          'SERVER_UNAVAILABLE',
+          `tag "${this.tag}": a server answered a range request with a malformed range; nothing of it is issued`,
+        ),
+      );
     }
     if (this.#s.ordering === 'increasing') {
       // Only the part at or above every ID already held is kept. A range with no ID there (a
@@ -270,13 +304,28 @@ export class TagRanges {
   #failed(cause: unknown): never {
     this.#loading = undefined;
     this.#fetchFailures++;
-    const error = cause instanceof IdMintError ? cause : new IdMintError('SERVER_UNAVAILABLE', `tag "${this.tag}": fetching a range failed: ${String(cause)}`, { cause });
-    const retryAt = typeof error.details?.['retryAt'] === 'number' ? error.details['retryAt'] : this.#now() + this.#s.backoffMs;
+    const error =
+      cause instanceof IdMintError
+        ? cause
+        : new IdMintError(
+            'SERVER_UNAVAILABLE',
+            `tag "${this.tag}": fetching a range failed: ${String(cause)}`,
+            { cause },
+          );
+    const retryAt =
+      typeof error.details?.['retryAt'] === 'number'
+        ? error.details['retryAt']
+        : this.#now() + this.#s.backoffMs;
     // Every server down (or none answering) is local mode's own, retryable error; a server's
     // answer that another server would give too (an unknown tag, a refused token) stays as it is.
-    const shown = error.code === 'SERVER_UNAVAILABLE'
-      ? new IdMintError('RANGES_EXHAUSTED', `tag "${this.tag}": no held IDs left and no idmint server answered a range request; retrying by itself from ${Math.max(0, Math.round(retryAt - this.#now()))} ms on (${error.message})`, { cause: error, details: { tag: this.tag, retryAt } })
-      : error;
+    const shown =
+      error.code === 'SERVER_UNAVAILABLE'
+        ? new IdMintError(
+            'RANGES_EXHAUSTED',
+            `tag "${this.tag}": no held IDs left and no idmint server answered a range request; retrying by itself from ${Math.max(0, Math.round(retryAt - this.#now()))} ms on (${error.message})`,
+            { cause: error, details: { tag: this.tag, retryAt } },
+          )
+        : error;
     this.#failure = { error: shown, retryAt };
     this.#left = 0; // the fast path must look again, so a retry happens while IDs are still held
     throw shown;
@@ -295,7 +344,8 @@ function idsIn(range: HeldRange): number {
  * when it has none: trimmed, a range can end before its first ID left, and it is then empty.
  */
 function idsFrom(range: HeldRange, floor: bigint): HeldRange | undefined {
-  const skipped = range.start >= floor ? 0n : (floor - range.start + range.stride - 1n) / range.stride;
+  const skipped =
+    range.start >= floor ? 0n : (floor - range.start + range.stride - 1n) / range.stride;
   const start = range.start + skipped * range.stride;
   return start < range.end ? { start, end: range.end, stride: range.stride } : undefined;
 }
@@ -304,8 +354,24 @@ function idsFrom(range: HeldRange, floor: bigint): HeldRange | undefined {
 function parseRange(answer: unknown, tag: string): HeldRange | undefined {
   if (answer === null || typeof answer !== 'object') return undefined;
   const { tag: answered, start, end, stride, size } = answer as Record<string, unknown>;
-  if (answered !== tag || typeof start !== 'string' || typeof end !== 'string' || !DECIMAL.test(start) || !DECIMAL.test(end)) return undefined;
-  if (typeof stride !== 'number' || !Number.isSafeInteger(stride) || stride < 1 || stride > 64 || typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) return undefined;
+  if (
+    answered !== tag ||
+    typeof start !== 'string' ||
+    typeof end !== 'string' ||
+    !DECIMAL.test(start) ||
+    !DECIMAL.test(end)
+  )
+    return undefined;
+  if (
+    typeof stride !== 'number' ||
+    !Number.isSafeInteger(stride) ||
+    stride < 1 ||
+    stride > 64 ||
+    typeof size !== 'number' ||
+    !Number.isSafeInteger(size) ||
+    size < 1
+  )
+    return undefined;
   const range = { start: BigInt(start), end: BigInt(end), stride: BigInt(stride) };
   return range.end - range.start === BigInt(size) * range.stride ? range : undefined;
 }

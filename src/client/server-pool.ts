@@ -71,7 +71,10 @@ export class ServerPool {
       if (server.downUntil > now) continue;
       try {
         const fetcher = this.#o.fetch; // called bare: a browser's fetch refuses another `this`
-        const response = await fetcher(`${server.base}${path}`, { headers: this.#o.headers, signal: AbortSignal.timeout(this.#o.timeoutMs) }).catch((error: unknown) => {
+        const response = await fetcher(`${server.base}${path}`, {
+          headers: this.#o.headers,
+          signal: AbortSignal.timeout(this.#o.timeoutMs),
+        }).catch((error: unknown) => {
           throw unreachable(server.base, error);
         });
         if (!response.ok) throw await errorFrom(response);
@@ -90,10 +93,14 @@ export class ServerPool {
       }
     }
     const retryAt = Math.min(...this.#servers.map((server) => server.downUntil));
-    throw new IdMintError('SERVER_UNAVAILABLE', `no idmint server answered (${count} configured, all marked down)${last === undefined ? '' : `; last: ${last.message}`}`, {
-      details: { retryAt },
-      ...(last === undefined ? {} : { cause: last }),
-    });
+    throw new IdMintError(
+      'SERVER_UNAVAILABLE',
+      `no idmint server answered (${count} configured, all marked down)${last === undefined ? '' : `; last: ${last.message}`}`,
+      {
+        details: { retryAt },
+        ...(last === undefined ? {} : { cause: last }),
+      },
+    );
   }
 
   /** Marks a server down: not asked for backoffMs, doubling with each failure in a row (capped). */
@@ -101,13 +108,21 @@ export class ServerPool {
     const server = this.#servers[index];
     if (server === undefined) return;
     server.failures++;
-    const backoff = Math.min(this.#o.maxBackoffMs, this.#o.backoffMs * 2 ** Math.min(server.failures - 1, 20));
+    const backoff = Math.min(
+      this.#o.maxBackoffMs,
+      this.#o.backoffMs * 2 ** Math.min(server.failures - 1, 20),
+    );
     server.downUntil = this.#o.now() + backoff;
   }
 
   /** Every server's state, in the configured order. */
   states(): ServerState[] {
     const now = this.#o.now();
-    return this.#servers.map((server) => ({ url: server.base, down: server.downUntil > now, downUntil: server.downUntil > now ? server.downUntil : 0, failures: server.failures }));
+    return this.#servers.map((server) => ({
+      url: server.base,
+      down: server.downUntil > now,
+      downUntil: server.downUntil > now ? server.downUntil : 0,
+      failures: server.failures,
+    }));
   }
 }

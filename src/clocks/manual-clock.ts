@@ -35,6 +35,7 @@ export class ManualClock implements Clock {
 }
 
 function checkTime(ms: number): number {
-  if (!Number.isSafeInteger(ms) || ms < 0) throw new RangeError(`ManualClock time must be a non-negative integer of ms, got ${ms}`);
+  if (!Number.isSafeInteger(ms) || ms < 0)
+    throw new RangeError(`ManualClock time must be a non-negative integer of ms, got ${ms}`);
   return ms;
 }

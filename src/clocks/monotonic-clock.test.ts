@@ -5,7 +5,11 @@ import { MonotonicClock } from './monotonic-clock.ts';
 /** A wall clock and a monotonic timer the test moves by hand. */
 function fakeTime(wallStart: number) {
   const time = { wall: wallStart, mono: 1000.25 };
-  const clock = new MonotonicClock({ wallNow: () => time.wall, monotonicNow: () => time.mono, resyncIntervalMs: 1000 });
+  const clock = new MonotonicClock({
+    wallNow: () => time.wall,
+    monotonicNow: () => time.mono,
+    resyncIntervalMs: 1000,
+  });
   const tick = (ms: number) => {
     time.wall += ms;
     time.mono += ms;

@@ -18,14 +18,23 @@ const TOKEN_RULE = `at least ${MIN_TOKEN_LENGTH} characters of A-Z a-z 0-9 - . _
 const TAG_BODY = TAG_PATTERN.source.replace(/^\^/, '').replace(/\$$/, '');
 const TAG_OR_PREFIX = new RegExp(`^(?:\\*|${TAG_BODY}\\*?)$`);
 
-const token = part(Type.String({ minLength: MIN_TOKEN_LENGTH, pattern: TOKEN_PATTERN.source }), { problem: `a token must be ${TOKEN_RULE}` });
-const tag = part(Type.String({ pattern: TAG_OR_PREFIX.source }), { problem: `tag %s must be a tag name (${TAG_PATTERN.source}), a prefix ending in *, or *` });
-const tags = part(Type.Array(tag, { minItems: 1 }), { problem: "a token's tags must be a non-empty list" });
+const token = part(Type.String({ minLength: MIN_TOKEN_LENGTH, pattern: TOKEN_PATTERN.source }), {
+  problem: `a token must be ${TOKEN_RULE}`,
+});
+const tag = part(Type.String({ pattern: TAG_OR_PREFIX.source }), {
+  problem: `tag %s must be a tag name (${TAG_PATTERN.source}), a prefix ending in *, or *`,
+});
+const tags = part(Type.Array(tag, { minItems: 1 }), {
+  problem: "a token's tags must be a non-empty list",
+});
 /**
  * A bearer token and the segment tags it may use: exact names, prefixes ending in `*`
  * (`order.*`), or `*` for every tag. Snowflake routes need only a valid token.
  */
-const tokenEntry = part(Type.Object({ token, tags }, { additionalProperties: false }), { problem: 'each token must be a string or { token, tags }', name: 'a token entry' });
+const tokenEntry = part(Type.Object({ token, tags }, { additionalProperties: false }), {
+  problem: 'each token must be a string or { token, tags }',
+  name: 'a token entry',
+});
 
 const TOKENS_INFO: KeyInfo = {
   env: 'IDMINT_TOKENS',
@@ -37,7 +46,8 @@ const TOKENS_INFO: KeyInfo = {
 export const AuthConfig = Type.Object(
   {
     tokens: Type.Array(tokenEntry, {
-      description: 'Bearer tokens for the ID and tag routes; a token may be limited to some tags. None: auth off.',
+      description:
+        'Bearer tokens for the ID and tag routes; a token may be limited to some tags. None: auth off.',
       default: [],
       [KEY]: TOKENS_INFO,
     }),
@@ -59,17 +69,32 @@ export const AuthConfig = Type.Object(
  * Anything else is passed on unchanged for the schema to refuse.
  */
 export function readTokenList(raw: unknown): unknown {
-  const entries = typeof raw === 'string' ? raw.split(',').map((s) => s.trim()).filter((s) => s !== '') : raw;
+  const entries =
+    typeof raw === 'string'
+      ? raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '')
+      : raw;
   if (!Array.isArray(entries)) return raw;
   return entries.map((entry: unknown) => {
     if (typeof entry === 'string') {
       const colon = entry.indexOf(':');
       if (colon < 0) return { token: entry.trim(), tags: ['*'] };
-      return { token: entry.slice(0, colon).trim(), tags: entry.slice(colon + 1).trim().split('|') };
+      return {
+        token: entry.slice(0, colon).trim(),
+        tags: entry
+          .slice(colon + 1)
+          .trim()
+          .split('|'),
+      };
     }
     if (entry !== null && typeof entry === 'object' && !Array.isArray(entry)) {
       const { tags: given, ...rest } = entry as Record<string, unknown>;
-      return { ...rest, tags: given === undefined ? ['*'] : typeof given === 'string' ? given.split('|') : given };
+      return {
+        ...rest,
+        tags: given === undefined ? ['*'] : typeof given === 'string' ? given.split('|') : given,
+      };
     }
     return entry;
   });
@@ -86,6 +111,7 @@ export const AUTH_RULES: readonly ConfigRule<Frozen<Static<typeof AuthConfig>>>[
   },
   (auth, check) => {
     const admin = auth.adminToken;
-    if (admin !== '' && auth.tokens.some((rule) => rule.token === admin)) check.fail('auth.adminToken', 'must differ from every token in auth.tokens');
+    if (admin !== '' && auth.tokens.some((rule) => rule.token === admin))
+      check.fail('auth.adminToken', 'must differ from every token in auth.tokens');
   },
 ];

@@ -55,7 +55,11 @@ export interface PartInfo {
 export const PART = 'x-idmint-part';
 
 /** A key's schema: any TypeBox schema with its {@link KeyInfo}. */
-export type KeySchema = TSchema & { readonly [KEY]: KeyInfo; readonly default: unknown; readonly description: string };
+export type KeySchema = TSchema & {
+  readonly [KEY]: KeyInfo;
+  readonly default: unknown;
+  readonly description: string;
+};
 
 /** Common fields of every key builder. */
 interface KeyOptions<T> {
@@ -65,7 +69,11 @@ interface KeyOptions<T> {
   readonly doc: string;
 }
 
-function annotate(doc: string, fallback: unknown, info: KeyInfo): { description: string; default: unknown; [KEY]: KeyInfo } {
+function annotate(
+  doc: string,
+  fallback: unknown,
+  info: KeyInfo,
+): { description: string; default: unknown; [KEY]: KeyInfo } {
   return { description: doc, default: fallback, [KEY]: Object.freeze(info) };
 }
 
@@ -75,12 +83,23 @@ export function isKeySchema(schema: unknown): schema is KeySchema {
 }
 
 /** A whole number from `min` to `max`. */
-export function integer(options: KeyOptions<number> & { readonly min: number; readonly max: number; readonly fallbackEnv?: string }) {
+export function integer(
+  options: KeyOptions<number> & {
+    readonly min: number;
+    readonly max: number;
+    readonly fallbackEnv?: string;
+  },
+) {
   const { env, doc, min, max, fallbackEnv } = options;
   return Type.Integer({
     minimum: min,
     maximum: max,
-    ...annotate(doc, options.default, { env, allowed: `an integer from ${min} to ${max}`, text: 'integer', ...(fallbackEnv === undefined ? {} : { fallbackEnv }) }),
+    ...annotate(doc, options.default, {
+      env,
+      allowed: `an integer from ${min} to ${max}`,
+      text: 'integer',
+      ...(fallbackEnv === undefined ? {} : { fallbackEnv }),
+    }),
   });
 }
 
@@ -89,9 +108,13 @@ export function integer(options: KeyOptions<number> & { readonly min: number; re
  * below 2^31 ms, which Node clamps to 1 ms. Checked here, where the schema is written, so no key
  * can be declared with a bound the timers cannot honour.
  */
-export function duration(options: KeyOptions<number> & { readonly min: number; readonly max: number }) {
+export function duration(
+  options: KeyOptions<number> & { readonly min: number; readonly max: number },
+) {
   if (options.max > MAX_TIMER_MS) {
-    throw new Error(`${options.env}: a duration's maximum must be at most ${MAX_TIMER_MS} ms (Node clamps longer timers to 1 ms), got ${options.max}`);
+    throw new Error(
+      `${options.env}: a duration's maximum must be at most ${MAX_TIMER_MS} ms (Node clamps longer timers to 1 ms), got ${options.max}`,
+    );
   }
   return integer(options);
 }
@@ -100,11 +123,22 @@ export function duration(options: KeyOptions<number> & { readonly min: number; r
  * A whole number that is either `off` (0, "use the default" or "never") or from `min` to `max`.
  * Also a duration: the maximum is checked against the timers' limit.
  */
-export function durationOrZero(options: KeyOptions<number> & { readonly min: number; readonly max: number; readonly zero: string }) {
+export function durationOrZero(
+  options: KeyOptions<number> & {
+    readonly min: number;
+    readonly max: number;
+    readonly zero: string;
+  },
+) {
   const { env, doc, min, max, zero } = options;
-  if (max > MAX_TIMER_MS) throw new Error(`${env}: a duration's maximum must be at most ${MAX_TIMER_MS} ms, got ${max}`);
+  if (max > MAX_TIMER_MS)
+    throw new Error(`${env}: a duration's maximum must be at most ${MAX_TIMER_MS} ms, got ${max}`);
   return Type.Union([Type.Literal(0), Type.Integer({ minimum: min, maximum: max })], {
-    ...annotate(doc, options.default, { env, allowed: `0 (${zero}), or an integer from ${min} to ${max}`, text: 'integer' }),
+    ...annotate(doc, options.default, {
+      env,
+      allowed: `0 (${zero}), or an integer from ${min} to ${max}`,
+      text: 'integer',
+    }),
   });
 }
 
@@ -112,35 +146,85 @@ export function durationOrZero(options: KeyOptions<number> & { readonly min: num
  * A whole number from `min` to `max`, or a word that stands for one found at run time (`auto`:
  * the number of CPUs). Read as text like {@link integer}; the word passes through as itself.
  */
-export function integerOrWord<const W extends string>(options: KeyOptions<number | W> & { readonly min: number; readonly max: number; readonly word: W; readonly meaning: string }) {
+export function integerOrWord<const W extends string>(
+  options: KeyOptions<number | W> & {
+    readonly min: number;
+    readonly max: number;
+    readonly word: W;
+    readonly meaning: string;
+  },
+) {
   const { env, doc, min, max, word, meaning } = options;
   return Type.Union([Type.Literal(word), Type.Integer({ minimum: min, maximum: max })], {
-    ...annotate(doc, options.default, { env, allowed: `an integer from ${min} to ${max}, or ${word} (${meaning})`, text: 'integer' }),
+    ...annotate(doc, options.default, {
+      env,
+      allowed: `an integer from ${min} to ${max}, or ${word} (${meaning})`,
+      text: 'integer',
+    }),
   });
 }
 
 /** A number from `min` to `max`, fractions allowed. */
-export function decimal(options: KeyOptions<number> & { readonly min: number; readonly max: number }) {
+export function decimal(
+  options: KeyOptions<number> & { readonly min: number; readonly max: number },
+) {
   const { env, doc, min, max } = options;
-  return Type.Number({ minimum: min, maximum: max, ...annotate(doc, options.default, { env, allowed: `a number from ${min} to ${max}`, text: 'decimal' }) });
+  return Type.Number({
+    minimum: min,
+    maximum: max,
+    ...annotate(doc, options.default, {
+      env,
+      allowed: `a number from ${min} to ${max}`,
+      text: 'decimal',
+    }),
+  });
 }
 
 /** On or off: as a flag, `--name` / `--no-name` (or `--name=false`). */
 export function onOff(options: KeyOptions<boolean>) {
   const { env, doc } = options;
-  return Type.Boolean(annotate(doc, options.default, { env, allowed: 'true or false (also 1/0, yes/no, on/off)', text: 'on-off' }));
+  return Type.Boolean(
+    annotate(doc, options.default, {
+      env,
+      allowed: 'true or false (also 1/0, yes/no, on/off)',
+      text: 'on-off',
+    }),
+  );
 }
 
 /** One of a fixed list of words. */
-export function oneOf<const T extends readonly string[]>(options: KeyOptions<T[number]> & { readonly values: T }) {
+export function oneOf<const T extends readonly string[]>(
+  options: KeyOptions<T[number]> & { readonly values: T },
+) {
   const { env, doc, values } = options;
-  return Type.Enum<[...T]>([...values], annotate(doc, options.default, { env, allowed: `one of ${values.join(', ')}`, text: 'trimmed' }));
+  return Type.Enum<[...T]>(
+    [...values],
+    annotate(doc, options.default, {
+      env,
+      allowed: `one of ${values.join(', ')}`,
+      text: 'trimmed',
+    }),
+  );
 }
 
 /** Text matching `pattern`; `allowed` says in words what the pattern allows. */
-export function text(options: KeyOptions<string> & { readonly pattern: RegExp; readonly allowed: string; readonly secret?: true }) {
+export function text(
+  options: KeyOptions<string> & {
+    readonly pattern: RegExp;
+    readonly allowed: string;
+    readonly secret?: true;
+  },
+) {
   const { env, doc, pattern, allowed, secret } = options;
-  return Type.String({ pattern: pattern.source, ...annotate(doc, options.default, { env, allowed, text: 'trimmed', ...(secret === undefined ? {} : { secret }) }) });
+  return Type.String({
+    pattern: pattern.source,
+    ...annotate(doc, options.default, {
+      env,
+      allowed,
+      text: 'trimmed',
+      ...(secret === undefined ? {} : { secret }),
+    }),
+  });
 }
 
 /**
@@ -153,7 +237,12 @@ export function backendUrl(options: KeyOptions<string> & { readonly role: UrlRol
   // shared/connection-url.ts, the one module that reads URLs, so its message is the one shown.
   return Type.String({
     minLength: 1,
-    ...annotate(doc, options.default, { env, allowed: `one of: ${urlFormsText(role)}`, text: 'trimmed', url: role }),
+    ...annotate(doc, options.default, {
+      env,
+      allowed: `one of: ${urlFormsText(role)}`,
+      text: 'trimmed',
+      url: role,
+    }),
   });
 }
 
@@ -161,11 +250,18 @@ export function backendUrl(options: KeyOptions<string> & { readonly role: UrlRol
  * A list of backend URLs (at most `max`), each checked whole by shared/connection-url.ts like a
  * {@link backendUrl}. Comma-separated in a variable or flag; a list in a file.
  */
-export function backendUrlList(options: KeyOptions<readonly string[]> & { readonly role: UrlRole; readonly max: number }) {
+export function backendUrlList(
+  options: KeyOptions<readonly string[]> & { readonly role: UrlRole; readonly max: number },
+) {
   const { env, doc, role, max } = options;
   return Type.Array(Type.String({ minLength: 1 }), {
     maxItems: max,
-    ...annotate(doc, options.default, { env, allowed: `none, or a comma-separated list (in a file, a list) of up to ${max} URLs, each one of: ${urlFormsText(role)}`, text: 'url-list', url: role }),
+    ...annotate(doc, options.default, {
+      env,
+      allowed: `none, or a comma-separated list (in a file, a list) of up to ${max} URLs, each one of: ${urlFormsText(role)}`,
+      text: 'url-list',
+      url: role,
+    }),
   });
 }
 
@@ -176,5 +272,8 @@ export function part<T extends TSchema>(schema: T, info: PartInfo): T {
 
 /** The CLI flag of a variable: `IDMINT_SEGMENT_STORE` -> `segment-store`. */
 export function flagName(env: string): string {
-  return env.replace(/^IDMINT_/, '').toLowerCase().replaceAll('_', '-');
+  return env
+    .replace(/^IDMINT_/, '')
+    .toLowerCase()
+    .replaceAll('_', '-');
 }

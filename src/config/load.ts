@@ -7,7 +7,14 @@ import { IdMintError } from '../core/errors.ts';
 import { connectionUrlProblem, redactUrl } from '../shared/connection-url.ts';
 import { compileKey, problemWith, readValue } from './read.ts';
 import type { RuleCheck } from './rules.ts';
-import { CONFIG_RULES, ConfigSchema, configKeys, propertiesOf, type ConfigKey, type ServerConfig } from './schema.ts';
+import {
+  CONFIG_RULES,
+  ConfigSchema,
+  configKeys,
+  propertiesOf,
+  type ConfigKey,
+  type ServerConfig,
+} from './schema.ts';
 
 /**
  * Loading the configuration: three sources, later ones winning (a config file, environment
@@ -16,7 +23,11 @@ import { CONFIG_RULES, ConfigSchema, configKeys, propertiesOf, type ConfigKey, t
  */
 
 /** Where a value came from, for messages and `idmint config check`. */
-export type ConfigOrigin = 'default' | { readonly file: string } | { readonly env: string } | { readonly flag: string };
+export type ConfigOrigin =
+  | 'default'
+  | { readonly file: string }
+  | { readonly env: string }
+  | { readonly flag: string };
 
 /** What {@link loadConfig} reads. */
 export interface ConfigSources {
@@ -62,7 +73,8 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
     layers.push((k) => {
       for (const name of [k.spec.env, k.spec.fallbackEnv]) {
         const raw = name === undefined ? undefined : env[name];
-        if (name !== undefined && raw !== undefined && raw !== '') return { raw, origin: { env: name } };
+        if (name !== undefined && raw !== undefined && raw !== '')
+          return { raw, origin: { env: name } };
       }
       return undefined;
     });
@@ -80,7 +92,10 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const origins = new Map<string, ConfigOrigin>();
   for (const key of keys) {
     // Only the winning value is checked: a file value overridden by an env var does not matter.
-    const found = layers.reduceRight<ReturnType<Layer>>((winner, layer) => winner ?? layer(key), undefined);
+    const found = layers.reduceRight<ReturnType<Layer>>(
+      (winner, layer) => winner ?? layer(key),
+      undefined,
+    );
     if (found === undefined) {
       flat.set(key.key, key.spec.default);
       origins.set(key.key, 'default');
@@ -96,7 +111,8 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   // Each key passed its own schema; the whole must then pass the composed one. A failure here is
   // a defect in the schema's composition, not in the input.
   const whole = Compile(ConfigSchema);
-  if (!whole.Check(config)) throw new Error(`configuration schema defect: ${JSON.stringify(whole.Errors(config)[0])}`);
+  if (!whole.Check(config))
+    throw new Error(`configuration schema defect: ${JSON.stringify(whole.Errors(config)[0])}`);
   const frozen = deepFreeze(config) as ServerConfig;
   checkRules(frozen, new Map(keys.map((k) => [k.key, k])), origins);
   return { config: frozen, origins };
@@ -107,7 +123,11 @@ export function defineConfig(values: unknown = {}): ServerConfig {
   return loadConfig({ values }).config;
 }
 
-function checkRules(config: ServerConfig, keys: ReadonlyMap<string, ConfigKey>, origins: ReadonlyMap<string, ConfigOrigin>): void {
+function checkRules(
+  config: ServerConfig,
+  keys: ReadonlyMap<string, ConfigKey>,
+  origins: ReadonlyMap<string, ConfigOrigin>,
+): void {
   const known = (key: string): ConfigKey => {
     const found = keys.get(key);
     if (found === undefined) throw new Error(`a configuration rule names no key: ${key}`);
@@ -115,7 +135,9 @@ function checkRules(config: ServerConfig, keys: ReadonlyMap<string, ConfigKey>, 
   };
   const check: RuleCheck = {
     fail(key, problem) {
-      const value = key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], config);
+      const value = key
+        .split('.')
+        .reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], config);
       throw invalid(known(key), value, origins.get(key) ?? 'default', problem);
     },
     isSet(key) {
@@ -129,19 +151,30 @@ function checkRules(config: ServerConfig, keys: ReadonlyMap<string, ConfigKey>, 
 function readConfigFile(file: string): unknown {
   const ext = extname(file).toLowerCase();
   if (ext !== '.json' && ext !== '.yaml' && ext !== '.yml') {
-    throw new IdMintError('CONFIG_INVALID', `config file ${file}: must end in .json, .yaml or .yml`);
+    throw new IdMintError(
+      'CONFIG_INVALID',
+      `config file ${file}: must end in .json, .yaml or .yml`,
+    );
   }
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new IdMintError('CONFIG_INVALID', `config file ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+    throw new IdMintError(
+      'CONFIG_INVALID',
+      `config file ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      { cause: error },
+    );
   }
   let values: unknown;
   try {
     values = ext === '.json' ? JSON.parse(text) : parseYaml(text);
   } catch (error) {
-    throw new IdMintError('CONFIG_INVALID', `config file ${file}: not valid ${ext === '.json' ? 'JSON' : 'YAML'}: ${firstLine(error)}`, { cause: error });
+    throw new IdMintError(
+      'CONFIG_INVALID',
+      `config file ${file}: not valid ${ext === '.json' ? 'JSON' : 'YAML'}: ${firstLine(error)}`,
+      { cause: error },
+    );
   }
   // An empty YAML file is a config with every default.
   return values ?? {};
@@ -150,14 +183,20 @@ function readConfigFile(file: string): unknown {
 /** A typo in a file is an error, not a silently ignored setting: the message lists the known keys. */
 function checkKnownKeys(values: unknown, schema: TSchema, prefix: string, where: string): void {
   if (values === null || typeof values !== 'object' || Array.isArray(values)) {
-    throw new IdMintError('CONFIG_INVALID', `${where}: ${prefix === '' ? 'the top level' : `"${prefix}"`} must be an object of keys, got ${describe(values)}`);
+    throw new IdMintError(
+      'CONFIG_INVALID',
+      `${where}: ${prefix === '' ? 'the top level' : `"${prefix}"`} must be an object of keys, got ${describe(values)}`,
+    );
   }
   const properties = propertiesOf(schema) ?? {};
   for (const [name, value] of Object.entries(values)) {
     const key = prefix === '' ? name : `${prefix}.${name}`;
     const node = Object.hasOwn(properties, name) ? properties[name] : undefined;
     if (node === undefined) {
-      throw new IdMintError('CONFIG_INVALID', `${where}: unknown key "${key}"; known keys${prefix === '' ? '' : ` under "${prefix}"`}: ${Object.keys(properties).join(', ')}`);
+      throw new IdMintError(
+        'CONFIG_INVALID',
+        `${where}: unknown key "${key}"; known keys${prefix === '' ? '' : ` under "${prefix}"`}: ${Object.keys(properties).join(', ')}`,
+      );
     }
     if (propertiesOf(node) !== undefined) checkKnownKeys(value, node, key, where);
   }
@@ -198,8 +237,10 @@ function urlProblem(key: ConfigKey, value: unknown): string | undefined {
   if (!Array.isArray(value)) return connectionUrlProblem(value, role);
   for (const [index, url] of value.entries()) {
     const problem = connectionUrlProblem(url, role);
-    if (problem !== undefined) return `URL ${index} (${JSON.stringify(typeof url === 'string' ? redactUrl(url) : url)}) ${problem}`;
-    if (value.indexOf(url) !== index) return `URL ${index} (${JSON.stringify(redactUrl(url))}) is listed twice; each database of a set is listed once`;
+    if (problem !== undefined)
+      return `URL ${index} (${JSON.stringify(typeof url === 'string' ? redactUrl(url) : url)}) ${problem}`;
+    if (value.indexOf(url) !== index)
+      return `URL ${index} (${JSON.stringify(redactUrl(url))}) is listed twice; each database of a set is listed once`;
   }
   return undefined;
 }
@@ -207,15 +248,21 @@ function urlProblem(key: ConfigKey, value: unknown): string | undefined {
 function invalid(key: ConfigKey, raw: unknown, origin: ConfigOrigin, problem: string): IdMintError {
   // A URL's password is never shown, in whatever key it is.
   const shown = key.spec.secret === true ? '(hidden)' : describe(redacted(raw));
-  return new IdMintError('CONFIG_INVALID', `invalid configuration: ${key.key} = ${shown} (${originText(origin)}): ${problem}`, {
-    details: { key: key.key, env: key.spec.env },
-  });
+  return new IdMintError(
+    'CONFIG_INVALID',
+    `invalid configuration: ${key.key} = ${shown} (${originText(origin)}): ${problem}`,
+    {
+      details: { key: key.key, env: key.spec.env },
+    },
+  );
 }
 
 /** A value with the password of every URL in it hidden (a URL, or a list of them). */
 export function redacted(value: unknown): unknown {
   if (typeof value === 'string') return redactUrl(value);
-  return Array.isArray(value) ? value.map((item: unknown) => (typeof item === 'string' ? redactUrl(item) : item)) : value;
+  return Array.isArray(value)
+    ? value.map((item: unknown) => (typeof item === 'string' ? redactUrl(item) : item))
+    : value;
 }
 
 /** "from IDMINT_PORT", "from --port", "from idmint.yaml", "default". */
@@ -236,7 +283,8 @@ export function showValue(key: ConfigKey, value: unknown): string {
 }
 
 function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 200 ? `${value.slice(0, 200)}...` : value);
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 200 ? `${value.slice(0, 200)}...` : value);
   if (value === undefined) return 'nothing';
   // JSON would print NaN and Infinity (which YAML can hold) as null.
   if (typeof value === 'number') return String(value);

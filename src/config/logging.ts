@@ -8,7 +8,11 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 
 export const MetricsConfig = Type.Object(
   {
-    enabled: onOff({ env: 'IDMINT_METRICS', default: true, doc: 'Serve Prometheus metrics at `/metrics`.' }),
+    enabled: onOff({
+      env: 'IDMINT_METRICS',
+      default: true,
+      doc: 'Serve Prometheus metrics at `/metrics`.',
+    }),
     // A bound on the series per scrape whatever the number of tags (docs/operations.md, Sizing).
     maxTagSeries: integer({
       env: 'IDMINT_METRICS_MAX_TAG_SERIES',
@@ -23,8 +27,17 @@ export const MetricsConfig = Type.Object(
 
 export const LogConfig = Type.Object(
   {
-    level: oneOf({ env: 'IDMINT_LOG_LEVEL', default: 'info', values: LOG_LEVELS, doc: 'Least severe log level written (JSON lines on stdout).' }),
-    requests: onOff({ env: 'IDMINT_LOG_REQUESTS', default: false, doc: 'Log one line per request. Off by default: at these request rates it costs throughput.' }),
+    level: oneOf({
+      env: 'IDMINT_LOG_LEVEL',
+      default: 'info',
+      values: LOG_LEVELS,
+      doc: 'Least severe log level written (JSON lines on stdout).',
+    }),
+    requests: onOff({
+      env: 'IDMINT_LOG_REQUESTS',
+      default: false,
+      doc: 'Log one line per request. Off by default: at these request rates it costs throughput.',
+    }),
   },
   { additionalProperties: false },
 );

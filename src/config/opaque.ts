@@ -43,6 +43,10 @@ export const OPAQUE_RULES: readonly ConfigRule<Frozen<Static<typeof OpaqueConfig
       throw error;
     }
     const twice = ids.find((id, index) => ids.indexOf(id) !== index);
-    if (twice !== undefined) check.fail('opaque.keys', `key ID ${twice} is given twice; each key needs an ID of its own, and an ID once given to a key must never name another`);
+    if (twice !== undefined)
+      check.fail(
+        'opaque.keys',
+        `key ID ${twice} is given twice; each key needs an ID of its own, and an ID once given to a key must never name another`,
+      );
   },
 ];

@@ -13,7 +13,11 @@ import { PART, type KeySchema, type PartInfo, type TextForm } from './keys.ts';
 export function parseOnOff(raw: unknown): boolean | undefined {
   if (typeof raw === 'boolean') return raw;
   const value = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
-  return ['true', '1', 'yes', 'on'].includes(value) ? true : ['false', '0', 'no', 'off'].includes(value) ? false : undefined;
+  return ['true', '1', 'yes', 'on'].includes(value)
+    ? true
+    : ['false', '0', 'no', 'off'].includes(value)
+      ? false
+      : undefined;
 }
 
 /**
@@ -23,7 +27,13 @@ export function parseOnOff(raw: unknown): boolean | undefined {
  */
 export function readValue(form: TextForm, raw: unknown): unknown {
   if (form === 'token-list') return readTokenList(raw);
-  if (form === 'url-list') return typeof raw === 'string' ? raw.split(',').map((url) => url.trim()).filter((url) => url !== '') : raw;
+  if (form === 'url-list')
+    return typeof raw === 'string'
+      ? raw
+          .split(',')
+          .map((url) => url.trim())
+          .filter((url) => url !== '')
+      : raw;
   if (typeof raw !== 'string') return raw;
   const text = raw.trim();
   switch (form) {
@@ -72,7 +82,10 @@ interface SchemaError {
 
 /** The message of the part of a compound key where `error` is, if that part says one. */
 function partProblem(schema: KeySchema, value: unknown, error: SchemaError): string | undefined {
-  const pointer = error.schemaPath.replace(/^#\/?/, '').split('/').filter((s) => s !== '');
+  const pointer = error.schemaPath
+    .replace(/^#\/?/, '')
+    .split('/')
+    .filter((s) => s !== '');
   const instance = error.instancePath.split('/').slice(1);
   // An unknown field: TypeBox reports it at the object's `additionalProperties` (as `false`).
   if (pointer.at(-1) === 'additionalProperties' || error.keyword === 'additionalProperties') {
@@ -88,7 +101,11 @@ function partProblem(schema: KeySchema, value: unknown, error: SchemaError): str
     const node = at(schema, pointer.slice(0, n)) as { [PART]?: PartInfo } | undefined;
     const problem = node?.[PART]?.problem;
     if (problem !== undefined) {
-      const offending = instance.reduce<unknown>((v, step) => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[step] : undefined), value);
+      const offending = instance.reduce<unknown>(
+        (v, step) =>
+          v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[step] : undefined,
+        value,
+      );
       return problem.replace('%s', JSON.stringify(offending) ?? String(offending));
     }
   }
@@ -97,5 +114,11 @@ function partProblem(schema: KeySchema, value: unknown, error: SchemaError): str
 
 /** The node of `root` a JSON-pointer path leads to. */
 function at(root: unknown, path: readonly string[]): unknown {
-  return path.reduce<unknown>((node, step) => (node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[step] : undefined), root);
+  return path.reduce<unknown>(
+    (node, step) =>
+      node !== null && typeof node === 'object'
+        ? (node as Record<string, unknown>)[step]
+        : undefined,
+    root,
+  );
 }

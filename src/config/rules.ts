@@ -6,7 +6,11 @@
 export type ConfigRule<C> = (config: C, check: RuleCheck) => void;
 
 /** Every property read-only, all the way down: the configuration is frozen once validated. */
-export type Frozen<T> = T extends readonly (infer E)[] ? readonly Frozen<E>[] : T extends object ? { readonly [K in keyof T]: Frozen<T[K]> } : T;
+export type Frozen<T> = T extends readonly (infer E)[]
+  ? readonly Frozen<E>[]
+  : T extends object
+    ? { readonly [K in keyof T]: Frozen<T[K]> }
+    : T;
 
 /** What a rule can ask and do. */
 export interface RuleCheck {

@@ -38,12 +38,29 @@ export type TokenRule = ServerConfig['auth']['tokens'][number];
 /** Rules between keys, in the order they are checked; each component's own first. */
 export const CONFIG_RULES: readonly ConfigRule<ServerConfig>[] = [
   (config, check) => {
-    if (!config.segment.enabled && !config.snowflake.enabled) check.fail('snowflake.enabled', 'segment mode and snowflake mode cannot both be off');
+    if (!config.segment.enabled && !config.snowflake.enabled)
+      check.fail('snowflake.enabled', 'segment mode and snowflake mode cannot both be off');
   },
-  ...AUTH_RULES.map((rule): ConfigRule<ServerConfig> => (config, check) => rule(config.auth, check)),
-  ...SEGMENT_RULES.map((rule): ConfigRule<ServerConfig> => (config, check) => rule(config.segment, check)),
-  ...SNOWFLAKE_RULES.map((rule): ConfigRule<ServerConfig> => (config, check) => rule(config.snowflake, check)),
-  ...OPAQUE_RULES.map((rule): ConfigRule<ServerConfig> => (config, check) => rule(config.opaque, check)),
+  ...AUTH_RULES.map(
+    (rule): ConfigRule<ServerConfig> =>
+      (config, check) =>
+        rule(config.auth, check),
+  ),
+  ...SEGMENT_RULES.map(
+    (rule): ConfigRule<ServerConfig> =>
+      (config, check) =>
+        rule(config.segment, check),
+  ),
+  ...SNOWFLAKE_RULES.map(
+    (rule): ConfigRule<ServerConfig> =>
+      (config, check) =>
+        rule(config.snowflake, check),
+  ),
+  ...OPAQUE_RULES.map(
+    (rule): ConfigRule<ServerConfig> =>
+      (config, check) =>
+        rule(config.opaque, check),
+  ),
 ];
 
 /** A configuration key, flattened: `segment.store`, with its flag and schema. */

@@ -1,5 +1,9 @@
 import Type from 'typebox';
-import { MAX_SEGMENT_DATABASES, MAX_TAG_STEP, SEGMENT_SERVICE_BOUNDS } from '../core/segment-limits.ts';
+import {
+  MAX_SEGMENT_DATABASES,
+  MAX_TAG_STEP,
+  SEGMENT_SERVICE_BOUNDS,
+} from '../core/segment-limits.ts';
 import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
 import { DEFAULT_SEGMENT_STORE_URL } from '../stores/open-segment-store.ts';
@@ -22,13 +26,15 @@ import type { ConfigRule, Frozen } from './rules.ts';
  * accepts each of them.
  */
 
-
-
 const service = SEGMENT_SERVICE_BOUNDS;
 
 export const SegmentConfig = Type.Object(
   {
-    enabled: onOff({ env: 'IDMINT_SEGMENT_ENABLED', default: true, doc: 'Serve segment mode (`/api/segment`, `/v1/segment`, `/v1/tags`).' }),
+    enabled: onOff({
+      env: 'IDMINT_SEGMENT_ENABLED',
+      default: true,
+      doc: 'Serve segment mode (`/api/segment`, `/v1/segment`, `/v1/tags`).',
+    }),
     store: backendUrl({
       env: 'IDMINT_SEGMENT_STORE',
       default: DEFAULT_SEGMENT_STORE_URL,
@@ -49,7 +55,13 @@ export const SegmentConfig = Type.Object(
       max: 600_000,
       doc: 'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose allocation timed out is skipped, never guessed.',
     }),
-    poolSize: integer({ env: 'IDMINT_SEGMENT_POOL_SIZE', default: 10, min: 1, max: 1000, doc: 'Database connections in the pool (PostgreSQL, MySQL).' }),
+    poolSize: integer({
+      env: 'IDMINT_SEGMENT_POOL_SIZE',
+      default: 10,
+      min: 1,
+      max: 1000,
+      doc: 'Database connections in the pool (PostgreSQL, MySQL).',
+    }),
     prefetchThreshold: decimal({
       env: 'IDMINT_SEGMENT_PREFETCH_THRESHOLD',
       default: service.prefetchThreshold.fallback,
@@ -122,7 +134,10 @@ export const SegmentConfig = Type.Object(
 );
 
 /** The margin a store fences a new history with, from the segment keys: fenceRanges of max(maxStep, step). */
-export function segmentFenceMargin(segment: { readonly fenceRanges: number; readonly maxStep: number }): FenceMargin {
+export function segmentFenceMargin(segment: {
+  readonly fenceRanges: number;
+  readonly maxStep: number;
+}): FenceMargin {
   return { ranges: segment.fenceRanges, maxStep: segment.maxStep };
 }
 
@@ -130,6 +145,10 @@ export function segmentFenceMargin(segment: { readonly fenceRanges: number; read
 export const SEGMENT_RULES: readonly ConfigRule<Frozen<Static<typeof SegmentConfig>>>[] = [
   (segment, check) => {
     // Two places naming the databases would leave it unclear which one serves.
-    if (segment.stores.length > 0 && check.isSet('segment.store')) check.fail('segment.stores', 'segment.store and segment.stores are both set: use segment.stores alone for a set of databases, segment.store alone for one');
+    if (segment.stores.length > 0 && check.isSet('segment.store'))
+      check.fail(
+        'segment.stores',
+        'segment.store and segment.stores are both set: use segment.stores alone for a set of databases, segment.store alone for one',
+      );
   },
 ];

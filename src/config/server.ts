@@ -43,8 +43,20 @@ export const LISTEN_KEYS = {
 
 export const ApiConfig = Type.Object(
   {
-    maxBatch: integer({ env: 'IDMINT_MAX_BATCH', default: 10_000, min: 1, max: 1_000_000, doc: 'Largest `count` a batch request may ask for; /v1/snowflake is also bounded by what the layout issues in 100 ms.' }),
-    bodyLimit: integer({ env: 'IDMINT_BODY_LIMIT', default: 16_384, min: 256, max: 1_048_576, doc: 'Largest request body, in bytes (only the tag routes take one).' }),
+    maxBatch: integer({
+      env: 'IDMINT_MAX_BATCH',
+      default: 10_000,
+      min: 1,
+      max: 1_000_000,
+      doc: 'Largest `count` a batch request may ask for; /v1/snowflake is also bounded by what the layout issues in 100 ms.',
+    }),
+    bodyLimit: integer({
+      env: 'IDMINT_BODY_LIMIT',
+      default: 16_384,
+      min: 256,
+      max: 1_048_576,
+      doc: 'Largest request body, in bytes (only the tag routes take one).',
+    }),
     requestTimeoutMs: duration({
       env: 'IDMINT_REQUEST_TIMEOUT_MS',
       default: 10_000,

@@ -2,8 +2,17 @@ import Type, { type Static } from 'typebox';
 import { CLOCK_NAMES } from '../clocks/named-clock.ts';
 import { ROLLBACK_LIMITS, ROLLBACK_POLICIES } from '../core/clock-policy.ts';
 import { DEFAULT_LAYOUT, LAYOUT_PRESETS, getLayout } from '../core/layout.ts';
-import { DEFAULT_OPERATION_TIMEOUT_MS, DEFAULT_TTL_MS, LEASE_TTL_BOUNDS, REGISTRY_NAME_PATTERN, REGISTRY_NAME_RULE } from '../registries/common.ts';
-import { DEFAULT_LOCK_DIR, DEFAULT_STATIC_TTL_MS } from '../registries/static/static-worker-registry.ts';
+import {
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  DEFAULT_TTL_MS,
+  LEASE_TTL_BOUNDS,
+  REGISTRY_NAME_PATTERN,
+  REGISTRY_NAME_RULE,
+} from '../registries/common.ts';
+import {
+  DEFAULT_LOCK_DIR,
+  DEFAULT_STATIC_TTL_MS,
+} from '../registries/static/static-worker-registry.ts';
 import {
   DEFAULT_MAX_PEER_SKEW_MS,
   DEFAULT_SAFETY_MARGIN_MS,
@@ -23,14 +32,17 @@ import type { ConfigRule, Frozen } from './rules.ts';
  * including every combination the worker would refuse only once it runs.
  */
 
-
-
 /** The generator's rollback policies, plus the worker's own `switch-worker`. */
 export const WORKER_ROLLBACK_POLICIES = [...ROLLBACK_POLICIES, 'switch-worker'] as const;
 
-
 const rollbackBound = (key: keyof typeof ROLLBACK_LIMITS, env: string, doc: string) =>
-  integer({ env, default: ROLLBACK_LIMITS[key].fallback, min: 0, max: ROLLBACK_LIMITS[key].max, doc });
+  integer({
+    env,
+    default: ROLLBACK_LIMITS[key].fallback,
+    min: 0,
+    max: ROLLBACK_LIMITS[key].max,
+    doc,
+  });
 
 export const RollbackConfig = Type.Object(
   {
@@ -40,17 +52,37 @@ export const RollbackConfig = Type.Object(
       values: WORKER_ROLLBACK_POLICIES,
       doc: 'What to do when the clock goes back (docs/layouts.md#clock-rollback); `switch-worker` waits out small rollbacks and moves to another worker ID on a larger one. With the monotonic clock only wait, borrow and switch-worker are accepted.',
     }),
-    maxBackwardMs: rollbackBound('maxBackwardMs', 'IDMINT_ROLLBACK_MAX_BACKWARD_MS', '`wait` and `switch-worker`, with the system clock only: the largest rollback that is waited out.'),
-    maxLeadMs: rollbackBound('maxLeadMs', 'IDMINT_ROLLBACK_MAX_LEAD_MS', '`borrow` only: how far issued time may run ahead of the clock (after a rollback, or when a millisecond\'s sequence is used up).'),
-    maxWaitMs: rollbackBound('maxWaitMs', 'IDMINT_ROLLBACK_MAX_WAIT_MS', 'Every policy: how long a request may wait for the clock beyond the next time unit once a unit\'s sequence is used up; `borrow`: also once the lead is used up.'),
-    historyMs: rollbackBound('historyMs', 'IDMINT_ROLLBACK_HISTORY_MS', '`history` only (so with the system clock): the window of remembered sequences.'),
+    maxBackwardMs: rollbackBound(
+      'maxBackwardMs',
+      'IDMINT_ROLLBACK_MAX_BACKWARD_MS',
+      '`wait` and `switch-worker`, with the system clock only: the largest rollback that is waited out.',
+    ),
+    maxLeadMs: rollbackBound(
+      'maxLeadMs',
+      'IDMINT_ROLLBACK_MAX_LEAD_MS',
+      "`borrow` only: how far issued time may run ahead of the clock (after a rollback, or when a millisecond's sequence is used up).",
+    ),
+    maxWaitMs: rollbackBound(
+      'maxWaitMs',
+      'IDMINT_ROLLBACK_MAX_WAIT_MS',
+      "Every policy: how long a request may wait for the clock beyond the next time unit once a unit's sequence is used up; `borrow`: also once the lead is used up.",
+    ),
+    historyMs: rollbackBound(
+      'historyMs',
+      'IDMINT_ROLLBACK_HISTORY_MS',
+      '`history` only (so with the system clock): the window of remembered sequences.',
+    ),
   },
   { additionalProperties: false },
 );
 
 export const SnowflakeConfig = Type.Object(
   {
-    enabled: onOff({ env: 'IDMINT_SNOWFLAKE_ENABLED', default: true, doc: 'Serve snowflake mode (`/api/snowflake`, `/v1/snowflake`).' }),
+    enabled: onOff({
+      env: 'IDMINT_SNOWFLAKE_ENABLED',
+      default: true,
+      doc: 'Serve snowflake mode (`/api/snowflake`, `/v1/snowflake`).',
+    }),
     registry: backendUrl({
       env: 'IDMINT_WORKER_REGISTRY',
       default: 'static:0',
@@ -66,7 +98,13 @@ export const SnowflakeConfig = Type.Object(
       pattern: REGISTRY_NAME_PATTERN,
       allowed: REGISTRY_NAME_RULE,
     }),
-    table: text({ env: 'IDMINT_WORKER_TABLE', default: 'worker_node', doc: 'Table of the SQL registry.', pattern: SQL_IDENTIFIER, allowed: SQL_IDENTIFIER_RULE }),
+    table: text({
+      env: 'IDMINT_WORKER_TABLE',
+      default: 'worker_node',
+      doc: 'Table of the SQL registry.',
+      pattern: SQL_IDENTIFIER,
+      allowed: SQL_IDENTIFIER_RULE,
+    }),
     stateDir: text({
       env: 'IDMINT_WORKER_STATE_DIR',
       default: './data',
@@ -125,7 +163,13 @@ export const SnowflakeConfig = Type.Object(
       doc: 'Bit layout preset (docs/layouts.md); every node of a cluster must use the same.',
     }),
     // The layout decides the real limit (a rule below); 2^31-1 is the most any layout allows.
-    datacenterId: integer({ env: 'IDMINT_DATACENTER_ID', default: 0, min: 0, max: 2 ** 31 - 1, doc: 'Datacenter ID, for layouts with a datacenter field (`twitter`).' }),
+    datacenterId: integer({
+      env: 'IDMINT_DATACENTER_ID',
+      default: 0,
+      min: 0,
+      max: 2 ** 31 - 1,
+      doc: 'Datacenter ID, for layouts with a datacenter field (`twitter`).',
+    }),
     sequenceSpread: integer({
       env: 'IDMINT_SEQUENCE_SPREAD',
       default: 0,
@@ -158,9 +202,20 @@ export function effectiveLeaseTtlMs(snowflake: SnowflakeSection): number {
  * `maxWaitMs` is absent: every policy waits for the next time unit when one is used up.
  */
 const ROLLBACK_BOUND_SCOPE = {
-  maxBackwardMs: { where: 'the wait and switch-worker policies with snowflake.clock = system', applies: (s: SnowflakeSection) => s.clock === 'system' && (s.rollback.policy === 'wait' || s.rollback.policy === 'switch-worker') },
-  maxLeadMs: { where: 'the borrow policy', applies: (s: SnowflakeSection) => s.rollback.policy === 'borrow' },
-  historyMs: { where: 'the history policy', applies: (s: SnowflakeSection) => s.rollback.policy === 'history' },
+  maxBackwardMs: {
+    where: 'the wait and switch-worker policies with snowflake.clock = system',
+    applies: (s: SnowflakeSection) =>
+      s.clock === 'system' &&
+      (s.rollback.policy === 'wait' || s.rollback.policy === 'switch-worker'),
+  },
+  maxLeadMs: {
+    where: 'the borrow policy',
+    applies: (s: SnowflakeSection) => s.rollback.policy === 'borrow',
+  },
+  historyMs: {
+    where: 'the history policy',
+    applies: (s: SnowflakeSection) => s.rollback.policy === 'history',
+  },
 } as const;
 
 /** Rules between the snowflake keys. A disabled mode is not checked: none of its keys act. */
@@ -168,10 +223,17 @@ export const SNOWFLAKE_RULES: readonly ConfigRule<SnowflakeSection>[] = [
   (s, check) => {
     const layout = getLayout(s.layout);
     if (s.datacenterId > layout.maxDatacenterId) {
-      check.fail('snowflake.datacenterId', `layout "${layout.name}" allows datacenter IDs from 0 to ${layout.maxDatacenterId}`);
+      check.fail(
+        'snowflake.datacenterId',
+        `layout "${layout.name}" allows datacenter IDs from 0 to ${layout.maxDatacenterId}`,
+      );
     }
     const maxSpread = Math.floor((layout.maxSequence + 1) / 2);
-    if (s.sequenceSpread > maxSpread) check.fail('snowflake.sequenceSpread', `layout "${layout.name}" allows a spread from 0 to ${maxSpread} (half its sequence space)`);
+    if (s.sequenceSpread > maxSpread)
+      check.fail(
+        'snowflake.sequenceSpread',
+        `layout "${layout.name}" allows a spread from 0 to ${maxSpread} (half its sequence space)`,
+      );
   },
   // The worker renews a lease at intervals carved out of the TTL after its safety margin; a TTL
   // too short for that would pass here and fail at start-up, or renew every millisecond.
@@ -214,11 +276,17 @@ export const SNOWFLAKE_RULES: readonly ConfigRule<SnowflakeSection>[] = [
       );
     }
     if (policy === 'switch-worker' && s.registry.startsWith('static:')) {
-      check.fail('snowflake.rollback.policy', '"switch-worker" moves to another worker ID, and a static registry has only one: use a coordinated registry, or another policy');
+      check.fail(
+        'snowflake.rollback.policy',
+        '"switch-worker" moves to another worker ID, and a static registry has only one: use a coordinated registry, or another policy',
+      );
     }
     for (const [key, scope] of Object.entries(ROLLBACK_BOUND_SCOPE)) {
       if (check.isSet(`snowflake.rollback.${key}`) && !scope.applies(s)) {
-        check.fail(`snowflake.rollback.${key}`, `applies only to ${scope.where} (here: policy ${policy}, clock ${s.clock}), so it would have no effect`);
+        check.fail(
+          `snowflake.rollback.${key}`,
+          `applies only to ${scope.where} (here: policy ${policy}, clock ${s.clock}), so it would have no effect`,
+        );
       }
     }
     if (check.isSet('snowflake.maxPeerSkewMs') && s.peerClockCheck === 'off') {

@@ -13,7 +13,9 @@ import * as tinyid from './tinyid.ts';
  */
 export const ALL_ROUTES: readonly RouteContract[] = [
   ...ids.FAMILY_ROUTES,
-  ...[ids, operations, segment, snowflake, status, tags, tinyid].flatMap((module) => Object.values(module).filter(isRoute)),
+  ...[ids, operations, segment, snowflake, status, tags, tinyid].flatMap((module) =>
+    Object.values(module).filter(isRoute),
+  ),
 ];
 
 function isRoute(value: unknown): value is RouteContract {

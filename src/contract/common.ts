@@ -10,7 +10,9 @@ import type { CountBound } from './route.ts';
  * fast-json-stringify writes a type list directly, where it validates an `anyOf` branch by
  * branch for every value (and throws for a value no branch takes, such as 1.5 for an integer).
  */
-export function Nullable<T extends TSchema & { readonly type: string }>(schema: T): TUnsafe<Static<T> | null> {
+export function Nullable<T extends TSchema & { readonly type: string }>(
+  schema: T,
+): TUnsafe<Static<T> | null> {
   return Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type, 'null'] });
 }
 
@@ -19,7 +21,8 @@ export function Ref<T extends TSchema & { readonly $id?: string }>(
   schema: T,
   options: { readonly description?: string } = {},
 ): TUnsafe<Static<T>> {
-  if (schema.$id === undefined) throw new IdMintError('INTERNAL_ERROR', 'a $ref needs a schema with an $id');
+  if (schema.$id === undefined)
+    throw new IdMintError('INTERNAL_ERROR', 'a $ref needs a schema with an $id');
   return Type.Unsafe<Static<T>>({ ...options, $ref: `${schema.$id}#` });
 }
 
@@ -27,7 +30,10 @@ export function Ref<T extends TSchema & { readonly $id?: string }>(
 export const ErrorAnswer = Type.Object(
   {
     error: Type.Object({
-      code: Type.String({ description: 'Stable error code; see docs/errors.md.', examples: ['TAG_NOT_FOUND'] }),
+      code: Type.String({
+        description: 'Stable error code; see docs/errors.md.',
+        examples: ['TAG_NOT_FOUND'],
+      }),
       message: Type.String({
         description:
           'What went wrong, for humans. For a 5xx, a fixed sentence and the request id; the server log has the ' +
@@ -43,8 +49,12 @@ const errorResponse = (description: string) => Ref(ErrorAnswer, { description })
 
 /** Error answers every ID route may give, for the OpenAPI document. */
 export const ERRORS = {
-  '4XX': errorResponse('Invalid input (400), auth (401, 403), unknown tag or disabled mode (404), conflict (409).'),
-  '5XX': errorResponse('Store, registry or clock trouble (503, with Retry-After when retrying helps).'),
+  '4XX': errorResponse(
+    'Invalid input (400), auth (401, 403), unknown tag or disabled mode (404), conflict (409).',
+  ),
+  '5XX': errorResponse(
+    'Store, registry or clock trouble (503, with Retry-After when retrying helps).',
+  ),
 } as const;
 
 /**
@@ -83,7 +93,12 @@ export const SnowflakeIdText = Type.String({
 export function countQuery({ max, bound }: CountBound) {
   return Type.Object({
     count: Type.Optional(
-      Type.Integer({ minimum: 1, maximum: max, default: 1, description: `How many IDs, 1 to ${bound}.` }),
+      Type.Integer({
+        minimum: 1,
+        maximum: max,
+        default: 1,
+        description: `How many IDs, 1 to ${bound}.`,
+      }),
     ),
   });
 }

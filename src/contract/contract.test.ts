@@ -17,12 +17,23 @@ describe('the HTTP contract', () => {
   it('names each route once: one operationId, one method and URL, a known access and section', () => {
     assert.ok(CONTRACTS.length >= 25, `${CONTRACTS.length} contracts`);
     const operationIds = CONTRACTS.map((contract) => contract.operationId);
-    assert.deepEqual(operationIds.filter((id, i) => operationIds.indexOf(id) !== i), [], 'duplicate operationIds');
+    assert.deepEqual(
+      operationIds.filter((id, i) => operationIds.indexOf(id) !== i),
+      [],
+      'duplicate operationIds',
+    );
     const routes = CONTRACTS.map((contract) => `${contract.method} ${contract.url}`);
-    assert.deepEqual(routes.filter((route, i) => routes.indexOf(route) !== i), [], 'duplicate routes');
+    assert.deepEqual(
+      routes.filter((route, i) => routes.indexOf(route) !== i),
+      [],
+      'duplicate routes',
+    );
     for (const contract of CONTRACTS) {
       assert.ok((ACCESS_LEVELS as readonly string[]).includes(contract.access), contract.url);
-      assert.ok(SECTIONS.some((section) => section.name === contract.section), contract.url);
+      assert.ok(
+        SECTIONS.some((section) => section.name === contract.section),
+        contract.url,
+      );
     }
   });
 
@@ -44,7 +55,10 @@ describe('the HTTP contract', () => {
     const json = (schema: unknown) => JSON.parse(JSON.stringify(schema)) as unknown;
     const time = Nullable(Type.String({ format: 'date-time' }));
     assert.deepEqual(json(time), { type: ['string', 'null'], format: 'date-time' });
-    assert.deepEqual(json(Ref(tags.Tag, { description: 'The tag.' })), { description: 'The tag.', $ref: 'Tag#' });
+    assert.deepEqual(json(Ref(tags.Tag, { description: 'The tag.' })), {
+      description: 'The tag.',
+      $ref: 'Tag#',
+    });
     assert.throws(() => Ref(Type.String()), /needs a schema with an \$id/);
   });
 });
@@ -63,10 +77,21 @@ export function typeChecks(app: FastifyInstance): void {
   contractRoute(app, tags.GET_TAG).handle(async (request) => {
     // @ts-expect-error GET_TAG's only parameter is tag
     void request.params.name;
-    return { tag: request.params.tag, maxId: '1', step: 1, description: null, updatedAt: null, opaque: false };
+    return {
+      tag: request.params.tag,
+      maxId: '1',
+      step: 1,
+      description: null,
+      updatedAt: null,
+      opaque: false,
+    };
   });
   // The query is text as it arrives, not the documented integer.
-  contractRoute<typeof snowflake.SNOWFLAKE_BATCH, string>(app, snowflake.SNOWFLAKE_BATCH, bound).handle((request) => {
+  contractRoute<typeof snowflake.SNOWFLAKE_BATCH, string>(
+    app,
+    snowflake.SNOWFLAKE_BATCH,
+    bound,
+  ).handle((request) => {
     // @ts-expect-error count is string | string[] | undefined until the route's own check
     const count: number | undefined = request.query.count;
     return String(count);
@@ -94,6 +119,9 @@ export function typeChecks(app: FastifyInstance): void {
   // The families are the registry's, and the client's name for them is the same type.
   // @ts-expect-error ksuid is not in the registry
   const ksuid: IdFamily = 'ksuid';
-  const sameFamilies: [IdFamilyName, IdFamily] = ['uuid7', 'objectid'] satisfies [IdFamily, IdFamilyName];
+  const sameFamilies: [IdFamilyName, IdFamily] = ['uuid7', 'objectid'] satisfies [
+    IdFamily,
+    IdFamilyName,
+  ];
   void [ksuid, sameFamilies];
 }

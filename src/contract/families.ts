@@ -52,5 +52,7 @@ export const ID_FAMILIES = Object.keys(ID_FAMILY_REGISTRY) as readonly IdFamily[
 /** The families' titles as prose: "UUIDv7, UUIDv4, ULID and ObjectId". */
 export function familyTitles(): string {
   const titles = ID_FAMILIES.map((family) => ID_FAMILY_REGISTRY[family].title);
-  return titles.length < 2 ? titles.join('') : `${titles.slice(0, -1).join(', ')} and ${titles.at(-1)}`;
+  return titles.length < 2
+    ? titles.join('')
+    : `${titles.slice(0, -1).join(', ')} and ${titles.at(-1)}`;
 }

@@ -34,8 +34,9 @@ function familyRoute(family: IdFamily) {
 }
 
 /** One route per ID family, in the registry's order. */
-export const FAMILY_ROUTES: readonly (ReturnType<typeof familyRoute> & { readonly family: IdFamily })[] =
-  ID_FAMILIES.map((family) => ({ ...familyRoute(family), family }));
+export const FAMILY_ROUTES: readonly (ReturnType<typeof familyRoute> & {
+  readonly family: IdFamily;
+})[] = ID_FAMILIES.map((family) => ({ ...familyRoute(family), family }));
 
 /** The formats `/v1/decode/{id}` tells apart (decimal IDs are decoded as snowflake IDs). */
 export const DECODED_FORMATS = ['uuid', 'ulid', 'objectid', 'snowflake'] as const;
@@ -46,24 +47,39 @@ export const DecodedAnyId = Type.Object(
     format: Type.Enum(DECODED_FORMATS, { type: 'string' }),
     id: Type.String({ description: 'The ID in its canonical form.' }),
     timestamp: Type.Optional(
-      Type.Integer({ description: 'ms since 1970 (ObjectId: its second; snowflake: the start of its time unit).' }),
+      Type.Integer({
+        description: 'ms since 1970 (ObjectId: its second; snowflake: the start of its time unit).',
+      }),
     ),
     date: Type.Optional(Type.String({ format: 'date-time' })),
     version: Type.Optional(Type.Integer({ description: 'UUID: the version field.' })),
     variant: Type.Optional(Type.String({ description: 'UUID: the variant.' })),
     randA: Type.Optional(Type.Integer({ description: 'UUIDv7: the 12-bit rand_a field.' })),
-    randB: Type.Optional(Type.String({ description: 'UUIDv7: the 62-bit rand_b field, 16 hex digits.' })),
-    counter: Type.Optional(Type.Integer({ description: 'UUIDv7 (as idmint lays it out) and ObjectId: the counter.' })),
-    random: Type.Optional(Type.String({ description: 'ULID: the 80-bit random part, 20 hex digits.' })),
+    randB: Type.Optional(
+      Type.String({ description: 'UUIDv7: the 62-bit rand_b field, 16 hex digits.' }),
+    ),
+    counter: Type.Optional(
+      Type.Integer({ description: 'UUIDv7 (as idmint lays it out) and ObjectId: the counter.' }),
+    ),
+    random: Type.Optional(
+      Type.String({ description: 'ULID: the 80-bit random part, 20 hex digits.' }),
+    ),
     processRandom: Type.Optional(
       Type.String({ description: 'ObjectId: the 5 per-process random bytes, 10 hex digits.' }),
     ),
-    layout: Type.Optional(Type.String({ description: "Snowflake: the layout it was decoded with (the server's)." })),
-    datacenterId: Type.Optional(Type.Integer({ description: 'Snowflake: only for layouts with a datacenter field.' })),
+    layout: Type.Optional(
+      Type.String({ description: "Snowflake: the layout it was decoded with (the server's)." }),
+    ),
+    datacenterId: Type.Optional(
+      Type.Integer({ description: 'Snowflake: only for layouts with a datacenter field.' }),
+    ),
     workerId: Type.Optional(Type.Integer({ description: 'Snowflake.' })),
     sequence: Type.Optional(Type.Integer({ description: 'Snowflake.' })),
   },
-  { description: "The ID's format and parts. Time fields are absent for UUIDs other than version 7." },
+  {
+    description:
+      "The ID's format and parts. Time fields are absent for UUIDs other than version 7.",
+  },
 );
 export type DecodedAnyId = Static<typeof DecodedAnyId>;
 
@@ -75,7 +91,7 @@ export const DECODE_ANY = defineRoute({
   operationId: 'decodeId',
   section: 'families',
   summary:
-    "The format and parts of any ID idmint makes, its format detected by its shape (decimal IDs are decoded as " +
+    'The format and parts of any ID idmint makes, its format detected by its shape (decimal IDs are decoded as ' +
     "snowflake IDs under the server's layout)",
   params: Type.Object({
     id: Type.String({
@@ -150,7 +166,8 @@ export const DECODE_OPAQUE_SEGMENT = defineRoute({
   access: 'admin',
   operationId: 'decodeOpaqueSegmentId',
   section: 'opaque',
-  summary: "The dense ID behind an opaque ID of a tag, checked against the tag's max_id (admin token)",
+  summary:
+    "The dense ID behind an opaque ID of a tag, checked against the tag's max_id (admin token)",
   params: Type.Object({
     tag: TagInPath,
     id: Type.String({ pattern: '^[1-8][0-9]{18}$', description: 'An opaque ID of the tag.' }),

@@ -14,7 +14,10 @@ export const LIVENESS = defineRoute({
   section: 'operations',
   summary: 'Liveness: the process is up and answering',
   response: {
-    200: Type.Object({ status: Type.Enum(['ok'], { type: 'string' }) }, { description: 'The process answers.' }),
+    200: Type.Object(
+      { status: Type.Enum(['ok'], { type: 'string' }) },
+      { description: 'The process answers.' },
+    ),
     ...MALFORMED,
   },
 });
@@ -45,7 +48,9 @@ export const READINESS = defineRoute({
   response: {
     200: Ref(Readiness, { description: 'Every check passes: send traffic here.' }),
     ...MALFORMED,
-    503: Ref(Readiness, { description: 'A check fails, or the server is shutting down: send traffic elsewhere.' }),
+    503: Ref(Readiness, {
+      description: 'A check fails, or the server is shutting down: send traffic elsewhere.',
+    }),
   },
 });
 

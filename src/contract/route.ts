@@ -25,18 +25,29 @@ export function needsBearer(access: Access): access is BearerAccess {
 
 /** The sections of the OpenAPI document, in order, with what each holds. */
 export const SECTIONS = [
-  { name: 'leaf', description: "Meituan Leaf's routes, unchanged: a Leaf client switches by changing the host." },
+  {
+    name: 'leaf',
+    description: "Meituan Leaf's routes, unchanged: a Leaf client switches by changing the host.",
+  },
   {
     name: 'tinyid',
-    description: "Didi TinyId's routes, in TinyId's formats: a TinyId client switches by changing the host.",
+    description:
+      "Didi TinyId's routes, in TinyId's formats: a TinyId client switches by changing the host.",
   },
   {
     name: 'segment',
-    description: 'Segment mode: dense, increasing IDs per business tag, in ranges from the segment store.',
+    description:
+      'Segment mode: dense, increasing IDs per business tag, in ranges from the segment store.',
   },
-  { name: 'snowflake', description: "Snowflake mode: 64-bit time-ordered IDs from this node's leased worker ID." },
+  {
+    name: 'snowflake',
+    description: "Snowflake mode: 64-bit time-ordered IDs from this node's leased worker ID.",
+  },
   { name: 'tags', description: 'Business tags of segment mode: list, read, create, change.' },
-  { name: 'families', description: `${familyTitles()} from this server, and decoding of any ID idmint makes.` },
+  {
+    name: 'families',
+    description: `${familyTitles()} from this server, and decoding of any ID idmint makes.`,
+  },
   {
     name: 'opaque',
     description:
@@ -45,7 +56,8 @@ export const SECTIONS = [
   },
   {
     name: 'operations',
-    description: 'Health, readiness and metrics, for probes and scrapers; open even when auth is on.',
+    description:
+      'Health, readiness and metrics, for probes and scrapers; open even when auth is on.',
   },
 ] as const;
 export type Section = (typeof SECTIONS)[number]['name'];
@@ -95,15 +107,20 @@ export function defineRoute<const C extends RouteContract>(contract: C): C {
 type Schema = TSchema & ({ readonly '~kind': string } | TUnsafe);
 
 /** The query schema of a route, whether fixed or made for a bound. */
-type QuerySchemaOf<C extends RouteContract> =
-  C['querystring'] extends (bound: CountBound) => infer S ? S : C['querystring'];
+type QuerySchemaOf<C extends RouteContract> = C['querystring'] extends (
+  bound: CountBound,
+) => infer S
+  ? S
+  : C['querystring'];
 
 /**
  * A query string as it reaches the handler, before the route's own check: each documented name,
  * absent, once (a string) or repeated (a list). Not the schema's `Static`: the schema documents
  * the check, Fastify does not coerce or validate the query.
  */
-export type RawQuery<S> = S extends Schema ? { readonly [K in keyof Static<S>]?: string | string[] } : unknown;
+export type RawQuery<S> = S extends Schema
+  ? { readonly [K in keyof Static<S>]?: string | string[] }
+  : unknown;
 
 /**
  * A value read-only all the way down: what a handler answers may be arrays it keeps (the status
@@ -119,7 +136,9 @@ export type ReadonlyDeep<T> = T extends readonly (infer E)[]
  * The JSON answer of a route's success (200 or 201), where the route answers a schema's object,
  * as the handler may hold it: read-only (see ReadonlyDeep).
  */
-export type AnswerOf<C extends RouteContract> = C['response'] extends { readonly 200: infer S extends Schema }
+export type AnswerOf<C extends RouteContract> = C['response'] extends {
+  readonly 200: infer S extends Schema;
+}
   ? ReadonlyDeep<Static<S>>
   : C['response'] extends { readonly 201: infer S extends Schema }
     ? ReadonlyDeep<Static<S>>

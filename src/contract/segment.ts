@@ -43,7 +43,10 @@ export const SEGMENT_BATCH = defineRoute({
     "opaque tag's in their opaque form, in no visible order. JSON, or binary for Accept: application/octet-stream",
   params: TagParams,
   querystring: countQuery,
-  response: { 200: batchResponse('The tag and its IDs, as decimal strings', SegmentBatch), ...ERRORS },
+  response: {
+    200: batchResponse('The tag and its IDs, as decimal strings', SegmentBatch),
+    ...ERRORS,
+  },
 });
 
 /** A range the caller issues itself: `start`, `start + stride`, ... up to `last`; `end` exclusive. */
@@ -55,20 +58,27 @@ export const SegmentRange = Type.Object(
       description: 'One stride past the last ID: exclusive. `(end - start) / stride` is `size`.',
       examples: ['2001'],
     }),
-    last: Type.String({ description: 'Last ID of the range (inclusive): `end - stride`.', examples: ['2000'] }),
+    last: Type.String({
+      description: 'Last ID of the range (inclusive): `end - stride`.',
+      examples: ['2000'],
+    }),
     stride: Type.Integer({
       minimum: 1,
       maximum: 64,
       description:
-        "Distance between consecutive IDs: 1 from one database, N from one database of a set of N (every ID in " +
+        'Distance between consecutive IDs: 1 from one database, N from one database of a set of N (every ID in ' +
         "`start`'s residue class mod N). Step by it.",
     }),
     size: Type.Integer({
       minimum: 1,
-      description: 'IDs in the range: the `size` asked for, or fewer when the buffered range held fewer (never more).',
+      description:
+        'IDs in the range: the `size` asked for, or fewer when the buffered range held fewer (never more).',
     }),
   },
-  { description: 'The range: IDs `start`, `start + stride`, ... up to `last`; `end` is exclusive. Decimal strings.' },
+  {
+    description:
+      'The range: IDs `start`, `start + stride`, ... up to `last`; `end` is exclusive. Decimal strings.',
+  },
 );
 export type SegmentRange = Static<typeof SegmentRange>;
 
@@ -81,11 +91,15 @@ export const SEGMENT_RANGE = defineRoute({
   section: 'segment',
   summary:
     "Reserves up to `size` of the tag's next IDs as one range the caller issues itself (end exclusive, step by " +
-    "`stride`); refused for an opaque tag",
+    '`stride`); refused for an opaque tag',
   params: TagParams,
   querystring: ({ max, bound }: CountBound) =>
     Type.Object({
-      size: Type.Integer({ minimum: 1, maximum: max, description: `How many IDs at most, 1 to ${bound}.` }),
+      size: Type.Integer({
+        minimum: 1,
+        maximum: max,
+        description: `How many IDs at most, 1 to ${bound}.`,
+      }),
     }),
   response: { 200: SegmentRange, ...ERRORS },
 });

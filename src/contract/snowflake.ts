@@ -22,7 +22,8 @@ export const LEAF_SNOWFLAKE_ID = defineRoute({
         'text/plain': { schema: Type.String({ examples: ['117600667735949312'] }) },
         'application/json': {
           schema: Type.Integer({
-            description: 'The same digits: a JSON number, exact only up to 2^53 in JavaScript clients.',
+            description:
+              'The same digits: a JSON number, exact only up to 2^53 in JavaScript clients.',
           }),
         },
       },
@@ -32,7 +33,10 @@ export const LEAF_SNOWFLAKE_ID = defineRoute({
 });
 
 /** The JSON batch: exactly `count` IDs, as decimal strings, and the worker that made them. */
-export const SnowflakeBatch = Type.Object({ workerId: Type.Integer(), ids: Type.Array(Type.String()) });
+export const SnowflakeBatch = Type.Object({
+  workerId: Type.Integer(),
+  ids: Type.Array(Type.String()),
+});
 export type SnowflakeBatch = Static<typeof SnowflakeBatch>;
 
 /** `GET /v1/snowflake?count=N`: a batch, as JSON or binary. The bound may be the layout's, not only api.maxBatch. */
@@ -71,7 +75,9 @@ export const DecodedSnowflakeId = Type.Object({
   layout: Type.String(),
   timestamp: Type.Integer({ description: "Start of the ID's time unit, ms since 1970." }),
   date: Type.String({ format: 'date-time' }),
-  datacenterId: Type.Optional(Type.Integer({ description: 'Only for layouts with a datacenter field.' })),
+  datacenterId: Type.Optional(
+    Type.Integer({ description: 'Only for layouts with a datacenter field.' }),
+  ),
   workerId: Type.Integer(),
   sequence: Type.Integer(),
 });
@@ -92,7 +98,9 @@ export const SNOWFLAKE_DECODE = defineRoute({
 /** Leaf's decoding answer: every value a string, the time in UTC. */
 export const LeafDecodedId = Type.Object({
   timestamp: Type.String({ examples: ['1567733700834(2019-09-06 01:35:00.834)'] }),
-  datacenterId: Type.Optional(Type.String({ description: 'Only for layouts with a datacenter field.' })),
+  datacenterId: Type.Optional(
+    Type.String({ description: 'Only for layouts with a datacenter field.' }),
+  ),
   workerId: Type.String(),
   sequenceId: Type.String(),
 });

@@ -22,7 +22,10 @@ export const MAX_TAG_LIMIT = 500;
 /** The query: search, sort and page the tag list (checked by hand, as the ID routes' input). */
 export const StatusQuery = Type.Object({
   q: Type.Optional(
-    Type.String({ maxLength: 128, description: 'Only tags whose name contains this text (case-insensitive).' }),
+    Type.String({
+      maxLength: 128,
+      description: 'Only tags whose name contains this text (case-insensitive).',
+    }),
   ),
   sort: Type.Optional(
     Type.Enum(SORTS, {
@@ -34,13 +37,15 @@ export const StatusQuery = Type.Object({
     }),
   ),
   order: Type.Optional(Type.Enum(['asc', 'desc'], { type: 'string', default: 'asc' })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0, description: 'Tags to skip (paging).' })),
+  offset: Type.Optional(
+    Type.Integer({ minimum: 0, default: 0, description: 'Tags to skip (paging).' }),
+  ),
   after: Type.Optional(
     Type.String({
       minLength: 1,
       maxLength: 128,
       description:
-        "Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after this tag (before it with " +
+        'Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after this tag (before it with ' +
         "`order=desc`); pass the previous answer's `nextAfter`.",
     }),
   ),
@@ -64,8 +69,10 @@ export const StatusQuery = Type.Object({
 });
 export type StatusQuery = Static<typeof StatusQuery>;
 
-const described = (description: string | undefined) => (description === undefined ? {} : { description });
-const Time = (description?: string) => Nullable(Type.String({ format: 'date-time', ...described(description) }));
+const described = (description: string | undefined) =>
+  description === undefined ? {} : { description };
+const Time = (description?: string) =>
+  Nullable(Type.String({ format: 'date-time', ...described(description) }));
 const NullableNumber = (description?: string) => Nullable(Type.Number(described(description)));
 const RATES_DESCRIPTION = 'Per-second rates over the last minute, oldest first, one a second.';
 /** Rates of a series the sampler may not track (null then). */
@@ -81,9 +88,13 @@ export const TagStatus = Type.Object(
         '`memory`: IDs are buffered, requests never wait for the store; `loading`: nothing buffered, a range is on ' +
         'its way; `failing`: the last load failed (see lastError); `not-loaded`: no range yet (loads on first use).',
     }),
-    step: Type.Integer({ description: 'Size of the latest range loaded: the dynamic step (0 before the first).' }),
+    step: Type.Integer({
+      description: 'Size of the latest range loaded: the dynamic step (0 before the first).',
+    }),
     tagStep: Type.Integer({ description: "The tag's configured step: the dynamic step's floor." }),
-    remaining: Type.Integer({ description: 'IDs buffered: the rest of the current range plus the next range.' }),
+    remaining: Type.Integer({
+      description: 'IDs buffered: the rest of the current range plus the next range.',
+    }),
     fill: Type.Number({
       minimum: 0,
       maximum: 1,
@@ -96,7 +107,10 @@ export const TagStatus = Type.Object(
           end: Type.String(),
           position: Type.String({ description: 'The next ID this range issues.' }),
         },
-        { description: 'The range IDs come from now, `[start, end)`, decimal strings; null before the first.' },
+        {
+          description:
+            'The range IDs come from now, `[start, end)`, decimal strings; null before the first.',
+        },
       ),
     ),
     next: Nullable(
@@ -112,7 +126,9 @@ export const TagStatus = Type.Object(
         'range passes the prefetch threshold; `failing`: loads fail.',
     }),
     idsUntilNextLoad: Nullable(
-      Type.Integer({ description: 'With `pending`, IDs still to issue before the next range is loaded.' }),
+      Type.Integer({
+        description: 'With `pending`, IDs still to issue before the next range is loaded.',
+      }),
     ),
     loads: Type.Integer(),
     loadFailures: Type.Integer(),
@@ -125,18 +141,22 @@ export const TagStatus = Type.Object(
           Type.String({
             description:
               "The failure's own message: only for the admin token (or with auth off); it can name the store's " +
-              "address.",
+              'address.',
           }),
         ),
       }),
     ),
     idsPerSecond: NullableNumber(
       'IDs drawn per second over the last minute; null when not tracked (more tags are drawing than the dashboard ' +
-      'keeps rates for).',
+        'keeps rates for).',
     ),
     rates: Rates,
     steps: Type.Array(
-      Type.Object({ at: Type.String({ format: 'date-time' }), step: Type.Integer(), ms: Type.Number() }),
+      Type.Object({
+        at: Type.String({ format: 'date-time' }),
+        step: Type.Integer(),
+        ms: Type.Number(),
+      }),
       { description: 'The latest range loads, oldest first: how the dynamic step moved.' },
     ),
   },
@@ -161,7 +181,8 @@ export const SegmentStatus = Type.Object(
     tagRefreshFailures: Type.Integer(),
     total: Type.Integer({ description: 'Tags the caller may see.' }),
     inUse: Type.Integer({
-      description: 'Of those, tags in use on this node (drawn from, created or changed here since start-up).',
+      description:
+        'Of those, tags in use on this node (drawn from, created or changed here since start-up).',
     }),
     matched: Type.Integer({
       description: 'Of those, tags in the list paged: matching `q`, and in use with `tags=in-use`.',
@@ -169,7 +190,10 @@ export const SegmentStatus = Type.Object(
     offset: Type.Integer(),
     limit: Type.Integer(),
     nextAfter: Nullable(
-      Type.String({ description: 'With `sort=tag`, the `after` of the next page when more tags follow; else null.' }),
+      Type.String({
+        description:
+          'With `sort=tag`, the `after` of the next page when more tags follow; else null.',
+      }),
     ),
     tags: Type.Array(Ref(TagStatus)),
   },
@@ -205,7 +229,9 @@ export const SnowflakeStatus = Type.Object(
     renewFailures: Type.Integer(),
     leaseLosses: Type.Integer(),
     workerSwitches: Type.Integer(),
-    lastError: Nullable(Type.String({ description: 'Only for the admin token (or with auth off).' })),
+    lastError: Nullable(
+      Type.String({ description: 'Only for the admin token (or with auth off).' }),
+    ),
     peerClock: Nullable(
       Type.Object(
         {
@@ -216,7 +242,10 @@ export const SnowflakeStatus = Type.Object(
           maxPeerSkewMs: Type.Integer(),
           skipped: Nullable(Type.String()),
         },
-        { description: "The start-up comparison with the live peers' clocks; null when the check is off." },
+        {
+          description:
+            "The start-up comparison with the live peers' clocks; null when the check is off.",
+        },
       ),
     ),
     rollbacks: Type.Object({
@@ -238,7 +267,9 @@ export const Status = Type.Object(
     uptimeSeconds: Type.Number(),
     auth: Type.Object({
       enabled: Type.Boolean(),
-      admin: Type.Boolean({ description: 'The caller may create and change tags (admin token, or auth off).' }),
+      admin: Type.Boolean({
+        description: 'The caller may create and change tags (admin token, or auth off).',
+      }),
     }),
     server: Type.Object({
       requests: Nullable(
@@ -249,13 +280,18 @@ export const Status = Type.Object(
             rates: Type.Array(Type.Number(), { description: RATES_DESCRIPTION }),
             routes: Type.Array(RouteActivity),
           },
-          { description: 'Requests over the last minute, from the request histogram; null when metrics are off.' },
+          {
+            description:
+              'Requests over the last minute, from the request histogram; null when metrics are off.',
+          },
         ),
       ),
       errors: Type.Array(Type.Object({ code: Type.String(), count: Type.Integer() }), {
         description: 'Error answers since start, by code (docs/errors.md), most frequent first.',
       }),
-      health: Type.Array(Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() })),
+      health: Type.Array(
+        Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() }),
+      ),
     }),
     segment: Nullable(SegmentStatus),
     snowflake: Nullable(SnowflakeStatus),
@@ -271,7 +307,8 @@ export const STATUS = defineRoute({
   access: 'any',
   operationId: 'status',
   section: 'operations',
-  summary: "The server's live status: tags, snowflake worker, requests, errors and health (the dashboard reads this)",
+  summary:
+    "The server's live status: tags, snowflake worker, requests, errors and health (the dashboard reads this)",
   querystring: StatusQuery,
   response: { 200: Status, ...ERRORS },
 });

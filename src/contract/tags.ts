@@ -13,10 +13,14 @@ export const Tag = Type.Object(
   {
     tag: Type.String(),
     maxId: Type.String({ description: "Where the next range starts (Leaf's max_id), in decimal." }),
-    step: Type.Integer({ description: 'IDs per range as configured; the server may load larger ranges under load.' }),
+    step: Type.Integer({
+      description: 'IDs per range as configured; the server may load larger ranges under load.',
+    }),
     description: Nullable(Type.String()),
     updatedAt: Nullable(Type.String({ format: 'date-time' })),
-    opaque: Type.Boolean({ description: 'True when the tag answers its IDs in their opaque form (docs/formats.md).' }),
+    opaque: Type.Boolean({
+      description: 'True when the tag answers its IDs in their opaque form (docs/formats.md).',
+    }),
   },
   { $id: 'Tag' },
 );
@@ -25,12 +29,16 @@ export type Tag = Static<typeof Tag>;
 export const TagList = Type.Object({ tags: Type.Array(Ref(Tag)) }, { description: 'The tags.' });
 export type TagList = Static<typeof TagList>;
 
-const Step = Type.Integer({ minimum: 1, maximum: MAX_TAG_STEP, description: "IDs per range (Leaf's step)." });
+const Step = Type.Integer({
+  minimum: 1,
+  maximum: MAX_TAG_STEP,
+  description: "IDs per range (Leaf's step).",
+});
 const Description = Nullable(Type.String({ maxLength: MAX_DESCRIPTION_LENGTH }));
 const Opaque = Type.Boolean({
   description:
     "Answer the tag's IDs in their opaque form (FF1 under the server's keys; docs/formats.md). Once opaque, a tag " +
-    "stays opaque: false is refused on an opaque tag.",
+    'stays opaque: false is refused on an opaque tag.',
 });
 
 /** `POST /v1/tags`'s body. Unknown fields are refused, not dropped. */
@@ -56,7 +64,11 @@ export type NewTag = Static<typeof NewTag>;
 
 /** `PATCH /v1/tags/{tag}`'s body: at least one change. */
 export const TagChanges = Type.Object(
-  { step: Type.Optional(Step), description: Type.Optional(Description), opaque: Type.Optional(Opaque) },
+  {
+    step: Type.Optional(Step),
+    description: Type.Optional(Description),
+    opaque: Type.Optional(Opaque),
+  },
   { additionalProperties: false, minProperties: 1 },
 );
 export type TagChanges = Static<typeof TagChanges>;
@@ -105,7 +117,7 @@ export const UPDATE_TAG = defineRoute({
   section: 'tags',
   summary:
     "Change a tag's step or description, or make it opaque (servers take a new step as Leaf does: see " +
-    "docs/segments.md, Steps)",
+    'docs/segments.md, Steps)',
   params: TagParams,
   body: TagChanges,
   response: { 200: Ref(Tag, { description: 'The tag, changed.' }), ...ERRORS },

@@ -6,13 +6,21 @@ import { defineRoute } from './route.ts';
 // TinyId's, written by hand byte for byte (src/server/routes/tinyid.ts): these schemas document them.
 
 const TINYID_QUERY = {
-  bizType: Type.Optional(Type.String({ description: "The tag (TinyId's biz_type).", examples: ['order'] })),
+  bizType: Type.Optional(
+    Type.String({ description: "The tag (TinyId's biz_type).", examples: ['order'] }),
+  ),
   token: Type.Optional(
-    Type.String({ description: 'An idmint token allowed the tag (docs/api.md, Token mapping); any with auth off.' }),
+    Type.String({
+      description:
+        'An idmint token allowed the tag (docs/api.md, Token mapping); any with auth off.',
+    }),
   ),
 };
 const BATCH_SIZE = Type.Optional(
-  Type.Integer({ default: 1, description: 'How many IDs; past api.maxBatch it is lowered to it, as TinyId does.' }),
+  Type.Integer({
+    default: 1,
+    description: 'How many IDs; past api.maxBatch it is lowered to it, as TinyId does.',
+  }),
 );
 
 /** TinyId's `Response<T>`: `data`, `code`, `message`. */
@@ -23,7 +31,8 @@ function tinyIdJson(data: TSchema) {
         data: Type.Optional(data),
         code: Type.Optional(
           Type.Integer({
-            description: '200; 5 a bad token (data null, message "token is error"); 6 any other failure.',
+            description:
+              '200; 5 a bad token (data null, message "token is error"); 6 any other failure.',
           }),
         ),
         message: Type.Optional(Type.String()),
@@ -34,11 +43,17 @@ function tinyIdJson(data: TSchema) {
 
 /** The one answer not in TinyId's shape: a request Spring could not bind or HTTP refuses. */
 const BAD_REQUEST = Ref(ErrorAnswer, {
-  description: "A batchSize that is not an integer (idmint's INVALID_ARGUMENT), or a request HTTP itself refuses.",
+  description:
+    "A batchSize that is not an integer (idmint's INVALID_ARGUMENT), or a request HTTP itself refuses.",
 });
 
 /** One TinyId route: GET is the one documented; every other method answers the same. */
-function tinyIdRoute(name: string, summary: string, querystring: TSchema, answer: Readonly<Record<string, unknown>>) {
+function tinyIdRoute(
+  name: string,
+  summary: string,
+  querystring: TSchema,
+  answer: Readonly<Record<string, unknown>>,
+) {
   return defineRoute({
     method: 'GET',
     url: `/tinyid/id/${name}`,
@@ -65,13 +80,16 @@ export const TINYID_NEXT_ID_SIMPLE = tinyIdRoute(
   'nextIdSimple',
   "TinyId's nextIdSimple: the tag's next IDs as comma-separated text; empty on any failure",
   Type.Object({ ...TINYID_QUERY, batchSize: BATCH_SIZE }),
-  { description: 'The IDs, comma-separated; empty for a bad token or any failure.', content: textContent('1001,1002') },
+  {
+    description: 'The IDs, comma-separated; empty for a bad token or any failure.',
+    content: textContent('1001,1002'),
+  },
 );
 
 export const TINYID_NEXT_SEGMENT_ID = tinyIdRoute(
   'nextSegmentId',
   "TinyId's nextSegmentId: a segment of the tag's step for TinyId's client (delta = stride, remainder = start mod " +
-  "stride)",
+    'stride)',
   Type.Object(TINYID_QUERY),
   {
     description: "TinyId's Response with a SegmentId: IDs (currentId, maxId] stepping by delta.",

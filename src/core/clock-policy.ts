@@ -18,7 +18,12 @@ import { IdMintError } from './errors.ts';
 export type RollbackPolicyName = 'refuse' | 'wait' | 'borrow' | 'history';
 
 /** The policy names, in documentation order. */
-export const ROLLBACK_POLICIES: readonly RollbackPolicyName[] = ['refuse', 'wait', 'borrow', 'history'];
+export const ROLLBACK_POLICIES: readonly RollbackPolicyName[] = [
+  'refuse',
+  'wait',
+  'borrow',
+  'history',
+];
 
 /** Options for choosing and tuning a rollback policy; unset bounds take the defaults below. */
 export interface RollbackPolicyOptions {
@@ -62,12 +67,18 @@ export const ROLLBACK_LIMITS = {
 export function resolveRollbackPolicy(options: RollbackPolicyOptions = {}): RollbackPolicy {
   const name = options.policy ?? DEFAULT_ROLLBACK_POLICY;
   if (!ROLLBACK_POLICIES.includes(name)) {
-    throw new IdMintError('INVALID_ARGUMENT', `rollback policy must be one of ${ROLLBACK_POLICIES.join(', ')}, got "${String(name)}"`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `rollback policy must be one of ${ROLLBACK_POLICIES.join(', ')}, got "${String(name)}"`,
+    );
   }
   const bound = (key: keyof typeof ROLLBACK_LIMITS): number => {
     const value = options[key] ?? ROLLBACK_LIMITS[key].fallback;
     if (!Number.isInteger(value) || value < 0 || value > ROLLBACK_LIMITS[key].max) {
-      throw new IdMintError('INVALID_ARGUMENT', `rollback ${key} must be an integer from 0 to ${ROLLBACK_LIMITS[key].max} ms, got ${String(value)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `rollback ${key} must be an integer from 0 to ${ROLLBACK_LIMITS[key].max} ms, got ${String(value)}`,
+      );
     }
     return value;
   };

@@ -10,12 +10,15 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = { 'ff1.ts': ['node:
 it('core modules import only core and ports modules (and node:crypto in ff1.ts)', () => {
   const dir = new URL('./', import.meta.url);
   const offenders: string[] = [];
-  for (const file of readdirSync(dir).filter((name) => name.endsWith('.ts') && !name.endsWith('.test.ts'))) {
+  for (const file of readdirSync(dir).filter(
+    (name) => name.endsWith('.ts') && !name.endsWith('.test.ts'),
+  )) {
     const source = readFileSync(new URL(file, dir), 'utf8');
     for (const match of source.matchAll(/^(?:import|export)[^'"]*from\s+'([^']+)'/gm)) {
       const specifier = match[1] ?? '';
       const relative = specifier.startsWith('./') || specifier.startsWith('../ports/');
-      if (!relative && !(ALLOWED[file] ?? []).includes(specifier)) offenders.push(`${file}: ${specifier}`);
+      if (!relative && !(ALLOWED[file] ?? []).includes(specifier))
+        offenders.push(`${file}: ${specifier}`);
     }
   }
   assert.deepEqual(offenders, []);

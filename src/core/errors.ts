@@ -25,7 +25,8 @@ export const ERROR_CODES = {
   INVALID_ID: {
     status: 400,
     retryable: false,
-    summary: 'An ID to decode is malformed for its format (decimal, UUID, ULID, ObjectId), does not fit the layout, or is not an opaque ID of the tag under a configured key.',
+    summary:
+      'An ID to decode is malformed for its format (decimal, UUID, ULID, ObjectId), does not fit the layout, or is not an opaque ID of the tag under a configured key.',
   },
   LAYOUT_INVALID: {
     status: 500,
@@ -35,12 +36,14 @@ export const ERROR_CODES = {
   CONFIG_INVALID: {
     status: 500,
     retryable: false,
-    summary: 'A configuration value is invalid; the message names the key, the value and what is allowed.',
+    summary:
+      'A configuration value is invalid; the message names the key, the value and what is allowed.',
   },
   DRIVER_MISSING: {
     status: 500,
     retryable: false,
-    summary: 'The database or coordinator driver a URL needs is not installed; the message names the npm package.',
+    summary:
+      'The database or coordinator driver a URL needs is not installed; the message names the npm package.',
   },
   UNAUTHORIZED: {
     status: 401,
@@ -50,7 +53,8 @@ export const ERROR_CODES = {
   FORBIDDEN: {
     status: 403,
     retryable: false,
-    summary: 'The token is valid but not allowed this tag or route (admin routes need the admin token).',
+    summary:
+      'The token is valid but not allowed this tag or route (admin routes need the admin token).',
   },
   ROUTE_NOT_FOUND: {
     status: 404,
@@ -60,17 +64,20 @@ export const ERROR_CODES = {
   METHOD_NOT_ALLOWED: {
     status: 405,
     retryable: false,
-    summary: 'The path exists but not for this method; the Allow header lists the methods it takes.',
+    summary:
+      'The path exists but not for this method; the Allow header lists the methods it takes.',
   },
   REQUEST_TIMEOUT: {
     status: 408,
     retryable: false,
-    summary: 'The request did not arrive whole within api.requestTimeoutMs; the connection is closed.',
+    summary:
+      'The request did not arrive whole within api.requestTimeoutMs; the connection is closed.',
   },
   MODE_DISABLED: {
     status: 404,
     retryable: false,
-    summary: 'The route belongs to a mode (segment or snowflake) that this server runs with turned off.',
+    summary:
+      'The route belongs to a mode (segment or snowflake) that this server runs with turned off.',
   },
   PAYLOAD_TOO_LARGE: {
     status: 413,
@@ -85,7 +92,8 @@ export const ERROR_CODES = {
   EXPECTATION_FAILED: {
     status: 417,
     retryable: false,
-    summary: 'The request has an Expect header other than 100-continue, the only expectation the server meets.',
+    summary:
+      'The request has an Expect header other than 100-continue, the only expectation the server meets.',
   },
   HEADERS_TOO_LARGE: {
     status: 431,
@@ -95,7 +103,8 @@ export const ERROR_CODES = {
   SERVER_UNAVAILABLE: {
     status: 503,
     retryable: true,
-    summary: 'Client side: the idmint server could not be reached, or did not answer within the timeout.',
+    summary:
+      'Client side: the idmint server could not be reached, or did not answer within the timeout.',
   },
   INTERNAL_ERROR: {
     status: 500,
@@ -115,22 +124,26 @@ export const ERROR_CODES = {
   SEGMENTS_NOT_READY: {
     status: 503,
     retryable: true,
-    summary: "The tag's buffered ranges are used up and loading the next one did not finish in time, or the segment service is shutting down.",
+    summary:
+      "The tag's buffered ranges are used up and loading the next one did not finish in time, or the segment service is shutting down.",
   },
   STORE_UNAVAILABLE: {
     status: 503,
     retryable: true,
-    summary: 'The segment store (database) failed or timed out, and no buffered range is left to serve from.',
+    summary:
+      'The segment store (database) failed or timed out, and no buffered range is left to serve from.',
   },
   TAG_MISCONFIGURED: {
     status: 500,
     retryable: false,
-    summary: "A tag's stored row allows no allocation (a step of 0 or less, a negative max_id, written outside idmint; or a residue class that is not the store's, in a set of databases); fix the row or the configuration.",
+    summary:
+      "A tag's stored row allows no allocation (a step of 0 or less, a negative max_id, written outside idmint; or a residue class that is not the store's, in a set of databases); fix the row or the configuration.",
   },
   ID_SPACE_EXHAUSTED: {
     status: 503,
     retryable: false,
-    summary: "A tag's next range would pass 2^63-1; nothing is allocated rather than a wrapped range.",
+    summary:
+      "A tag's next range would pass 2^63-1; nothing is allocated rather than a wrapped range.",
   },
   REGISTRY_UNAVAILABLE: {
     status: 503,
@@ -140,52 +153,62 @@ export const ERROR_CODES = {
   WORKER_IDS_EXHAUSTED: {
     status: 503,
     retryable: true,
-    summary: "Every worker ID the layout allows is held by a live node; the message names the limit.",
+    summary:
+      'Every worker ID the layout allows is held by a live node; the message names the limit.',
   },
   CLOCK_MOVED_BACKWARDS: {
     status: 503,
     retryable: true,
-    summary: 'The clock is behind the last timestamp used, by more than the rollback policy tolerates.',
+    summary:
+      'The clock is behind the last timestamp used, by more than the rollback policy tolerates.',
   },
   CLOCK_SKEW: {
     status: 503,
     retryable: true,
-    summary: "The local clock is further from the mean of the live peers' clocks than the configured threshold, so the worker refuses to start.",
+    summary:
+      "The local clock is further from the mean of the live peers' clocks than the configured threshold, so the worker refuses to start.",
   },
   LEASE_LOST: {
     status: 503,
     retryable: true,
-    summary: "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs until it is renewed.",
+    summary:
+      "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs until it is renewed.",
   },
   MONOTONIC_OVERFLOW: {
     status: 503,
     retryable: true,
-    summary: "A monotonic ULID generator's 80-bit random part would overflow within its millisecond (the ULID spec's error); the next millisecond starts afresh.",
+    summary:
+      "A monotonic ULID generator's 80-bit random part would overflow within its millisecond (the ULID spec's error); the next millisecond starts afresh.",
   },
   OPAQUE_DOMAIN_EXHAUSTED: {
     status: 503,
     retryable: false,
-    summary: "A dense ID is past its opaque domain's limit, so it has no opaque form; nothing is issued rather than a wrapped or repeated ID.",
+    summary:
+      "A dense ID is past its opaque domain's limit, so it has no opaque form; nothing is issued rather than a wrapped or repeated ID.",
   },
   OPAQUE_UNAVAILABLE: {
     status: 503,
     retryable: false,
-    summary: 'Opaque IDs are asked for (an opaque tag, an opaque route) but not set up here: the server has no opaque keys (IDMINT_OPAQUE_KEYS), or the segment table lacks the opaque column (idmint db init adds it).',
+    summary:
+      'Opaque IDs are asked for (an opaque tag, an opaque route) but not set up here: the server has no opaque keys (IDMINT_OPAQUE_KEYS), or the segment table lacks the opaque column (idmint db init adds it).',
   },
   OPAQUE_RANGE_REFUSED: {
     status: 409,
     retryable: false,
-    summary: "A range of dense IDs (the range route, TinyId's routes) is asked for an opaque tag: a raw range would show what its opaque IDs hide, so none is handed out.",
+    summary:
+      "A range of dense IDs (the range route, TinyId's routes) is asked for an opaque tag: a raw range would show what its opaque IDs hide, so none is handed out.",
   },
   RANGES_EXHAUSTED: {
     status: 503,
     retryable: true,
-    summary: "Client side, local mode: the tag's held ranges are used up and no server answered a range request; the client keeps trying by itself.",
+    summary:
+      "Client side, local mode: the tag's held ranges are used up and no server answered a range request; the client keeps trying by itself.",
   },
   TIME_OVERFLOW: {
     status: 503,
     retryable: false,
-    summary: "The time field of a layout or an ID family is used up: the next ID would wrap or turn negative, so none is issued.",
+    summary:
+      'The time field of a layout or an ID family is used up: the next ID would wrap or turn negative, so none is issued.',
   },
 } as const satisfies Record<string, ErrorCodeInfo>;
 
@@ -204,7 +227,11 @@ export class IdMintError extends Error {
   readonly retryable: boolean;
   readonly details: ErrorDetails | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; details?: ErrorDetails }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown; details?: ErrorDetails },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'IdMintError';
     this.code = code;

@@ -12,14 +12,19 @@ export const MAX_FAMILY_BATCH = 10_000_000;
 /** Throws INVALID_ARGUMENT unless `count` is an integer from 1 to {@link MAX_FAMILY_BATCH}. */
 export function checkCount(count: number): void {
   if (!Number.isSafeInteger(count) || count < 1 || count > MAX_FAMILY_BATCH) {
-    throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${MAX_FAMILY_BATCH}, got ${String(count)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `count must be an integer from 1 to ${MAX_FAMILY_BATCH}, got ${String(count)}`,
+    );
   }
 }
 
 /** An input quoted for an error message, cut short so a huge string cannot flood a log. */
 export function describeInput(input: unknown): string {
   if (typeof input !== 'string') return `a ${typeof input}`;
-  return input.length > 40 ? `"${input.slice(0, 40)}..." (${input.length} characters)` : `"${input}"`;
+  return input.length > 40
+    ? `"${input.slice(0, 40)}..." (${input.length} characters)`
+    : `"${input}"`;
 }
 
 /** The options every time-ordered family generator takes (each family documents its own). */
@@ -50,10 +55,19 @@ export abstract class TimeOrderedGenerator {
 
   protected constructor(options: TimeOrderedOptions, time: FamilyTime) {
     if (options === null || typeof options !== 'object' || options.clock === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', `${time.generator} needs options with a clock (for example new MonotonicClock())`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `${time.generator} needs options with a clock (for example new MonotonicClock())`,
+      );
     }
     this.clock = options.clock;
-    this.time = new MonotonicTime({ clock: options.clock, unitMs: time.unitMs, maxUnit: time.maxUnit, family: time.family, rollback: options.rollback });
+    this.time = new MonotonicTime({
+      clock: options.clock,
+      unitMs: time.unitMs,
+      maxUnit: time.maxUnit,
+      family: time.family,
+      rollback: options.rollback,
+    });
   }
 
   /** The validated clock-rollback policy. */

@@ -93,15 +93,25 @@ const utf8 = new TextEncoder();
  * Bad options are INVALID_ARGUMENT; the key itself never appears in a message.
  */
 export function createFf1(options: Ff1Options): Ff1 {
-  if (options === null || typeof options !== 'object') throw new IdMintError('INVALID_ARGUMENT', 'createFf1 needs options { key, radix }');
+  if (options === null || typeof options !== 'object')
+    throw new IdMintError('INVALID_ARGUMENT', 'createFf1 needs options { key, radix }');
   const key = options.key;
-  if (!(key instanceof Uint8Array) || (key.length !== 16 && key.length !== 24 && key.length !== 32)) {
+  if (
+    !(key instanceof Uint8Array) ||
+    (key.length !== 16 && key.length !== 24 && key.length !== 32)
+  ) {
     const got = key instanceof Uint8Array ? `${key.length} bytes` : typeof key;
-    throw new IdMintError('INVALID_ARGUMENT', `FF1 key must be 16, 24 or 32 bytes (AES-128, -192, -256), got ${got}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `FF1 key must be 16, 24 or 32 bytes (AES-128, -192, -256), got ${got}`,
+    );
   }
   const radix = options.radix ?? 10;
   if (!Number.isInteger(radix) || radix < 2 || radix > 65_536) {
-    throw new IdMintError('INVALID_ARGUMENT', `FF1 radix must be an integer from 2 to 65536, got ${String(radix)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `FF1 radix must be an integer from 2 to 65536, got ${String(radix)}`,
+    );
   }
   const aes = new AesBlocks(key);
   const cache = new Map<string, Ff1Domain>();
@@ -118,12 +128,18 @@ export function createFf1(options: Ff1Options): Ff1 {
     return domain;
   };
   const requireAlphabet = (): void => {
-    if (radix > 36) throw new IdMintError('INVALID_ARGUMENT', `encryptString needs radix 36 or less (alphabet 0-9a-z), this cipher has radix ${radix}`);
+    if (radix > 36)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `encryptString needs radix 36 or less (alphabet 0-9a-z), this cipher has radix ${radix}`,
+      );
   };
   return Object.freeze({
     radix,
-    encrypt: (numerals: ArrayLike<number>, tweak?: Ff1Tweak) => prepare(checkLength(numerals), tweak).encrypt(numerals),
-    decrypt: (numerals: ArrayLike<number>, tweak?: Ff1Tweak) => prepare(checkLength(numerals), tweak).decrypt(numerals),
+    encrypt: (numerals: ArrayLike<number>, tweak?: Ff1Tweak) =>
+      prepare(checkLength(numerals), tweak).encrypt(numerals),
+    decrypt: (numerals: ArrayLike<number>, tweak?: Ff1Tweak) =>
+      prepare(checkLength(numerals), tweak).decrypt(numerals),
     encryptString(text: string, tweak?: Ff1Tweak): string {
       requireAlphabet();
       return fromNumerals(prepare(checkLength(text), tweak).encrypt(toNumerals(text, radix)));
@@ -139,7 +155,11 @@ export function createFf1(options: Ff1Options): Ff1 {
 const EMPTY = new Uint8Array(0);
 
 function checkLength(numerals: ArrayLike<number> | string): number {
-  if (numerals === null || (typeof numerals !== 'object' && typeof numerals !== 'string') || typeof numerals.length !== 'number') {
+  if (
+    numerals === null ||
+    (typeof numerals !== 'object' && typeof numerals !== 'string') ||
+    typeof numerals.length !== 'number'
+  ) {
     throw new IdMintError('INVALID_ARGUMENT', 'FF1 input must be an array of numerals');
   }
   return numerals.length;
@@ -147,9 +167,16 @@ function checkLength(numerals: ArrayLike<number> | string): number {
 
 function toTweakBytes(tweak: Ff1Tweak): Uint8Array {
   const bytes = typeof tweak === 'string' ? utf8.encode(tweak) : tweak;
-  if (!(bytes instanceof Uint8Array)) throw new IdMintError('INVALID_ARGUMENT', `FF1 tweak must be a Uint8Array or a string, got ${typeof tweak}`);
+  if (!(bytes instanceof Uint8Array))
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `FF1 tweak must be a Uint8Array or a string, got ${typeof tweak}`,
+    );
   if (bytes.length > MAX_FF1_TWEAK_BYTES) {
-    throw new IdMintError('INVALID_ARGUMENT', `FF1 tweak must be at most ${MAX_FF1_TWEAK_BYTES} bytes, got ${bytes.length}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `FF1 tweak must be at most ${MAX_FF1_TWEAK_BYTES} bytes, got ${bytes.length}`,
+    );
   }
   return bytes;
 }
@@ -166,7 +193,10 @@ function toNumerals(text: string, radix: number): number[] {
   for (let i = 0; i < text.length; i++) {
     const value = ALPHABET.indexOf(text[i] as string);
     if (value < 0 || value >= radix) {
-      throw new IdMintError('INVALID_ARGUMENT', `"${text[i]}" at position ${i + 1} is not a numeral of radix ${radix} (alphabet ${ALPHABET.slice(0, radix)})`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `"${text[i]}" at position ${i + 1} is not a numeral of radix ${radix} (alphabet ${ALPHABET.slice(0, radix)})`,
+      );
     }
     numerals[i] = value;
   }
@@ -266,7 +296,8 @@ class PreparedFf1 implements Ff1Domain {
     }
     this.#iOffset = head.length - fullBlocks * 16;
     const chained = Uint8Array.from(state);
-    for (let j = 0; j < this.#iOffset; j++) chained[j] = (chained[j] as number) ^ (head[fullBlocks * 16 + j] as number);
+    for (let j = 0; j < this.#iOffset; j++)
+      chained[j] = (chained[j] as number) ^ (head[fullBlocks * 16 + j] as number);
     this.#chained = chained;
     this.#varyingBlocks = (this.#iOffset + 1 + b) / 16;
   }
@@ -307,16 +338,39 @@ class PreparedFf1 implements Ff1Domain {
 
   #checkPairs(a: Float64Array, b: Float64Array, count: number): void {
     if (!this.pairs) {
-      throw new IdMintError('INVALID_ARGUMENT', `FF1 pairs need both halves below 2^45; radix ${this.#radix} length ${this.length} is too long, use encryptValue`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `FF1 pairs need both halves below 2^45; radix ${this.#radix} length ${this.length} is too long, use encryptValue`,
+      );
     }
-    if (!(a instanceof Float64Array) || !(b instanceof Float64Array) || !Number.isInteger(count) || count < 0 || count > a.length || count > b.length) {
-      throw new IdMintError('INVALID_ARGUMENT', `FF1 pairs: a and b must be Float64Arrays holding at least count (${String(count)}) values`);
+    if (
+      !(a instanceof Float64Array) ||
+      !(b instanceof Float64Array) ||
+      !Number.isInteger(count) ||
+      count < 0 ||
+      count > a.length ||
+      count > b.length
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `FF1 pairs: a and b must be Float64Arrays holding at least count (${String(count)}) values`,
+      );
     }
     for (let k = 0; k < count; k++) {
       const x = a[k] as number;
       const y = b[k] as number;
-      if (!Number.isInteger(x) || x < 0 || x >= this.#mu || !Number.isInteger(y) || y < 0 || y >= this.#mv) {
-        throw new IdMintError('INVALID_ARGUMENT', `FF1 pair ${k} (${x}, ${y}) is outside [0, ${this.#mu}) x [0, ${this.#mv})`);
+      if (
+        !Number.isInteger(x) ||
+        x < 0 ||
+        x >= this.#mu ||
+        !Number.isInteger(y) ||
+        y < 0 ||
+        y >= this.#mv
+      ) {
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `FF1 pair ${k} (${x}, ${y}) is outside [0, ${this.#mu}) x [0, ${this.#mv})`,
+        );
       }
     }
   }
@@ -357,7 +411,8 @@ class PreparedFf1 implements Ff1Domain {
         const at = 16 * k;
         let y = 0;
         if (m <= TWO_BYTE_STEP_LIMIT) {
-          for (let j = at; j < at + d; j += 2) y = modulo(y * 65_536 + (out[j] as number) * 256 + (out[j + 1] as number), m);
+          for (let j = at; j < at + d; j += 2)
+            y = modulo(y * 65_536 + (out[j] as number) * 256 + (out[j + 1] as number), m);
         } else {
           for (let j = at; j < at + d; j++) y = modulo(y * 256 + (out[j] as number), m);
         }
@@ -406,7 +461,8 @@ class PreparedFf1 implements Ff1Domain {
     tail.set(this.#chained, 0);
     tail[this.#iOffset] = (tail[this.#iOffset] as number) ^ i;
     let value = fed;
-    for (let j = tail.length - 1; j > tail.length - 1 - b; j--, value >>= 8n) tail[j] = (tail[j] as number) ^ Number(value & 0xffn);
+    for (let j = tail.length - 1; j > tail.length - 1 - b; j--, value >>= 8n)
+      tail[j] = (tail[j] as number) ^ Number(value & 0xffn);
     // CBC over the varying blocks: the first already carries the chaining value.
     let r = this.#aes.encrypt(tail.subarray(0, 16));
     for (let k = 1; k < this.#varyingBlocks; k++) {
@@ -422,7 +478,8 @@ class PreparedFf1 implements Ff1Domain {
       for (let k = 1; k <= extra; k++) {
         blocks.set(r, 16 * (k - 1));
         writeUint32(blocks, 16 * (k - 1) + 12, k);
-        for (let j = 12; j < 16; j++) blocks[16 * (k - 1) + j] = (blocks[16 * (k - 1) + j] as number) ^ (r[j] as number);
+        for (let j = 12; j < 16; j++)
+          blocks[16 * (k - 1) + j] = (blocks[16 * (k - 1) + j] as number) ^ (r[j] as number);
       }
       const more = this.#aes.encrypt(blocks);
       s = new Uint8Array(16 + more.length);
@@ -436,15 +493,26 @@ class PreparedFf1 implements Ff1Domain {
 
   #split(numerals: ArrayLike<number>): [bigint, bigint] {
     if (numerals.length !== this.length) {
-      throw new IdMintError('INVALID_ARGUMENT', `FF1 input has ${numerals.length} numerals, this domain takes ${this.length}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `FF1 input has ${numerals.length} numerals, this domain takes ${this.length}`,
+      );
     }
     const radix = BigInt(this.#radix);
     let a = 0n;
     let b = 0n;
     for (let k = 0; k < this.length; k++) {
       const numeral = numerals[k];
-      if (typeof numeral !== 'number' || !Number.isInteger(numeral) || numeral < 0 || numeral >= this.#radix) {
-        throw new IdMintError('INVALID_ARGUMENT', `FF1 numeral ${k} must be an integer from 0 to ${this.#radix - 1}, got ${String(numeral)}`);
+      if (
+        typeof numeral !== 'number' ||
+        !Number.isInteger(numeral) ||
+        numeral < 0 ||
+        numeral >= this.#radix
+      ) {
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `FF1 numeral ${k} must be an integer from 0 to ${this.#radix - 1}, got ${String(numeral)}`,
+        );
       }
       if (k < this.u) a = a * radix + BigInt(numeral);
       else b = b * radix + BigInt(numeral);
@@ -454,7 +522,10 @@ class PreparedFf1 implements Ff1Domain {
 
   #splitValue(x: bigint): [bigint, bigint] {
     if (typeof x !== 'bigint' || x < 0n || x >= this.modulusU * this.modulusV) {
-      throw new IdMintError('INVALID_ARGUMENT', `FF1 value must be a bigint from 0 to radix^${this.length} - 1, got ${String(x)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `FF1 value must be a bigint from 0 to radix^${this.length} - 1, got ${String(x)}`,
+      );
     }
     return [x / this.modulusV, x % this.modulusV];
   }

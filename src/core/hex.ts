@@ -5,7 +5,9 @@
 // input, as its lookups miss the CPU cache; 256 two-digit strings stay in L1.
 
 /** `HEX2[b]` is byte `b` as two lowercase hex digits. */
-export const HEX2: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+export const HEX2: readonly string[] = Array.from({ length: 256 }, (_, i) =>
+  i.toString(16).padStart(2, '0'),
+);
 
 /** Value of a hex digit by char code (either case), -1 for anything else. */
 const HEX_VALUE: Int8Array = (() => {
@@ -34,7 +36,13 @@ export function bytesToHex(bytes: Uint8Array, offset = 0, length = bytes.length 
  * Parses `length` bytes of hex from `text` at `at` into `target`; false (and `target` partly
  * written) if a character is not a hex digit.
  */
-export function hexToBytesInto(text: string, at: number, target: Uint8Array, offset: number, length: number): boolean {
+export function hexToBytesInto(
+  text: string,
+  at: number,
+  target: Uint8Array,
+  offset: number,
+  length: number,
+): boolean {
   for (let i = 0; i < length; i++) {
     const hi = hexDigit(text, at + 2 * i);
     const lo = hexDigit(text, at + 2 * i + 1);

@@ -17,7 +17,11 @@ describe('detectFormat and decodeAny', () => {
   const uuid4 = new UuidV4Generator().nextString();
   const ulid = new UlidGenerator({ clock }).nextString();
   const objectId = new ObjectIdGenerator({ clock }).nextString();
-  const snowflake = composeId(getLayout('idmint'), { timestamp: T0, workerId: 7, sequence: 9 }).toString();
+  const snowflake = composeId(getLayout('idmint'), {
+    timestamp: T0,
+    workerId: 7,
+    sequence: 9,
+  }).toString();
 
   it('tells every format apart by its shape', () => {
     assert.equal(detectFormat(uuid7), 'uuid');
@@ -31,14 +35,29 @@ describe('detectFormat and decodeAny', () => {
     // decimal IDs never have more than 19 digits, and opaque snowflake IDs have 25.
     assert.equal(detectFormat('1'.repeat(24)), 'objectid');
     assert.equal(detectFormat('1'.repeat(26)), 'ulid');
-    const opaque = new OpaqueCodec({ keys: [{ id: 1, key: new Uint8Array(16) }], domain: OPAQUE_SNOWFLAKE_DOMAIN }).encode(5n, 'x');
+    const opaque = new OpaqueCodec({
+      keys: [{ id: 1, key: new Uint8Array(16) }],
+      domain: OPAQUE_SNOWFLAKE_DOMAIN,
+    }).encode(5n, 'x');
     assert.equal(detectFormat(opaque), undefined, 'an opaque snowflake ID has a length of its own');
-    for (const none of ['', '01', '1'.repeat(20), 'hello', uuid7.slice(1), `${objectId}0`, 42, null]) assert.equal(detectFormat(none), undefined, String(none));
+    for (const none of [
+      '',
+      '01',
+      '1'.repeat(20),
+      'hello',
+      uuid7.slice(1),
+      `${objectId}0`,
+      42,
+      null,
+    ])
+      assert.equal(detectFormat(none), undefined, String(none));
   });
 
   it('decodes each to its time and parts', () => {
     assert.deepEqual(
-      (({ format, timestamp, version }) => ({ format, timestamp, version }))(decodeAny(uuid7) as { format: string; timestamp: number; version: number }),
+      (({ format, timestamp, version }) => ({ format, timestamp, version }))(
+        decodeAny(uuid7) as { format: string; timestamp: number; version: number },
+      ),
       { format: 'uuid', timestamp: T0 + 123, version: 7 },
     );
     const v4 = decodeAny(uuid4);
@@ -48,20 +67,44 @@ describe('detectFormat and decodeAny', () => {
     const o = decodeAny(objectId);
     assert.ok(o.format === 'objectid' && o.timestamp === T0);
     const s = decodeAny(snowflake);
-    assert.ok(s.format === 'snowflake' && s.timestamp === T0 && s.workerId === 7 && s.sequence === 9 && s.layout === 'idmint');
+    assert.ok(
+      s.format === 'snowflake' &&
+        s.timestamp === T0 &&
+        s.workerId === 7 &&
+        s.sequence === 9 &&
+        s.layout === 'idmint',
+    );
     // Plain JSON: what a decode route sends as it is.
-    for (const id of [uuid7, uuid4, ulid, objectId, snowflake]) assert.equal(typeof JSON.parse(JSON.stringify(decodeAny(id))).timestamp === 'number' || id === uuid4, true);
+    for (const id of [uuid7, uuid4, ulid, objectId, snowflake])
+      assert.equal(
+        typeof JSON.parse(JSON.stringify(decodeAny(id))).timestamp === 'number' || id === uuid4,
+        true,
+      );
     const leaf = decodeAny(snowflake, { layout: 'leaf' });
     assert.ok(leaf.format === 'snowflake' && leaf.layout === 'leaf');
   });
 
   it('an explicit format must match; unknown shapes are INVALID_ID listing what is accepted', () => {
-    assert.throws(() => decodeAny(objectId, { format: 'uuid' }), (e: unknown) => isIdMintError(e, 'INVALID_ID') && /is not a UUID/.test(e.message));
+    assert.throws(
+      () => decodeAny(objectId, { format: 'uuid' }),
+      (e: unknown) => isIdMintError(e, 'INVALID_ID') && /is not a UUID/.test(e.message),
+    );
     assert.throws(
       () => decodeAny('not-an-id'),
-      (e: unknown) => isIdMintError(e, 'INVALID_ID') && /"not-an-id" is not an ID idmint can decode: expected a UUID .* an ObjectId .* a ULID .* or a decimal ID/.test(e.message),
+      (e: unknown) =>
+        isIdMintError(e, 'INVALID_ID') &&
+        /"not-an-id" is not an ID idmint can decode: expected a UUID .* an ObjectId .* a ULID .* or a decimal ID/.test(
+          e.message,
+        ),
     );
-    assert.throws(() => decodeAny('1', { format: 'base64' as never }), (e: unknown) => isIdMintError(e, 'INVALID_ARGUMENT') && /format must be one of/.test(e.message));
-    assert.throws(() => decodeAny('9'.repeat(19)), (e: unknown) => isIdMintError(e, 'INVALID_ID') && /above/.test(e.message));
+    assert.throws(
+      () => decodeAny('1', { format: 'base64' as never }),
+      (e: unknown) =>
+        isIdMintError(e, 'INVALID_ARGUMENT') && /format must be one of/.test(e.message),
+    );
+    assert.throws(
+      () => decodeAny('9'.repeat(19)),
+      (e: unknown) => isIdMintError(e, 'INVALID_ID') && /above/.test(e.message),
+    );
   });
 });

@@ -1,6 +1,12 @@
 import { IdMintError } from './errors.ts';
 import { describeInput } from './family-support.ts';
-import { decomposeId, resolveLayout, type IdParts, type Layout, type LayoutSpec } from './layout.ts';
+import {
+  decomposeId,
+  resolveLayout,
+  type IdParts,
+  type Layout,
+  type LayoutSpec,
+} from './layout.ts';
 import { decodeObjectId, isObjectId, type DecodedObjectId } from './objectid.ts';
 import { decodeUlid, isUlid, type DecodedUlid } from './ulid.ts';
 import { decodeUuid, isUuid, type DecodedUuid } from './uuid.ts';
@@ -73,6 +79,9 @@ export function decodeAny(id: string, options: DecodeAnyOptions = {}): DecodedAn
         `${describeInput(id)} is not an ID idmint can decode: expected a UUID (36 characters, 8-4-4-4-12 hex), an ObjectId (24 hex digits), a ULID (26 Crockford base32 characters) or a decimal ID (up to 19 digits)`,
       );
     default:
-      throw new IdMintError('INVALID_ARGUMENT', `format must be one of ${ID_FORMATS.join(', ')}, got "${String(format)}"`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `format must be one of ${ID_FORMATS.join(', ')}, got "${String(format)}"`,
+      );
   }
 }

@@ -2,7 +2,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { randomBigInt, randomInt, seededRandom, testSeed } from '../../test/support/random.ts';
 import { isIdMintError } from './errors.ts';
-import { LAYOUT_PRESETS, composeId, decomposeId, defineLayout, getLayout, parseId, resolveLayout, type LayoutSpec } from './layout.ts';
+import {
+  LAYOUT_PRESETS,
+  composeId,
+  decomposeId,
+  defineLayout,
+  getLayout,
+  parseId,
+  resolveLayout,
+  type LayoutSpec,
+} from './layout.ts';
 
 const valid: LayoutSpec = { name: 't', timeBits: 41, workerBits: 10, sequenceBits: 12, epoch: 0 };
 
@@ -34,10 +43,22 @@ describe('layout validation', () => {
   });
 
   it('rejects non-integer, negative and oversized bit counts', () => {
-    assertLayoutInvalid({ ...valid, sequenceBits: 12.5 }, /sequenceBits must be an integer from 1 to 30, got 12.5/);
-    assertLayoutInvalid({ ...valid, workerBits: -1 }, /workerBits must be an integer from 0 to 31, got -1/);
-    assertLayoutInvalid({ ...valid, timeBits: 0, workerBits: 31, sequenceBits: 30 }, /timeBits must be an integer from 1 to 53/);
-    assertLayoutInvalid({ ...valid, datacenterBits: 5, workerBits: 28, timeBits: 18, sequenceBits: 12 }, /datacenterBits \+ workerBits must be at most 31/);
+    assertLayoutInvalid(
+      { ...valid, sequenceBits: 12.5 },
+      /sequenceBits must be an integer from 1 to 30, got 12.5/,
+    );
+    assertLayoutInvalid(
+      { ...valid, workerBits: -1 },
+      /workerBits must be an integer from 0 to 31, got -1/,
+    );
+    assertLayoutInvalid(
+      { ...valid, timeBits: 0, workerBits: 31, sequenceBits: 30 },
+      /timeBits must be an integer from 1 to 53/,
+    );
+    assertLayoutInvalid(
+      { ...valid, datacenterBits: 5, workerBits: 28, timeBits: 18, sequenceBits: 12 },
+      /datacenterBits \+ workerBits must be at most 31/,
+    );
   });
 
   it('rejects bad epochs and time units', () => {
@@ -49,11 +70,17 @@ describe('layout validation', () => {
   });
 
   it('rejects a time field that would outlast JavaScript dates', () => {
-    assertLayoutInvalid({ ...valid, timeBits: 53, workerBits: 0, sequenceBits: 10 }, /outlast year 275760/);
+    assertLayoutInvalid(
+      { ...valid, timeBits: 53, workerBits: 0, sequenceBits: 10 },
+      /outlast year 275760/,
+    );
   });
 
   it('names unknown presets and lists the known ones', () => {
-    assert.throws(() => getLayout('lief'), /unknown layout "lief"; known layouts: idmint, leaf, twitter, js-safe, baidu/);
+    assert.throws(
+      () => getLayout('lief'),
+      /unknown layout "lief"; known layouts: idmint, leaf, twitter, js-safe, baidu/,
+    );
   });
 
   it('resolves names, specs and layouts alike', () => {
@@ -68,7 +95,10 @@ describe('layout validation', () => {
 describe('presets', () => {
   it('leaf matches Meituan Leaf: 41/10/12 bits of ms since the Twitter epoch, ending in 2080', () => {
     const leaf = getLayout('leaf');
-    assert.deepEqual([leaf.timeBits, leaf.workerBits, leaf.sequenceBits, leaf.epochMs, leaf.timeUnitMs], [41, 10, 12, 1288834974657, 1]);
+    assert.deepEqual(
+      [leaf.timeBits, leaf.workerBits, leaf.sequenceBits, leaf.epochMs, leaf.timeUnitMs],
+      [41, 10, 12, 1288834974657, 1],
+    );
     assert.equal(new Date(leaf.expiresAtMs).toISOString(), '2080-07-10T17:30:30.209Z');
   });
 
@@ -77,12 +107,20 @@ describe('presets', () => {
     const timestamp = 1_700_000_000_123;
     const id = (BigInt(timestamp - 1288834974657) << 22n) | (7n << 12n) | 42n;
     const parts = decomposeId(id, getLayout('leaf'));
-    assert.deepEqual({ ...parts }, { timestamp, date: new Date(timestamp), workerId: 7, sequence: 42 });
+    assert.deepEqual(
+      { ...parts },
+      { timestamp, date: new Date(timestamp), workerId: 7, sequence: 42 },
+    );
   });
 
   it('twitter splits the node field into 5 datacenter and 5 worker bits', () => {
     const twitter = getLayout('twitter');
-    const id = composeId(twitter, { timestamp: 1_600_000_000_000, datacenterId: 31, workerId: 1, sequence: 9 });
+    const id = composeId(twitter, {
+      timestamp: 1_600_000_000_000,
+      datacenterId: 31,
+      workerId: 1,
+      sequence: 9,
+    });
     assert.equal((id >> 12n) & 0x3ffn, (31n << 5n) | 1n);
     assert.equal(decomposeId(id, twitter).datacenterId, 31);
   });
@@ -90,7 +128,11 @@ describe('presets', () => {
   it('js-safe IDs stay below 2^53 for the whole life of the layout', () => {
     const safe = getLayout('js-safe');
     assert.equal(safe.maxId, 2n ** 53n - 1n);
-    const last = composeId(safe, { timestamp: safe.expiresAtMs - 1, workerId: safe.maxWorkerId, sequence: safe.maxSequence });
+    const last = composeId(safe, {
+      timestamp: safe.expiresAtMs - 1,
+      workerId: safe.maxWorkerId,
+      sequence: safe.maxSequence,
+    });
     assert.equal(last, 2n ** 53n - 1n);
     assert.ok(Number.isSafeInteger(Number(last)));
     assert.equal(safe.maxIdsPerSecond, 64_000);
@@ -111,14 +153,34 @@ describe('presets', () => {
 
 describe('parseId is strict', () => {
   const layout = getLayout('idmint');
-  for (const bad of ['', ' 1', '1 ', '+1', '-1', '01', '1.0', '1e3', '0x10', 'abc', '١٢', '9223372036854775808', '99999999999999999999999']) {
+  for (const bad of [
+    '',
+    ' 1',
+    '1 ',
+    '+1',
+    '-1',
+    '01',
+    '1.0',
+    '1e3',
+    '0x10',
+    'abc',
+    '١٢',
+    '9223372036854775808',
+    '99999999999999999999999',
+  ]) {
     it(`rejects ${JSON.stringify(bad)}`, () => {
-      assert.throws(() => parseId(bad, layout), (error: unknown) => isIdMintError(error, 'INVALID_ID'));
+      assert.throws(
+        () => parseId(bad, layout),
+        (error: unknown) => isIdMintError(error, 'INVALID_ID'),
+      );
     });
   }
   for (const bad of [-1, 1.5, Number.NaN, Infinity, 2 ** 53, -1n, 2n ** 63n, null, undefined, {}]) {
     it(`rejects ${typeof bad === 'bigint' ? `${bad}n` : String(bad)}`, () => {
-      assert.throws(() => parseId(bad, layout), (error: unknown) => isIdMintError(error, 'INVALID_ID'));
+      assert.throws(
+        () => parseId(bad, layout),
+        (error: unknown) => isIdMintError(error, 'INVALID_ID'),
+      );
     });
   }
   it('accepts the extremes of a 63-bit layout in every form', () => {
@@ -128,7 +190,10 @@ describe('parseId is strict', () => {
     assert.equal(parseId(Number.MAX_SAFE_INTEGER, layout), 2n ** 53n - 1n);
   });
   it('rejects IDs the layout cannot represent', () => {
-    assert.throws(() => parseId(2n ** 53n, getLayout('js-safe')), /above 9007199254740991, the largest ID of layout "js-safe"/);
+    assert.throws(
+      () => parseId(2n ** 53n, getLayout('js-safe')),
+      /above 9007199254740991, the largest ID of layout "js-safe"/,
+    );
   });
 });
 
@@ -151,7 +216,10 @@ describe('compose and decompose round-trip over the whole bit range', () => {
           sequence: pick(layout.maxSequence),
         };
         const id = composeId(layout, parts);
-        assert.ok(id >= 0n && id <= layout.maxId, `id ${id} out of range for ${JSON.stringify(parts)}`);
+        assert.ok(
+          id >= 0n && id <= layout.maxId,
+          `id ${id} out of range for ${JSON.stringify(parts)}`,
+        );
         const back = decomposeId(id, layout);
         assert.equal(back.timestamp, parts.timestamp);
         assert.equal(back.workerId, parts.workerId);
@@ -170,23 +238,38 @@ describe('compose and decompose round-trip over the whole bit range', () => {
   it('composeId rejects parts that do not fit their field', () => {
     const layout = getLayout('idmint');
     const ok = { timestamp: layout.epochMs, workerId: 0, sequence: 0 };
-    assert.throws(() => composeId(layout, { ...ok, workerId: 1024 }), /workerId 1024 does not fit layout "idmint" \(field holds 0 to 1023\)/);
+    assert.throws(
+      () => composeId(layout, { ...ok, workerId: 1024 }),
+      /workerId 1024 does not fit layout "idmint" \(field holds 0 to 1023\)/,
+    );
     assert.throws(() => composeId(layout, { ...ok, sequence: 4096 }), /sequence 4096/);
     assert.throws(() => composeId(layout, { ...ok, timestamp: layout.epochMs - 1 }), /timestamp/);
     assert.throws(() => composeId(layout, { ...ok, timestamp: layout.expiresAtMs }), /timestamp/);
-    assert.throws(() => composeId(layout, { ...ok, datacenterId: 1 }), /datacenterId 1 does not fit/);
+    assert.throws(
+      () => composeId(layout, { ...ok, datacenterId: 1 }),
+      /datacenterId 1 does not fit/,
+    );
   });
 });
 
 describe('decomposeId, parseId and composeId take a layout, a spec or a preset name', () => {
-  const throwsCode = (fn: () => unknown, code: 'LAYOUT_INVALID' | 'INVALID_ID' | 'INVALID_ARGUMENT', pattern: RegExp) =>
+  const throwsCode = (
+    fn: () => unknown,
+    code: 'LAYOUT_INVALID' | 'INVALID_ID' | 'INVALID_ARGUMENT',
+    pattern: RegExp,
+  ) =>
     assert.throws(fn, (error: unknown) => {
       assert.ok(isIdMintError(error, code), `expected IdMintError ${code}, got ${String(error)}`);
       assert.match(error.message, pattern);
       return true;
     });
   const twitter = getLayout('twitter');
-  const id = composeId(twitter, { timestamp: twitter.epochMs + 5000, datacenterId: 3, workerId: 7, sequence: 9 });
+  const id = composeId(twitter, {
+    timestamp: twitter.epochMs + 5000,
+    datacenterId: 3,
+    workerId: 7,
+    sequence: 9,
+  });
 
   it('with no layout, decodes as the default layout (idmint), as SnowflakeGenerator makes them', () => {
     const idmint = getLayout('idmint');
@@ -200,7 +283,13 @@ describe('decomposeId, parseId and composeId take a layout, a spec or a preset n
   it('with a preset name or a spec, decodes as that layout', () => {
     assert.deepEqual(decomposeId(id, 'twitter'), decomposeId(id, twitter));
     assert.equal(decomposeId(id.toString(), 'twitter').datacenterId, 3);
-    const spec = { timeBits: 41, datacenterBits: 5, workerBits: 5, sequenceBits: 12, epoch: twitter.epochMs };
+    const spec = {
+      timeBits: 41,
+      datacenterBits: 5,
+      workerBits: 5,
+      sequenceBits: 12,
+      epoch: twitter.epochMs,
+    };
     assert.deepEqual(decomposeId(id, spec).workerId, 7);
     const parts = { timestamp: twitter.epochMs + 5000, datacenterId: 3, workerId: 7, sequence: 9 };
     assert.equal(composeId('twitter', parts), id);
@@ -215,7 +304,11 @@ describe('decomposeId, parseId and composeId take a layout, a spec or a preset n
     throwsCode(() => decomposeId(undefined), 'INVALID_ID', /got undefined/);
     throwsCode(() => decomposeId('12abc'), 'INVALID_ID', /not a decimal integer/);
     throwsCode(() => parseId('1', null as unknown as string), 'LAYOUT_INVALID', /got null/);
-    throwsCode(() => defineLayout(null as unknown as LayoutSpec), 'LAYOUT_INVALID', /spec must be an object/);
+    throwsCode(
+      () => defineLayout(null as unknown as LayoutSpec),
+      'LAYOUT_INVALID',
+      /spec must be an object/,
+    );
     const noParts = null as unknown as { timestamp: number; workerId: number; sequence: number };
     throwsCode(() => composeId('idmint', noParts), 'INVALID_ARGUMENT', /needs \{ timestamp/);
   });

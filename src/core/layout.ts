@@ -86,17 +86,40 @@ const PRESETS: Readonly<Record<LayoutPresetName, LayoutSpec>> = {
   // Meituan Leaf's layout and epoch: IDs and decoding match Leaf-snowflake exactly (runs out 2080).
   leaf: { name: 'leaf', timeBits: 41, workerBits: 10, sequenceBits: 12, epoch: TWITTER_EPOCH },
   // Twitter's original: the 10 node bits split into 5 datacenter + 5 worker bits.
-  twitter: { name: 'twitter', timeBits: 41, datacenterBits: 5, workerBits: 5, sequenceBits: 12, epoch: TWITTER_EPOCH },
+  twitter: {
+    name: 'twitter',
+    timeBits: 41,
+    datacenterBits: 5,
+    workerBits: 5,
+    sequenceBits: 12,
+    epoch: TWITTER_EPOCH,
+  },
   // Below 2^53: 64 workers x 64 IDs/ms (64,000 IDs/s per worker), lasting until 2095.
-  'js-safe': { name: 'js-safe', timeBits: 41, workerBits: 6, sequenceBits: 6, epoch: IDMINT_EPOCH, totalBits: 53 },
+  'js-safe': {
+    name: 'js-safe',
+    timeBits: 41,
+    workerBits: 6,
+    sequenceBits: 6,
+    epoch: IDMINT_EPOCH,
+    totalBits: 53,
+  },
   // Baidu uid-generator's default (28 bits of seconds since 2016-05-20, 22 worker, 13 sequence).
   // Its time field ran out on 2024-11-20; kept so its IDs can still be decoded, and as the proof
   // that idmint refuses instead of wrapping.
-  baidu: { name: 'baidu', timeBits: 28, workerBits: 22, sequenceBits: 13, epoch: '2016-05-20T00:00:00Z', timeUnitMs: 1000 },
+  baidu: {
+    name: 'baidu',
+    timeBits: 28,
+    workerBits: 22,
+    sequenceBits: 13,
+    epoch: '2016-05-20T00:00:00Z',
+    timeUnitMs: 1000,
+  },
 };
 
 /** The names of the built-in layouts. */
-export const LAYOUT_PRESETS: readonly LayoutPresetName[] = Object.keys(PRESETS) as LayoutPresetName[];
+export const LAYOUT_PRESETS: readonly LayoutPresetName[] = Object.keys(
+  PRESETS,
+) as LayoutPresetName[];
 
 /** The default layout name. */
 export const DEFAULT_LAYOUT: LayoutPresetName = 'idmint';
@@ -105,7 +128,10 @@ export const DEFAULT_LAYOUT: LayoutPresetName = 'idmint';
 export function getLayout(name: string): Layout {
   const spec = Object.hasOwn(PRESETS, name) ? PRESETS[name as LayoutPresetName] : undefined;
   if (spec === undefined) {
-    throw new IdMintError('LAYOUT_INVALID', `unknown layout "${name}"; known layouts: ${LAYOUT_PRESETS.join(', ')}`);
+    throw new IdMintError(
+      'LAYOUT_INVALID',
+      `unknown layout "${name}"; known layouts: ${LAYOUT_PRESETS.join(', ')}`,
+    );
   }
   return defineLayout(spec);
 }
@@ -120,7 +146,10 @@ export function resolveLayout(layout: Layout | LayoutSpec | string | undefined):
   if (layout === null || typeof layout !== 'object') {
     const presets = LAYOUT_PRESETS.join(', ');
     const forms = `a preset name (${presets}), a spec or a layout from defineLayout`;
-    throw new IdMintError('LAYOUT_INVALID', `layout must be ${forms}, got ${describeValue(layout)}`);
+    throw new IdMintError(
+      'LAYOUT_INVALID',
+      `layout must be ${forms}, got ${describeValue(layout)}`,
+    );
   }
   if (isLayout(layout)) return layout;
   return defineLayout(layout);
@@ -142,7 +171,10 @@ function isLayout(value: Layout | LayoutSpec): value is Layout {
  */
 export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
   if (spec === null || typeof spec !== 'object') {
-    throw new IdMintError('LAYOUT_INVALID', `layout spec must be an object, got ${describeValue(spec)}`);
+    throw new IdMintError(
+      'LAYOUT_INVALID',
+      `layout spec must be an object, got ${describeValue(spec)}`,
+    );
   }
   const name = spec.name ?? 'custom';
   const fail = (message: string): never => {
@@ -156,17 +188,21 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
   };
 
   const totalBits = spec.totalBits ?? 63;
-  if (totalBits !== 63 && totalBits !== 53) fail(`totalBits must be 63 or 53, got ${String(totalBits)}`);
+  if (totalBits !== 63 && totalBits !== 53)
+    fail(`totalBits must be 63 or 53, got ${String(totalBits)}`);
   // The time field counts units in a JS number and the sequence in a small integer; these bounds
   // keep both exact and cost nothing in practice (2^30 IDs per time unit is beyond any process).
   const timeBits = bits('timeBits', spec.timeBits, 1, 53);
   const datacenterBits = bits('datacenterBits', spec.datacenterBits ?? 0, 0, 31);
   const workerBits = bits('workerBits', spec.workerBits, 0, 31);
   const sequenceBits = bits('sequenceBits', spec.sequenceBits, 1, 30);
-  if (datacenterBits + workerBits > 31) fail(`datacenterBits + workerBits must be at most 31, got ${datacenterBits + workerBits}`);
+  if (datacenterBits + workerBits > 31)
+    fail(`datacenterBits + workerBits must be at most 31, got ${datacenterBits + workerBits}`);
   const sum = timeBits + datacenterBits + workerBits + sequenceBits;
   if (sum !== totalBits) {
-    fail(`bits must total ${totalBits} (the sign bit stays 0), got ${timeBits}+${datacenterBits}+${workerBits}+${sequenceBits} = ${sum}`);
+    fail(
+      `bits must total ${totalBits} (the sign bit stays 0), got ${timeBits}+${datacenterBits}+${workerBits}+${sequenceBits} = ${sum}`,
+    );
   }
 
   const timeUnitMs = spec.timeUnitMs ?? 1;
@@ -175,12 +211,17 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
   }
   const epochMs = parseEpoch(spec.epoch, fail);
   if (nowMs !== undefined && epochMs > nowMs) {
-    fail(`epoch ${new Date(epochMs).toISOString()} is in the future (now ${new Date(nowMs).toISOString()})`);
+    fail(
+      `epoch ${new Date(epochMs).toISOString()} is in the future (now ${new Date(nowMs).toISOString()})`,
+    );
   }
   const maxTimeUnits = 2 ** timeBits - 1;
   const expiresAtMs = epochMs + (maxTimeUnits + 1) * timeUnitMs;
   // 8.64e15 ms is the last instant a JS Date can represent (year 275760).
-  if (expiresAtMs > 8.64e15) fail(`the time field would outlast year 275760, the end of JS dates; use fewer timeBits or a smaller timeUnitMs`);
+  if (expiresAtMs > 8.64e15)
+    fail(
+      `the time field would outlast year 275760, the end of JS dates; use fewer timeBits or a smaller timeUnitMs`,
+    );
 
   const workerShift = sequenceBits;
   const datacenterShift = sequenceBits + workerBits;
@@ -211,12 +252,14 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
 
 function parseEpoch(epoch: unknown, fail: (message: string) => never): number {
   if (typeof epoch === 'number') {
-    if (!Number.isSafeInteger(epoch) || epoch < 0) fail(`epoch must be a non-negative integer of ms since 1970, got ${epoch}`);
+    if (!Number.isSafeInteger(epoch) || epoch < 0)
+      fail(`epoch must be a non-negative integer of ms since 1970, got ${epoch}`);
     return epoch;
   }
   if (typeof epoch === 'string') {
     const ms = Date.parse(epoch);
-    if (Number.isNaN(ms) || ms < 0) fail(`epoch must be an ISO-8601 date after 1970, got "${epoch}"`);
+    if (Number.isNaN(ms) || ms < 0)
+      fail(`epoch must be an ISO-8601 date after 1970, got "${epoch}"`);
     return ms;
   }
   return fail(`epoch must be ms since 1970 or an ISO-8601 date, got ${String(epoch)}`);
@@ -224,7 +267,10 @@ function parseEpoch(epoch: unknown, fail: (message: string) => never): number {
 
 /** The node part of an ID: datacenter and worker fields, already shifted into place. */
 export function nodeBits(layout: Layout, workerId: number, datacenterId = 0): bigint {
-  return (BigInt(datacenterId) << BigInt(layout.datacenterShift)) | (BigInt(workerId) << BigInt(layout.workerShift));
+  return (
+    (BigInt(datacenterId) << BigInt(layout.datacenterShift)) |
+    (BigInt(workerId) << BigInt(layout.workerShift))
+  );
 }
 
 /**
@@ -234,24 +280,45 @@ export function nodeBits(layout: Layout, workerId: number, datacenterId = 0): bi
  */
 export function composeId(
   layoutOrName: Layout | LayoutSpec | string,
-  parts: { readonly timestamp: number; readonly workerId: number; readonly datacenterId?: number; readonly sequence: number },
+  parts: {
+    readonly timestamp: number;
+    readonly workerId: number;
+    readonly datacenterId?: number;
+    readonly sequence: number;
+  },
 ): bigint {
   const layout = resolveLayout(layoutOrName);
   if (parts === null || typeof parts !== 'object') {
     const got = describeValue(parts);
-    throw new IdMintError('INVALID_ARGUMENT', `composeId needs { timestamp, workerId, sequence }, got ${got}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `composeId needs { timestamp, workerId, sequence }, got ${got}`,
+    );
   }
   const units = Math.floor((parts.timestamp - layout.epochMs) / layout.timeUnitMs);
   checkPart('timestamp', parts.timestamp, units, layout.maxTimeUnits, layout);
   checkPart('workerId', parts.workerId, parts.workerId, layout.maxWorkerId, layout);
-  checkPart('datacenterId', parts.datacenterId ?? 0, parts.datacenterId ?? 0, layout.maxDatacenterId, layout);
+  checkPart(
+    'datacenterId',
+    parts.datacenterId ?? 0,
+    parts.datacenterId ?? 0,
+    layout.maxDatacenterId,
+    layout,
+  );
   checkPart('sequence', parts.sequence, parts.sequence, layout.maxSequence, layout);
-  return (BigInt(units) << BigInt(layout.timeShift)) | nodeBits(layout, parts.workerId, parts.datacenterId) | BigInt(parts.sequence);
+  return (
+    (BigInt(units) << BigInt(layout.timeShift)) |
+    nodeBits(layout, parts.workerId, parts.datacenterId) |
+    BigInt(parts.sequence)
+  );
 }
 
 function checkPart(field: string, given: number, value: number, max: number, layout: Layout): void {
   if (!Number.isSafeInteger(value) || value < 0 || value > max) {
-    throw new IdMintError('INVALID_ARGUMENT', `${field} ${given} does not fit layout "${layout.name}" (field holds 0 to ${max})`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${field} ${given} does not fit layout "${layout.name}" (field holds 0 to ${max})`,
+    );
   }
 }
 
@@ -270,20 +337,32 @@ export function parseId(input: unknown, layoutOrName?: Layout | LayoutSpec | str
     id = input;
   } else if (typeof input === 'number') {
     if (!Number.isSafeInteger(input)) {
-      throw new IdMintError('INVALID_ID', `ID ${input} is not a safe integer; pass IDs above 2^53 as strings or bigints`);
+      throw new IdMintError(
+        'INVALID_ID',
+        `ID ${input} is not a safe integer; pass IDs above 2^53 as strings or bigints`,
+      );
     }
     id = BigInt(input);
   } else if (typeof input === 'string') {
     if (!CANONICAL_DECIMAL.test(input)) {
-      throw new IdMintError('INVALID_ID', `ID "${truncate(input)}" is not a decimal integer (digits only, no sign or leading zeros)`);
+      throw new IdMintError(
+        'INVALID_ID',
+        `ID "${truncate(input)}" is not a decimal integer (digits only, no sign or leading zeros)`,
+      );
     }
     id = BigInt(input);
   } else {
-    throw new IdMintError('INVALID_ID', `ID must be a bigint, number or decimal string, got ${typeof input}`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `ID must be a bigint, number or decimal string, got ${typeof input}`,
+    );
   }
   if (id < 0n) throw new IdMintError('INVALID_ID', `ID ${id} is negative; IDs are never negative`);
   if (id > layout.maxId) {
-    throw new IdMintError('INVALID_ID', `ID ${id} is above ${layout.maxId}, the largest ID of layout "${layout.name}" (${layout.totalBits} bits)`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `ID ${id} is above ${layout.maxId}, the largest ID of layout "${layout.name}" (${layout.totalBits} bits)`,
+    );
   }
   return id;
 }
@@ -306,6 +385,8 @@ export function decomposeId(input: unknown, layoutOrName?: Layout | LayoutSpec |
   const timestamp = layout.epochMs + units * layout.timeUnitMs;
   const base = { timestamp, date: new Date(timestamp), workerId, sequence };
   if (layout.datacenterBits === 0) return base;
-  const datacenterId = Number((id >> BigInt(layout.datacenterShift)) & BigInt(layout.maxDatacenterId));
+  const datacenterId = Number(
+    (id >> BigInt(layout.datacenterShift)) & BigInt(layout.maxDatacenterId),
+  );
   return { timestamp, date: base.date, datacenterId, workerId, sequence };
 }

@@ -31,10 +31,14 @@ export type PeerClockCheck = (typeof PEER_CLOCK_CHECKS)[number];
  * third of what the TTL leaves after the safety margin. Throws INVALID_ARGUMENT unless the TTL
  * minus the margin holds at least two intervals.
  */
-export function leaseRenewIntervalMs(ttlMs: number, options: { readonly renewIntervalMs?: number | undefined; readonly safetyMarginMs: number }): number {
+export function leaseRenewIntervalMs(
+  ttlMs: number,
+  options: { readonly renewIntervalMs?: number | undefined; readonly safetyMarginMs: number },
+): number {
   const marginMs = options.safetyMarginMs;
   const usable = ttlMs - marginMs;
-  const interval = options.renewIntervalMs ?? Math.min(DEFAULT_RENEW_INTERVAL_MS, Math.floor(usable / 3));
+  const interval =
+    options.renewIntervalMs ?? Math.min(DEFAULT_RENEW_INTERVAL_MS, Math.floor(usable / 3));
   if (interval < 1 || usable < 2 * interval) {
     throw new IdMintError(
       'INVALID_ARGUMENT',

@@ -14,7 +14,11 @@ function throwsCode(fn: () => unknown, code: ErrorCode, pattern?: RegExp): void 
   });
 }
 
-function timeline(clock: ManualClock, unitMs = 1, rollback?: ConstructorParameters<typeof MonotonicTime>[0]['rollback']) {
+function timeline(
+  clock: ManualClock,
+  unitMs = 1,
+  rollback?: ConstructorParameters<typeof MonotonicTime>[0]['rollback'],
+) {
   return new MonotonicTime({ clock, unitMs, maxUnit: 2 ** 48 - 1, family: 'Test', rollback });
 }
 
@@ -41,7 +45,11 @@ describe('MonotonicTime', () => {
     assert.ok(clock.sleptMs >= 10 && clock.sleptMs <= 21, `slept ${clock.sleptMs}`);
     clock.set(T0 - 5000);
     const slept = clock.sleptMs;
-    throwsCode(() => time.current(clock.now()), 'CLOCK_MOVED_BACKWARDS', /policy "borrow" leads the clock by at most 50 ms and waits at most 20 ms/);
+    throwsCode(
+      () => time.current(clock.now()),
+      'CLOCK_MOVED_BACKWARDS',
+      /policy "borrow" leads the clock by at most 50 ms and waits at most 20 ms/,
+    );
     assert.ok(clock.sleptMs - slept <= 21, 'never sleeps for the whole rollback');
   });
 
@@ -65,7 +73,7 @@ describe('MonotonicTime', () => {
     assert.ok(clock.sleptMs >= 800);
   });
 
-  it('wait: Leaf\'s rule for small steps back, refusal for large ones; refuse: at once', () => {
+  it("wait: Leaf's rule for small steps back, refusal for large ones; refuse: at once", () => {
     const clock = new ManualClock(T0);
     const waiting = timeline(clock, 1, { policy: 'wait', maxBackwardMs: 5 });
     waiting.current(clock.now());
@@ -82,13 +90,21 @@ describe('MonotonicTime', () => {
     const clock = new ManualClock(99);
     const time = new MonotonicTime({ clock, unitMs: 1, maxUnit: 99, family: 'Tiny' });
     assert.equal(time.current(99), 99);
-    throwsCode(() => time.following(true), 'TIME_OVERFLOW', /Tiny: its time field cannot hold times from/);
+    throwsCode(
+      () => time.following(true),
+      'TIME_OVERFLOW',
+      /Tiny: its time field cannot hold times from/,
+    );
     throwsCode(() => time.current(100), 'TIME_OVERFLOW');
   });
 
   it('rejects history and bad bounds', () => {
     const clock = new ManualClock(T0);
-    throwsCode(() => timeline(clock, 1, { policy: 'history' }), 'INVALID_ARGUMENT', /must be one of borrow, wait, refuse/);
+    throwsCode(
+      () => timeline(clock, 1, { policy: 'history' }),
+      'INVALID_ARGUMENT',
+      /must be one of borrow, wait, refuse/,
+    );
     throwsCode(() => timeline(clock, 1, { maxLeadMs: -1 }), 'INVALID_ARGUMENT', /maxLeadMs/);
   });
 });

@@ -1,6 +1,11 @@
 import type { Clock } from '../ports/clock.ts';
 import { iso } from './time.ts';
-import { resolveRollbackPolicy, type RollbackPolicy, type RollbackPolicyName, type RollbackPolicyOptions } from './clock-policy.ts';
+import {
+  resolveRollbackPolicy,
+  type RollbackPolicy,
+  type RollbackPolicyName,
+  type RollbackPolicyOptions,
+} from './clock-policy.ts';
 import { IdMintError } from './errors.ts';
 
 /** The rollback policies an ID family accepts: every one that keeps IDs strictly increasing. */
@@ -87,7 +92,8 @@ export class MonotonicTime {
       if (policy.name === 'borrow') {
         if (this.#unit - unit <= this.#maxLeadUnits) return this.#unit;
         now = this.#waitForUnit(this.#unit - this.#maxLeadUnits, policy.maxWaitMs);
-        if (Math.floor(now / this.#unitMs) < this.#unit - this.#maxLeadUnits) throw this.#backwards(now);
+        if (Math.floor(now / this.#unitMs) < this.#unit - this.#maxLeadUnits)
+          throw this.#backwards(now);
         continue;
       }
       if (policy.name === 'wait') {
@@ -116,7 +122,8 @@ export class MonotonicTime {
       let now = this.#clock.now();
       if (target - Math.floor(now / this.#unitMs) > this.#maxLeadUnits) {
         now = this.#waitForUnit(target - this.#maxLeadUnits, this.policy.maxWaitMs);
-        if (Math.floor(now / this.#unitMs) < target - this.#maxLeadUnits) throw this.#backwards(now);
+        if (Math.floor(now / this.#unitMs) < target - this.#maxLeadUnits)
+          throw this.#backwards(now);
       }
       return this.#enter(target, now);
     }
@@ -142,7 +149,9 @@ export class MonotonicTime {
     while (Math.floor(now / this.#unitMs) < targetUnit) {
       if (now < start || now - start > maxWaitMs) return now;
       // Never ask for more than the rest of the budget: a manual clock jumps by what is asked.
-      this.#clock.sleep(Math.max(1, Math.min(targetUnit * this.#unitMs - now, maxWaitMs - (now - start) + 1)));
+      this.#clock.sleep(
+        Math.max(1, Math.min(targetUnit * this.#unitMs - now, maxWaitMs - (now - start) + 1)),
+      );
       now = this.#clock.now();
     }
     return now;
@@ -153,9 +162,11 @@ export class MonotonicTime {
     const offset = last - now;
     const p = this.policy;
     const tolerance =
-      p.name === 'wait' ? `tolerates up to ${p.maxBackwardMs} ms`
-      : p.name === 'borrow' ? `leads the clock by at most ${p.maxLeadMs} ms and waits at most ${p.maxWaitMs} ms`
-      : 'refuses any rollback';
+      p.name === 'wait'
+        ? `tolerates up to ${p.maxBackwardMs} ms`
+        : p.name === 'borrow'
+          ? `leads the clock by at most ${p.maxLeadMs} ms and waits at most ${p.maxWaitMs} ms`
+          : 'refuses any rollback';
     return new IdMintError(
       'CLOCK_MOVED_BACKWARDS',
       `${this.#family}: clock reads ${iso(now)}, ${offset} ms behind the time of the last ID (${iso(last)}); policy "${p.name}" ${tolerance}`,

@@ -4,7 +4,13 @@ import { ObjectId } from 'bson';
 import { ManualClock } from '../clocks/manual-clock.ts';
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { isIdMintError, type ErrorCode } from './errors.ts';
-import { ObjectIdGenerator, decodeObjectId, isObjectId, objectIdFromBytes, objectIdToBytes } from './objectid.ts';
+import {
+  ObjectIdGenerator,
+  decodeObjectId,
+  isObjectId,
+  objectIdFromBytes,
+  objectIdToBytes,
+} from './objectid.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const COUNTERS = 2 ** 24;
@@ -36,24 +42,40 @@ describe('ObjectIdGenerator: agrees with bson and the ObjectId spec', () => {
       if (!ObjectId.isValid(id)) assert.fail(`bson rejects ${id}`);
       const theirs = new ObjectId(id);
       const ours = decodeObjectId(id);
-      if (theirs.getTimestamp().getTime() !== second || ours.timestamp !== second || theirs.toHexString() !== id) {
-        assert.fail(`bson disagrees on ${id}: ${theirs.getTimestamp().toISOString()} vs ${ours.date.toISOString()}`);
+      if (
+        theirs.getTimestamp().getTime() !== second ||
+        ours.timestamp !== second ||
+        theirs.toHexString() !== id
+      ) {
+        assert.fail(
+          `bson disagrees on ${id}: ${theirs.getTimestamp().toISOString()} vs ${ours.date.toISOString()}`,
+        );
       }
       if (Buffer.compare(theirs.id, objectIdToBytes(id)) !== 0) assert.fail(`bytes of ${id}`);
-      if (ours.processRandom !== gen.processRandom || ours.counter !== Number.parseInt(id.slice(18), 16)) assert.fail(`parts of ${id}`);
+      if (
+        ours.processRandom !== gen.processRandom ||
+        ours.counter !== Number.parseInt(id.slice(18), 16)
+      )
+        assert.fail(`parts of ${id}`);
     }
   });
 
   it('the counter starts at a random value and counts up by one per ObjectId; the 5 random bytes stay', () => {
     const clock = new ManualClock(T0);
-    const gen = new ObjectIdGenerator({ clock, random: fixedRandom([1, 2, 3, 4, 5, 0xab, 0xcd, 0xef]) });
+    const gen = new ObjectIdGenerator({
+      clock,
+      random: fixedRandom([1, 2, 3, 4, 5, 0xab, 0xcd, 0xef]),
+    });
     const first = decodeObjectId(gen.nextString());
     assert.equal(first.processRandom, '0102030405');
     assert.equal(first.counter, 0xabcdef + 1);
     assert.equal(decodeObjectId(gen.nextString()).counter, 0xabcdef + 2);
     assert.equal(gen.nextString().slice(0, 8), (T0 / 1000).toString(16));
     // Two generators draw different process randoms (real randomness), so they never collide.
-    assert.notEqual(new ObjectIdGenerator({ clock }).processRandom, new ObjectIdGenerator({ clock }).processRandom);
+    assert.notEqual(
+      new ObjectIdGenerator({ clock }).processRandom,
+      new ObjectIdGenerator({ clock }).processRandom,
+    );
   });
 });
 
@@ -67,7 +89,10 @@ describe('ObjectIdGenerator: uniqueness and order', () => {
   it('never wraps into a second it used: 2^24 ObjectIds fill a second, the next waits for the next second; increasing except at the one counter wrap', () => {
     const clock = new ManualClock(T0);
     // Counter starts at 0xfffff0, so it wraps from 0xffffff to 0 sixteen IDs in.
-    const gen = new ObjectIdGenerator({ clock, random: fixedRandom([9, 9, 9, 9, 9, 0xff, 0xff, 0xef]) });
+    const gen = new ObjectIdGenerator({
+      clock,
+      random: fixedRandom([9, 9, 9, 9, 9, 0xff, 0xff, 0xef]),
+    });
     let last = '';
     let wraps = 0;
     let firstOfSecond = '';
@@ -76,17 +101,30 @@ describe('ObjectIdGenerator: uniqueness and order', () => {
       if (i === 0) firstOfSecond = id;
       if (id <= last) {
         wraps++;
-        if (!id.endsWith('000000') || !last.endsWith('ffffff')) assert.fail(`${id} after ${last}: not a counter wrap`);
+        if (!id.endsWith('000000') || !last.endsWith('ffffff'))
+          assert.fail(`${id} after ${last}: not a counter wrap`);
       }
       last = id;
     }
     assert.equal(wraps, 1);
     assert.equal(clock.now(), T0, 'all 2^24 ObjectIds fit the first second');
-    assert.equal(decodeObjectId(last).counter, 0xffffef, 'the last counter value before the start again');
+    assert.equal(
+      decodeObjectId(last).counter,
+      0xffffef,
+      'the last counter value before the start again',
+    );
     const next = gen.nextString();
-    assert.equal(decodeObjectId(next).timestamp, T0 + 1000, 'the 2^24+1st ObjectId is in the next second');
+    assert.equal(
+      decodeObjectId(next).timestamp,
+      T0 + 1000,
+      'the 2^24+1st ObjectId is in the next second',
+    );
     assert.ok(clock.now() >= T0 + 1000, 'it waited for the clock (never borrowed a second ahead)');
-    assert.equal(next.slice(8), firstOfSecond.slice(8), 'same counter as the first second began with: a new second, so no repeat');
+    assert.equal(
+      next.slice(8),
+      firstOfSecond.slice(8),
+      'same counter as the first second began with: a new second, so no repeat',
+    );
     assert.notEqual(next, firstOfSecond);
   });
 
@@ -110,7 +148,11 @@ describe('ObjectIdGenerator: uniqueness and order', () => {
     throwsCode(() => gen.nextString(), 'CLOCK_MOVED_BACKWARDS', /ObjectId/);
     clock.set(T0 + 5); // back inside the same second: no rollback at second granularity
     assert.ok(isObjectId(gen.nextString()));
-    throwsCode(() => new ObjectIdGenerator({ clock, rollback: { policy: 'history' } }), 'INVALID_ARGUMENT', /history/);
+    throwsCode(
+      () => new ObjectIdGenerator({ clock, rollback: { policy: 'history' } }),
+      'INVALID_ARGUMENT',
+      /history/,
+    );
   });
 
   it('refuses seconds past its unsigned 32-bit field (2106), rather than wrap', () => {
@@ -125,8 +167,16 @@ describe('ObjectIdGenerator: uniqueness and order', () => {
 describe('ObjectId parsing', () => {
   it('accepts 24 hex digits in either case, and nothing else', () => {
     assert.equal(decodeObjectId('507F1F77BCF86CD799439011').id, '507f1f77bcf86cd799439011');
-    assert.equal(decodeObjectId('507f1f77bcf86cd799439011').timestamp, new ObjectId('507f1f77bcf86cd799439011').getTimestamp().getTime());
-    for (const bad of ['', '507f1f77bcf86cd79943901', '507f1f77bcf86cd7994390111', '507f1f77bcf86cd79943901g']) {
+    assert.equal(
+      decodeObjectId('507f1f77bcf86cd799439011').timestamp,
+      new ObjectId('507f1f77bcf86cd799439011').getTimestamp().getTime(),
+    );
+    for (const bad of [
+      '',
+      '507f1f77bcf86cd79943901',
+      '507f1f77bcf86cd7994390111',
+      '507f1f77bcf86cd79943901g',
+    ]) {
       assert.equal(isObjectId(bad), false);
       throwsCode(() => objectIdToBytes(bad), 'INVALID_ID', /is not an ObjectId/);
     }

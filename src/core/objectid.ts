@@ -51,13 +51,21 @@ export class ObjectIdGenerator extends TimeOrderedGenerator {
   readonly #processHex: string;
 
   constructor(options: ObjectIdOptions) {
-    super(options, { generator: 'ObjectIdGenerator', family: 'ObjectId', unitMs: 1000, maxUnit: MAX_SECONDS });
+    super(options, {
+      generator: 'ObjectIdGenerator',
+      family: 'ObjectId',
+      unitMs: 1000,
+      maxUnit: MAX_SECONDS,
+    });
     const pool = new RandomPool(options.random, 16);
     const at = pool.claim(8);
     this.#processRandom = pool.bytes.slice(at, at + 5);
     this.#processHex = bytesToHex(this.#processRandom);
     // The first ObjectId takes counter + 1, so this is "a random starting value" all the same.
-    this.#counter = ((pool.bytes[at + 5] as number) << 16) | ((pool.bytes[at + 6] as number) << 8) | (pool.bytes[at + 7] as number);
+    this.#counter =
+      ((pool.bytes[at + 5] as number) << 16) |
+      ((pool.bytes[at + 6] as number) << 8) |
+      (pool.bytes[at + 7] as number);
   }
 
   /** The per-generator random bytes (bytes 4-8 of every ObjectId it makes), as 10 hex digits. */
@@ -94,7 +102,11 @@ export class ObjectIdGenerator extends TimeOrderedGenerator {
     const counter = (this.#counter + 1) & COUNTER_MASK;
     // Fast path: the clock is inside the current second, and the counter has not come round to
     // where this second started.
-    if (now >= this.#second * 1000 && now < this.#second * 1000 + 1000 && counter !== this.#secondStart) {
+    if (
+      now >= this.#second * 1000 &&
+      now < this.#second * 1000 + 1000 &&
+      counter !== this.#secondStart
+    ) {
       this.#counter = counter;
       return;
     }
@@ -107,7 +119,12 @@ export class ObjectIdGenerator extends TimeOrderedGenerator {
     if (second !== this.#second) {
       this.#second = second;
       this.#secondStart = counter;
-      this.#prefix = HEX2[second >>> 24] + (HEX2[(second >>> 16) & 0xff] as string) + HEX2[(second >>> 8) & 0xff] + HEX2[second & 0xff] + this.#processHex;
+      this.#prefix =
+        HEX2[second >>> 24] +
+        (HEX2[(second >>> 16) & 0xff] as string) +
+        HEX2[(second >>> 8) & 0xff] +
+        HEX2[second & 0xff] +
+        this.#processHex;
     }
     this.#counter = counter;
   }
@@ -137,7 +154,10 @@ export function isObjectId(text: unknown): text is string {
 /** The 12 bytes of an ObjectId string; INVALID_ID for anything that is not 24 hex digits. */
 export function objectIdToBytes(text: string): Uint8Array {
   if (!isObjectId(text)) {
-    throw new IdMintError('INVALID_ID', `${describeInput(text)} is not an ObjectId: expected 24 hex digits`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `${describeInput(text)} is not an ObjectId: expected 24 hex digits`,
+    );
   }
   const bytes = new Uint8Array(12);
   hexToBytesInto(text, 0, bytes, 0, 12);
@@ -147,7 +167,10 @@ export function objectIdToBytes(text: string): Uint8Array {
 /** The canonical (lowercase hex) string of 12 ObjectId bytes. */
 export function objectIdFromBytes(bytes: Uint8Array): string {
   if (!(bytes instanceof Uint8Array) || bytes.length !== 12) {
-    throw new IdMintError('INVALID_ID', `a binary ObjectId is 12 bytes, got ${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `a binary ObjectId is 12 bytes, got ${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`,
+    );
   }
   return bytesToHex(bytes);
 }

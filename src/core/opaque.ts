@@ -47,14 +47,24 @@ export interface OpaqueDomain {
  * (a quadrillion per tag: 31 years at a million IDs per second); past that, encoding refuses
  * with OPAQUE_DOMAIN_EXHAUSTED. Key IDs 1 to 8 (a 9 in front would pass 2^63 - 1).
  */
-export const OPAQUE_SEGMENT_DOMAIN: OpaqueDomain = Object.freeze({ name: 'segment', digits: 18, denseLimit: 10n ** 15n, maxKeyId: 8 });
+export const OPAQUE_SEGMENT_DOMAIN: OpaqueDomain = Object.freeze({
+  name: 'segment',
+  digits: 18,
+  denseLimit: 10n ** 15n,
+  maxKeyId: 8,
+});
 
 /**
  * Opaque snowflake IDs: 25 decimal digits, a string. Every snowflake ID (below 2^63) has one; the
  * length differs from every other format idmint decodes (decimal IDs have at most 19 digits,
  * ObjectIds 24 characters, ULIDs 26), so the forms cannot be mistaken for each other.
  */
-export const OPAQUE_SNOWFLAKE_DOMAIN: OpaqueDomain = Object.freeze({ name: 'snowflake', digits: 24, denseLimit: 2n ** 63n, maxKeyId: 9 });
+export const OPAQUE_SNOWFLAKE_DOMAIN: OpaqueDomain = Object.freeze({
+  name: 'snowflake',
+  digits: 24,
+  denseLimit: 2n ** 63n,
+  maxKeyId: 9,
+});
 
 /** Options for {@link OpaqueCodec}. */
 export interface OpaqueCodecOptions {
@@ -95,30 +105,44 @@ export class OpaqueCodec {
   readonly #prepared = new Map<string, Ff1Domain>();
 
   constructor(options: OpaqueCodecOptions) {
-    if (options === null || typeof options !== 'object') throw new IdMintError('INVALID_ARGUMENT', 'OpaqueCodec needs options { keys }');
+    if (options === null || typeof options !== 'object')
+      throw new IdMintError('INVALID_ARGUMENT', 'OpaqueCodec needs options { keys }');
     const domain = options.domain ?? OPAQUE_SEGMENT_DOMAIN;
     checkDomain(domain);
     this.domain = domain;
     const keys = options.keys;
     if (!Array.isArray(keys) || keys.length === 0) {
-      throw new IdMintError('INVALID_ARGUMENT', 'opaque IDs need at least one key: { id: 1, key: <16, 24 or 32 bytes> }');
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'opaque IDs need at least one key: { id: 1, key: <16, 24 or 32 bytes> }',
+      );
     }
     this.#ciphers = new Array<Ff1 | undefined>(domain.maxKeyId + 1).fill(undefined);
     for (const [index, entry] of keys.entries()) {
       const id = (entry as OpaqueKey | undefined)?.id;
       if (!Number.isInteger(id) || (id as number) < 1 || (id as number) > domain.maxKeyId) {
-        throw new IdMintError('INVALID_ARGUMENT', `opaque key ${index + 1}: its ID must be an integer from 1 to ${domain.maxKeyId} (the ${domain.name} domain's key digit), got ${String(id)}`);
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `opaque key ${index + 1}: its ID must be an integer from 1 to ${domain.maxKeyId} (the ${domain.name} domain's key digit), got ${String(id)}`,
+        );
       }
-      if (this.#ciphers[id as number] !== undefined) throw new IdMintError('INVALID_ARGUMENT', `opaque key ID ${String(id)} is given twice`);
+      if (this.#ciphers[id as number] !== undefined)
+        throw new IdMintError('INVALID_ARGUMENT', `opaque key ID ${String(id)} is given twice`);
       try {
         this.#ciphers[id as number] = createFf1({ key: (entry as OpaqueKey).key, radix: 10 });
       } catch (error) {
-        throw new IdMintError('INVALID_ARGUMENT', `opaque key ${String(id)}: ${(error as Error).message}`);
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `opaque key ${String(id)}: ${(error as Error).message}`,
+        );
       }
     }
     const active = options.activeKeyId ?? Math.max(...keys.map((k) => k.id));
     if (this.#ciphers[active] === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', `active opaque key ID ${String(active)} is not among the configured keys (${this.keyIds().join(', ')})`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `active opaque key ID ${String(active)} is not among the configured keys (${this.keyIds().join(', ')})`,
+      );
     }
     this.activeKeyId = active;
     this.#shape = new RegExp(`^[1-9][0-9]{${domain.digits}}$`);
@@ -149,9 +173,17 @@ export class OpaqueCodec {
    * The opaque forms of `count` consecutive dense IDs from `first`: the same as calling
    * {@link encode} for each, several times faster (FF1 runs over all of them at once).
    */
-  encodeRange(first: bigint | number, count: number, tweak: string, keyId = this.activeKeyId): string[] {
+  encodeRange(
+    first: bigint | number,
+    count: number,
+    tweak: string,
+    keyId = this.activeKeyId,
+  ): string[] {
     if (!Number.isSafeInteger(count) || count < 1 || count > MAX_OPAQUE_RANGE) {
-      throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${MAX_OPAQUE_RANGE}, got ${String(count)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `count must be an integer from 1 to ${MAX_OPAQUE_RANGE}, got ${String(count)}`,
+      );
     }
     const start = this.#checkDense(first, count);
     const domain = this.#ff1(keyId, tweak);
@@ -176,7 +208,8 @@ export class OpaqueCodec {
         }
       }
       domain.encryptPairs(a, b, n);
-      for (let k = 0; k < n; k++) out[done + k] = key + String(a[k]).padStart(u, '0') + String(b[k]).padStart(v, '0');
+      for (let k = 0; k < n; k++)
+        out[done + k] = key + String(a[k]).padStart(u, '0') + String(b[k]).padStart(v, '0');
     }
     return out;
   }
@@ -189,7 +222,10 @@ export class OpaqueCodec {
    * batched rate for one ID at a time. Computing ahead issues nothing: an opaque ID is a function
    * of its dense ID, so a window that is never used is merely wasted work.
    */
-  encoder(tweak: string, options: { readonly window?: number; readonly keyId?: number } = {}): OpaqueEncoder {
+  encoder(
+    tweak: string,
+    options: { readonly window?: number; readonly keyId?: number } = {},
+  ): OpaqueEncoder {
     return new OpaqueEncoder(this, tweak, options.window ?? 256, options.keyId ?? this.activeKeyId);
   }
 
@@ -200,10 +236,17 @@ export class OpaqueCodec {
    * when given. Never returns another tag's dense ID for a well-formed ID of that tag, except with
    * the probability described in docs/formats.md.
    */
-  decode(opaque: string | bigint, tweak: string, options: { readonly issuedUpTo?: bigint } = {}): DecodedOpaqueId {
+  decode(
+    opaque: string | bigint,
+    tweak: string,
+    options: { readonly issuedUpTo?: bigint } = {},
+  ): DecodedOpaqueId {
     const text = typeof opaque === 'bigint' ? opaque.toString() : opaque;
     if (typeof text !== 'string' || !this.#shape.test(text)) {
-      const shown = typeof text === 'string' ? `"${text.length > 40 ? `${text.slice(0, 40)}...` : text}"` : `a ${typeof text}`;
+      const shown =
+        typeof text === 'string'
+          ? `"${text.length > 40 ? `${text.slice(0, 40)}...` : text}"`
+          : `a ${typeof text}`;
       throw new IdMintError(
         'INVALID_ID',
         `${shown} is not an opaque ${this.domain.name} ID: expected ${this.domain.digits + 1} decimal digits, the first (the key ID) from 1 to ${this.domain.maxKeyId}`,
@@ -232,9 +275,16 @@ export class OpaqueCodec {
   #ff1(keyId: number, tweak: string): Ff1Domain {
     const cipher = Number.isInteger(keyId) ? this.#ciphers[keyId] : undefined;
     if (cipher === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', `opaque key ID ${String(keyId)} is not configured (configured: ${this.keyIds().join(', ')})`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `opaque key ID ${String(keyId)} is not configured (configured: ${this.keyIds().join(', ')})`,
+      );
     }
-    if (typeof tweak !== 'string') throw new IdMintError('INVALID_ARGUMENT', `the opaque tweak (the tag name) must be a string, got ${typeof tweak}`);
+    if (typeof tweak !== 'string')
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `the opaque tweak (the tag name) must be a string, got ${typeof tweak}`,
+      );
     const cacheKey = `${keyId}:${tweak}`;
     let prepared = this.#prepared.get(cacheKey);
     if (prepared === undefined) {
@@ -251,14 +301,25 @@ export class OpaqueCodec {
     let value: bigint;
     if (typeof dense === 'bigint') value = dense;
     else if (typeof dense === 'number' && Number.isSafeInteger(dense)) value = BigInt(dense);
-    else throw new IdMintError('INVALID_ARGUMENT', `a dense ID must be a bigint or a safe integer, got ${String(dense)}`);
-    if (value < 0n) throw new IdMintError('INVALID_ARGUMENT', `a dense ID is never negative, got ${value}`);
+    else
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `a dense ID must be a bigint or a safe integer, got ${String(dense)}`,
+      );
+    if (value < 0n)
+      throw new IdMintError('INVALID_ARGUMENT', `a dense ID is never negative, got ${value}`);
     const last = value + BigInt(count) - 1n;
     if (last >= this.domain.denseLimit) {
       throw new IdMintError(
         'OPAQUE_DOMAIN_EXHAUSTED',
         `dense ID ${last} has no opaque ${this.domain.name} form: the domain holds dense IDs from 0 to ${this.domain.denseLimit - 1n}; nothing is issued rather than a wrapped or repeated ID`,
-        { details: { domain: this.domain.name, dense: last.toString(), denseLimit: this.domain.denseLimit.toString() } },
+        {
+          details: {
+            domain: this.domain.name,
+            dense: last.toString(),
+            denseLimit: this.domain.denseLimit.toString(),
+          },
+        },
       );
     }
     return value;
@@ -279,7 +340,10 @@ export class OpaqueEncoder {
 
   constructor(codec: OpaqueCodec, tweak: string, window: number, keyId: number) {
     if (!Number.isSafeInteger(window) || window < 1 || window > 65_536) {
-      throw new IdMintError('INVALID_ARGUMENT', `opaque encoder window must be an integer from 1 to 65536, got ${String(window)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `opaque encoder window must be an integer from 1 to 65536, got ${String(window)}`,
+      );
     }
     codec.encode(0n, tweak, keyId); // validates the tweak and the key ID up front
     this.#codec = codec;
@@ -293,11 +357,20 @@ export class OpaqueEncoder {
     // Fast path for numbers: a window hit costs a subtraction, no bigint.
     if (typeof dense === 'number') {
       const index = dense - this.#startNumber;
-      if (index >= 0 && index < this.#ids.length && Number.isInteger(index) && this.#startNumber >= 0) return this.#ids[index] as string;
+      if (
+        index >= 0 &&
+        index < this.#ids.length &&
+        Number.isInteger(index) &&
+        this.#startNumber >= 0
+      )
+        return this.#ids[index] as string;
     }
-    const value = typeof dense === 'bigint' ? dense : Number.isSafeInteger(dense) ? BigInt(dense) : -1n;
-    if (value >= this.#start && value < this.#start + BigInt(this.#ids.length)) return this.#ids[Number(value - this.#start)] as string;
-    if (value < 0n || value >= this.#codec.domain.denseLimit) return this.#codec.encode(dense, this.tweak, this.keyId); // throws the right error
+    const value =
+      typeof dense === 'bigint' ? dense : Number.isSafeInteger(dense) ? BigInt(dense) : -1n;
+    if (value >= this.#start && value < this.#start + BigInt(this.#ids.length))
+      return this.#ids[Number(value - this.#start)] as string;
+    if (value < 0n || value >= this.#codec.domain.denseLimit)
+      return this.#codec.encode(dense, this.tweak, this.keyId); // throws the right error
     const room = this.#codec.domain.denseLimit - value;
     const count = room < BigInt(this.#window) ? Number(room) : this.#window;
     this.#ids = this.#codec.encodeRange(value, count, this.tweak, this.keyId);
@@ -313,12 +386,22 @@ function shortTweak(tweak: string): string {
 
 function checkDomain(domain: OpaqueDomain): void {
   const ok =
-    domain !== null && typeof domain === 'object' &&
-    Number.isInteger(domain.digits) && domain.digits >= 6 && domain.digits <= 28 &&
-    typeof domain.denseLimit === 'bigint' && domain.denseLimit > 0n && domain.denseLimit <= 10n ** BigInt(domain.digits) &&
-    Number.isInteger(domain.maxKeyId) && domain.maxKeyId >= 1 && domain.maxKeyId <= 9;
+    domain !== null &&
+    typeof domain === 'object' &&
+    Number.isInteger(domain.digits) &&
+    domain.digits >= 6 &&
+    domain.digits <= 28 &&
+    typeof domain.denseLimit === 'bigint' &&
+    domain.denseLimit > 0n &&
+    domain.denseLimit <= 10n ** BigInt(domain.digits) &&
+    Number.isInteger(domain.maxKeyId) &&
+    domain.maxKeyId >= 1 &&
+    domain.maxKeyId <= 9;
   if (!ok) {
-    throw new IdMintError('INVALID_ARGUMENT', 'opaque domain needs digits from 6 to 28, a denseLimit from 1 to 10^digits and a maxKeyId from 1 to 9');
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      'opaque domain needs digits from 6 to 28, a denseLimit from 1 to 10^digits and a maxKeyId from 1 to 9',
+    );
   }
 }
 
@@ -329,22 +412,37 @@ function checkDomain(domain: OpaqueDomain): void {
  */
 export function parseOpaqueKeys(text: string): OpaqueKey[] {
   if (typeof text !== 'string' || text.trim() === '') {
-    throw new IdMintError('INVALID_ARGUMENT', 'opaque keys must be a non-empty list of <id>:<hex> entries separated by commas');
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      'opaque keys must be a non-empty list of <id>:<hex> entries separated by commas',
+    );
   }
   const entries = text.split(',').map((entry) => entry.trim());
   return entries.map((entry, index): OpaqueKey => {
     const colon = entry.indexOf(':');
     if (colon < 0 && entries.length > 1) {
-      throw new IdMintError('INVALID_ARGUMENT', `opaque key entry ${index + 1} has no "<id>:" in front; with several keys each needs its ID`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `opaque key entry ${index + 1} has no "<id>:" in front; with several keys each needs its ID`,
+      );
     }
     const idText = colon < 0 ? '1' : entry.slice(0, colon).trim();
     const hex = colon < 0 ? entry : entry.slice(colon + 1).trim();
     if (!/^[1-9]$/.test(idText)) {
-      throw new IdMintError('INVALID_ARGUMENT', `opaque key entry ${index + 1}: the key ID must be one digit from 1 to 9, got "${idText.slice(0, 10)}"`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `opaque key entry ${index + 1}: the key ID must be one digit from 1 to 9, got "${idText.slice(0, 10)}"`,
+      );
     }
-    if (!/^[0-9a-fA-F]*$/.test(hex) || (hex.length !== 32 && hex.length !== 48 && hex.length !== 64)) {
+    if (
+      !/^[0-9a-fA-F]*$/.test(hex) ||
+      (hex.length !== 32 && hex.length !== 48 && hex.length !== 64)
+    ) {
       // The message says what is wrong with the key, never what it is.
-      throw new IdMintError('INVALID_ARGUMENT', `opaque key ${idText}: must be 32, 48 or 64 hex digits (AES-128, -192, -256), got ${hex.length} characters${/^[0-9a-fA-F]*$/.test(hex) ? '' : ' with non-hex ones'}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `opaque key ${idText}: must be 32, 48 or 64 hex digits (AES-128, -192, -256), got ${hex.length} characters${/^[0-9a-fA-F]*$/.test(hex) ? '' : ' with non-hex ones'}`,
+      );
     }
     const key = new Uint8Array(hex.length / 2);
     for (let i = 0; i < key.length; i++) key[i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16);

@@ -47,14 +47,25 @@ describe('RandomPool', () => {
       counts[byte] = (counts[byte] ?? 0) + 1;
     }
     // Each count is Binomial(65536, 1/256): mean 256, sd 16; 7 sd is a bug, not bad luck.
-    for (const count of counts) assert.ok(Math.abs(count - 256) < 112, `byte counts ${Math.min(...counts)}..${Math.max(...counts)}`);
+    for (const count of counts)
+      assert.ok(
+        Math.abs(count - 256) < 112,
+        `byte counts ${Math.min(...counts)}..${Math.max(...counts)}`,
+      );
     const bytes = new Uint8Array(32);
     webCryptoFill(bytes);
     assert.ok(bytes.some((b) => b !== 0));
   });
 
   it('validates its options', () => {
-    assert.throws(() => new RandomPool('x' as never), (e: unknown) => isIdMintError(e, 'INVALID_ARGUMENT'));
-    for (const size of [8, 17, 70_000]) assert.throws(() => new RandomPool(undefined, size), (e: unknown) => isIdMintError(e, 'INVALID_ARGUMENT'));
+    assert.throws(
+      () => new RandomPool('x' as never),
+      (e: unknown) => isIdMintError(e, 'INVALID_ARGUMENT'),
+    );
+    for (const size of [8, 17, 70_000])
+      assert.throws(
+        () => new RandomPool(undefined, size),
+        (e: unknown) => isIdMintError(e, 'INVALID_ARGUMENT'),
+      );
   });
 });

@@ -42,10 +42,16 @@ export class RandomPool {
    */
   constructor(fill: RandomFill = webCryptoFill, size = 4096) {
     if (typeof fill !== 'function') {
-      throw new IdMintError('INVALID_ARGUMENT', `random must be a function filling a Uint8Array with random bytes, got ${typeof fill}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `random must be a function filling a Uint8Array with random bytes, got ${typeof fill}`,
+      );
     }
     if (!Number.isInteger(size) || size < 16 || size > MAX_POOL_BYTES || size % 4 !== 0) {
-      throw new IdMintError('INVALID_ARGUMENT', `random pool size must be a multiple of 4 from 16 to ${MAX_POOL_BYTES} bytes, got ${String(size)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `random pool size must be a multiple of 4 from 16 to ${MAX_POOL_BYTES} bytes, got ${String(size)}`,
+      );
     }
     this.#fill = fill;
     this.bytes = new Uint8Array(size);
@@ -70,7 +76,13 @@ export class RandomPool {
   uint32(): number {
     const at = this.claim(4);
     const b = this.bytes;
-    return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16) | ((b[at + 3] as number) << 24)) >>> 0;
+    return (
+      ((b[at] as number) |
+        ((b[at + 1] as number) << 8) |
+        ((b[at + 2] as number) << 16) |
+        ((b[at + 3] as number) << 24)) >>>
+      0
+    );
   }
 
   /** Writes `length` random bytes into `target` from `offset`. */

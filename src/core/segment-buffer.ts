@@ -87,7 +87,11 @@ export interface SegmentTagStats {
   /** IDs handed out so far (every range loaded, less what is still buffered): its growth is the draw rate. */
   readonly issued: number;
   /** The range IDs are issued from now: `[start, end)`, `position` the next ID; null before the first. */
-  readonly range: { readonly start: bigint; readonly end: bigint; readonly position: bigint } | null;
+  readonly range: {
+    readonly start: bigint;
+    readonly end: bigint;
+    readonly position: bigint;
+  } | null;
   /** The loaded, not yet started range; null when none is waiting. */
   readonly next: { readonly start: bigint; readonly end: bigint } | null;
 }
@@ -264,7 +268,10 @@ export class SegmentBuffer {
   /** IDs that {@link take} can hand out right now without waiting. */
   available(): number {
     if (this.#closed) return 0;
-    return Number((this.#end - this.#cursor) / this.#stride) + (this.#next === undefined ? 0 : this.#next.step);
+    return (
+      Number((this.#end - this.#cursor) / this.#stride) +
+      (this.#next === undefined ? 0 : this.#next.step)
+    );
   }
 
   /**
@@ -277,7 +284,8 @@ export class SegmentBuffer {
     if (this.#cursor < this.#end || this.#next !== undefined) return Promise.resolve();
     if (this.#loading !== undefined) return this.#loading;
     const failure = this.#failure;
-    if (failure !== undefined && this.#s.clock.now() < failure.retryAt) return Promise.reject(failure.error);
+    if (failure !== undefined && this.#s.clock.now() < failure.retryAt)
+      return Promise.reject(failure.error);
     return this.#load();
   }
 
@@ -295,12 +303,19 @@ export class SegmentBuffer {
     const next = this.#next;
     this.#next = undefined;
     this.#cursor = end;
-    const rest = cursor < end ? { from: cursor, to: end, stride, ids: Number((end - cursor) / this.#stride) } : undefined;
+    const rest =
+      cursor < end
+        ? { from: cursor, to: end, stride, ids: Number((end - cursor) / this.#stride) }
+        : undefined;
     if (next === undefined) return { tails: rest === undefined ? [] : [rest], wasted: 0 };
     const upper = { from: next.start, to: next.end, stride: next.stride ?? 1, ids: next.step };
     if (rest === undefined) return { tails: [upper], wasted: 0 };
     // The current remainder joins the tail only if the next range continues it directly.
-    if (end === next.start) return { tails: [{ from: cursor, to: next.end, stride, ids: rest.ids + next.step }], wasted: 0 };
+    if (end === next.start)
+      return {
+        tails: [{ from: cursor, to: next.end, stride, ids: rest.ids + next.step }],
+        wasted: 0,
+      };
     // A remainder of another residue class came from another database of a set, whose max_id
     // the next range did not move: it is the top of its own class and may go back there. (With
     // one database there is one class, and a remainder below a gap is wasted, as before.)
@@ -337,10 +352,17 @@ export class SegmentBuffer {
       heals: this.#heals,
       loadMsTotal: this.#loadMsTotal,
       loadMsMax: this.#loadMsMax,
-      lastError: this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt ? this.#failure.error.message : null,
-      lastErrorCode: this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt ? this.#failure.error.code : null,
+      lastError:
+        this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt
+          ? this.#failure.error.message
+          : null,
+      lastErrorCode:
+        this.#failure !== undefined && this.#s.clock.now() < this.#failure.retryAt
+          ? this.#failure.error.code
+          : null,
       issued: this.issued(),
-      range: this.#start < 0n ? null : { start: this.#start, end: this.#end, position: this.#cursor },
+      range:
+        this.#start < 0n ? null : { start: this.#start, end: this.#end, position: this.#cursor },
       next: next === undefined ? null : { start: next.start, end: next.end },
     };
   }
@@ -392,7 +414,13 @@ export class SegmentBuffer {
     // read in the same atomic step as the allocation; the dynamic step starts with the third,
     // timed from the second (SegmentIDGenImpl.updateSegmentFromDb's three branches).
     const step =
-      this.#loads < 2 ? undefined : nextStep(s.stepPolicy, { step: this.#step, minStep: this.#minStep, lastedMs: s.clock.now() - this.#lastLoadAt });
+      this.#loads < 2
+        ? undefined
+        : nextStep(s.stepPolicy, {
+            step: this.#step,
+            minStep: this.#minStep,
+            lastedMs: s.clock.now() - this.#lastLoadAt,
+          });
     const started = performance.now(); // latency for stats only; behaviour reads the injected clock
     const loading = this.#allocateAbove(step).then(
       (range) => this.#loaded(range, step, performance.now() - started),
@@ -428,8 +456,11 @@ export class SegmentBuffer {
   #problem(range: SegmentRange, step: number | undefined): RangeProblem | undefined {
     const stride = range.stride ?? 1;
     const strideOk = Number.isSafeInteger(stride) && stride >= 1 && stride <= MAX_SEGMENT_DATABASES;
-    const sized = range.step >= 1 && range.end - range.start === BigInt(range.step) * BigInt(stride);
-    if (!(strideOk && range.tag === this.tag && sized && (step === undefined || range.step === step))) {
+    const sized =
+      range.step >= 1 && range.end - range.start === BigInt(range.step) * BigInt(stride);
+    if (
+      !(strideOk && range.tag === this.tag && sized && (step === undefined || range.step === step))
+    ) {
       return { message: 'which is malformed' };
     }
     if (this.#rangeStride !== undefined && stride !== this.#rangeStride) {
@@ -439,7 +470,10 @@ export class SegmentBuffer {
     }
     const highest = this.#highest.get(range.start % BigInt(stride)) ?? 0n;
     if (range.start >= highest) return undefined;
-    return { message: `which starts below IDs already loaded (${highest}); was max_id moved back?`, below: highest };
+    return {
+      message: `which starts below IDs already loaded (${highest}); was max_id moved back?`,
+      below: highest,
+    };
   }
 
   #loaded(range: SegmentRange, step: number | undefined, ms: number): void {
@@ -486,7 +520,11 @@ export class SegmentBuffer {
   #failed(cause: unknown, ms: number): never {
     const error = isIdMintError(cause)
       ? cause
-      : new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": allocating a range failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+      : new IdMintError(
+          'STORE_UNAVAILABLE',
+          `tag "${this.tag}": allocating a range failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+          { cause },
+        );
     if (error.details?.abandoned === true) this.#abandonedLoads++;
     this.#loading = undefined;
     this.#failure = { error, retryAt: this.#s.clock.now() + this.#s.retryAfterMs };
@@ -499,5 +537,8 @@ export class SegmentBuffer {
 
 /** The error for a request that reaches a closed service or buffer. */
 export function closedError(): IdMintError {
-  return new IdMintError('SEGMENTS_NOT_READY', 'the segment service is closed (shutting down); ask another node');
+  return new IdMintError(
+    'SEGMENTS_NOT_READY',
+    'the segment service is closed (shutting down); ask another node',
+  );
 }

@@ -53,7 +53,10 @@ const DESCRIPTION_RULE = /^[^\u0000\p{Cs}]{0,256}$/u;
  */
 export function checkTag(tag: unknown): string {
   if (typeof tag !== 'string' || !TAG_RULE.test(tag)) {
-    throw new IdMintError('INVALID_ARGUMENT', `tag must be 1 to ${MAX_TAG_LENGTH} characters, none of them U+0000 or an unpaired surrogate, got ${describe(tag)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `tag must be 1 to ${MAX_TAG_LENGTH} characters, none of them U+0000 or an unpaired surrogate, got ${describe(tag)}`,
+    );
   }
   return tag;
 }
@@ -64,7 +67,10 @@ export function checkTag(tag: unknown): string {
  */
 export function checkNewTagName(tag: unknown): string {
   if (typeof tag !== 'string' || !TAG_PATTERN.test(tag)) {
-    throw new IdMintError('INVALID_ARGUMENT', `tag must be 1 to 128 characters of A-Z a-z 0-9 _ . : - for a new tag (a tag moved from Leaf may hold any characters), got ${describe(tag)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `tag must be 1 to 128 characters of A-Z a-z 0-9 _ . : - for a new tag (a tag moved from Leaf may hold any characters), got ${describe(tag)}`,
+    );
   }
   return tag;
 }
@@ -72,7 +78,10 @@ export function checkNewTagName(tag: unknown): string {
 /** Returns `step` if it is an integer from 1 to 2^31-1; throws INVALID_ARGUMENT naming `name`. */
 export function checkStep(step: unknown, name = 'step'): number {
   if (typeof step !== 'number' || !Number.isInteger(step) || step < 1 || step > MAX_TAG_STEP) {
-    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from 1 to ${MAX_TAG_STEP}, got ${describe(step)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer from 1 to ${MAX_TAG_STEP}, got ${describe(step)}`,
+    );
   }
   return step;
 }
@@ -80,7 +89,10 @@ export function checkStep(step: unknown, name = 'step'): number {
 /** Returns `id` if it is a bigint from 0 to 2^63-1; throws INVALID_ARGUMENT naming `name`. */
 export function checkSegmentId(id: unknown, name: string): bigint {
   if (typeof id !== 'bigint' || id < 0n || id > MAX_SEGMENT_ID) {
-    throw new IdMintError('INVALID_ARGUMENT', `${name} must be a bigint from 0 to ${MAX_SEGMENT_ID}, got ${describe(id)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be a bigint from 0 to ${MAX_SEGMENT_ID}, got ${describe(id)}`,
+    );
   }
   return id;
 }
@@ -112,7 +124,10 @@ export function checkStartId(startId: unknown, step: number): bigint {
   const id = checkSegmentId(startId, 'startId');
   const highest = MAX_SEGMENT_ID - BigInt(step);
   if (id > highest) {
-    throw new IdMintError('INVALID_ARGUMENT', `startId must leave room for one range of step ${step} below ${MAX_SEGMENT_ID}: at most ${highest}, got ${id}n`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `startId must leave room for one range of step ${step} below ${MAX_SEGMENT_ID}: at most ${highest}, got ${id}n`,
+    );
   }
   return id;
 }
@@ -134,14 +149,26 @@ export function storedStep(value: unknown): number | undefined {
  * written there outside idmint. Not retryable: the row must be fixed. Names the tag and the value,
  * never a database message.
  */
-export function tagMisconfigured(tag: string, column: 'step' | 'max_id', value: unknown): IdMintError {
-  const allowed = column === 'step' ? `an integer from 1 to ${MAX_TAG_STEP}` : `an integer from 0 to ${MAX_SEGMENT_ID}`;
-  const fix = column === 'step' ? '; set a valid step (idmint tags set-step, or PATCH /v1/tags/{tag})' : '';
+export function tagMisconfigured(
+  tag: string,
+  column: 'step' | 'max_id',
+  value: unknown,
+): IdMintError {
+  const allowed =
+    column === 'step'
+      ? `an integer from 1 to ${MAX_TAG_STEP}`
+      : `an integer from 0 to ${MAX_SEGMENT_ID}`;
+  const fix =
+    column === 'step' ? '; set a valid step (idmint tags set-step, or PATCH /v1/tags/{tag})' : '';
   const text = String(value);
   const shown = /^-?[0-9]{1,40}$/.test(text) ? text : describe(text);
-  return new IdMintError('TAG_MISCONFIGURED', `tag "${tag}": its stored ${column} is ${shown}, which must be ${allowed}; no range can be allocated until the row is fixed${fix}`, {
-    details: { tag, column, value: text },
-  });
+  return new IdMintError(
+    'TAG_MISCONFIGURED',
+    `tag "${tag}": its stored ${column} is ${shown}, which must be ${allowed}; no range can be allocated until the row is fixed${fix}`,
+    {
+      details: { tag, column, value: text },
+    },
+  );
 }
 
 /** The error every store raises when a range would pass 2^63-1. */
@@ -159,7 +186,8 @@ export function tagNotFound(tag: string): IdMintError {
 }
 
 function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 140 ? `${value.slice(0, 140)}...` : value);
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 140 ? `${value.slice(0, 140)}...` : value);
   if (typeof value === 'bigint') return `${value}n`;
   return String(value);
 }

@@ -12,7 +12,11 @@ const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const layout = getLayout('idmint');
 const PER_UNIT = layout.maxSequence + 1;
 
-function generator(clock: ManualClock, rollback?: RollbackPolicyOptions, extra: Partial<SnowflakeOptions> = {}): SnowflakeGenerator {
+function generator(
+  clock: ManualClock,
+  rollback?: RollbackPolicyOptions,
+  extra: Partial<SnowflakeOptions> = {},
+): SnowflakeGenerator {
   return new SnowflakeGenerator({ clock, rollback, workerId: 5, ...extra });
 }
 
@@ -83,7 +87,8 @@ describe('SnowflakeGenerator: uniqueness and order', () => {
 
   it('nextBatch and nextString validate and format', () => {
     const gen = generator(new ManualClock(T0));
-    for (const bad of [0, -1, 1.5, Number.NaN, 10_000_001]) throwsCode(() => gen.nextBatch(bad), 'INVALID_ARGUMENT', /count must be an integer/);
+    for (const bad of [0, -1, 1.5, Number.NaN, 10_000_001])
+      throwsCode(() => gen.nextBatch(bad), 'INVALID_ARGUMENT', /count must be an integer/);
     const text = gen.nextString();
     assert.match(text, /^[1-9][0-9]*$/);
     assert.ok(BigInt(text) < gen.next());
@@ -109,7 +114,10 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
       clock.advance(-jump);
       assert.throws(
         () => gen.next(),
-        (error: unknown) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && error.details?.['offsetMs'] === jump && error.retryable,
+        (error: unknown) =>
+          isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') &&
+          error.details?.['offsetMs'] === jump &&
+          error.retryable,
       );
       assert.equal(gen.rollbackCount(), 1);
       clock.advance(jump);
@@ -132,7 +140,11 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     const gen = generator(clock, { policy: 'wait' });
     gen.next();
     clock.advance(-6);
-    throwsCode(() => gen.next(), 'CLOCK_MOVED_BACKWARDS', /6 ms behind .* policy "wait" tolerates up to 5 ms/);
+    throwsCode(
+      () => gen.next(),
+      'CLOCK_MOVED_BACKWARDS',
+      /6 ms behind .* policy "wait" tolerates up to 5 ms/,
+    );
     assert.equal(clock.sleptMs, 0);
   });
 
@@ -148,7 +160,12 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
   it('wait: refuses when the clock is still behind after the wait', () => {
     const clock = new ManualClock(T0);
     const gen = new SnowflakeGenerator({
-      clock: { now: () => clock.now(), sleep: (ms) => { clock.sleptMs += ms; } }, // time does not pass
+      clock: {
+        now: () => clock.now(),
+        sleep: (ms) => {
+          clock.sleptMs += ms;
+        },
+      }, // time does not pass
       workerId: 5,
       rollback: { policy: 'wait' },
     });
@@ -186,7 +203,11 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     const gen = generator(clock, { policy: 'borrow', maxLeadMs: 1000, maxWaitMs: 10 });
     gen.next();
     clock.advance(-3_600_000);
-    throwsCode(() => gen.next(), 'CLOCK_MOVED_BACKWARDS', /policy "borrow" leads the clock by at most 1000 ms and waits at most 10 ms/);
+    throwsCode(
+      () => gen.next(),
+      'CLOCK_MOVED_BACKWARDS',
+      /policy "borrow" leads the clock by at most 1000 ms and waits at most 10 ms/,
+    );
     assert.ok(clock.sleptMs <= 12, `slept ${clock.sleptMs} ms`);
   });
 
@@ -199,7 +220,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     assert.ok(clock.sleptMs >= 5 && clock.sleptMs <= 10, `slept ${clock.sleptMs} ms`);
   });
 
-  it('history: after a rollback inside the window, continues each unit\'s sequence: unique IDs', () => {
+  it("history: after a rollback inside the window, continues each unit's sequence: unique IDs", () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'history', historyMs: 2000 });
     const seen = new Set<bigint>();
@@ -234,20 +255,40 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     clock.advance(5000);
     gen.next();
     clock.advance(-2500);
-    throwsCode(() => gen.next(), 'CLOCK_MOVED_BACKWARDS', /continues only inside its 2000 ms window/);
+    throwsCode(
+      () => gen.next(),
+      'CLOCK_MOVED_BACKWARDS',
+      /continues only inside its 2000 ms window/,
+    );
 
-    const restarted = generator(new ManualClock(T0 - 100), { policy: 'history' }, { lastTimestamp: T0 });
+    const restarted = generator(
+      new ManualClock(T0 - 100),
+      { policy: 'history' },
+      { lastTimestamp: T0 },
+    );
     throwsCode(() => restarted.next(), 'CLOCK_MOVED_BACKWARDS', /100 ms behind/);
   });
 
   it('rejects unknown policies and bad bounds, naming them', () => {
     const clock = new ManualClock(T0);
-    throwsCode(() => generator(clock, { policy: 'sleep' as never }), 'INVALID_ARGUMENT', /one of refuse, wait, borrow, history, got "sleep"/);
-    throwsCode(() => generator(clock, { policy: 'wait', maxBackwardMs: -1 }), 'INVALID_ARGUMENT', /maxBackwardMs must be an integer from 0 to 1000/);
-    throwsCode(() => generator(clock, { policy: 'borrow', maxWaitMs: 5000 }), 'INVALID_ARGUMENT', /maxWaitMs/);
+    throwsCode(
+      () => generator(clock, { policy: 'sleep' as never }),
+      'INVALID_ARGUMENT',
+      /one of refuse, wait, borrow, history, got "sleep"/,
+    );
+    throwsCode(
+      () => generator(clock, { policy: 'wait', maxBackwardMs: -1 }),
+      'INVALID_ARGUMENT',
+      /maxBackwardMs must be an integer from 0 to 1000/,
+    );
+    throwsCode(
+      () => generator(clock, { policy: 'borrow', maxWaitMs: 5000 }),
+      'INVALID_ARGUMENT',
+      /maxWaitMs/,
+    );
   });
 
-  it('defaults to wait with Leaf\'s 5 ms bound', () => {
+  it("defaults to wait with Leaf's 5 ms bound", () => {
     const gen = generator(new ManualClock(T0));
     assert.equal(gen.policy.name, 'wait');
     assert.equal(gen.policy.maxBackwardMs, 5);
@@ -263,8 +304,15 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
 
     // 2 ms behind: Leaf's rule waits twice the offset, so the first ID lands at T0 + 2.
     const behind = new ManualClock(T0 - 2);
-    assert.equal(decomposeId(generator(behind, undefined, { lastTimestamp: T0 }).next(), layout).timestamp, T0 + 2);
-    throwsCode(() => generator(new ManualClock(T0 - 60_000), undefined, { lastTimestamp: T0 }).next(), 'CLOCK_MOVED_BACKWARDS', /60000 ms behind/);
+    assert.equal(
+      decomposeId(generator(behind, undefined, { lastTimestamp: T0 }).next(), layout).timestamp,
+      T0 + 2,
+    );
+    throwsCode(
+      () => generator(new ManualClock(T0 - 60_000), undefined, { lastTimestamp: T0 }).next(),
+      'CLOCK_MOVED_BACKWARDS',
+      /60000 ms behind/,
+    );
   });
 
   it('reports the latest time unit used, for the worker registry', () => {
@@ -277,7 +325,13 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
     assert.equal(gen.lastTimestamp(), T0 + 7);
   });
 
-  const tiny = defineLayout({ name: 'tiny', timeBits: 12, workerBits: 31, sequenceBits: 20, epoch: T0 - 4000 });
+  const tiny = defineLayout({
+    name: 'tiny',
+    timeBits: 12,
+    workerBits: 31,
+    sequenceBits: 20,
+    epoch: T0 - 4000,
+  });
 
   it('refuses with TIME_OVERFLOW instead of wrapping when the time field runs out', () => {
     assert.equal(tiny.expiresAtMs, T0 + 96);
@@ -287,23 +341,29 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
     assert.ok(last > 0n && last <= tiny.maxId);
     assert.equal(decomposeId(last, tiny).timestamp, T0 + 95);
     clock.advance(1);
-    throwsCode(() => gen.next(), 'TIME_OVERFLOW', /layout "tiny" ran out of time at .*no ID is issued rather than a wrapped or negative one/);
+    throwsCode(
+      () => gen.next(),
+      'TIME_OVERFLOW',
+      /layout "tiny" ran out of time at .*no ID is issued rather than a wrapped or negative one/,
+    );
   });
 
-  it('refuses TIME_OVERFLOW when the last unit\'s sequence runs out, even when borrowing', () => {
+  it("refuses TIME_OVERFLOW when the last unit's sequence runs out, even when borrowing", () => {
     const clock = new ManualClock(T0 + 95);
     const gen = generator(clock, { policy: 'borrow' }, { layout: tiny });
     gen.nextBatch(tiny.maxSequence + 1);
     throwsCode(() => gen.next(), 'TIME_OVERFLOW');
   });
 
-  it('refuses to construct a generator whose layout already ran out (Baidu\'s default since 2024-11-20)', () => {
-    const baidu = () => new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu', workerId: 0 });
+  it("refuses to construct a generator whose layout already ran out (Baidu's default since 2024-11-20)", () => {
+    const baidu = () =>
+      new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu', workerId: 0 });
     throwsCode(baidu, 'TIME_OVERFLOW', /2024-11-20/);
   });
 
   it('refuses an epoch in the future and a clock before the epoch', () => {
-    const early = () => new SnowflakeGenerator({ clock: new ManualClock(Date.UTC(2025, 0, 1)), workerId: 0 });
+    const early = () =>
+      new SnowflakeGenerator({ clock: new ManualClock(Date.UTC(2025, 0, 1)), workerId: 0 });
     throwsCode(early, 'LAYOUT_INVALID', /epoch .* is in the future/);
     const clock = new ManualClock(layout.epochMs);
     const gen = new SnowflakeGenerator({ clock, workerId: 0, rollback: { policy: 'refuse' } });
@@ -334,12 +394,35 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
 
   it('validates worker and datacenter IDs against the layout', () => {
     const clock = new ManualClock(T0);
-    throwsCode(() => generator(clock, undefined, { workerId: 1024 }), 'INVALID_ARGUMENT', /workerId must be an integer from 0 to 1023 for layout "idmint", got 1024/);
+    throwsCode(
+      () => generator(clock, undefined, { workerId: 1024 }),
+      'INVALID_ARGUMENT',
+      /workerId must be an integer from 0 to 1023 for layout "idmint", got 1024/,
+    );
     throwsCode(() => generator(clock, undefined, { workerId: -1 }), 'INVALID_ARGUMENT');
-    throwsCode(() => generator(clock, undefined, { datacenterId: 1 }), 'INVALID_ARGUMENT', /datacenterId must be an integer from 0 to 0/);
-    const twitter = new SnowflakeGenerator({ clock, layout: 'twitter', datacenterId: 3, workerId: 31 });
-    assert.deepEqual([decomposeId(twitter.next(), twitter.layout).datacenterId, decomposeId(twitter.next(), twitter.layout).workerId], [3, 31]);
-    throwsCode(() => new SnowflakeGenerator({} as SnowflakeOptions), 'INVALID_ARGUMENT', /needs options with a clock/);
+    throwsCode(
+      () => generator(clock, undefined, { datacenterId: 1 }),
+      'INVALID_ARGUMENT',
+      /datacenterId must be an integer from 0 to 0/,
+    );
+    const twitter = new SnowflakeGenerator({
+      clock,
+      layout: 'twitter',
+      datacenterId: 3,
+      workerId: 31,
+    });
+    assert.deepEqual(
+      [
+        decomposeId(twitter.next(), twitter.layout).datacenterId,
+        decomposeId(twitter.next(), twitter.layout).workerId,
+      ],
+      [3, 31],
+    );
+    throwsCode(
+      () => new SnowflakeGenerator({} as SnowflakeOptions),
+      'INVALID_ARGUMENT',
+      /needs options with a clock/,
+    );
   });
 
   it('never assumes a worker ID: one left out is INVALID_ARGUMENT saying how to get one (it was worker 0)', () => {
@@ -368,7 +451,11 @@ describe('SnowflakeGenerator: low-traffic spread', () => {
 
   it('a spread unit still holds at least 2^sequenceBits - spread + 1 IDs and never repeats', () => {
     const clock = new ManualClock(T0);
-    const gen = generator(clock, { policy: 'refuse' }, { sequenceSpread: 100, random: () => 0.999 });
+    const gen = generator(
+      clock,
+      { policy: 'refuse' },
+      { sequenceSpread: 100, random: () => 0.999 },
+    );
     const ids = gen.nextBatch(PER_UNIT);
     assert.equal(new Set(ids).size, PER_UNIT);
     assert.equal(decomposeId(ids[0] ?? 0n, layout).sequence, 99);
@@ -376,12 +463,23 @@ describe('SnowflakeGenerator: low-traffic spread', () => {
   });
 
   it('rejects a spread above half the sequence space', () => {
-    throwsCode(() => generator(new ManualClock(T0), undefined, { sequenceSpread: 2049 }), 'INVALID_ARGUMENT', /sequenceSpread must be an integer from 0 to 2048/);
+    throwsCode(
+      () => generator(new ManualClock(T0), undefined, { sequenceSpread: 2049 }),
+      'INVALID_ARGUMENT',
+      /sequenceSpread must be an integer from 0 to 2048/,
+    );
   });
 });
 
 describe('SnowflakeGenerator: nextReady, batches that never wait for the clock', () => {
-  const sixtyFour = defineLayout({ name: 'sixty-four', timeBits: 41, workerBits: 6, sequenceBits: 6, epoch: '2026-01-01T00:00:00Z', totalBits: 53 });
+  const sixtyFour = defineLayout({
+    name: 'sixty-four',
+    timeBits: 41,
+    workerBits: 6,
+    sequenceBits: 6,
+    epoch: '2026-01-01T00:00:00Z',
+    totalBits: 53,
+  });
 
   it('takes what the current time unit holds and stops, without sleeping; readyAt is the next unit', () => {
     const clock = new ManualClock(T0);
@@ -397,7 +495,10 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
     assert.equal(gen.nextReady(ids, 128, 200), 192);
     clock.advance(1);
     assert.equal(gen.nextReady(ids, 192, 200), 200, 'stops at the end asked for, mid-unit');
-    assert.ok(ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)), 'strictly increasing');
+    assert.ok(
+      ids.every((id, i) => i === 0 || id > (ids[i - 1] ?? 0n)),
+      'strictly increasing',
+    );
     assert.deepEqual(
       [0, 63, 64, 127, 128, 199].map((i) => decomposeId(ids[i] ?? 0n, sixtyFour).timestamp - T0),
       [0, 0, 1, 1, 6, 7],
@@ -422,7 +523,11 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
 
   it('borrow: a rollback past the lead is waited for only as long as next() waits (maxWaitMs), then refused at once', () => {
     const clock = new ManualClock(T0);
-    const gen = generator(clock, { policy: 'borrow', maxLeadMs: 3, maxWaitMs: 10 }, { layout: sixtyFour });
+    const gen = generator(
+      clock,
+      { policy: 'borrow', maxLeadMs: 3, maxWaitMs: 10 },
+      { layout: sixtyFour },
+    );
     const ids = new Array<bigint>(100);
     assert.equal(gen.nextReady(ids, 0, 10), 10);
     // 8 ms back: the lead (3) plus 5 ms, within maxWaitMs: not ready yet, ask again at T0 - 3.
@@ -465,7 +570,11 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
   it('maxBatchFor: the IDs a layout issues in 100 ms, less what a sequence spread may skip', () => {
     assert.equal(maxBatchFor(getLayout('js-safe')), 6400);
     assert.equal(maxBatchFor(getLayout('idmint')), 409_600);
-    assert.equal(maxBatchFor(getLayout('baidu')), 8192, 'one unit at least, for units longer than the window');
+    assert.equal(
+      maxBatchFor(getLayout('baidu')),
+      8192,
+      'one unit at least, for units longer than the window',
+    );
     assert.equal(maxBatchFor(getLayout('idmint'), 100), (4096 - 99) * 100);
   });
 });

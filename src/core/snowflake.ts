@@ -1,5 +1,9 @@
 import type { Clock } from '../ports/clock.ts';
-import { resolveRollbackPolicy, type RollbackPolicy, type RollbackPolicyOptions } from './clock-policy.ts';
+import {
+  resolveRollbackPolicy,
+  type RollbackPolicy,
+  type RollbackPolicyOptions,
+} from './clock-policy.ts';
 import { IdMintError } from './errors.ts';
 import { nodeBits, resolveLayout, type Layout, type LayoutSpec } from './layout.ts';
 import { iso } from './time.ts';
@@ -105,7 +109,10 @@ export class SnowflakeGenerator {
 
   constructor(options: SnowflakeOptions) {
     if (options === null || typeof options !== 'object' || options.clock === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', 'SnowflakeGenerator needs options with a clock (for example new MonotonicClock())');
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'SnowflakeGenerator needs options with a clock (for example new MonotonicClock())',
+      );
     }
     if (options.workerId === undefined) {
       throw new IdMintError(
@@ -119,9 +126,21 @@ export class SnowflakeGenerator {
     this.policy = resolveRollbackPolicy(options.rollback);
     const layout = this.layout;
     this.workerId = checkInteger('workerId', options.workerId, 0, layout.maxWorkerId, layout);
-    this.datacenterId = checkInteger('datacenterId', options.datacenterId ?? 0, 0, layout.maxDatacenterId, layout);
+    this.datacenterId = checkInteger(
+      'datacenterId',
+      options.datacenterId ?? 0,
+      0,
+      layout.maxDatacenterId,
+      layout,
+    );
     // Half the sequence space at most, so a spread start always leaves room in its time unit.
-    this.#spread = checkInteger('sequenceSpread', options.sequenceSpread ?? 0, 0, Math.floor((layout.maxSequence + 1) / 2), layout);
+    this.#spread = checkInteger(
+      'sequenceSpread',
+      options.sequenceSpread ?? 0,
+      0,
+      Math.floor((layout.maxSequence + 1) / 2),
+      layout,
+    );
     this.#random = options.random ?? Math.random;
 
     this.#epochMs = layout.epochMs;
@@ -129,7 +148,8 @@ export class SnowflakeGenerator {
     this.#maxSequence = layout.maxSequence;
     this.#timeShift = BigInt(layout.timeShift);
     this.#node = nodeBits(layout, this.workerId, this.datacenterId);
-    this.#maxLeadUnits = this.policy.name === 'borrow' ? Math.floor(this.policy.maxLeadMs / this.#unitMs) : 0;
+    this.#maxLeadUnits =
+      this.policy.name === 'borrow' ? Math.floor(this.policy.maxLeadMs / this.#unitMs) : 0;
     this.#historyUnits = Math.max(1, Math.ceil(this.policy.historyMs / this.#unitMs));
     if (this.policy.name === 'history') {
       this.#ringSequence = new Int32Array(this.#historyUnits + 1);
@@ -138,7 +158,10 @@ export class SnowflakeGenerator {
 
     const now = this.#clock.now();
     if (layout.epochMs > now) {
-      throw new IdMintError('LAYOUT_INVALID', `layout "${layout.name}": epoch ${iso(layout.epochMs)} is in the future (clock reads ${iso(now)})`);
+      throw new IdMintError(
+        'LAYOUT_INVALID',
+        `layout "${layout.name}": epoch ${iso(layout.epochMs)} is in the future (clock reads ${iso(now)})`,
+      );
     }
     if (now >= layout.expiresAtMs) throw this.#timeOverflow();
 
@@ -148,7 +171,13 @@ export class SnowflakeGenerator {
       this.#lastUnit = -1;
       this.#sequence = this.#maxSequence;
     } else {
-      const last = checkInteger('lastTimestamp', options.lastTimestamp, 0, Number.MAX_SAFE_INTEGER, layout);
+      const last = checkInteger(
+        'lastTimestamp',
+        options.lastTimestamp,
+        0,
+        Number.MAX_SAFE_INTEGER,
+        layout,
+      );
       this.#lastUnit = Math.max(-1, this.#unitOf(last));
       this.#sequence = this.#maxSequence;
     }
@@ -162,7 +191,12 @@ export class SnowflakeGenerator {
   next(): bigint {
     const now = this.#clock.now();
     const unit = Math.floor((now - this.#epochMs) / this.#unitMs);
-    if (unit <= this.#lastUnit && unit >= this.#fastFloor && this.#sequence < this.#maxSequence && now < this.#validUntil) {
+    if (
+      unit <= this.#lastUnit &&
+      unit >= this.#fastFloor &&
+      this.#sequence < this.#maxSequence &&
+      now < this.#validUntil
+    ) {
       this.#sequence++;
       return (this.#lastId += 1n);
     }
@@ -180,7 +214,10 @@ export class SnowflakeGenerator {
    */
   nextBatch(count: number): bigint[] {
     if (!Number.isSafeInteger(count) || count < 1 || count > 10_000_000) {
-      throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to 10000000, got ${String(count)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `count must be an integer from 1 to 10000000, got ${String(count)}`,
+      );
     }
     const ids = new Array<bigint>(count);
     let i = 0;
@@ -206,7 +243,12 @@ export class SnowflakeGenerator {
       const now = this.#clock.now();
       const unit = Math.floor((now - this.#epochMs) / this.#unitMs);
       let id: bigint;
-      if (unit <= this.#lastUnit && unit >= this.#fastFloor && this.#sequence < this.#maxSequence && now < this.#validUntil) {
+      if (
+        unit <= this.#lastUnit &&
+        unit >= this.#fastFloor &&
+        this.#sequence < this.#maxSequence &&
+        now < this.#validUntil
+      ) {
         this.#sequence++;
         id = this.#lastId += 1n;
       } else {
@@ -248,7 +290,8 @@ export class SnowflakeGenerator {
    * another node. `Infinity` lifts the fence.
    */
   setValidUntil(ms: number): void {
-    if (Number.isNaN(ms)) throw new IdMintError('INVALID_ARGUMENT', 'validUntil must be a number of ms, got NaN');
+    if (Number.isNaN(ms))
+      throw new IdMintError('INVALID_ARGUMENT', 'validUntil must be a number of ms, got NaN');
     this.#validUntil = ms;
   }
 
@@ -280,17 +323,29 @@ export class SnowflakeGenerator {
     else this.#clockHigh = now;
     for (;;) {
       if (now >= this.#validUntil) {
-        throw new IdMintError('LEASE_LOST', `worker ${this.workerId} is fenced: its lease is not confirmed past ${iso(this.#validUntil)}; no ID is issued until it is renewed`, {
-          details: { workerId: this.workerId, validUntil: this.#validUntil },
-        });
+        throw new IdMintError(
+          'LEASE_LOST',
+          `worker ${this.workerId} is fenced: its lease is not confirmed past ${iso(this.#validUntil)}; no ID is issued until it is renewed`,
+          {
+            details: { workerId: this.workerId, validUntil: this.#validUntil },
+          },
+        );
       }
       if (unit < 0) {
-        throw new IdMintError('CLOCK_MOVED_BACKWARDS', `clock reads ${iso(now)}, before the epoch of layout "${this.layout.name}" (${iso(this.#epochMs)})`, {
-          details: { offsetMs: this.#epochMs - now, policy },
-        });
+        throw new IdMintError(
+          'CLOCK_MOVED_BACKWARDS',
+          `clock reads ${iso(now)}, before the epoch of layout "${this.layout.name}" (${iso(this.#epochMs)})`,
+          {
+            details: { offsetMs: this.#epochMs - now, policy },
+          },
+        );
       }
       if (unit < this.#lastUnit) {
-        if (policy === 'history' && unit > this.#historyFloor && this.#highUnit - unit <= this.#historyUnits) {
+        if (
+          policy === 'history' &&
+          unit > this.#historyFloor &&
+          this.#highUnit - unit <= this.#historyUnits
+        ) {
           this.#enter(unit, true);
         } else if (policy === 'wait') {
           const offset = this.#unitStart(this.#lastUnit) - now;
@@ -309,7 +364,8 @@ export class SnowflakeGenerator {
             // A caller that waits without blocking may wait as long as next() would, no longer:
             // a clock further behind than the lead plus maxWaitMs is refused now, as next()
             // refuses it once its wait is spent.
-            if (this.#unitStart(this.#lastUnit - this.#maxLeadUnits) - now > this.policy.maxWaitMs) throw this.#backwards(now);
+            if (this.#unitStart(this.#lastUnit - this.#maxLeadUnits) - now > this.policy.maxWaitMs)
+              throw this.#backwards(now);
             return -1n;
           }
           now = this.#waitForUnit(this.#lastUnit - this.#maxLeadUnits, this.policy.maxWaitMs);
@@ -393,10 +449,13 @@ export class SnowflakeGenerator {
     const offset = last - now;
     const p = this.policy;
     const tolerance =
-      p.name === 'wait' ? `tolerates up to ${p.maxBackwardMs} ms`
-      : p.name === 'borrow' ? `leads the clock by at most ${p.maxLeadMs} ms and waits at most ${p.maxWaitMs} ms`
-      : p.name === 'history' ? `continues only inside its ${p.historyMs} ms window`
-      : 'refuses any rollback';
+      p.name === 'wait'
+        ? `tolerates up to ${p.maxBackwardMs} ms`
+        : p.name === 'borrow'
+          ? `leads the clock by at most ${p.maxLeadMs} ms and waits at most ${p.maxWaitMs} ms`
+          : p.name === 'history'
+            ? `continues only inside its ${p.historyMs} ms window`
+            : 'refuses any rollback';
     return new IdMintError(
       'CLOCK_MOVED_BACKWARDS',
       `clock moved backwards: it reads ${iso(now)}, ${offset} ms behind the last timestamp used (${iso(last)}); policy "${p.name}" ${tolerance}`,
@@ -414,9 +473,18 @@ export class SnowflakeGenerator {
   }
 }
 
-function checkInteger(name: string, value: unknown, min: number, max: number, layout: Layout): number {
+function checkInteger(
+  name: string,
+  value: unknown,
+  min: number,
+  max: number,
+  layout: Layout,
+): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max} for layout "${layout.name}", got ${String(value)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer from ${min} to ${max} for layout "${layout.name}", got ${String(value)}`,
+    );
   }
   return value;
 }

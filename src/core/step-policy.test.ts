@@ -9,10 +9,14 @@ const MIN = 60_000;
 // is below minStep (the step stored in the table). Neither bound clamps: the step stays.
 describe('dynamic step (Leaf rule, exactly)', () => {
   const policy = resolveStepPolicy();
-  const step = (current: number, lastedMs: number, minStep = 1000) => nextStep(policy, { step: current, minStep, lastedMs });
+  const step = (current: number, lastedMs: number, minStep = 1000) =>
+    nextStep(policy, { step: current, minStep, lastedMs });
 
   it("defaults to Leaf's constants", () => {
-    assert.deepEqual({ ...policy }, { growBelowMs: 15 * MIN, keepBelowMs: 30 * MIN, maxStep: 1_000_000, factor: 2 });
+    assert.deepEqual(
+      { ...policy },
+      { growBelowMs: 15 * MIN, keepBelowMs: 30 * MIN, maxStep: 1_000_000, factor: 2 },
+    );
     assert.deepEqual(resolveStepPolicy({ maxStep: undefined }), DEFAULT_STEP_POLICY);
   });
 
@@ -49,15 +53,34 @@ describe('dynamic step (Leaf rule, exactly)', () => {
   });
 
   it('takes every constant as an option, and refuses bad ones naming them', () => {
-    const custom = resolveStepPolicy({ growBelowMs: 1000, keepBelowMs: 5000, maxStep: 300, factor: 3 });
+    const custom = resolveStepPolicy({
+      growBelowMs: 1000,
+      keepBelowMs: 5000,
+      maxStep: 300,
+      factor: 3,
+    });
     assert.equal(nextStep(custom, { step: 50, minStep: 10, lastedMs: 999 }), 150);
-    assert.equal(nextStep(custom, { step: 150, minStep: 10, lastedMs: 10 }), 150, '450 would pass maxStep 300: it stays');
+    assert.equal(
+      nextStep(custom, { step: 150, minStep: 10, lastedMs: 10 }),
+      150,
+      '450 would pass maxStep 300: it stays',
+    );
     assert.equal(nextStep(custom, { step: 100, minStep: 10, lastedMs: 10 }), 300);
     assert.equal(nextStep(custom, { step: 150, minStep: 10, lastedMs: 4999 }), 150);
     assert.equal(nextStep(custom, { step: 150, minStep: 10, lastedMs: 5000 }), 50);
-    assert.equal(nextStep(custom, { step: 20, minStep: 10, lastedMs: 5000 }), 20, '6 would be below minStep 10: it stays');
-    assert.throws(() => resolveStepPolicy({ maxStep: 0 }), /step.maxStep must be an integer from 1 to 2147483647, got 0/);
+    assert.equal(
+      nextStep(custom, { step: 20, minStep: 10, lastedMs: 5000 }),
+      20,
+      '6 would be below minStep 10: it stays',
+    );
+    assert.throws(
+      () => resolveStepPolicy({ maxStep: 0 }),
+      /step.maxStep must be an integer from 1 to 2147483647, got 0/,
+    );
     assert.throws(() => resolveStepPolicy({ factor: 1 }), /step.factor must be an integer from 2/);
-    assert.throws(() => resolveStepPolicy({ growBelowMs: 10, keepBelowMs: 5 }), /step.keepBelowMs must be an integer from 10/);
+    assert.throws(
+      () => resolveStepPolicy({ growBelowMs: 10, keepBelowMs: 5 }),
+      /step.keepBelowMs must be an integer from 10/,
+    );
   });
 });

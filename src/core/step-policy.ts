@@ -82,11 +82,16 @@ export function nextStep(policy: StepPolicy, input: StepInput): number {
 
 function checkInteger(name: string, value: unknown, min: number, max: number): void {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer from ${min} to ${max}, got ${String(value)}`,
+    );
   }
 }
 
 /** Drops keys whose value is undefined, so spreading options cannot erase a default. */
 function definedOnly<T extends object>(options: T): Partial<T> {
-  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+  return Object.fromEntries(
+    Object.entries(options).filter(([, value]) => value !== undefined),
+  ) as Partial<T>;
 }

@@ -1,10 +1,23 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeTime, encodeTime, incrementBase32, isValid as ulidIsValid, monotonicFactory } from 'ulid';
+import {
+  decodeTime,
+  encodeTime,
+  incrementBase32,
+  isValid as ulidIsValid,
+  monotonicFactory,
+} from 'ulid';
 import { ManualClock } from '../clocks/manual-clock.ts';
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { isIdMintError, type ErrorCode } from './errors.ts';
-import { CROCKFORD_BASE32, UlidGenerator, decodeUlid, isUlid, ulidFromBytes, ulidToBytes } from './ulid.ts';
+import {
+  CROCKFORD_BASE32,
+  UlidGenerator,
+  decodeUlid,
+  isUlid,
+  ulidFromBytes,
+  ulidToBytes,
+} from './ulid.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 
@@ -33,12 +46,17 @@ describe('UlidGenerator: agrees with the ulid package and the ULID spec', () => 
       const newMs = i % 1000 === 0;
       if (newMs) clock.advance(1);
       const id = gen.nextString();
-      if (!ulidIsValid(id) || decodeTime(id) !== clock.now() || decodeUlid(id).timestamp !== clock.now()) {
+      if (
+        !ulidIsValid(id) ||
+        decodeTime(id) !== clock.now() ||
+        decodeUlid(id).timestamp !== clock.now()
+      ) {
         assert.fail(`ulid disagrees on ${id} at ${clock.now()}: decodeTime ${decodeTime(id)}`);
       }
       if (id.slice(0, 10) !== encodeTime(clock.now(), 10)) assert.fail(`time part of ${id}`);
       // The spec's monotonic rule, checked with ulid's own increment.
-      if (!newMs && id.slice(10) !== incrementBase32(previous.slice(10))) assert.fail(`${id} after ${previous} is not the previous random part + 1`);
+      if (!newMs && id.slice(10) !== incrementBase32(previous.slice(10)))
+        assert.fail(`${id} after ${previous} is not the previous random part + 1`);
       previous = id;
     }
   });
@@ -69,7 +87,15 @@ describe('UlidGenerator: agrees with the ulid package and the ULID spec', () => 
     assert.equal(decodeUlid(id).timestamp, decodeTime(id));
     assert.equal(isUlid('7ZZZZZZZZZZZZZZZZZZZZZZZZZ'), true);
     assert.equal(decodeUlid('7ZZZZZZZZZZZZZZZZZZZZZZZZZ').timestamp, 2 ** 48 - 1);
-    for (const bad of ['8ZZZZZZZZZZZZZZZZZZZZZZZZZ', '01ARZ3NDEKTSV4RRFFQ69G5FAI', '01ARZ3NDEKTSV4RRFFQ69G5FAL', '01ARZ3NDEKTSV4RRFFQ69G5FAO', '01ARZ3NDEKTSV4RRFFQ69G5FAU', '01ARZ3NDEKTSV4RRFFQ69G5FA', '']) {
+    for (const bad of [
+      '8ZZZZZZZZZZZZZZZZZZZZZZZZZ',
+      '01ARZ3NDEKTSV4RRFFQ69G5FAI',
+      '01ARZ3NDEKTSV4RRFFQ69G5FAL',
+      '01ARZ3NDEKTSV4RRFFQ69G5FAO',
+      '01ARZ3NDEKTSV4RRFFQ69G5FAU',
+      '01ARZ3NDEKTSV4RRFFQ69G5FA',
+      '',
+    ]) {
       assert.equal(isUlid(bad), false, bad);
       throwsCode(() => ulidToBytes(bad), 'INVALID_ID', /is not a ULID/);
     }
@@ -97,7 +123,10 @@ describe('UlidGenerator: uniqueness and order', () => {
     // cached prefix changes). Low 40 bits 2^40 - 3: the 4th carries into the high 40 bits.
     const cases = [
       { bytes: [0, 0, 0, 0, 1, 0, 0, 0x0f, 0xff, 0xfd], start: (1n << 40n) + 0xffffdn },
-      { bytes: [0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xfd], start: (1n << 40n) + (1n << 40n) - 3n },
+      {
+        bytes: [0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xfd],
+        start: (1n << 40n) + (1n << 40n) - 3n,
+      },
     ];
     for (const { bytes, start } of cases) {
       const gen = new UlidGenerator({ clock: new ManualClock(T0), random: firstRandom(bytes) });
@@ -114,7 +143,11 @@ describe('UlidGenerator: uniqueness and order', () => {
     const gen = new UlidGenerator({ clock, random: firstRandom(new Array<number>(10).fill(0xff)) });
     const max = gen.nextString();
     assert.equal(max, `${encodeTime(T0, 10)}ZZZZZZZZZZZZZZZZ`);
-    throwsCode(() => gen.nextString(), 'MONOTONIC_OVERFLOW', /80-bit random part is at its maximum/);
+    throwsCode(
+      () => gen.nextString(),
+      'MONOTONIC_OVERFLOW',
+      /80-bit random part is at its maximum/,
+    );
     throwsCode(() => gen.next(), 'MONOTONIC_OVERFLOW');
     clock.advance(1);
     const next = gen.nextString();
@@ -147,7 +180,11 @@ describe('UlidGenerator: uniqueness and order', () => {
     const first = waiting.nextString();
     clock.set(T0 - 3);
     assert.ok(waiting.nextString() > first);
-    throwsCode(() => new UlidGenerator({ clock, rollback: { policy: 'history' } }), 'INVALID_ARGUMENT', /gives up strict order/);
+    throwsCode(
+      () => new UlidGenerator({ clock, rollback: { policy: 'history' } }),
+      'INVALID_ARGUMENT',
+      /gives up strict order/,
+    );
   });
 
   it('refuses times past its 48-bit field (TIME_OVERFLOW)', () => {

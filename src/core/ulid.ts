@@ -25,7 +25,10 @@ const MAX_40 = 2 ** 40 - 1;
 const LOW_20 = 0xfffff;
 
 /** `PAIR[v]`: the 10-bit value `v` as two base32 characters. Typed readonly, not frozen (see hex.ts). */
-const PAIR: readonly string[] = Array.from({ length: 1024 }, (_, v) => `${CROCKFORD_BASE32[v >>> 5]}${CROCKFORD_BASE32[v & 31]}`);
+const PAIR: readonly string[] = Array.from(
+  { length: 1024 },
+  (_, v) => `${CROCKFORD_BASE32[v >>> 5]}${CROCKFORD_BASE32[v & 31]}`,
+);
 
 /** Value of a Crockford character by char code (either case), -1 for anything else. */
 const BASE32_VALUE: Int8Array = (() => {
@@ -144,19 +147,28 @@ export function isUlid(text: unknown): text is string {
 /** The 16 bytes of a ULID string; INVALID_ID for anything that is not one. */
 export function ulidToBytes(text: string): Uint8Array {
   if (typeof text !== 'string' || text.length !== 26) {
-    throw new IdMintError('INVALID_ID', `${describeInput(text)} is not a ULID: expected 26 characters of Crockford base32`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `${describeInput(text)} is not a ULID: expected 26 characters of Crockford base32`,
+    );
   }
   // 26 characters hold 130 bits; the first character carries only the top 3 of the 128.
   let carry = 0n;
   for (let i = 0; i < 26; i++) {
     const digit = base32Digit(text, i);
     if (digit < 0) {
-      throw new IdMintError('INVALID_ID', `${describeInput(text)} is not a ULID: "${text[i]}" at position ${i + 1} is not in Crockford's base32 (0-9, A-Z without I, L, O, U)`);
+      throw new IdMintError(
+        'INVALID_ID',
+        `${describeInput(text)} is not a ULID: "${text[i]}" at position ${i + 1} is not in Crockford's base32 (0-9, A-Z without I, L, O, U)`,
+      );
     }
     carry = (carry << 5n) | BigInt(digit);
   }
   if (carry >> 128n !== 0n) {
-    throw new IdMintError('INVALID_ID', `${describeInput(text)} is not a ULID: its first character must be 0-7, or the value exceeds 128 bits`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `${describeInput(text)} is not a ULID: its first character must be 0-7, or the value exceeds 128 bits`,
+    );
   }
   const bytes = new Uint8Array(16);
   for (let i = 15; i >= 0; i--, carry >>= 8n) bytes[i] = Number(carry & 0xffn);
@@ -166,9 +178,16 @@ export function ulidToBytes(text: string): Uint8Array {
 /** The canonical (upper-case) string of 16 ULID bytes. */
 export function ulidFromBytes(bytes: Uint8Array): string {
   if (!(bytes instanceof Uint8Array) || bytes.length !== 16) {
-    throw new IdMintError('INVALID_ID', `a binary ULID is 16 bytes, got ${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`);
+    throw new IdMintError(
+      'INVALID_ID',
+      `a binary ULID is 16 bytes, got ${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`,
+    );
   }
-  return encodeTime(readUint48(bytes, 0)) + encode40(readUint40(bytes, 6)) + encode40(readUint40(bytes, 11));
+  return (
+    encodeTime(readUint48(bytes, 0)) +
+    encode40(readUint40(bytes, 6)) +
+    encode40(readUint40(bytes, 11))
+  );
 }
 
 /** Decodes a ULID (string or 16 bytes): its time and its random part. */
@@ -191,7 +210,13 @@ function encodeTime(ms: number): string {
   // 50 bits of characters for 48 of value: the top character takes 3 bits (0-7).
   const high = Math.floor(ms / 2 ** 30); // top 18 bits -> 4 characters (20 bits)
   const low = ms % 2 ** 30; // 30 bits -> 6 characters
-  return PAIR[high >>> 10] + (PAIR[high & 1023] as string) + PAIR[low >>> 20] + PAIR[(low >>> 10) & 1023] + PAIR[low & 1023];
+  return (
+    PAIR[high >>> 10] +
+    (PAIR[high & 1023] as string) +
+    PAIR[low >>> 20] +
+    PAIR[(low >>> 10) & 1023] +
+    PAIR[low & 1023]
+  );
 }
 
 /** A 40-bit number as 8 base32 characters. */

@@ -1,10 +1,22 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parse as uuidParse, stringify as uuidStringify, validate as uuidValidate, version as uuidVersion } from 'uuid';
+import {
+  parse as uuidParse,
+  stringify as uuidStringify,
+  validate as uuidValidate,
+  version as uuidVersion,
+} from 'uuid';
 import { ManualClock } from '../clocks/manual-clock.ts';
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { isIdMintError, type ErrorCode } from './errors.ts';
-import { UuidV4Generator, UuidV7Generator, decodeUuid, isUuid, uuidFromBytes, uuidToBytes } from './uuid.ts';
+import {
+  UuidV4Generator,
+  UuidV7Generator,
+  decodeUuid,
+  isUuid,
+  uuidFromBytes,
+  uuidToBytes,
+} from './uuid.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 
@@ -37,10 +49,17 @@ describe('UuidV7Generator: agrees with the uuid package and RFC 9562', () => {
       const id = gen.nextString();
       if (!uuidValidate(id) || uuidVersion(id) !== 7) assert.fail(`uuid rejects ${id}`);
       const bytes = uuidToBytes(id);
-      if (Buffer.compare(bytes, uuidParse(id)) !== 0) assert.fail(`bytes of ${id} differ from uuid.parse`);
-      if (uuidStringify(bytes) !== id || uuidFromBytes(bytes) !== id) assert.fail(`stringify round trip of ${id}`);
+      if (Buffer.compare(bytes, uuidParse(id)) !== 0)
+        assert.fail(`bytes of ${id} differ from uuid.parse`);
+      if (uuidStringify(bytes) !== id || uuidFromBytes(bytes) !== id)
+        assert.fail(`stringify round trip of ${id}`);
       const decoded = decodeUuid(id);
-      if (decoded.version !== 7 || decoded.variant !== 'rfc9562' || decoded.timestamp !== clock.now() || hexTime(id) !== clock.now()) {
+      if (
+        decoded.version !== 7 ||
+        decoded.variant !== 'rfc9562' ||
+        decoded.timestamp !== clock.now() ||
+        hexTime(id) !== clock.now()
+      ) {
         assert.fail(`decode of ${id}: ${JSON.stringify(decoded)} at ${clock.now()}`);
       }
     }
@@ -53,12 +72,22 @@ describe('UuidV7Generator: agrees with the uuid package and RFC 9562', () => {
     const second = decodeUuid(gen.nextString());
     assert.equal(first.id[14], '7');
     assert.match(first.id[19] ?? '', /[89ab]/);
-    assert.ok((first.counter ?? -1) >= 0 && (first.counter ?? 2 ** 25) < 2 ** 25, `seed ${first.counter} has its top bit set`);
+    assert.ok(
+      (first.counter ?? -1) >= 0 && (first.counter ?? 2 ** 25) < 2 ** 25,
+      `seed ${first.counter} has its top bit set`,
+    );
     assert.equal(second.counter, (first.counter ?? 0) + 1);
     // rand_a is the counter's top 12 bits, rand_b's first 14 bits its low 14.
     assert.equal(first.randA, Math.floor((first.counter ?? 0) / 2 ** 14));
     assert.equal(Number(BigInt(`0x${first.randB}`) >> 48n), (first.counter ?? 0) % 2 ** 14);
-    assert.equal(first.randB, first.id.slice(19).replace('-', '').replace(/^./, (c) => (Number.parseInt(c, 16) & 3).toString(16)).padStart(16, '0'));
+    assert.equal(
+      first.randB,
+      first.id
+        .slice(19)
+        .replace('-', '')
+        .replace(/^./, (c) => (Number.parseInt(c, 16) & 3).toString(16))
+        .padStart(16, '0'),
+    );
   });
 
   it('binary form: next() bytes are the same ID as their string, and uuid.stringify reads them', () => {
@@ -103,8 +132,14 @@ describe('UuidV7Generator: uniqueness and order', () => {
   it('string, bytes and batch calls share one sequence', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock });
-    const ids = [gen.nextString(), uuidFromBytes(gen.next()), ...gen.nextBatch(3), gen.nextString()];
-    for (let i = 1; i < ids.length; i++) assert.ok((ids[i] ?? '') > (ids[i - 1] ?? ''), `${ids[i]} after ${ids[i - 1]}`);
+    const ids = [
+      gen.nextString(),
+      uuidFromBytes(gen.next()),
+      ...gen.nextBatch(3),
+      gen.nextString(),
+    ];
+    for (let i = 1; i < ids.length; i++)
+      assert.ok((ids[i] ?? '') > (ids[i - 1] ?? ''), `${ids[i]} after ${ids[i - 1]}`);
     assert.deepEqual(
       ids.map((id) => decodeUuid(id).counter),
       ids.map((_, i) => (decodeUuid(ids[0] ?? '').counter ?? 0) + i),
@@ -119,7 +154,8 @@ describe('UuidV7Generator: uniqueness and order', () => {
     const ids = gen.nextBatch(3 * 16_384);
     assert.equal(decodeUuid(ids[0] ?? '').counter, 0x1ff_ffff);
     for (let i = 1; i < ids.length; i++) {
-      if ((ids[i] ?? '') <= (ids[i - 1] ?? '')) assert.fail(`${ids[i]} after ${ids[i - 1]} at ${i}`);
+      if ((ids[i] ?? '') <= (ids[i - 1] ?? ''))
+        assert.fail(`${ids[i]} after ${ids[i - 1]} at ${i}`);
     }
     assert.equal(decodeUuid(ids[1] ?? '').randA, 0x800, 'the second ID moved to the next rand_a');
     assert.equal(decodeUuid(ids.at(-1) ?? '').counter, 0x1ff_ffff + ids.length - 1);
@@ -151,11 +187,16 @@ describe('UuidV7Generator: clock steps back (ManualClock)', () => {
     for (let i = 0; i < 1000; i++) ids.push(gen.nextString());
     clock.set(T0 - 500); // a 500 ms step back, inside the 1000 ms lead
     for (let i = 0; i < 1000; i++) ids.push(gen.nextString());
-    assert.equal(decodeUuid(ids.at(-1) ?? '').timestamp, T0, 'issued time did not follow the clock back');
+    assert.equal(
+      decodeUuid(ids.at(-1) ?? '').timestamp,
+      T0,
+      'issued time did not follow the clock back',
+    );
     clock.set(T0 + 1);
     ids.push(gen.nextString());
     assert.equal(decodeUuid(ids.at(-1) ?? '').timestamp, T0 + 1);
-    for (let i = 1; i < ids.length; i++) assert.ok((ids[i] ?? '') > (ids[i - 1] ?? ''), `${ids[i]} after ${ids[i - 1]}`);
+    for (let i = 1; i < ids.length; i++)
+      assert.ok((ids[i] ?? '') > (ids[i - 1] ?? ''), `${ids[i]} after ${ids[i - 1]}`);
     assert.equal(new Set(ids).size, ids.length);
     assert.equal(gen.rollbackCount(), 1000);
   });
@@ -165,7 +206,11 @@ describe('UuidV7Generator: clock steps back (ManualClock)', () => {
     const gen = new UuidV7Generator({ clock, rollback: { maxLeadMs: 100, maxWaitMs: 10 } });
     gen.nextString();
     clock.set(T0 - 5000);
-    throwsCode(() => gen.nextString(), 'CLOCK_MOVED_BACKWARDS', /UUIDv7: clock reads .* behind .*policy "borrow"/);
+    throwsCode(
+      () => gen.nextString(),
+      'CLOCK_MOVED_BACKWARDS',
+      /UUIDv7: clock reads .* behind .*policy "borrow"/,
+    );
     assert.ok(clock.sleptMs <= 11, `slept ${clock.sleptMs} ms`);
   });
 
@@ -174,7 +219,11 @@ describe('UuidV7Generator: clock steps back (ManualClock)', () => {
     const gen = new UuidV7Generator({ clock, rollback: { policy: 'refuse' } });
     gen.nextString();
     clock.set(T0 - 3);
-    assert.throws(() => gen.nextString(), (error: unknown) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && error.details?.['offsetMs'] === 3);
+    assert.throws(
+      () => gen.nextString(),
+      (error: unknown) =>
+        isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && error.details?.['offsetMs'] === 3,
+    );
   });
 
   it('wait: a small step back is waited out and the IDs stay increasing; a large one is refused', () => {
@@ -190,8 +239,16 @@ describe('UuidV7Generator: clock steps back (ManualClock)', () => {
   });
 
   it('refuses the history policy, which gives up order', () => {
-    throwsCode(() => new UuidV7Generator({ clock: new ManualClock(T0), rollback: { policy: 'history' } }), 'INVALID_ARGUMENT', /borrow, wait, refuse/);
-    throwsCode(() => new UuidV7Generator(undefined as never), 'INVALID_ARGUMENT', /needs options with a clock/);
+    throwsCode(
+      () => new UuidV7Generator({ clock: new ManualClock(T0), rollback: { policy: 'history' } }),
+      'INVALID_ARGUMENT',
+      /borrow, wait, refuse/,
+    );
+    throwsCode(
+      () => new UuidV7Generator(undefined as never),
+      'INVALID_ARGUMENT',
+      /needs options with a clock/,
+    );
   });
 
   it('refuses times its 48-bit field cannot hold (TIME_OVERFLOW), rather than wrap', () => {
@@ -212,13 +269,18 @@ describe('UuidV4Generator', () => {
       const id = i % 2 === 0 ? gen.nextString() : uuidFromBytes(gen.next());
       if (!uuidValidate(id) || uuidVersion(id) !== 4) assert.fail(`uuid rejects ${id}`);
       const decoded = decodeUuid(id);
-      if (decoded.version !== 4 || decoded.variant !== 'rfc9562' || decoded.timestamp !== undefined) assert.fail(`decode of ${id}`);
+      if (decoded.version !== 4 || decoded.variant !== 'rfc9562' || decoded.timestamp !== undefined)
+        assert.fail(`decode of ${id}`);
       const nibble = Number.parseInt(id[0] ?? '0', 16);
       nibbleCounts[nibble] = (nibbleCounts[nibble] ?? 0) + 1;
       seen.add(id);
     }
     assert.equal(seen.size, 200_000);
-    for (const count of nibbleCounts) assert.ok(Math.abs(count - 12_500) < 12_500 * 0.05, `first hex digit counts ${nibbleCounts.join(',')}`);
+    for (const count of nibbleCounts)
+      assert.ok(
+        Math.abs(count - 12_500) < 12_500 * 0.05,
+        `first hex digit counts ${nibbleCounts.join(',')}`,
+      );
   });
 
   it('takes its randomness from the injected source', () => {
@@ -233,7 +295,14 @@ describe('UUID parsing and decoding', () => {
     const id = '01890A5D-AC96-774B-BCCE-B302099A8057';
     assert.equal(uuidFromBytes(uuidToBytes(id)), id.toLowerCase());
     assert.equal(decodeUuid(id).timestamp, 0x01890a5dac96);
-    for (const bad of ['', '01890a5d-ac96-774b-bcce-b302099a805', '01890a5dac96774bbcceb302099a8057', '{01890a5d-ac96-774b-bcce-b302099a8057}', '01890a5d-ac96-774b-bcce-b302099a805g', ' 01890a5d-ac96-774b-bcce-b302099a8057']) {
+    for (const bad of [
+      '',
+      '01890a5d-ac96-774b-bcce-b302099a805',
+      '01890a5dac96774bbcceb302099a8057',
+      '{01890a5d-ac96-774b-bcce-b302099a8057}',
+      '01890a5d-ac96-774b-bcce-b302099a805g',
+      ' 01890a5d-ac96-774b-bcce-b302099a8057',
+    ]) {
       assert.equal(isUuid(bad), false, bad);
       throwsCode(() => uuidToBytes(bad), 'INVALID_ID', /is not a UUID/);
     }
@@ -241,8 +310,18 @@ describe('UUID parsing and decoding', () => {
   });
 
   it('decodes the nil and max UUIDs and other variants without a time', () => {
-    assert.deepEqual(decodeUuid('00000000-0000-0000-0000-000000000000'), { format: 'uuid', id: '00000000-0000-0000-0000-000000000000', version: 0, variant: 'ncs' });
-    assert.deepEqual(decodeUuid('ffffffff-ffff-ffff-ffff-ffffffffffff'), { format: 'uuid', id: 'ffffffff-ffff-ffff-ffff-ffffffffffff', version: 15, variant: 'future' });
+    assert.deepEqual(decodeUuid('00000000-0000-0000-0000-000000000000'), {
+      format: 'uuid',
+      id: '00000000-0000-0000-0000-000000000000',
+      version: 0,
+      variant: 'ncs',
+    });
+    assert.deepEqual(decodeUuid('ffffffff-ffff-ffff-ffff-ffffffffffff'), {
+      format: 'uuid',
+      id: 'ffffffff-ffff-ffff-ffff-ffffffffffff',
+      version: 15,
+      variant: 'future',
+    });
     assert.equal(decodeUuid('01890a5d-ac96-774b-dcce-b302099a8057').variant, 'microsoft');
   });
 });

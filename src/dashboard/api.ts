@@ -18,7 +18,15 @@ export class ApiError extends Error {
 }
 
 /** One API call; resolves to the JSON answer, rejects with an ApiError carrying the server's code and message. */
-export async function call<T>(path: string, options: { readonly token: string; readonly method?: string; readonly body?: unknown; readonly signal?: AbortSignal }): Promise<T> {
+export async function call<T>(
+  path: string,
+  options: {
+    readonly token: string;
+    readonly method?: string;
+    readonly body?: unknown;
+    readonly signal?: AbortSignal;
+  },
+): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (options.token !== '') headers['authorization'] = `Bearer ${options.token}`;
   if (options.body !== undefined) headers['content-type'] = 'application/json';
@@ -44,7 +52,11 @@ export async function call<T>(path: string, options: { readonly token: string; r
   }
   if (!response.ok) {
     const error = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
-    throw new ApiError(response.status, error?.code ?? `HTTP_${response.status}`, error?.message ?? (text.slice(0, 200) || response.statusText));
+    throw new ApiError(
+      response.status,
+      error?.code ?? `HTTP_${response.status}`,
+      error?.message ?? (text.slice(0, 200) || response.statusText),
+    );
   }
   return json as T;
 }

@@ -10,7 +10,11 @@ export function formatCount(value: number | null | undefined): string {
   if (value === null || value === undefined || !Number.isFinite(value)) return DASH;
   const abs = Math.abs(value);
   if (abs < 10_000) return Math.round(value).toLocaleString('en-US');
-  for (const [unit, size] of [['G', 1e9], ['M', 1e6], ['k', 1e3]] as const) {
+  for (const [unit, size] of [
+    ['G', 1e9],
+    ['M', 1e6],
+    ['k', 1e3],
+  ] as const) {
     if (abs >= size) return `${trim((value / size).toPrecision(3))}${unit}`;
   }
   return String(value);
@@ -50,7 +54,11 @@ export function formatDuration(seconds: number): string {
 }
 
 /** How far `position` is through `[start, end)`, 0 to 1 (decimal strings: IDs pass 2^53). */
-export function rangeProgress(range: { readonly start: string; readonly end: string; readonly position: string }): number {
+export function rangeProgress(range: {
+  readonly start: string;
+  readonly end: string;
+  readonly position: string;
+}): number {
   const start = BigInt(range.start);
   const size = BigInt(range.end) - start;
   if (size <= 0n) return 1;
@@ -73,7 +81,8 @@ export function statusQueryString(query: TagQuery): string {
 
 /** A sort column clicked: the same column flips its order, a new one starts with its natural order. */
 export function nextSort(query: TagQuery, sort: TagQuery['sort']): TagQuery {
-  if (query.sort === sort) return { ...query, order: query.order === 'asc' ? 'desc' : 'asc', offset: 0 };
+  if (query.sort === sort)
+    return { ...query, order: query.order === 'asc' ? 'desc' : 'asc', offset: 0 };
   // Names read A to Z; figures are most interesting largest first.
   return { ...query, sort, order: sort === 'tag' ? 'asc' : 'desc', offset: 0 };
 }

@@ -58,7 +58,10 @@ describe('generators with a default clock', () => {
     const invalid = (pattern: RegExp) => (error: unknown) =>
       isIdMintError(error, 'INVALID_ARGUMENT') && pattern.test(error.message);
     assert.throws(missing, invalid(/needs a workerId/));
-    assert.throws(() => new UuidV7Generator(null as never), invalid(/options must be an object, got null/));
+    assert.throws(
+      () => new UuidV7Generator(null as never),
+      invalid(/options must be an object, got null/),
+    );
   });
 });
 
@@ -75,7 +78,7 @@ describe('one-liners: uuidv7(), uuidv4(), ulid(), objectId()', () => {
     assert.ok(isUuid(last) && decodeUuid(last).version === 7);
   });
 
-  it('ulid() returns strings, strictly increasing across calls (the spec\'s monotonic rule)', () => {
+  it("ulid() returns strings, strictly increasing across calls (the spec's monotonic rule)", () => {
     let last = '';
     for (let i = 0; i < N; i++) {
       const id = ulid();
@@ -107,7 +110,7 @@ describe('one-liners: uuidv7(), uuidv4(), ulid(), objectId()', () => {
     for (const id of [...ids].slice(0, 100)) assert.equal(decodeUuid(id).version, 4);
   });
 
-  it('interleaved calls keep each family\'s order: each one-liner has a generator of its own', () => {
+  it("interleaved calls keep each family's order: each one-liner has a generator of its own", () => {
     let u = '';
     let l = '';
     for (let i = 0; i < 10_000; i++) {

@@ -9,8 +9,14 @@ import { ObjectIdGenerator as CoreObjectIdGenerator } from '../core/objectid.ts'
 import type { ObjectIdOptions as CoreObjectIdOptions } from '../core/objectid.ts';
 import { SnowflakeGenerator as CoreSnowflakeGenerator } from '../core/snowflake.ts';
 import type { SnowflakeOptions as CoreSnowflakeOptions } from '../core/snowflake.ts';
-import { UlidGenerator as CoreUlidGenerator, type UlidOptions as CoreUlidOptions } from '../core/ulid.ts';
-import { UuidV7Generator as CoreUuidV7Generator, type UuidV7Options as CoreUuidV7Options } from '../core/uuid.ts';
+import {
+  UlidGenerator as CoreUlidGenerator,
+  type UlidOptions as CoreUlidOptions,
+} from '../core/ulid.ts';
+import {
+  UuidV7Generator as CoreUuidV7Generator,
+  type UuidV7Options as CoreUuidV7Options,
+} from '../core/uuid.ts';
 import type { Clock } from '../ports/clock.ts';
 
 /** Core's options with the clock made optional: the default is a new MonotonicClock. */
@@ -28,8 +34,12 @@ export type UlidOptions = WithDefaultClock<CoreUlidOptions>;
 /** Options for {@link ObjectIdGenerator}; all optional. */
 export type ObjectIdOptions = WithDefaultClock<CoreObjectIdOptions>;
 
-function withClock<T extends object>(options: T | undefined, generator: string): T & { readonly clock: Clock } {
-  if (options === undefined) return { clock: new MonotonicClock() } as T & { readonly clock: Clock };
+function withClock<T extends object>(
+  options: T | undefined,
+  generator: string,
+): T & { readonly clock: Clock } {
+  if (options === undefined)
+    return { clock: new MonotonicClock() } as T & { readonly clock: Clock };
   if (options === null || typeof options !== 'object') {
     const got = options === null ? 'null' : `a ${typeof options}`;
     throw new IdMintError('INVALID_ARGUMENT', `${generator} options must be an object, got ${got}`);

@@ -98,7 +98,9 @@ export interface StoreHistory {
  * for the tag (`max(maxStep, the tag's stored step)`), or exactly `ids`. Either is capped at
  * 2^63-1 (the tag is then exhausted, never wrapped).
  */
-export type FenceMargin = { readonly ranges: number; readonly maxStep: number } | { readonly ids: bigint };
+export type FenceMargin =
+  | { readonly ranges: number; readonly maxStep: number }
+  | { readonly ids: bigint };
 
 /** What {@link SegmentStore.fence} is asked. */
 export interface FenceRequest {

@@ -4,7 +4,12 @@ import { isIdMintError } from '../core/errors.ts';
 import { candidateWorkerIds, planAcquire, type KnownWorker } from './common.ts';
 
 const identity = { host: '10.0.0.1', port: 8080 };
-const known = (workerId: number, live: boolean, lastTimestamp = 100, host = 'other'): KnownWorker => ({ workerId, host, port: 8080, lastTimestamp, live });
+const known = (
+  workerId: number,
+  live: boolean,
+  lastTimestamp = 100,
+  host = 'other',
+): KnownWorker => ({ workerId, host, port: 8080, lastTimestamp, live });
 
 /** Always the first of the window: the order of preference alone. */
 const first = () => 0;
@@ -12,17 +17,49 @@ const first = () => 0;
 describe('candidateWorkerIds', () => {
   it("tries this identity's old ID first, then IDs whose holder is gone, then IDs never used, lowest first", () => {
     const plan = planAcquire({ identity, maxWorkers: 8 });
-    const ids = [...candidateWorkerIds(plan, [known(0, true), known(5, false), known(3, false), known(6, false, 100, identity.host), known(1, true)], first)];
+    const ids = [
+      ...candidateWorkerIds(
+        plan,
+        [
+          known(0, true),
+          known(5, false),
+          known(3, false),
+          known(6, false, 100, identity.host),
+          known(1, true),
+        ],
+        first,
+      ),
+    ];
     assert.deepEqual(ids, [6, 3, 5, 2, 4, 7]);
   });
 
   it('applies workerId, exclude and lastTimestampBelow', () => {
     const all = [known(0, false, 50), known(1, false, 500), known(2, true, 10)];
-    assert.deepEqual([...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, workerId: 1 }), all)], [1]);
-    assert.deepEqual([...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, workerId: 2 }), all)], []);
-    assert.deepEqual([...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, workerId: 3 }), all)], [3]);
-    assert.deepEqual([...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, exclude: [0, 3] }), all)], [1]);
-    assert.deepEqual([...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, lastTimestampBelow: 100 }), all)], [0, 3]);
+    assert.deepEqual(
+      [...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, workerId: 1 }), all)],
+      [1],
+    );
+    assert.deepEqual(
+      [...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, workerId: 2 }), all)],
+      [],
+    );
+    assert.deepEqual(
+      [...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, workerId: 3 }), all)],
+      [3],
+    );
+    assert.deepEqual(
+      [...candidateWorkerIds(planAcquire({ identity, maxWorkers: 4, exclude: [0, 3] }), all)],
+      [1],
+    );
+    assert.deepEqual(
+      [
+        ...candidateWorkerIds(
+          planAcquire({ identity, maxWorkers: 4, lastTimestampBelow: 100 }),
+          all,
+        ),
+      ],
+      [0, 3],
+    );
   });
 
   it('is lazy: a huge worker-ID space costs only the IDs tried', () => {
@@ -37,9 +74,17 @@ describe('candidateWorkerIds', () => {
     const inOrder = [...candidateWorkerIds(plan, all, first)];
     for (let run = 0; run < 20; run++) {
       const drawn = [...candidateWorkerIds(plan, all)];
-      assert.deepEqual(drawn.slice(0, 2), [6, 9], "this identity's own ID, then the best other, as they come");
+      assert.deepEqual(
+        drawn.slice(0, 2),
+        [6, 9],
+        "this identity's own ID, then the best other, as they come",
+      );
       assert.equal(drawn.length, inOrder.length);
-      assert.deepEqual([...drawn].sort((a, b) => a - b), [...inOrder].sort((a, b) => a - b), 'no ID skipped, none twice');
+      assert.deepEqual(
+        [...drawn].sort((a, b) => a - b),
+        [...inOrder].sort((a, b) => a - b),
+        'no ID skipped, none twice',
+      );
     }
   });
 
@@ -82,7 +127,10 @@ describe('planAcquire', () => {
     ['an excluded ID out of range', { identity, maxWorkers: 4, exclude: [-1] }],
   ] as const) {
     it(`rejects ${what} with INVALID_ARGUMENT`, () => {
-      assert.throws(() => planAcquire(request), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+      assert.throws(
+        () => planAcquire(request),
+        (error) => isIdMintError(error, 'INVALID_ARGUMENT'),
+      );
     });
   }
 });

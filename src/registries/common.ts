@@ -1,6 +1,11 @@
 import { IdMintError } from '../core/errors.ts';
 import { iso } from '../core/time.ts';
-import type { AcquireRequest, NodeIdentity, WorkerLease, WorkerReport } from '../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  NodeIdentity,
+  WorkerLease,
+  WorkerReport,
+} from '../ports/worker-registry.ts';
 
 /**
  * What every worker registry adapter shares: request validation, the order in which free worker
@@ -25,23 +30,43 @@ const MAX_WORKERS = 2 ** 31;
 export function planAcquire(request: AcquireRequest): AcquirePlan {
   const { identity, maxWorkers } = request;
   if (!Number.isSafeInteger(maxWorkers) || maxWorkers < 1 || maxWorkers > MAX_WORKERS) {
-    throw new IdMintError('INVALID_ARGUMENT', `maxWorkers must be an integer from 1 to ${MAX_WORKERS}, got ${String(maxWorkers)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `maxWorkers must be an integer from 1 to ${MAX_WORKERS}, got ${String(maxWorkers)}`,
+    );
   }
-  if (identity === null || typeof identity !== 'object' || typeof identity.host !== 'string' || !/^[^/\s]{1,255}$/.test(identity.host)) {
-    throw new IdMintError('INVALID_ARGUMENT', `identity.host must be 1 to 255 characters without "/" or spaces, got ${JSON.stringify(identity?.host)}`);
+  if (
+    identity === null ||
+    typeof identity !== 'object' ||
+    typeof identity.host !== 'string' ||
+    !/^[^/\s]{1,255}$/.test(identity.host)
+  ) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `identity.host must be 1 to 255 characters without "/" or spaces, got ${JSON.stringify(identity?.host)}`,
+    );
   }
   if (!Number.isInteger(identity.port) || identity.port < 0 || identity.port > 65535) {
-    throw new IdMintError('INVALID_ARGUMENT', `identity.port must be an integer from 0 to 65535, got ${String(identity.port)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `identity.port must be an integer from 0 to 65535, got ${String(identity.port)}`,
+    );
   }
   const workerId = (id: unknown, what: string): number => {
     if (!Number.isInteger(id) || (id as number) < 0 || (id as number) >= maxWorkers) {
-      throw new IdMintError('INVALID_ARGUMENT', `${what} must be a worker ID from 0 to ${maxWorkers - 1}, got ${String(id)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `${what} must be a worker ID from 0 to ${maxWorkers - 1}, got ${String(id)}`,
+      );
     }
     return id as number;
   };
   const below = request.lastTimestampBelow ?? Number.POSITIVE_INFINITY;
   if (typeof below !== 'number' || Number.isNaN(below)) {
-    throw new IdMintError('INVALID_ARGUMENT', `lastTimestampBelow must be a number of ms, got ${String(below)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `lastTimestampBelow must be a number of ms, got ${String(below)}`,
+    );
   }
   return {
     identity: { host: identity.host, port: identity.port },
@@ -86,7 +111,11 @@ export interface KnownWorker {
  * with every loss (see {@link backingOff}): an uncontended node still takes the lowest free ID,
  * and racers spread out at once. `random` is Math.random's kind; tests pass their own.
  */
-export function* candidateWorkerIds(plan: AcquirePlan, known: Iterable<KnownWorker>, random: () => number = Math.random): Generator<number> {
+export function* candidateWorkerIds(
+  plan: AcquirePlan,
+  known: Iterable<KnownWorker>,
+  random: () => number = Math.random,
+): Generator<number> {
   const byId = new Map<number, KnownWorker>();
   for (const worker of known) byId.set(worker.workerId, worker);
   const free = [...byId.values()]
@@ -100,7 +129,8 @@ export function* candidateWorkerIds(plan: AcquirePlan, known: Iterable<KnownWork
       if (!byId.has(plan.only) && allows(plan, plan.only, -1)) yield plan.only;
       return;
     }
-    for (let id = 0; id < plan.maxWorkers; id++) if (!byId.has(id) && allows(plan, id, -1)) yield id;
+    for (let id = 0; id < plan.maxWorkers; id++)
+      if (!byId.has(id) && allows(plan, id, -1)) yield id;
   }
   yield* backingOff(others(), random);
 }
@@ -137,7 +167,9 @@ export function workerIdsExhausted(backend: string, plan: AcquirePlan, live?: nu
   const filters = [
     plan.only === undefined ? '' : `only worker ID ${plan.only} was asked for`,
     plan.exclude.size === 0 ? '' : `worker IDs ${[...plan.exclude].join(', ')} were excluded`,
-    plan.below === Number.POSITIVE_INFINITY ? '' : `only IDs last used before ${iso(plan.below)} qualified`,
+    plan.below === Number.POSITIVE_INFINITY
+      ? ''
+      : `only IDs last used before ${iso(plan.below)} qualified`,
   ].filter(Boolean);
   return new IdMintError(
     'WORKER_IDS_EXHAUSTED',
@@ -151,17 +183,25 @@ export function workerIdsExhausted(backend: string, plan: AcquirePlan, live?: nu
 export function registryUnavailable(backend: string, where: string, cause: unknown): IdMintError {
   if (cause instanceof IdMintError) return cause;
   const reason = cause instanceof Error ? cause.message : String(cause);
-  return new IdMintError('REGISTRY_UNAVAILABLE', `${backend} worker registry at ${where} cannot be reached: ${reason}`, {
-    cause,
-    details: { backend },
-  });
+  return new IdMintError(
+    'REGISTRY_UNAVAILABLE',
+    `${backend} worker registry at ${where} cannot be reached: ${reason}`,
+    {
+      cause,
+      details: { backend },
+    },
+  );
 }
 
 /** LEASE_LOST for a lease another node may now hold. */
 export function leaseLost(backend: string, workerId: number, why: string): IdMintError {
-  return new IdMintError('LEASE_LOST', `${backend} worker registry: the lease on worker ${workerId} is lost (${why}); another node may hold it now`, {
-    details: { backend, workerId },
-  });
+  return new IdMintError(
+    'LEASE_LOST',
+    `${backend} worker registry: the lease on worker ${workerId} is lost (${why}); another node may hold it now`,
+    {
+      details: { backend, workerId },
+    },
+  );
 }
 
 /** Validates a report before it is recorded: both values integers (ms) or -1. */
@@ -169,7 +209,10 @@ export function checkReport(report: WorkerReport): WorkerReport {
   for (const key of ['lastTimestamp', 'reportedAt'] as const) {
     const value = report?.[key];
     if (!Number.isSafeInteger(value) || value < -1) {
-      throw new IdMintError('INVALID_ARGUMENT', `report.${key} must be an integer of ms (or -1), got ${String(value)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `report.${key} must be an integer of ms (or -1), got ${String(value)}`,
+      );
     }
   }
   return { lastTimestamp: report.lastTimestamp, reportedAt: report.reportedAt };
@@ -181,7 +224,10 @@ export const LEASE_TTL_BOUNDS = { min: 1000, max: 600_000 } as const;
 /** Validates a TTL option: long enough for a renewal in between, short enough to recycle IDs. */
 export function checkTtl(ttlMs: number): number {
   if (!Number.isInteger(ttlMs) || ttlMs < LEASE_TTL_BOUNDS.min || ttlMs > LEASE_TTL_BOUNDS.max) {
-    throw new IdMintError('INVALID_ARGUMENT', `ttlMs must be an integer from ${LEASE_TTL_BOUNDS.min} to ${LEASE_TTL_BOUNDS.max}, got ${String(ttlMs)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `ttlMs must be an integer from ${LEASE_TTL_BOUNDS.min} to ${LEASE_TTL_BOUNDS.max}, got ${String(ttlMs)}`,
+    );
   }
   return ttlMs;
 }
@@ -193,7 +239,10 @@ export const REGISTRY_NAME_RULE = '1 to 128 of A-Z a-z 0-9 _ . -';
 /** Validates a cluster name against {@link REGISTRY_NAME_PATTERN}. */
 export function checkName(name: string): string {
   if (typeof name !== 'string' || !REGISTRY_NAME_PATTERN.test(name)) {
-    throw new IdMintError('INVALID_ARGUMENT', `registry name must be ${REGISTRY_NAME_RULE}, got ${JSON.stringify(name)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `registry name must be ${REGISTRY_NAME_RULE}, got ${JSON.stringify(name)}`,
+    );
   }
   return name;
 }
@@ -240,7 +289,6 @@ export const DEFAULT_TTL_MS = 10_000;
 
 /** Default bound on one coordinator round trip before it counts as unreachable. */
 export const DEFAULT_OPERATION_TIMEOUT_MS = 5000;
-
 
 /** What a lease is created with; `write` is the backend's guarded write for this holder. */
 export interface LeaseInit {
@@ -314,7 +362,8 @@ export class RegistryLease implements WorkerLease {
 
   /** Marks the lease lost and tells the holder through `lost`, once; ignored once released. */
   lose(error: IdMintError): void {
-    if (!this.#released && !this.#releasing && !this.#controller.signal.aborted) this.#controller.abort(error);
+    if (!this.#released && !this.#releasing && !this.#controller.signal.aborted)
+      this.#controller.abort(error);
   }
 
   #assertHeld(): void {

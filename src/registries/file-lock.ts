@@ -81,7 +81,9 @@ export class FileLock {
         'CREATE TABLE IF NOT EXISTS holder ' +
           '(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, port INTEGER NOT NULL)',
       );
-      const insert = db.prepare('INSERT OR REPLACE INTO holder (id, pid, host, port) VALUES (1, ?, ?, ?)');
+      const insert = db.prepare(
+        'INSERT OR REPLACE INTO holder (id, pid, host, port) VALUES (1, ?, ?, ?)',
+      );
       insert.run(holder.pid, holder.host, holder.port);
       db.exec('COMMIT');
     } catch (error) {
@@ -91,7 +93,10 @@ export class FileLock {
     }
     const lock = new FileLock(file, db);
     try {
-      await writeStateFile(`${path}.holder`, { ...holder, since: new Date().toISOString() } satisfies LockHolder);
+      await writeStateFile(`${path}.holder`, {
+        ...holder,
+        since: new Date().toISOString(),
+      } satisfies LockHolder);
     } catch (error) {
       lock.release();
       throw error;
@@ -101,7 +106,12 @@ export class FileLock {
 
   /** This process's description of itself, for {@link take}: `uses` names what it holds the lock for. */
   static self(port: number, uses?: string): Omit<LockHolder, 'since'> {
-    return { pid: process.pid, host: hostname(), port, ...(uses === undefined ? {} : { uses: resolve(uses) }) };
+    return {
+      pid: process.pid,
+      host: hostname(),
+      port,
+      ...(uses === undefined ? {} : { uses: resolve(uses) }),
+    };
   }
 
   /** False once released: the file may then be another process's. */

@@ -8,4 +8,11 @@ export type { StaticWorkerRegistryOptions } from './static/static-worker-registr
 export { CachedWorkerRegistry } from './cache/cached-worker-registry.ts';
 export type { CachedWorkerRegistryOptions } from './cache/cached-worker-registry.ts';
 export type { Interleave, InterleavePoint, InterleaveStep } from './common.ts';
-export type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../ports/worker-registry.ts';
+export type {
+  AcquireRequest,
+  NodeIdentity,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../ports/worker-registry.ts';

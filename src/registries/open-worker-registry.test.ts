@@ -16,25 +16,48 @@ describe('openWorkerRegistry', () => {
     assert.equal(registry.workerId, 7);
     assert.equal(registry.stateFile, '/tmp/idmint-state/idmint-worker-7.json');
     assert.equal((await openWorkerRegistry('static:0')).backend, 'static');
-    assert.equal(((await openWorkerRegistry('static:0')) as StaticWorkerRegistry).stateFile, 'data/idmint-worker-0.json');
+    assert.equal(
+      ((await openWorkerRegistry('static:0')) as StaticWorkerRegistry).stateFile,
+      'data/idmint-worker-0.json',
+    );
   });
 
   it('gives static:<id> its host lock under the lock directory, per cluster name (default /tmp/idmint)', async () => {
-    const open = async (url: string, options = {}) => (await openWorkerRegistry(url, options)) as StaticWorkerRegistry;
+    const open = async (url: string, options = {}) =>
+      (await openWorkerRegistry(url, options)) as StaticWorkerRegistry;
     const named = await open('static:7', { lockDir: '/var/lib/locks', name: 'orders' });
     assert.equal(named.hostLock, '/var/lib/locks/orders/worker-7');
     assert.equal((await open('static:0')).hostLock, '/tmp/idmint/idmint/worker-0');
-    await assert.rejects(open('static:0', { name: 'a/b' }), (error) => isIdMintError(error, 'INVALID_ARGUMENT'));
+    await assert.rejects(open('static:0', { name: 'a/b' }), (error) =>
+      isIdMintError(error, 'INVALID_ARGUMENT'),
+    );
   });
 
-  for (const value of ['', 'static:', 'static:-1', 'static:x', 'zookeeper://host:2181', 'zookeeper://host:2181/a/b', 'etcd://h:2379', 'etcd:// /x', 'http://h/x', 'sqlite:', 'mongodb://h/x', 'postgres://h:5432']) {
+  for (const value of [
+    '',
+    'static:',
+    'static:-1',
+    'static:x',
+    'zookeeper://host:2181',
+    'zookeeper://host:2181/a/b',
+    'etcd://h:2379',
+    'etcd:// /x',
+    'http://h/x',
+    'sqlite:',
+    'mongodb://h/x',
+    'postgres://h:5432',
+  ]) {
     it(`rejects ${JSON.stringify(value)} naming the value and every allowed form`, async () => {
-      await assert.rejects(openWorkerRegistry(value, { key: 'IDMINT_WORKER_REGISTRY' }), (error) => {
-        assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
-        assert.ok(error.message.startsWith(`IDMINT_WORKER_REGISTRY "${value}": `), error.message);
-        for (const form of WORKER_REGISTRY_FORMS) assert.ok(error.message.includes(form), `${form} missing`);
-        return true;
-      });
+      await assert.rejects(
+        openWorkerRegistry(value, { key: 'IDMINT_WORKER_REGISTRY' }),
+        (error) => {
+          assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
+          assert.ok(error.message.startsWith(`IDMINT_WORKER_REGISTRY "${value}": `), error.message);
+          for (const form of WORKER_REGISTRY_FORMS)
+            assert.ok(error.message.includes(form), `${form} missing`);
+          return true;
+        },
+      );
     });
   }
 
@@ -58,7 +81,14 @@ describe('openWorkerRegistry', () => {
          if (registry.backend === 'static') await (await registry.acquire({ identity: { host: 'h', port: 1 }, maxWorkers: 1024 })).release({ lastTimestamp: 1, reportedAt: 1 });
          await registry.close();`,
       );
-      return packagesIn(urls, ['etcd3', 'node-zookeeper-client', 'ioredis', 'pg', 'mysql2', 'node:sqlite']);
+      return packagesIn(urls, [
+        'etcd3',
+        'node-zookeeper-client',
+        'ioredis',
+        'pg',
+        'mysql2',
+        'node:sqlite',
+      ]);
     };
     try {
       // The static registry's lease is an OS lock taken through node:sqlite, built into Node.

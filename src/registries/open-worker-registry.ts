@@ -1,4 +1,9 @@
-import { WORKER_REGISTRY_URL_FORMS, hostText, parseConnectionUrl, sqlDriverUrl } from '../shared/connection-url.ts';
+import {
+  WORKER_REGISTRY_URL_FORMS,
+  hostText,
+  parseConnectionUrl,
+  sqlDriverUrl,
+} from '../shared/connection-url.ts';
 import type { WorkerRegistry } from '../ports/worker-registry.ts';
 import type { Interleave } from './common.ts';
 
@@ -51,9 +56,16 @@ export const WORKER_REGISTRY_FORMS = WORKER_REGISTRY_URL_FORMS;
  * Anything else is CONFIG_INVALID naming the setting, the value (password hidden) and these
  * forms. Connection failures are REGISTRY_UNAVAILABLE.
  */
-export async function openWorkerRegistry(url: string, options: OpenWorkerRegistryOptions = {}): Promise<WorkerRegistry> {
+export async function openWorkerRegistry(
+  url: string,
+  options: OpenWorkerRegistryOptions = {},
+): Promise<WorkerRegistry> {
   const parsed = parseConnectionUrl(url, 'worker-registry', options.key ?? 'worker registry URL');
-  const common = { ttlMs: options.ttlMs, operationTimeoutMs: options.operationTimeoutMs, interleave: options.interleave };
+  const common = {
+    ttlMs: options.ttlMs,
+    operationTimeoutMs: options.operationTimeoutMs,
+    interleave: options.interleave,
+  };
 
   let registry: WorkerRegistry;
   switch (parsed.kind) {
@@ -69,9 +81,15 @@ export async function openWorkerRegistry(url: string, options: OpenWorkerRegistr
       });
     }
     case 'zookeeper': {
-      const { connectZooKeeperWorkerRegistry } = await import('./zookeeper/zookeeper-worker-registry.ts');
+      const { connectZooKeeperWorkerRegistry } = await import(
+        './zookeeper/zookeeper-worker-registry.ts'
+      );
       const hosts = parsed.hosts.map((host) => hostText(host, 2181)).join(',');
-      registry = await connectZooKeeperWorkerRegistry(hosts, { ...common, name: parsed.name, recycleAfterMs: options.recycleAfterMs });
+      registry = await connectZooKeeperWorkerRegistry(hosts, {
+        ...common,
+        name: parsed.name,
+        recycleAfterMs: options.recycleAfterMs,
+      });
       break;
     }
     case 'etcd': {
@@ -89,14 +107,20 @@ export async function openWorkerRegistry(url: string, options: OpenWorkerRegistr
       // postgres, mysql (mariadb:// included) and sqlite. The SQL registry's driver reads the URL
       // rebuilt with every part encoded, so a raw password with `@` or `/` in it works too.
       const { connectSqlWorkerRegistry } = await import('./sql/sql-worker-registry.ts');
-      registry = await connectSqlWorkerRegistry(parsed.kind === 'sqlite' ? url : sqlDriverUrl(url), { ...common, name: options.name, table: options.table });
+      registry = await connectSqlWorkerRegistry(
+        parsed.kind === 'sqlite' ? url : sqlDriverUrl(url),
+        { ...common, name: options.name, table: options.table },
+      );
     }
   }
 
   if (options.cacheFile === undefined) return registry;
   const { CachedWorkerRegistry } = await import('./cache/cached-worker-registry.ts');
   // The cluster whose worker IDs the file holds: a file of another is never used offline.
-  const name = parsed.kind === 'zookeeper' || parsed.kind === 'etcd' ? parsed.name : (options.name ?? 'idmint');
+  const name =
+    parsed.kind === 'zookeeper' || parsed.kind === 'etcd'
+      ? parsed.name
+      : (options.name ?? 'idmint');
   const sql = parsed.kind !== 'redis' && parsed.kind !== 'zookeeper' && parsed.kind !== 'etcd';
   const cluster = sql ? `${options.table ?? 'worker_node'}/${name}` : name;
   return new CachedWorkerRegistry(registry, { file: options.cacheFile, cluster });

@@ -1,4 +1,9 @@
-import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry } from '../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+} from '../ports/worker-registry.ts';
 
 /**
  * A coordinated registry asked for one worker ID only: `idmint next --worker N` with an etcd,

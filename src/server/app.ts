@@ -61,7 +61,9 @@ export interface IdMintServer {
 }
 
 /** How loud each lease event is: losing the lease stops snowflake IDs, so it is an error. */
-const WORKER_EVENT_LEVELS: Readonly<Record<SnowflakeWorkerEvent['type'], 'info' | 'warn' | 'error'>> = {
+const WORKER_EVENT_LEVELS: Readonly<
+  Record<SnowflakeWorkerEvent['type'], 'info' | 'warn' | 'error'>
+> = {
   acquired: 'info',
   released: 'info',
   recovered: 'info',
@@ -95,24 +97,44 @@ export const ROUTING_OPTIONS = {
  */
 export const LISTEN_BACKLOG = 4096;
 
-const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string; license: string };
+const PACKAGE = JSON.parse(
+  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+) as { version: string; license: string };
 
 /**
  * Builds the server from a validated configuration: opens the segment store and leases a worker
  * ID (so a server that returns is ready to issue), then assembles the routes. Does not listen.
  */
-export async function buildServer(config: ServerConfig, options: ServerOptions = {}): Promise<IdMintServer> {
+export async function buildServer(
+  config: ServerConfig,
+  options: ServerOptions = {},
+): Promise<IdMintServer> {
   const log = pino(
-    { level: config.log.level, base: { service: 'idmint', pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
+    {
+      level: config.log.level,
+      base: { service: 'idmint', pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
     options.logStream ?? pino.destination({ dest: 1, sync: true }),
   );
-  const metrics = config.metrics.enabled ? new ServerMetrics({ maxTagSeries: config.metrics.maxTagSeries }) : undefined;
-  if (options.processSlot !== undefined) metrics?.registry.setDefaultLabels({ process: String(options.processSlot) });
-  const status: StatusParts = { sampler: new StatusSampler(), errors: new ErrorCounts(), startedAt: Date.now(), dashboardDir: options.dashboardDir };
+  const metrics = config.metrics.enabled
+    ? new ServerMetrics({ maxTagSeries: config.metrics.maxTagSeries })
+    : undefined;
+  if (options.processSlot !== undefined)
+    metrics?.registry.setDefaultLabels({ process: String(options.processSlot) });
+  const status: StatusParts = {
+    sampler: new StatusSampler(),
+    errors: new ErrorCounts(),
+    startedAt: Date.now(),
+    dashboardDir: options.dashboardDir,
+  };
   const backends = await openBackends(config, {
     ...options,
     onWorkerEvent: (event) => {
-      const fields = { workerId: event.workerId, ...(event.error === undefined ? {} : { code: event.error.code }) };
+      const fields = {
+        workerId: event.workerId,
+        ...(event.error === undefined ? {} : { code: event.error.code }),
+      };
       if (WORKER_EVENT_LEVELS[event.type] === 'info') log.info(fields, event.message);
       else if (WORKER_EVENT_LEVELS[event.type] === 'warn') log.warn(fields, event.message);
       else log.error(fields, event.message);
@@ -125,10 +147,14 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
         const database = event.database === undefined ? {} : { database: event.database };
         const fields = { table: event.table, ...database, from: event.from ?? null, to: event.to };
         if (event.action === 'fenced') {
-          const message = 'segment store on a new history: every tag fenced before any ID is issued from it';
+          const message =
+            'segment store on a new history: every tag fenced before any ID is issued from it';
           log.warn({ ...fields, tags: event.tags, margin: event.margin }, message);
         } else {
-          log.warn(fields, 'segment store on a new history, fenced already (by another node or an operator)');
+          log.warn(
+            fields,
+            'segment store on a new history, fenced already (by another node or an operator)',
+          );
         }
         return;
       }
@@ -136,7 +162,12 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
         // The store went back further than any fence covered: this node is safe, others may not be.
         const { tag, range, highest } = event;
         log.error(
-          { tag, start: range.start.toString(), end: range.end.toString(), raisedTo: highest.toString() },
+          {
+            tag,
+            start: range.start.toString(),
+            end: range.end.toString(),
+            raisedTo: highest.toString(),
+          },
           'segment store handed out a range below IDs this node already loaded: max_id raised past them; ' +
             'run "idmint db fence" (docs/operations.md, After a failover or a restore)',
         );
@@ -144,14 +175,29 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
       }
       // Failed loads are bounded by retryAfterMs per tag, refreshes by tagRefreshMs: few lines.
       if (event.error !== undefined) {
-        log.warn({ tag: event.type === 'load' ? event.tag : undefined, code: event.error.code, err: event.error.message }, event.type === 'load' ? 'segment range load failed' : 'tag list refresh failed');
+        log.warn(
+          {
+            tag: event.type === 'load' ? event.tag : undefined,
+            code: event.error.code,
+            err: event.error.message,
+          },
+          event.type === 'load' ? 'segment range load failed' : 'tag list refresh failed',
+        );
       }
     },
   });
   const state: ServerState = { draining: false };
   let app: FastifyInstance;
   try {
-    app = await createApp(config, backends, log, state, metrics, status, options.clock ?? new MonotonicClock());
+    app = await createApp(
+      config,
+      backends,
+      log,
+      state,
+      metrics,
+      status,
+      options.clock ?? new MonotonicClock(),
+    );
     await app.ready();
   } catch (error) {
     await backends.close();
@@ -164,13 +210,32 @@ export async function buildServer(config: ServerConfig, options: ServerOptions =
     config,
     log,
     async listen() {
-      const url = await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
+      const url = await app.listen({
+        host: config.host,
+        port: config.port,
+        backlog: LISTEN_BACKLOG,
+      });
       const { segments, snowflake } = backends;
       log.info(
         {
           url,
-          segment: segments === undefined ? 'off' : { store: segments.store.backend, ...(segments.databases === undefined ? {} : { databases: segments.databases.stats().map((db) => db.name) }) },
-          snowflake: snowflake === undefined ? 'off' : { registry: snowflake.state().backend, workerId: snowflake.workerId, layout: snowflake.layout.name },
+          segment:
+            segments === undefined
+              ? 'off'
+              : {
+                  store: segments.store.backend,
+                  ...(segments.databases === undefined
+                    ? {}
+                    : { databases: segments.databases.stats().map((db) => db.name) }),
+                },
+          snowflake:
+            snowflake === undefined
+              ? 'off'
+              : {
+                  registry: snowflake.state().backend,
+                  workerId: snowflake.workerId,
+                  layout: snowflake.layout.name,
+                },
         },
         'idmint listening',
       );
@@ -197,12 +262,22 @@ interface ServerState {
   draining: boolean;
 }
 
-async function shutdown(app: FastifyInstance, backends: Backends, config: ServerConfig, log: Logger, state: ServerState): Promise<void> {
+async function shutdown(
+  app: FastifyInstance,
+  backends: Backends,
+  config: ServerConfig,
+  log: Logger,
+  state: ServerState,
+): Promise<void> {
   log.info('idmint shutting down');
   state.draining = true;
   await drainHttpServer(app.server, {
     timeoutMs: config.api.shutdownTimeoutMs,
-    onTimeout: () => log.warn({ timeoutMs: config.api.shutdownTimeoutMs }, 'shutdown timeout: closing connections with requests still in flight'),
+    onTimeout: () =>
+      log.warn(
+        { timeoutMs: config.api.shutdownTimeoutMs },
+        'shutdown timeout: closing connections with requests still in flight',
+      ),
   });
   // No connection is left: this runs Fastify's onClose hooks and stops Node's timers.
   await app.close();
@@ -212,14 +287,33 @@ async function shutdown(app: FastifyInstance, backends: Backends, config: Server
     // A failed give-back loses nothing that matters (those IDs are skipped, never reissued), but
     // the operator should know the store was unreachable at shutdown.
     for (const failure of segments.failedReleases) {
-      log.warn({ tag: failure.tag, ids: failure.ids, code: failure.error.code, err: failure.error.message }, `could not give tag "${failure.tag}"'s unissued IDs back to the store`);
+      log.warn(
+        {
+          tag: failure.tag,
+          ids: failure.ids,
+          code: failure.error.code,
+          err: failure.error.message,
+        },
+        `could not give tag "${failure.tag}"'s unissued IDs back to the store`,
+      );
     }
-    log.info({ releasedIds: segments.releasedIds, wastedIds: segments.wastedIds }, 'segment IDs given back to the store at shutdown');
+    log.info(
+      { releasedIds: segments.releasedIds, wastedIds: segments.wastedIds },
+      'segment IDs given back to the store at shutdown',
+    );
   }
   log.info('idmint stopped');
 }
 
-async function createApp(config: ServerConfig, backends: Backends, log: Logger, state: ServerState, metrics: ServerMetrics | undefined, status: StatusParts, familyClock: Clock): Promise<FastifyInstance> {
+async function createApp(
+  config: ServerConfig,
+  backends: Backends,
+  log: Logger,
+  state: ServerState,
+  metrics: ServerMetrics | undefined,
+  status: StatusParts,
+  familyClock: Clock,
+): Promise<FastifyInstance> {
   const app = Fastify({
     // Fastify's own logger makes a child logger per request; without request logging it gets
     // none, and start, stop and error lines go to `log` directly.
@@ -227,7 +321,14 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     bodyLimit: config.api.bodyLimit,
     // The Node server, built with the timeouts it must enforce, and the answers in idmint's shape
     // to what its parser rejects (plugins/protocol.ts).
-    serverFactory: (handler) => createHttpServer({ requestTimeoutMs: config.api.requestTimeoutMs, keepAliveTimeoutMs: config.api.keepAliveTimeoutMs }, handler),
+    serverFactory: (handler) =>
+      createHttpServer(
+        {
+          requestTimeoutMs: config.api.requestTimeoutMs,
+          keepAliveTimeoutMs: config.api.keepAliveTimeoutMs,
+        },
+        handler,
+      ),
     clientErrorHandler: clientErrorHandler(config.api.requestTimeoutMs),
     // Requests on open connections are served while draining (drainHttpServer), not turned away
     // with a bare 503.
@@ -240,7 +341,10 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     },
   }) as unknown as FastifyInstance;
 
-  installErrorHandling(app, log, { ...(metrics === undefined ? {} : { onNotFound: (reply) => metrics.observeUnmatched(reply) }), onError: (code) => status.errors.add(code) });
+  installErrorHandling(app, log, {
+    ...(metrics === undefined ? {} : { onNotFound: (reply) => metrics.observeUnmatched(reply) }),
+    onError: (code) => status.errors.add(code),
+  });
   // Bodies are JSON only: Fastify would also take text/plain and hand the route a string, which
   // then failed validation with "body must be object" instead of a 415 saying what to send.
   app.removeContentTypeParser('text/plain');
@@ -249,16 +353,29 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   const { segments, snowflake } = backends;
   const issued = metrics?.issued ?? new IssuedCounts();
   if (metrics !== undefined) {
-    metrics.watch({ ...(snowflake === undefined ? {} : { snowflake }), ...(segments === undefined ? {} : { segments: segments.service }) });
-    if (segments?.databases !== undefined) watchSegmentDatabases(metrics.registry, segments.databases);
+    metrics.watch({
+      ...(snowflake === undefined ? {} : { snowflake }),
+      ...(segments === undefined ? {} : { segments: segments.service }),
+    });
+    if (segments?.databases !== undefined)
+      watchSegmentDatabases(metrics.registry, segments.databases);
     metrics.instrument(app);
     status.errors.register(metrics.registry);
   }
   const methods = methodNotAllowed(app);
   app.addSchema(Readiness);
-  await installOpenApi(app, { version: PACKAGE.version, license: PACKAGE.license }, authorizer.enabled);
+  await installOpenApi(
+    app,
+    { version: PACKAGE.version, license: PACKAGE.license },
+    authorizer.enabled,
+  );
 
-  const checks: ReadinessCheck[] = [{ name: 'accepting', check: () => (state.draining ? { ok: false, detail: 'shutting down' } : { ok: true }) }];
+  const checks: ReadinessCheck[] = [
+    {
+      name: 'accepting',
+      check: () => (state.draining ? { ok: false, detail: 'shutting down' } : { ok: true }),
+    },
+  ];
   if (snowflake !== undefined) {
     checks.push({
       name: 'snowflake',
@@ -266,7 +383,9 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
         const worker = snowflake.state();
         // The status only: the last error names the registry's address, and /readyz is open.
         // The log has the error (worker events).
-        return worker.ready ? { ok: true } : { ok: false, detail: `worker ${worker.workerId} ${worker.status}` };
+        return worker.ready
+          ? { ok: true }
+          : { ok: false, detail: `worker ${worker.workerId} ${worker.status}` };
       },
     });
   }
@@ -275,7 +394,14 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
   const opaque = OpaqueIds.fromConfig(config.opaque.keys);
   segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, opaque });
   rangeRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
-  tinyIdRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, authorizer, log, onError: (code) => status.errors.add(code) });
+  tinyIdRoutes(app, {
+    service: segments?.service,
+    maxBatch: config.api.maxBatch,
+    issued,
+    authorizer,
+    log,
+    onError: (code) => status.errors.add(code),
+  });
   snowflakeRoutes(app, {
     worker: snowflake,
     layout: snowflake?.layout ?? getLayout(config.snowflake.layout),
@@ -312,8 +438,19 @@ async function createApp(config: ServerConfig, backends: Backends, log: Logger, 
     version: PACKAGE.version,
     startedAt: status.startedAt,
     authEnabled: authorizer.enabled,
-    ...(segments === undefined ? {} : { segments: { service: segments.service, backend: segments.store.backend, prefetchThreshold: config.segment.prefetchThreshold, tagRefreshMs: config.segment.tagRefreshMs } }),
-    ...(snowflake === undefined ? {} : { snowflake: { worker: snowflake, datacenterId: config.snowflake.datacenterId } }),
+    ...(segments === undefined
+      ? {}
+      : {
+          segments: {
+            service: segments.service,
+            backend: segments.store.backend,
+            prefetchThreshold: config.segment.prefetchThreshold,
+            tagRefreshMs: config.segment.tagRefreshMs,
+          },
+        }),
+    ...(snowflake === undefined
+      ? {}
+      : { snowflake: { worker: snowflake, datacenterId: config.snowflake.datacenterId } }),
     sampler: status.sampler,
     errors: status.errors,
     checks,

@@ -19,11 +19,13 @@ export function parseCount(raw: unknown, max: number, name = 'count'): number {
   const value = typeof raw === 'string' && DIGITS.test(raw) ? Number(raw) : Number.NaN;
   if (value >= 1 && value <= max) return value;
   const shown = Array.isArray(raw) ? 'more than one value' : `"${clip(String(raw))}"`;
-  throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from 1 to ${max}, got ${shown}`);
+  throw new IdMintError(
+    'INVALID_ARGUMENT',
+    `${name} must be an integer from 1 to ${max}, got ${shown}`,
+  );
 }
 
 /** Shortens user input quoted back in a message, so a 10 kB tag does not become a 10 kB error. */
 export function clip(text: string): string {
   return text.length > 64 ? `${text.slice(0, 64)}...` : text;
 }
-

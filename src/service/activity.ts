@@ -192,7 +192,8 @@ export class StepHistory {
   record(tag: string, load: StepRecord): void {
     let loads = this.#loads.get(tag);
     if (loads === undefined) {
-      if (this.#loads.size >= this.#maxKeys) this.#loads.delete(this.#loads.keys().next().value as string);
+      if (this.#loads.size >= this.#maxKeys)
+        this.#loads.delete(this.#loads.keys().next().value as string);
       loads = [];
     } else {
       // Re-inserted, so the Map's order is least recently loaded first.
@@ -234,7 +235,14 @@ export class SegmentActivity {
   readonly #source: IssuedTotalsSource;
   readonly #wallClock: () => number;
 
-  constructor(source: IssuedTotalsSource, options: { readonly rates?: RateWindowOptions; readonly wallClock?: () => number; readonly maxKeys?: number } = {}) {
+  constructor(
+    source: IssuedTotalsSource,
+    options: {
+      readonly rates?: RateWindowOptions;
+      readonly wallClock?: () => number;
+      readonly maxKeys?: number;
+    } = {},
+  ) {
     this.#source = source;
     this.rates = new RateWindow({ maxKeys: options.maxKeys, ...options.rates });
     this.steps = new StepHistory({ maxKeys: options.maxKeys });

@@ -1,6 +1,10 @@
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { clockNamed } from '../clocks/named-clock.ts';
-import { SegmentService, type SegmentEvent, type SegmentShutdownReport } from './segment-service.ts';
+import {
+  SegmentService,
+  type SegmentEvent,
+  type SegmentShutdownReport,
+} from './segment-service.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
 import { openWorkerRegistry } from '../registries/open-worker-registry.ts';
@@ -64,7 +68,10 @@ export interface BackendOptions {
  * loaded) and the worker registry (a worker ID leased, the clock checked against it). Either
  * failing stops start-up, with whatever was opened closed again.
  */
-export async function openBackends(config: ServerConfig, options: BackendOptions = {}): Promise<Backends> {
+export async function openBackends(
+  config: ServerConfig,
+  options: BackendOptions = {},
+): Promise<Backends> {
   const opened: (() => Promise<unknown>)[] = [];
   const report: { segments?: SegmentShutdownReport } = {};
   const closeAll = async (): Promise<BackendsShutdownReport> => {
@@ -76,12 +83,27 @@ export async function openBackends(config: ServerConfig, options: BackendOptions
   const step = () => options.signal?.throwIfAborted();
   try {
     step();
-    const segments = config.segment.enabled ? await openSegments(config, options.clock ?? new MonotonicClock(), options.onSegmentEvent, opened, report, step) : undefined;
+    const segments = config.segment.enabled
+      ? await openSegments(
+          config,
+          options.clock ?? new MonotonicClock(),
+          options.onSegmentEvent,
+          opened,
+          report,
+          step,
+        )
+      : undefined;
     step();
     const snowflakeClock = options.clock ?? clockNamed(config.snowflake.clock);
-    const snowflake = config.snowflake.enabled ? await openSnowflake(config, snowflakeClock, options.onWorkerEvent, opened, step) : undefined;
+    const snowflake = config.snowflake.enabled
+      ? await openSnowflake(config, snowflakeClock, options.onWorkerEvent, opened, step)
+      : undefined;
     step();
-    return { ...(segments === undefined ? {} : { segments }), ...(snowflake === undefined ? {} : { snowflake }), close: closeAll };
+    return {
+      ...(segments === undefined ? {} : { segments }),
+      ...(snowflake === undefined ? {} : { snowflake }),
+      close: closeAll,
+    };
   } catch (error) {
     await closeAll();
     throw error;
@@ -101,15 +123,28 @@ async function openSegments(
   // The store fences a new history itself (segment.fenceRanges) and tells of it as a segment event.
   const history = onEvent === undefined ? {} : { onHistory: onEvent };
   const fence = segmentFenceMargin(s);
-  const common = { table: s.table, timeoutMs: s.timeoutMs, poolSize: s.poolSize, fence, ...history };
+  const common = {
+    table: s.table,
+    timeoutMs: s.timeoutMs,
+    poolSize: s.poolSize,
+    fence,
+    ...history,
+  };
   // A set of databases is checked before it serves: a database whose rows are of another class is refused.
-  const store = s.stores.length > 0 ? await openSegmentStores(s.stores, { ...common, source: 'IDMINT_SEGMENT_STORES' }) : await openSegmentStore(s.store, { ...common, source: 'IDMINT_SEGMENT_STORE' });
+  const store =
+    s.stores.length > 0
+      ? await openSegmentStores(s.stores, { ...common, source: 'IDMINT_SEGMENT_STORES' })
+      : await openSegmentStore(s.store, { ...common, source: 'IDMINT_SEGMENT_STORE' });
   opened.push(() => store.close());
   step();
   const service = new SegmentService({
     store,
     clock,
-    step: { maxStep: s.maxStep, growBelowMs: s.rangeDurationMs, keepBelowMs: 2 * s.rangeDurationMs },
+    step: {
+      maxStep: s.maxStep,
+      growBelowMs: s.rangeDurationMs,
+      keepBelowMs: 2 * s.rangeDurationMs,
+    },
     prefetchThreshold: s.prefetchThreshold,
     waitTimeoutMs: s.waitTimeoutMs,
     // The store abandons its own calls after timeoutMs; the service's bound is a safety net behind

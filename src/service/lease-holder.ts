@@ -107,7 +107,14 @@ export class LeaseHolder {
   #lastWorkerId = -1;
   /** The last timestamp this process reached per worker ID, should it get one back. */
   readonly #highWater = new Map<number, number>();
-  #stats = { lastRenewedAt: -1, renewFailures: 0, renewFailuresTotal: 0, leaseLosses: 0, workerSwitches: 0, lastError: null as string | null };
+  #stats = {
+    lastRenewedAt: -1,
+    renewFailures: 0,
+    renewFailuresTotal: 0,
+    leaseLosses: 0,
+    workerSwitches: 0,
+    lastError: null as string | null,
+  };
 
   private constructor(terms: LeaseTerms, hooks: LeaseHolderHooks) {
     this.#terms = terms;
@@ -139,14 +146,18 @@ export class LeaseHolder {
         } catch (error) {
           // A lease lost before anything was issued under it (a slow start on a loaded machine
           // outlasted its TTL) costs nothing: take another. Anything else is the caller's.
-          if (!(error instanceof IdMintError && error.code === 'LEASE_LOST') || attempt === 3) throw error;
+          if (!(error instanceof IdMintError && error.code === 'LEASE_LOST') || attempt === 3)
+            throw error;
         }
       }
       holder.#adopt(holding);
     } finally {
       holder.#transition = undefined;
     }
-    holder.#emit('acquired', `acquired worker ${holding.lease.workerId} from the ${terms.registry.backend} registry`);
+    holder.#emit(
+      'acquired',
+      `acquired worker ${holding.lease.workerId} from the ${terms.registry.backend} registry`,
+    );
     holder.#arm(renewIntervalFor(terms, holding.lease));
     holder.#kick(); // a lease lost while it was being taken is handled now
     return holder;
@@ -155,12 +166,17 @@ export class LeaseHolder {
   /** Holding a lease, without one (lost, a new one being acquired), or closed. */
   get phase(): LeasePhase {
     if (this.#closing !== undefined) return 'closed';
-    return this.#holding === undefined || this.#holding.lost !== undefined ? 'recovering' : 'holding';
+    return this.#holding === undefined || this.#holding.lost !== undefined
+      ? 'recovering'
+      : 'holding';
   }
 
   stats(): LeaseStats {
     const holding = this.#holding;
-    return { ...this.#stats, horizon: holding === undefined || holding.lost !== undefined ? -1 : holding.recorded };
+    return {
+      ...this.#stats,
+      horizon: holding === undefined || holding.lost !== undefined ? -1 : holding.recorded,
+    };
   }
 
   /**
@@ -170,9 +186,20 @@ export class LeaseHolder {
   requestSwitch(): void {
     const holding = this.#holding;
     // A request during a switch comes from the generator being switched away from.
-    if (this.#closing !== undefined || holding === undefined || holding.lost !== undefined || this.#switchWanted || this.#transition === 'switch') return;
+    if (
+      this.#closing !== undefined ||
+      holding === undefined ||
+      holding.lost !== undefined ||
+      this.#switchWanted ||
+      this.#transition === 'switch'
+    )
+      return;
     const now = this.#terms.clock.now();
-    if (now - this.#lastSwitchAttempt < retryIntervalFor(this.#terms) && now >= this.#lastSwitchAttempt) return;
+    if (
+      now - this.#lastSwitchAttempt < retryIntervalFor(this.#terms) &&
+      now >= this.#lastSwitchAttempt
+    )
+      return;
     this.#lastSwitchAttempt = now;
     this.#switchWanted = true;
     this.#kick();
@@ -255,7 +282,11 @@ export class LeaseHolder {
       if (holding.lost !== undefined) return; // the loss signal came first: `lose` follows
       this.#stats.renewFailures++;
       this.#stats.renewFailuresTotal++;
-      this.#emit('renew-failed', `renewing worker ${holding.lease.workerId} failed (${this.#stats.renewFailures} in a row); IDs stop at ${iso(holding.generator.validUntil())} unless a renewal succeeds first`, failure);
+      this.#emit(
+        'renew-failed',
+        `renewing worker ${holding.lease.workerId} failed (${this.#stats.renewFailures} in a row); IDs stop at ${iso(holding.generator.validUntil())} unless a renewal succeeds first`,
+        failure,
+      );
       this.#arm(Math.max(100, Math.floor(interval / 3)));
     }
   }
@@ -265,7 +296,10 @@ export class LeaseHolder {
     // Where the coordinator dropped the lease this fails at once (LEASE_LOST); where a signal
     // came while it still holds it, this frees the ID with the exact last timestamp rather than
     // leaving it to lapse. Either way nothing more is issued under it: it was retired.
-    await this.#bounded(holding, holding.lease.release(finalReport(holding, this.#terms.clock))).catch(() => {});
+    await this.#bounded(
+      holding,
+      holding.lease.release(finalReport(holding, this.#terms.clock)),
+    ).catch(() => {});
     this.#holding = undefined;
     this.#due = true; // recover at once
   }
@@ -282,7 +316,11 @@ export class LeaseHolder {
       const failure = asIdMintError(error);
       this.#stats.lastError = failure.message;
       if (this.#closing !== undefined) return;
-      this.#emit('recovery-failed', `acquiring a new worker ID failed: ${failure.message}`, failure);
+      this.#emit(
+        'recovery-failed',
+        `acquiring a new worker ID failed: ${failure.message}`,
+        failure,
+      );
       this.#arm(retryIntervalFor(this.#terms));
     }
   }
@@ -297,21 +335,33 @@ export class LeaseHolder {
     this.#switchWanted = false;
     let next: Holding;
     try {
-      next = await establishHolding(this.#terms, this.#context, { exclude: [old.lease.workerId], lastTimestampBelow: this.#terms.clock.now() });
+      next = await establishHolding(this.#terms, this.#context, {
+        exclude: [old.lease.workerId],
+        lastTimestampBelow: this.#terms.clock.now(),
+      });
     } catch (error) {
       const failure = asIdMintError(error);
       this.#stats.lastError = failure.message;
-      this.#emit('switch-failed', `switch-worker found no worker ID to move to: ${failure.message}`, failure);
+      this.#emit(
+        'switch-failed',
+        `switch-worker found no worker ID to move to: ${failure.message}`,
+        failure,
+      );
       return; // the old lease's renewals go on as scheduled
     }
     this.#retire(old);
     this.#adopt(next);
     this.#stats.workerSwitches++;
-    this.#emit('switched-worker', `the clock went back past what the rollback policy waits out; switched from worker ${old.lease.workerId} to worker ${next.lease.workerId}`);
+    this.#emit(
+      'switched-worker',
+      `the clock went back past what the rollback policy waits out; switched from worker ${old.lease.workerId} to worker ${next.lease.workerId}`,
+    );
     this.#arm(renewIntervalFor(this.#terms, next.lease));
-    await this.#bounded(old, old.lease.release(finalReport(old, this.#terms.clock))).catch((error: unknown) => {
-      this.#stats.lastError = asIdMintError(error).message;
-    });
+    await this.#bounded(old, old.lease.release(finalReport(old, this.#terms.clock))).catch(
+      (error: unknown) => {
+        this.#stats.lastError = asIdMintError(error).message;
+      },
+    );
   }
 
   /** close(): after the transition in flight, release the lease it left held, if any. */
@@ -361,7 +411,11 @@ export class LeaseHolder {
     this.#stats.leaseLosses++;
     this.#stats.lastError = error.message;
     if (this.#closing === undefined) {
-      this.#emit('lease-lost', `lost the lease on worker ${holding.lease.workerId}: issuing stopped; acquiring a new worker ID`, error);
+      this.#emit(
+        'lease-lost',
+        `lost the lease on worker ${holding.lease.workerId}: issuing stopped; acquiring a new worker ID`,
+        error,
+      );
     }
     this.#kick();
   }
@@ -370,16 +424,32 @@ export class LeaseHolder {
   #retire(holding: Holding): void {
     retire(holding);
     const id = holding.lease.workerId;
-    this.#highWater.set(id, Math.max(this.#highWater.get(id) ?? -1, holding.generator.lastTimestamp()));
+    this.#highWater.set(
+      id,
+      Math.max(this.#highWater.get(id) ?? -1, holding.generator.lastTimestamp()),
+    );
   }
 
   /** A release that does not hold the next transition up for longer than a renewal may take. */
   #bounded(holding: Holding, release: Promise<void>): Promise<void> {
     const ms = Math.max(1000, renewIntervalFor(this.#terms, holding.lease));
-    return withTimeout(release, ms, () => new IdMintError('REGISTRY_UNAVAILABLE', `${this.#terms.registry.backend} registry did not confirm the release of worker ${holding.lease.workerId} in time`));
+    return withTimeout(
+      release,
+      ms,
+      () =>
+        new IdMintError(
+          'REGISTRY_UNAVAILABLE',
+          `${this.#terms.registry.backend} registry did not confirm the release of worker ${holding.lease.workerId} in time`,
+        ),
+    );
   }
 
-  #emit(type: LeaseEvent['type'], message: string, error?: IdMintError, workerId = this.#lastWorkerId): void {
+  #emit(
+    type: LeaseEvent['type'],
+    message: string,
+    error?: IdMintError,
+    workerId = this.#lastWorkerId,
+  ): void {
     try {
       this.#hooks.onEvent?.({ type, workerId, message, error });
     } catch {
@@ -391,5 +461,9 @@ export class LeaseHolder {
 /** A failure as an IdMintError: registry trouble unless it already says what it is. */
 export function asIdMintError(error: unknown): IdMintError {
   if (error instanceof IdMintError) return error;
-  return new IdMintError('REGISTRY_UNAVAILABLE', error instanceof Error ? error.message : String(error), { cause: error });
+  return new IdMintError(
+    'REGISTRY_UNAVAILABLE',
+    error instanceof Error ? error.message : String(error),
+    { cause: error },
+  );
 }

@@ -1,9 +1,18 @@
 import { IdMintError } from '../core/errors.ts';
 import type { SnowflakeGenerator } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
-import type { NodeIdentity, WorkerLease, WorkerRegistry, WorkerReport } from '../ports/worker-registry.ts';
+import type {
+  NodeIdentity,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../ports/worker-registry.ts';
 import { withTimeout } from '../shared/timeout.ts';
-import { DEFAULT_RENEW_INTERVAL_MS, MAX_START_WAIT_MS, leaseRenewIntervalMs } from '../core/lease-policy.ts';
+import {
+  DEFAULT_RENEW_INTERVAL_MS,
+  MAX_START_WAIT_MS,
+  leaseRenewIntervalMs,
+} from '../core/lease-policy.ts';
 import { iso } from '../core/time.ts';
 import { sleep } from '../shared/time.ts';
 
@@ -40,7 +49,10 @@ export interface LeaseTerms {
   /** `switch-worker`: a clock behind a worker ID's record moves to another ID instead of refusing. */
   readonly switchWorker: boolean;
   /** A generator for a worker ID, starting after `lastTimestamp` (when given). */
-  readonly createGenerator: (workerId: number, lastTimestamp: number | undefined) => SnowflakeGenerator;
+  readonly createGenerator: (
+    workerId: number,
+    lastTimestamp: number | undefined,
+  ) => SnowflakeGenerator;
 }
 
 /** What establishing a lease needs from the one holding leases over time. */
@@ -63,7 +75,10 @@ export interface Wanted {
 
 /** The renewal interval for a lease; throws INVALID_ARGUMENT if its TTL cannot hold two of them. */
 export function renewIntervalFor(terms: LeaseTerms, lease: WorkerLease): number {
-  return leaseRenewIntervalMs(lease.ttlMs, { renewIntervalMs: terms.renewIntervalMs, safetyMarginMs: terms.marginMs });
+  return leaseRenewIntervalMs(lease.ttlMs, {
+    renewIntervalMs: terms.renewIntervalMs,
+    safetyMarginMs: terms.marginMs,
+  });
 }
 
 /** How long to wait before trying again after a failed recovery or switch. */
@@ -75,10 +90,19 @@ export function retryIntervalFor(terms: LeaseTerms): number {
  * Acquire, check the clock, create the generator (fenced), record a horizon, then unfence. On
  * any failure the lease is released with its record as found: nothing was issued under it.
  */
-export async function establishHolding(terms: LeaseTerms, context: EstablishContext, wanted: Wanted): Promise<Holding> {
+export async function establishHolding(
+  terms: LeaseTerms,
+  context: EstablishContext,
+  wanted: Wanted,
+): Promise<Holding> {
   const { registry, clock } = terms;
   const { exclude, lastTimestampBelow } = wanted;
-  const lease = await registry.acquire({ identity: terms.identity, maxWorkers: terms.maxWorkers, exclude, lastTimestampBelow });
+  const lease = await registry.acquire({
+    identity: terms.identity,
+    maxWorkers: terms.maxWorkers,
+    exclude,
+    lastTimestampBelow,
+  });
   try {
     const now = clock.now();
     // switch-worker asks for IDs last used before the clock (lastTimestampBelow): such an ID
@@ -90,10 +114,19 @@ export async function establishHolding(terms: LeaseTerms, context: EstablishCont
     }
     await waitForClock(terms, context, lease);
     const lastTimestamp = Math.max(lease.lastTimestamp, context.highWater(lease.workerId));
-    const generator = terms.createGenerator(lease.workerId, lastTimestamp >= 0 ? lastTimestamp : undefined);
+    const generator = terms.createGenerator(
+      lease.workerId,
+      lastTimestamp >= 0 ? lastTimestamp : undefined,
+    );
     // Nothing is issued until the registry has recorded a horizon above it.
     generator.setValidUntil(Number.NEGATIVE_INFINITY);
-    const holding: Holding = { lease, generator, recorded: lease.lastTimestamp, retired: false, lost: undefined };
+    const holding: Holding = {
+      lease,
+      generator,
+      recorded: lease.lastTimestamp,
+      retired: false,
+      lost: undefined,
+    };
     await renewHolding(terms, holding);
     return holding;
   } catch (error) {
@@ -110,14 +143,23 @@ export async function establishHolding(terms: LeaseTerms, context: EstablishCont
  * meanwhile (a renewal that finishes after its holding was lost, switched or closed must not
  * lift the fence that retired it).
  */
-export async function renewHolding(terms: LeaseTerms, holding: Holding): Promise<number | undefined> {
+export async function renewHolding(
+  terms: LeaseTerms,
+  holding: Holding,
+): Promise<number | undefined> {
   const t0 = terms.clock.now();
   const { lease, generator } = holding;
   const fence = t0 + lease.ttlMs - terms.marginMs;
   const horizon = Math.max(fence + terms.leadMs, generator.lastTimestamp(), holding.recorded);
   const renewal = lease.renew({ lastTimestamp: horizon, reportedAt: t0 });
-  const granted = await withTimeout(renewal, Math.max(1000, renewIntervalFor(terms, lease)), () =>
-    new IdMintError('REGISTRY_UNAVAILABLE', `${terms.registry.backend} registry did not confirm the renewal of worker ${lease.workerId} in time`),
+  const granted = await withTimeout(
+    renewal,
+    Math.max(1000, renewIntervalFor(terms, lease)),
+    () =>
+      new IdMintError(
+        'REGISTRY_UNAVAILABLE',
+        `${terms.registry.backend} registry did not confirm the renewal of worker ${lease.workerId} in time`,
+      ),
   );
   holding.recorded = horizon;
   if (holding.retired) return undefined;
@@ -135,22 +177,39 @@ export function retire(holding: Holding): void {
 
 /** What release records: the exact last timestamp, never below what the registry had. */
 export function finalReport(holding: Holding, clock: Clock): WorkerReport {
-  return { lastTimestamp: Math.max(holding.generator.lastTimestamp(), holding.lease.lastTimestamp), reportedAt: clock.now() };
+  return {
+    lastTimestamp: Math.max(holding.generator.lastTimestamp(), holding.lease.lastTimestamp),
+    reportedAt: clock.now(),
+  };
 }
 
 /** `switch-worker` at start-up: the clock is behind this ID's record, so take another ID. */
-async function switchAtStart(terms: LeaseTerms, context: EstablishContext, lease: WorkerLease, behind: IdMintError): Promise<Holding> {
+async function switchAtStart(
+  terms: LeaseTerms,
+  context: EstablishContext,
+  lease: WorkerLease,
+  behind: IdMintError,
+): Promise<Holding> {
   let other: Holding;
   try {
-    other = await establishHolding(terms, context, { exclude: [lease.workerId], lastTimestampBelow: terms.clock.now() });
-  } catch (error) {
-    throw new IdMintError('CLOCK_MOVED_BACKWARDS', `${behind.message}; switch-worker found no other worker ID to use (${(error as Error).message})`, {
-      cause: error,
-      details: behind.details,
+    other = await establishHolding(terms, context, {
+      exclude: [lease.workerId],
+      lastTimestampBelow: terms.clock.now(),
     });
+  } catch (error) {
+    throw new IdMintError(
+      'CLOCK_MOVED_BACKWARDS',
+      `${behind.message}; switch-worker found no other worker ID to use (${(error as Error).message})`,
+      {
+        cause: error,
+        details: behind.details,
+      },
+    );
   }
   await lease.release(unchanged(lease)).catch(() => {});
-  context.switched(`${behind.message}; switched to worker ${other.lease.workerId}, last used before the clock`);
+  context.switched(
+    `${behind.message}; switched to worker ${other.lease.workerId}, last used before the clock`,
+  );
   return other;
 }
 
@@ -160,17 +219,25 @@ async function switchAtStart(terms: LeaseTerms, context: EstablishContext, lease
  * reservation, as after a kill: wait (without blocking the event loop) until the clock passes,
  * keeping the lease alive meanwhile with the record left as it is.
  */
-async function waitForClock(terms: LeaseTerms, context: EstablishContext, lease: WorkerLease): Promise<void> {
+async function waitForClock(
+  terms: LeaseTerms,
+  context: EstablishContext,
+  lease: WorkerLease,
+): Promise<void> {
   const { clock } = terms;
   const intervalMs = renewIntervalFor(terms, lease);
   let now = clock.now();
   if (now > lease.lastTimestamp) return;
   const waitMs = lease.lastTimestamp - now;
   if (waitMs > MAX_START_WAIT_MS) throw clockBehind(terms.registry.backend, lease, now);
-  context.waiting(lease.workerId, `worker ${lease.workerId}: waiting ${waitMs} ms for the clock to pass ${iso(lease.lastTimestamp)}, the horizon its previous holder reserved`);
+  context.waiting(
+    lease.workerId,
+    `worker ${lease.workerId}: waiting ${waitMs} ms for the clock to pass ${iso(lease.lastTimestamp)}, the horizon its previous holder reserved`,
+  );
   let renewedAt = now;
   while (now <= lease.lastTimestamp) {
-    if (context.closing()) throw new IdMintError('LEASE_LOST', 'the worker was closed while starting');
+    if (context.closing())
+      throw new IdMintError('LEASE_LOST', 'the worker was closed while starting');
     if (now - renewedAt >= intervalMs) {
       renewedAt = now;
       await lease.renew(unchanged(lease));
@@ -185,7 +252,15 @@ function clockBehind(backend: string, lease: WorkerLease, now: number): IdMintEr
   return new IdMintError(
     'CLOCK_MOVED_BACKWARDS',
     `worker ${lease.workerId}: the local clock reads ${iso(now)}, ${offset} ms behind ${iso(lease.reportedAt)}, the time its previous holder's clock showed at its last report to the ${backend} registry (its IDs reach ${iso(lease.lastTimestamp)}); refusing to start rather than risk repeating IDs: fix the clock, or start once it has passed that time`,
-    { details: { workerId: lease.workerId, clockMs: now, recordedMs: lease.reportedAt, lastTimestamp: lease.lastTimestamp, offsetMs: offset } },
+    {
+      details: {
+        workerId: lease.workerId,
+        clockMs: now,
+        recordedMs: lease.reportedAt,
+        lastTimestamp: lease.lastTimestamp,
+        offsetMs: offset,
+      },
+    },
   );
 }
 

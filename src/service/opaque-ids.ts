@@ -1,6 +1,13 @@
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import type { Layout } from '../core/layout.ts';
-import { OPAQUE_SEGMENT_DOMAIN, OPAQUE_SNOWFLAKE_DOMAIN, OpaqueCodec, parseOpaqueKeys, type DecodedOpaqueId, type OpaqueEncoder } from '../core/opaque.ts';
+import {
+  OPAQUE_SEGMENT_DOMAIN,
+  OPAQUE_SNOWFLAKE_DOMAIN,
+  OpaqueCodec,
+  parseOpaqueKeys,
+  type DecodedOpaqueId,
+  type OpaqueEncoder,
+} from '../core/opaque.ts';
 
 /**
  * Opaque IDs in the server and the CLI: the codecs built from `IDMINT_OPAQUE_KEYS`, an encoder
@@ -98,7 +105,9 @@ export class OpaqueIds {
    * time more than a day past `nowMs` under `layout`: no node can have issued it yet.
    */
   decodeSnowflake(opaque: string, layout: Layout, nowMs: number): DecodedOpaqueId {
-    return this.#snowflake.decode(opaque, OPAQUE_SNOWFLAKE_TWEAK, { issuedUpTo: snowflakeIssuedUpTo(layout, nowMs) });
+    return this.#snowflake.decode(opaque, OPAQUE_SNOWFLAKE_TWEAK, {
+      issuedUpTo: snowflakeIssuedUpTo(layout, nowMs),
+    });
   }
 
   #encoder(tag: string): OpaqueEncoder {
@@ -117,15 +126,22 @@ export class OpaqueIds {
  * never answered with its dense IDs instead.
  */
 export function noOpaqueKeys(what: string, details?: Record<string, string>): IdMintError {
-  return new IdMintError('OPAQUE_UNAVAILABLE', `${what} needs opaque keys, and none are configured (IDMINT_OPAQUE_KEYS); nothing is answered in their place`, {
-    ...(details === undefined ? {} : { details }),
-  });
+  return new IdMintError(
+    'OPAQUE_UNAVAILABLE',
+    `${what} needs opaque keys, and none are configured (IDMINT_OPAQUE_KEYS); nothing is answered in their place`,
+    {
+      ...(details === undefined ? {} : { details }),
+    },
+  );
 }
 
 /** OPAQUE_DOMAIN_EXHAUSTED with the tag named (in `details` too, so the public sentence names it). */
 function namingTag(error: unknown, tag: string): unknown {
   if (!isIdMintError(error, 'OPAQUE_DOMAIN_EXHAUSTED')) return error;
-  return new IdMintError('OPAQUE_DOMAIN_EXHAUSTED', `tag "${tag}": ${error.message}`, { cause: error, details: { ...error.details, tag } });
+  return new IdMintError('OPAQUE_DOMAIN_EXHAUSTED', `tag "${tag}": ${error.message}`, {
+    cause: error,
+    details: { ...error.details, tag },
+  });
 }
 
 /** The largest snowflake ID of a time unit up to a day past `nowMs`, capped at the layout's largest ID. */
@@ -143,7 +159,8 @@ function encodeRuns(codec: OpaqueCodec, tweak: string, ids: readonly bigint[]): 
   while (start < ids.length) {
     const first = ids[start] as bigint;
     let end = start + 1;
-    while (end < ids.length && end - start < 1_000_000 && ids[end] === first + BigInt(end - start)) end++;
+    while (end < ids.length && end - start < 1_000_000 && ids[end] === first + BigInt(end - start))
+      end++;
     if (end - start === 1) out.push(codec.encode(first, tweak));
     else for (const id of codec.encodeRange(first, end - start, tweak)) out.push(id);
     start = end;
@@ -156,13 +173,23 @@ function encodeRuns(codec: OpaqueCodec, tweak: string, ids: readonly bigint[]): 
  * opaque (`opaque`: the service knew the tag as opaque before or after the ID was drawn). An
  * opaque tag on a node without keys is OPAQUE_UNAVAILABLE, never its dense ID.
  */
-export function segmentIdText(keys: OpaqueIds | undefined, tag: string, id: bigint, opaque: boolean): string {
+export function segmentIdText(
+  keys: OpaqueIds | undefined,
+  tag: string,
+  id: bigint,
+  opaque: boolean,
+): string {
   if (!opaque) return id.toString();
   return (keys ?? failOpaqueTag(tag)).segmentId(tag, id);
 }
 
 /** {@link segmentIdText} for a batch: the IDs as they are, or their opaque forms. */
-export function segmentIdTexts(keys: OpaqueIds | undefined, tag: string, ids: readonly bigint[], opaque: boolean): readonly (bigint | string)[] {
+export function segmentIdTexts(
+  keys: OpaqueIds | undefined,
+  tag: string,
+  ids: readonly bigint[],
+  opaque: boolean,
+): readonly (bigint | string)[] {
   if (!opaque) return ids;
   return (keys ?? failOpaqueTag(tag)).segmentIds(tag, ids);
 }

@@ -18,7 +18,11 @@ let files = 0;
 after(() => rmSync(directory, { recursive: true, force: true }));
 
 async function serviceOn(store: SegmentStore) {
-  const service = new SegmentService({ store, clock: new ManualClock(Date.UTC(2026, 5, 1)), tagRefreshMs: 0 });
+  const service = new SegmentService({
+    store,
+    clock: new ManualClock(Date.UTC(2026, 5, 1)),
+    tagRefreshMs: 0,
+  });
   await service.start();
   return service;
 }
@@ -27,7 +31,11 @@ async function serviceOn(store: SegmentStore) {
 function idsOf(run: SegmentRun): bigint[] {
   const ids: bigint[] = [];
   for (let id = run.start; id < run.end; id += BigInt(run.stride)) ids.push(id);
-  assert.equal(ids.length, run.count, `run ${run.start}..${run.end} by ${run.stride} must hold count IDs`);
+  assert.equal(
+    ids.length,
+    run.count,
+    `run ${run.start}..${run.end} by ${run.stride} must hold count IDs`,
+  );
   return ids;
 }
 
@@ -67,8 +75,21 @@ describe('SegmentService.nextRange', () => {
   });
 
   it('says the stride of a range from a set of databases, every ID in one residue class', async () => {
-    const members = [0, 1].map((offset) => new SqliteSegmentStore({ path: join(directory, `${++files}.db`), residue: { offset, increment: 2 } }));
-    const store = new MultiSegmentStore({ databases: members.map((member, index) => ({ store: member as SqliteSegmentStore & SetMemberStore, name: `db${index}` })), now: () => Date.now(), backoffMs: 1000 });
+    const members = [0, 1].map(
+      (offset) =>
+        new SqliteSegmentStore({
+          path: join(directory, `${++files}.db`),
+          residue: { offset, increment: 2 },
+        }),
+    );
+    const store = new MultiSegmentStore({
+      databases: members.map((member, index) => ({
+        store: member as SqliteSegmentStore & SetMemberStore,
+        name: `db${index}`,
+      })),
+      now: () => Date.now(),
+      backoffMs: 1000,
+    });
     await store.init();
     await store.createTag({ tag: 'orders', step: 10, startId: 100n });
     const service = await serviceOn(store);
@@ -97,7 +118,12 @@ describe('SegmentService.nextRange', () => {
     try {
       // Created after start: the service holds no buffer for it until the call looks it up.
       await store.createTag({ tag: 'late', step: 40, startId: 1n });
-      assert.deepEqual(await service.nextRange('late', 'step'), { start: 1n, end: 41n, stride: 1, count: 40 });
+      assert.deepEqual(await service.nextRange('late', 'step'), {
+        start: 1n,
+        end: 41n,
+        stride: 1,
+        count: 40,
+      });
     } finally {
       await service.close();
       await store.close();
@@ -109,7 +135,11 @@ describe('SegmentService.nextRange', () => {
     await store.init();
     const service = await serviceOn(store);
     try {
-      await rejectsWith(service.nextRange('orders', 0), 'INVALID_ARGUMENT', /size must be an integer/);
+      await rejectsWith(
+        service.nextRange('orders', 0),
+        'INVALID_ARGUMENT',
+        /size must be an integer/,
+      );
       await rejectsWith(service.nextRange('ghost', 5), 'TAG_NOT_FOUND', /ghost/);
     } finally {
       await service.close();

@@ -11,7 +11,11 @@ import { ManualClock } from '../clocks/manual-clock.ts';
 import type { NewTag } from '../ports/segment-store.ts';
 import { SqliteSegmentStore } from '../stores/sqlite/sqlite-segment-store.ts';
 import { MAX_SEGMENT_ID, TAG_PAGE_SIZE } from '../core/segment-limits.ts';
-import { SegmentService, type SegmentEvent, type SegmentServiceOptions } from './segment-service.ts';
+import {
+  SegmentService,
+  type SegmentEvent,
+  type SegmentServiceOptions,
+} from './segment-service.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const MINUTE = 60_000;
@@ -53,13 +57,22 @@ async function sqliteStore() {
 }
 
 /** A service on a real SQLite store behind a fault injector, with a manual clock and no refresh timer. */
-async function setup(options: Partial<SegmentServiceOptions> = {}, tags: NewTag[] = [{ tag: 'orders', step: 100 }]) {
+async function setup(
+  options: Partial<SegmentServiceOptions> = {},
+  tags: NewTag[] = [{ tag: 'orders', step: 100 }],
+) {
   const memory = await sqliteStore();
   for (const tag of tags) await memory.createTag(tag);
   const store = new FaultySegmentStore(memory);
   const clock = new ManualClock(T0);
   const events: SegmentEvent[] = [];
-  const service = new SegmentService({ store, clock, tagRefreshMs: 0, onEvent: (event) => events.push(event), ...options });
+  const service = new SegmentService({
+    store,
+    clock,
+    tagRefreshMs: 0,
+    onEvent: (event) => events.push(event),
+    ...options,
+  });
   await service.start();
   return { memory, store, clock, service, events };
 }
@@ -78,12 +91,17 @@ async function drawMany(service: SegmentService, count: number, tag = 'orders'):
 /** Lets loads that have been answered land (their continuations run). */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
+const range = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
 
 describe('SegmentService: ranges and the double buffer', () => {
   it('serves 1, 2, 3, ... from the first range, which takes the tag step stored in the table', async () => {
     const { service, store } = await setup();
-    assert.equal(service.nextSync('orders'), undefined, 'nothing is buffered before the first load');
+    assert.equal(
+      service.nextSync('orders'),
+      undefined,
+      'nothing is buffered before the first load',
+    );
     assert.equal(store.calls.allocate, 1, 'the first nextSync starts the load');
     assert.equal(await service.next('orders'), 1n);
     assert.equal(service.nextSync('orders'), 2n);
@@ -105,7 +123,11 @@ describe('SegmentService: ranges and the double buffer', () => {
     assert.deepEqual(ids, range(12, 200));
     // As in Leaf, the first prefetch takes the stored step too; the dynamic step starts with the
     // third range (the second lasted 0 ms on the manual clock: doubled).
-    assert.deepEqual(store.requestedSteps, [undefined, undefined, 200], 'the second range prefetched the third once 10% of it was issued');
+    assert.deepEqual(
+      store.requestedSteps,
+      [undefined, undefined, 200],
+      'the second range prefetched the third once 10% of it was issued',
+    );
   });
 
   it('with prefetchThreshold 1 loads only when a range is used up (single buffer)', async () => {
@@ -123,12 +145,17 @@ describe('SegmentService: ranges and the double buffer', () => {
     assert.equal(store.calls.allocate, 1);
     open();
     const ids = await Promise.all(pending);
-    assert.deepEqual([...ids].sort((a, b) => (a < b ? -1 : 1)), range(1, 50));
+    assert.deepEqual(
+      [...ids].sort((a, b) => (a < b ? -1 : 1)),
+      range(1, 50),
+    );
     assert.equal(store.calls.allocate, 2, 'one initial load, one prefetch: not one per caller');
   });
 
   it('callers await a slow load instead of failing', async () => {
-    const { service, store } = await setup({ step: { maxStep: 10 }, waitTimeoutMs: 30_000 }, [{ tag: 'orders', step: 10 }]);
+    const { service, store } = await setup({ step: { maxStep: 10 }, waitTimeoutMs: 30_000 }, [
+      { tag: 'orders', step: 10 },
+    ]);
     assert.equal(await draw(service), 1n);
     const open = store.hold();
     assert.deepEqual(await drawMany(service, 9), range(2, 10)); // the prefetch started and is held
@@ -146,7 +173,11 @@ describe('SegmentService: ranges and the double buffer', () => {
   it('a load slower than waitTimeoutMs is SEGMENTS_NOT_READY (retryable); it lands later and serves the next request', async () => {
     const { service, store } = await setup({ waitTimeoutMs: 30 });
     const open = store.hold();
-    await rejectsWith(service.next('orders'), 'SEGMENTS_NOT_READY', /did not load within 30 ms; retry/);
+    await rejectsWith(
+      service.next('orders'),
+      'SEGMENTS_NOT_READY',
+      /did not load within 30 ms; retry/,
+    );
     open();
     await settle();
     assert.equal(await service.next('orders'), 1n);
@@ -158,7 +189,10 @@ describe('SegmentService: ranges and the double buffer', () => {
     store.delayMs = 1;
     const ids = await Promise.all(Array.from({ length: 500 }, () => service.next('orders')));
     assert.equal(new Set(ids).size, 500);
-    assert.deepEqual([...ids].sort((a, b) => (a < b ? -1 : 1)), range(1, 500));
+    assert.deepEqual(
+      [...ids].sort((a, b) => (a < b ? -1 : 1)),
+      range(1, 500),
+    );
   });
 
   it('grows, keeps and shrinks the step with how long each range lasted (ManualClock)', async () => {
@@ -171,11 +205,33 @@ describe('SegmentService: ranges and the double buffer', () => {
       while (store.calls.allocate === before) await draw(service);
       await settle();
     };
-    for (const ms of [MINUTE, MINUTE, MINUTE, MINUTE, 20 * MINUTE, 40 * MINUTE, 40 * MINUTE, 40 * MINUTE, 40 * MINUTE]) await loadAfter(ms);
+    for (const ms of [
+      MINUTE,
+      MINUTE,
+      MINUTE,
+      MINUTE,
+      20 * MINUTE,
+      40 * MINUTE,
+      40 * MINUTE,
+      40 * MINUTE,
+      40 * MINUTE,
+    ])
+      await loadAfter(ms);
     // Leaf's rule: the first two loads take the stored step (100); then x2 while a range lasts
     // under 15 min, up to 800 (1,600 would pass maxStep: it stays); kept from 15 to 30 min;
     // halved from 30 min on, but 50 would be below the stored 100: it stays.
-    assert.deepEqual(store.requestedSteps, [undefined, undefined, 200, 400, 800, 800, 400, 200, 100, 100]);
+    assert.deepEqual(store.requestedSteps, [
+      undefined,
+      undefined,
+      200,
+      400,
+      800,
+      800,
+      400,
+      200,
+      100,
+      100,
+    ]);
 
     // An operator raises the tag's step. As in Leaf, the running buffer does not jump to it: it
     // becomes the floor of shrinking from the next allocation on, and a restart starts from it.
@@ -208,10 +264,17 @@ describe('SegmentService: ranges and the double buffer', () => {
 
 describe('SegmentService: batches', () => {
   it('serves a batch larger than a range, spanning several ranges', async () => {
-    const { service, store } = await setup({ step: { maxStep: 10 } }, [{ tag: 'orders', step: 10 }]);
+    const { service, store } = await setup({ step: { maxStep: 10 } }, [
+      { tag: 'orders', step: 10 },
+    ]);
     assert.deepEqual(await service.nextBatch('orders', 95), range(1, 95));
     assert.ok(store.calls.allocate >= 10);
-    for (const bad of [0, 1.5, -1, 10_000_001, Number.NaN]) await rejectsWith(service.nextBatch('orders', bad), 'INVALID_ARGUMENT', /count must be an integer from 1 to 10000000/);
+    for (const bad of [0, 1.5, -1, 10_000_001, Number.NaN])
+      await rejectsWith(
+        service.nextBatch('orders', bad),
+        'INVALID_ARGUMENT',
+        /count must be an integer from 1 to 10000000/,
+      );
   });
 
   it('nextBatchSync takes a batch only when all of it is buffered, else takes nothing', async () => {
@@ -227,7 +290,9 @@ describe('SegmentService: batches', () => {
   });
 
   it('a batch that fails part-way loses the IDs it took: they are never issued again', async () => {
-    const { service, store, clock } = await setup({ step: { maxStep: 10 } }, [{ tag: 'orders', step: 10 }]);
+    const { service, store, clock } = await setup({ step: { maxStep: 10 } }, [
+      { tag: 'orders', step: 10 },
+    ]);
     assert.equal(await service.next('orders'), 1n);
     await settle();
     store.mode = 'fail';
@@ -235,7 +300,11 @@ describe('SegmentService: batches', () => {
     const loadedBefore = store.committed.reduce((end, r) => (r.end > end ? r.end : end), 0n);
     store.mode = 'pass';
     clock.advance(1000);
-    assert.equal(await service.next('orders'), loadedBefore, 'the next ID comes from a fresh range');
+    assert.equal(
+      await service.next('orders'),
+      loadedBefore,
+      'the next ID comes from a fresh range',
+    );
   });
 });
 
@@ -253,8 +322,16 @@ describe('SegmentService: outages', () => {
     assert.equal(store.calls.allocate, 3, 'one failed prefetch, then no retry before retryAfterMs');
 
     await rejectsWith(service.next('orders'), 'STORE_UNAVAILABLE', /injected failure/);
-    const burst = await Promise.allSettled(Array.from({ length: 100 }, () => service.next('orders')));
-    assert.ok(burst.every((result) => result.status === 'rejected' && (result.reason as { code?: string }).code === 'STORE_UNAVAILABLE'));
+    const burst = await Promise.allSettled(
+      Array.from({ length: 100 }, () => service.next('orders')),
+    );
+    assert.ok(
+      burst.every(
+        (result) =>
+          result.status === 'rejected' &&
+          (result.reason as { code?: string }).code === 'STORE_UNAVAILABLE',
+      ),
+    );
     assert.equal(store.calls.allocate, 3, 'failing fast: no store call per request');
 
     store.mode = 'pass';
@@ -282,11 +359,24 @@ describe('SegmentService: outages', () => {
   });
 
   it('skips a range whose allocation outcome is unknown: committed, reply lost, never issued', async () => {
-    const { service, store, clock } = await setup({ step: { maxStep: 100 }, prefetchThreshold: 1, loadTimeoutMs: 40, retryAfterMs: 100 });
+    const { service, store, clock } = await setup({
+      step: { maxStep: 100 },
+      prefetchThreshold: 1,
+      loadTimeoutMs: 40,
+      retryAfterMs: 100,
+    });
     await drawMany(service, 100);
     store.mode = 'lose-reply';
-    await rejectsWith(service.next('orders'), 'STORE_UNAVAILABLE', /outcome is unknown, so that range is skipped/);
-    assert.deepEqual(store.committed.map((r) => [r.start, r.end]).at(-1), [101n, 201n], 'the store did commit the lost range');
+    await rejectsWith(
+      service.next('orders'),
+      'STORE_UNAVAILABLE',
+      /outcome is unknown, so that range is skipped/,
+    );
+    assert.deepEqual(
+      store.committed.map((r) => [r.start, r.end]).at(-1),
+      [101n, 201n],
+      'the store did commit the lost range',
+    );
     store.mode = 'pass';
     clock.advance(100);
     assert.equal(await service.next('orders'), 201n);
@@ -296,13 +386,24 @@ describe('SegmentService: outages', () => {
   it('a hung store costs one store call however many requests wait, each bounded', async () => {
     const { service, store } = await setup({ loadTimeoutMs: 40 });
     store.mode = 'hang';
-    const results = await Promise.allSettled(Array.from({ length: 50 }, () => service.next('orders')));
-    assert.ok(results.every((result) => result.status === 'rejected' && (result.reason as { code?: string }).code === 'STORE_UNAVAILABLE'));
+    const results = await Promise.allSettled(
+      Array.from({ length: 50 }, () => service.next('orders')),
+    );
+    assert.ok(
+      results.every(
+        (result) =>
+          result.status === 'rejected' &&
+          (result.reason as { code?: string }).code === 'STORE_UNAVAILABLE',
+      ),
+    );
     assert.equal(store.calls.allocate, 1);
   });
 
   it('heals a store gone back below IDs loaded: raises max_id past them at once, serves on, repeats none', async () => {
-    const { service, memory, store, events } = await setup({ step: { maxStep: 100 }, prefetchThreshold: 1 });
+    const { service, memory, store, events } = await setup({
+      step: { maxStep: 100 },
+      prefetchThreshold: 1,
+    });
     const before = await drawMany(service, 100);
     assert.equal(await memory.release('orders', 1n, 101n), true); // as if a backup were restored unfenced
     // The very next request is served (no retryAfterMs wait), from above every ID loaded before.
@@ -311,29 +412,49 @@ describe('SegmentService: outages', () => {
     assert.equal(new Set([...before, ...after]).size, 250, 'an ID was issued twice');
     assert.deepEqual(store.raises, [101n]);
     const heals = events.filter((event) => event.type === 'heal');
-    assert.deepEqual(heals.map((event) => [event.range.start, event.range.end, event.highest]), [[1n, 101n, 101n]]);
+    assert.deepEqual(
+      heals.map((event) => [event.range.start, event.range.end, event.highest]),
+      [[1n, 101n, 101n]],
+    );
     assert.equal(service.stats().tags[0]?.heals, 1);
     assert.equal(service.stats().tags[0]?.loadFailures, 0);
   });
 
   it('refuses a store that stays below IDs already loaded after being raised, issuing nothing from it', async () => {
-    const { service, memory, store } = await setup({ step: { maxStep: 100 }, prefetchThreshold: 1 });
+    const { service, memory, store } = await setup({
+      step: { maxStep: 100 },
+      prefetchThreshold: 1,
+    });
     await drawMany(service, 100);
     // A store whose raises do not stick (it goes back again each time: not settling).
     store.raise = async () => {
-      await memory.release('orders', 1n, ((await memory.getTag('orders'))?.maxId ?? 0n));
+      await memory.release('orders', 1n, (await memory.getTag('orders'))?.maxId ?? 0n);
       return true;
     };
     assert.equal(await memory.release('orders', 1n, 101n), true);
     const allocations = store.calls.allocate;
-    await rejectsWith(service.next('orders'), 'STORE_UNAVAILABLE', /starts below IDs already loaded \(101\); was max_id moved back\?/);
-    assert.equal(store.calls.allocate - allocations, 4, 'one allocation and three more after raising');
+    await rejectsWith(
+      service.next('orders'),
+      'STORE_UNAVAILABLE',
+      /starts below IDs already loaded \(101\); was max_id moved back\?/,
+    );
+    assert.equal(
+      store.calls.allocate - allocations,
+      4,
+      'one allocation and three more after raising',
+    );
     assert.equal(service.stats().tags[0]?.heals, 3);
   });
 
   it('passes ID_SPACE_EXHAUSTED and TAG_NOT_FOUND from the store through', async () => {
-    const { service, memory } = await setup({ step: { maxStep: 5 } }, [{ tag: 'top', step: 5, startId: MAX_SEGMENT_ID - 10n }, { tag: 'gone', step: 5 }]);
-    assert.deepEqual(await drawMany(service, 10, 'top'), range(0, 9).map((i) => MAX_SEGMENT_ID - 10n + i));
+    const { service, memory } = await setup({ step: { maxStep: 5 } }, [
+      { tag: 'top', step: 5, startId: MAX_SEGMENT_ID - 10n },
+      { tag: 'gone', step: 5 },
+    ]);
+    assert.deepEqual(
+      await drawMany(service, 10, 'top'),
+      range(0, 9).map((i) => MAX_SEGMENT_ID - 10n + i),
+    );
     await rejectsWith(service.next('top'), 'ID_SPACE_EXHAUSTED');
     memory.deleteTag('gone');
     await rejectsWith(service.next('gone'), 'TAG_NOT_FOUND');
@@ -342,7 +463,10 @@ describe('SegmentService: outages', () => {
 
 describe('SegmentService: tags', () => {
   it('loads the tag list at start-up and follows it on full reads; an empty table clears the cache', async () => {
-    const { service, memory } = await setup({ tagFullRefreshMs: 0 }, [{ tag: 'a', step: 10 }, { tag: 'b', step: 10 }]);
+    const { service, memory } = await setup({ tagFullRefreshMs: 0 }, [
+      { tag: 'a', step: 10 },
+      { tag: 'b', step: 10 },
+    ]);
     const cached = () => service.stats().tags.map((t) => t.tag);
     assert.deepEqual(cached(), ['a', 'b']);
     await memory.createTag({ tag: 'c', step: 10 });
@@ -363,7 +487,10 @@ describe('SegmentService: tags', () => {
 
   it('between full reads reads only the tags changed since the last read; a deletion waits for the next full read', async () => {
     const tags = Array.from({ length: 300 }, (_, i) => ({ tag: `t${i}`, step: 10 }));
-    const { service, memory, store, clock, events } = await setup({ tagFullRefreshMs: 600_000 }, tags);
+    const { service, memory, store, clock, events } = await setup(
+      { tagFullRefreshMs: 600_000 },
+      tags,
+    );
     assert.equal(store.tagRowsRead, 300, 'start-up reads every tag');
     memory.age(); // nothing written for a year: an incremental read finds no row
     await service.refreshTags();
@@ -381,14 +508,32 @@ describe('SegmentService: tags', () => {
     assert.equal(listed.get('t5')?.tagStep, 99);
     assert.equal(service.isOpaque('t6'), true);
     assert.ok(listed.has('t7'), 'a deleted tag stays listed until a full read');
-    assert.deepEqual(events.filter((e) => e.type === 'refresh').map((e) => [e.full, e.rows]), [[true, 300], [false, 0], [false, 3]]);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'refresh').map((e) => [e.full, e.rows]),
+      [
+        [true, 300],
+        [false, 0],
+        [false, 3],
+      ],
+    );
 
     clock.advance(600_000);
     await service.refreshTags();
-    assert.equal(store.calls.listTagPage, pages + 1, 'a full read once tagFullRefreshMs has passed');
-    assert.equal(service.stats().tags.some((t) => t.tag === 't7'), false, 'the full read drops the deleted tag');
+    assert.equal(
+      store.calls.listTagPage,
+      pages + 1,
+      'a full read once tagFullRefreshMs has passed',
+    );
+    assert.equal(
+      service.stats().tags.some((t) => t.tag === 't7'),
+      false,
+      'the full read drops the deleted tag',
+    );
     assert.equal(service.stats().tags.length, 300);
-    assert.deepEqual([service.stats().tagRefreshes, service.stats().fullTagRefreshes, service.stats().tagRowsRead], [4, 2, 603]);
+    assert.deepEqual(
+      [service.stats().tagRefreshes, service.stats().fullTagRefreshes, service.stats().tagRowsRead],
+      [4, 2, 603],
+    );
   });
 
   it('reads every tag a page at a time, letting other work run between pages and while it sweeps out deleted tags', async () => {
@@ -396,11 +541,19 @@ describe('SegmentService: tags', () => {
     const tags = TAG_PAGE_SIZE * 2 + TAG_PAGE_SIZE / 4; // two whole pages and part of a third
     memory.bulkInsert(tags);
     const store = new FaultySegmentStore(memory);
-    const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+    const service = new SegmentService({
+      store,
+      clock: new ManualClock(T0),
+      tagRefreshMs: 0,
+      tagFullRefreshMs: 0,
+    });
     const { turns: atStart } = await turnsDuring(() => service.start());
     assert.equal(store.calls.listTagPage, 3, `${tags} tags in pages of ${TAG_PAGE_SIZE}`);
     assert.equal(service.stats().tags.length, tags);
-    assert.ok(atStart >= 2, `other work ran between the pages (${atStart} turns of the event loop)`);
+    assert.ok(
+      atStart >= 2,
+      `other work ran between the pages (${atStart} turns of the event loop)`,
+    );
     memory.deleteTag('bulk-7');
     const { turns: later } = await turnsDuring(() => service.refreshTags());
     // Two between the three pages, two more while the idle tags are swept a page's worth at a time.
@@ -411,21 +564,47 @@ describe('SegmentService: tags', () => {
   });
 
   it('creates no buffer for a listed tag until its first draw; stats still lists it, activeStats only tags in use', async () => {
-    const { service, store } = await setup({}, [{ tag: 'a', step: 10 }, { tag: 'b', step: 20 }]);
+    const { service, store } = await setup({}, [
+      { tag: 'a', step: 10 },
+      { tag: 'b', step: 20 },
+    ]);
     assert.deepEqual(service.activeStats().tags, [], 'no buffer at start-up');
-    assert.deepEqual(service.stats().tags.map((t) => [t.tag, t.tagStep, t.loads]), [['a', 10, 0], ['b', 20, 0]]);
+    assert.deepEqual(
+      service.stats().tags.map((t) => [t.tag, t.tagStep, t.loads]),
+      [
+        ['a', 10, 0],
+        ['b', 20, 0],
+      ],
+    );
     const lookups = store.calls.getTag;
     assert.equal(await draw(service, 'b'), 1n);
-    assert.equal(store.calls.getTag, lookups, 'a listed tag is not looked up again on its first draw');
-    assert.deepEqual(service.activeStats().tags.map((t) => t.tag), ['b']);
-    assert.deepEqual(service.stats().tags.map((t) => t.tag), ['a', 'b']);
+    assert.equal(
+      store.calls.getTag,
+      lookups,
+      'a listed tag is not looked up again on its first draw',
+    );
+    assert.deepEqual(
+      service.activeStats().tags.map((t) => t.tag),
+      ['b'],
+    );
+    assert.deepEqual(
+      service.stats().tags.map((t) => t.tag),
+      ['a', 'b'],
+    );
   });
 
   it('keeps tagNames sorted as stats lists them through look-ups, refreshes and close, with tagStats and tagCounts to match', async () => {
-    const { service, memory, clock } = await setup({ tagFullRefreshMs: 60_000 }, [{ tag: 'm', step: 10 }, { tag: 'b', step: 10 }]);
+    const { service, memory, clock } = await setup({ tagFullRefreshMs: 60_000 }, [
+      { tag: 'm', step: 10 },
+      { tag: 'b', step: 10 },
+    ]);
     assert.deepEqual(service.tagNames(), ['b', 'm']);
     await memory.createTag({ tag: 'a', step: 10 });
-    assert.equal(await draw(service, 'a'), 1n, 'created after the last list read: found by a look-up');
+    assert.equal(
+      await draw(service, 'a'),
+      1n,
+      'created after the last list read: found by a look-up',
+    );
     assert.deepEqual(service.tagNames(), ['a', 'b', 'm']);
     assert.deepEqual(service.tagCounts(), { known: 3, inUse: 1 });
     assert.equal(service.inUse('a'), true);
@@ -437,21 +616,35 @@ describe('SegmentService: tags', () => {
     await draw(service, 'b');
     await service.refreshTags(); // incremental: z appears, m stays until a full read
     assert.deepEqual(service.tagNames(), ['a', 'b', 'm', 'z']);
-    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+    assert.deepEqual(
+      service.tagNames(),
+      service.stats().tags.map((t) => t.tag),
+    );
     clock.advance(60_000);
     await service.refreshTags(); // full: m goes
     assert.deepEqual(service.tagNames(), ['a', 'b', 'z']);
-    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+    assert.deepEqual(
+      service.tagNames(),
+      service.stats().tags.map((t) => t.tag),
+    );
     await service.close();
     assert.deepEqual(service.tagNames(), ['z'], 'the tags in use go with their buffers at close');
-    assert.deepEqual(service.tagNames(), service.stats().tags.map((t) => t.tag));
+    assert.deepEqual(
+      service.tagNames(),
+      service.stats().tags.map((t) => t.tag),
+    );
   });
 
   it('names each tag once when it is first drawn from while a full read that listed it is still on its way', async () => {
     const memory = await sqliteStore();
     memory.bulkInsert(4500); // several pages
     const store = new FaultySegmentStore(memory);
-    const service = new SegmentService({ store, clock: new ManualClock(T0), tagRefreshMs: 0, tagFullRefreshMs: 0 });
+    const service = new SegmentService({
+      store,
+      clock: new ManualClock(T0),
+      tagRefreshMs: 0,
+      tagFullRefreshMs: 0,
+    });
     await service.start();
     // New to the service, and in the full read's first page ('a-' sorts before 'bulk-').
     const fresh = Array.from({ length: 40 }, (_, i) => `a-${i}`);
@@ -469,7 +662,10 @@ describe('SegmentService: tags', () => {
     await Promise.all(draws);
     const names = service.tagNames();
     assert.equal(new Set(names).size, names.length, 'no name twice');
-    assert.deepEqual(names, service.stats().tags.map((t) => t.tag));
+    assert.deepEqual(
+      names,
+      service.stats().tags.map((t) => t.tag),
+    );
     assert.equal(names.length, 4540);
     await service.close();
   });
@@ -477,7 +673,8 @@ describe('SegmentService: tags', () => {
   it('refreshes the tag list on its timer', async () => {
     const { service, memory } = await setup({ tagRefreshMs: 10 });
     await memory.createTag({ tag: 'later', step: 10 });
-    for (let i = 0; i < 500 && !service.stats().tags.some((t) => t.tag === 'later'); i++) await sleep(10);
+    for (let i = 0; i < 500 && !service.stats().tags.some((t) => t.tag === 'later'); i++)
+      await sleep(10);
     assert.ok(service.stats().tags.some((t) => t.tag === 'later'));
     await service.close();
   });
@@ -491,7 +688,11 @@ describe('SegmentService: tags', () => {
 
   it('answers unknown tags from a short negative cache, one store look-up however many ask', async () => {
     const { service, memory, store, clock } = await setup({ negativeCacheMs: 2000 });
-    await Promise.all(Array.from({ length: 20 }, () => rejectsWith(service.next('ghost'), 'TAG_NOT_FOUND', /"ghost" does not exist/)));
+    await Promise.all(
+      Array.from({ length: 20 }, () =>
+        rejectsWith(service.next('ghost'), 'TAG_NOT_FOUND', /"ghost" does not exist/),
+      ),
+    );
     assert.equal(store.calls.getTag, 1);
     await memory.createTag({ tag: 'ghost', step: 10 });
     await rejectsWith(service.next('ghost'), 'TAG_NOT_FOUND');
@@ -506,7 +707,10 @@ describe('SegmentService: tags', () => {
   });
 
   it('a refresh that read the tag list before a tag was created cannot drop its buffer: no range lost, no ID lower than one issued', async () => {
-    const { service, store, memory } = await setup({ step: { maxStep: 10 }, prefetchThreshold: 1, waitTimeoutMs: 30_000, tagFullRefreshMs: 0 }, []);
+    const { service, store, memory } = await setup(
+      { step: { maxStep: 10 }, prefetchThreshold: 1, waitTimeoutMs: 30_000, tagFullRefreshMs: 0 },
+      [],
+    );
     const issued: bigint[] = [];
     const record = (ids: bigint[]) => issued.push(...ids);
 
@@ -537,17 +741,30 @@ describe('SegmentService: tags', () => {
     await Promise.all([batch, single]);
     record(await drawMany(service, 2, 'late'));
 
-    assert.equal(new Set(issued).size, issued.length, `an ID was issued twice: ${issued.join(', ')}`);
+    assert.equal(
+      new Set(issued).size,
+      issued.length,
+      `an ID was issued twice: ${issued.join(', ')}`,
+    );
     for (let i = 1; i < issued.length; i++) {
-      assert.ok((issued[i] as bigint) > (issued[i - 1] as bigint), `ID ${issued[i]} issued after ${issued[i - 1]}: lower (${issued.join(', ')})`);
+      assert.ok(
+        (issued[i] as bigint) > (issued[i - 1] as bigint),
+        `ID ${issued[i]} issued after ${issued[i - 1]}: lower (${issued.join(', ')})`,
+      );
     }
     assert.deepEqual(issued, range(1, 16), 'one buffer, no range lost');
     assert.equal(store.calls.allocate, 2, 'one range load per range: the buffer was not recreated');
-    assert.deepEqual(service.stats().tags.map((t) => [t.tag, t.loads]), [['late', 2]]);
+    assert.deepEqual(
+      service.stats().tags.map((t) => [t.tag, t.loads]),
+      [['late', 2]],
+    );
 
     // A refresh that starts after the tag exists (or after it is deleted) still applies.
     await service.refreshTags();
-    assert.deepEqual(service.stats().tags.map((t) => t.tag), ['late']);
+    assert.deepEqual(
+      service.stats().tags.map((t) => t.tag),
+      ['late'],
+    );
     memory.deleteTag('late');
     await service.refreshTags();
     assert.deepEqual(service.stats().tags, []);
@@ -574,7 +791,11 @@ describe('SegmentService: shutdown', () => {
     assert.equal((await memory.getTag('orders'))?.maxId, 6n);
     assert.equal(service.nextSync('orders'), undefined);
     await rejectsWith(service.next('orders'), 'SEGMENTS_NOT_READY', /closed/);
-    assert.deepEqual(await service.close(), { releasedIds: 95, wastedIds: 0, failedReleases: [] }, 'idempotent');
+    assert.deepEqual(
+      await service.close(),
+      { releasedIds: 95, wastedIds: 0, failedReleases: [] },
+      'idempotent',
+    );
 
     const restarted = new SegmentService({ store, clock, tagRefreshMs: 0 });
     await restarted.start();
@@ -604,7 +825,10 @@ describe('SegmentService: shutdown', () => {
     const report = await service.close();
     assert.equal(report.releasedIds, 0);
     assert.equal(report.wastedIds, 95);
-    assert.deepEqual(report.failedReleases.map((f) => [f.tag, f.ids, f.error.code]), [['orders', 95, 'STORE_UNAVAILABLE']]);
+    assert.deepEqual(
+      report.failedReleases.map((f) => [f.tag, f.ids, f.error.code]),
+      [['orders', 95, 'STORE_UNAVAILABLE']],
+    );
     assert.equal((await memory.getTag('orders'))?.maxId, 101n, 'nothing was given back');
   });
 
@@ -629,41 +853,89 @@ describe('SegmentService: stats, events and options', () => {
     const stats = service.stats().tags[0];
     assert.deepEqual(
       { ...stats, loadMsTotal: undefined, loadMsMax: undefined },
-      { tag: 'orders', step: 100, tagStep: 100, remaining: 189, nextReady: true, loading: false, loads: 2,
-        loadFailures: 0, abandonedLoads: 0, heals: 0, loadMsTotal: undefined, loadMsMax: undefined, lastError: null,
-        lastErrorCode: null, issued: 11, range: { start: 1n, end: 101n, position: 12n }, next: { start: 101n, end: 201n } },
+      {
+        tag: 'orders',
+        step: 100,
+        tagStep: 100,
+        remaining: 189,
+        nextReady: true,
+        loading: false,
+        loads: 2,
+        loadFailures: 0,
+        abandonedLoads: 0,
+        heals: 0,
+        loadMsTotal: undefined,
+        loadMsMax: undefined,
+        lastError: null,
+        lastErrorCode: null,
+        issued: 11,
+        range: { start: 1n, end: 101n, position: 12n },
+        next: { start: 101n, end: 201n },
+      },
     );
-    assert.ok((stats?.loadMsMax ?? -1) >= 0 && (stats?.loadMsTotal ?? -1) >= (stats?.loadMsMax ?? 0));
+    assert.ok(
+      (stats?.loadMsMax ?? -1) >= 0 && (stats?.loadMsTotal ?? -1) >= (stats?.loadMsMax ?? 0),
+    );
     store.mode = 'fail';
     await service.nextBatch('orders', 189);
     await rejectsWith(service.next('orders'), 'STORE_UNAVAILABLE');
     assert.equal(service.stats().tags[0]?.loadFailures, 1);
     assert.equal(service.stats().tags[0]?.lastErrorCode, 'STORE_UNAVAILABLE');
     const loads = events.filter((e) => e.type === 'load');
-    assert.deepEqual(loads.map((e) => (e.range === undefined ? e.error?.code : `${e.range.start}-${e.range.end}`)), ['1-101', '101-201', 'STORE_UNAVAILABLE']);
+    assert.deepEqual(
+      loads.map((e) => (e.range === undefined ? e.error?.code : `${e.range.start}-${e.range.end}`)),
+      ['1-101', '101-201', 'STORE_UNAVAILABLE'],
+    );
     assert.ok(events.some((e) => e.type === 'refresh' && e.tags === 1));
   });
 
   it('refuses bad options, naming them', async () => {
     const store = await sqliteStore();
     const clock = new ManualClock(T0);
-    assert.throws(() => new SegmentService({ store, clock, prefetchThreshold: 1.5 }), /prefetchThreshold must be a number from 0 to 1, got 1.5/);
-    assert.throws(() => new SegmentService({ store, clock, waitTimeoutMs: 0 }), /waitTimeoutMs must be an integer from 1 to 2147483647 ms, got 0/);
+    assert.throws(
+      () => new SegmentService({ store, clock, prefetchThreshold: 1.5 }),
+      /prefetchThreshold must be a number from 0 to 1, got 1.5/,
+    );
+    assert.throws(
+      () => new SegmentService({ store, clock, waitTimeoutMs: 0 }),
+      /waitTimeoutMs must be an integer from 1 to 2147483647 ms, got 0/,
+    );
     assert.throws(() => new SegmentService({ store, clock, step: { factor: 1 } }), /step.factor/);
-    assert.throws(() => new SegmentService({ store } as unknown as SegmentServiceOptions), /needs options with a store and a clock/);
+    assert.throws(
+      () => new SegmentService({ store } as unknown as SegmentServiceOptions),
+      /needs options with a store and a clock/,
+    );
   });
 
   it('refuses durations that Node timers would clamp to 1 ms, and honours the longest they allow', async () => {
     const store = await sqliteStore();
     const clock = new ManualClock(T0);
     const thirtyDays = 30 * 86_400_000;
-    for (const name of ['waitTimeoutMs', 'loadTimeoutMs', 'retryAfterMs', 'tagRefreshMs', 'tagFullRefreshMs', 'negativeCacheMs'] as const) {
-      assert.throws(() => new SegmentService({ store, clock, [name]: thirtyDays }), new RegExp(`${name} must be an integer from \\d to 2147483647 ms, got ${thirtyDays}`));
-      assert.throws(() => new SegmentService({ store, clock, [name]: 2 ** 31 }), new RegExp(`${name} must be an integer`));
+    for (const name of [
+      'waitTimeoutMs',
+      'loadTimeoutMs',
+      'retryAfterMs',
+      'tagRefreshMs',
+      'tagFullRefreshMs',
+      'negativeCacheMs',
+    ] as const) {
+      assert.throws(
+        () => new SegmentService({ store, clock, [name]: thirtyDays }),
+        new RegExp(`${name} must be an integer from \\d to 2147483647 ms, got ${thirtyDays}`),
+      );
+      assert.throws(
+        () => new SegmentService({ store, clock, [name]: 2 ** 31 }),
+        new RegExp(`${name} must be an integer`),
+      );
     }
     // At the bound the timer is honoured: the refresh runs once at start-up and not again.
     const events: SegmentEvent[] = [];
-    const service = new SegmentService({ store, clock, tagRefreshMs: 2 ** 31 - 1, onEvent: (event) => events.push(event) });
+    const service = new SegmentService({
+      store,
+      clock,
+      tagRefreshMs: 2 ** 31 - 1,
+      onEvent: (event) => events.push(event),
+    });
     await service.start();
     await sleep(300);
     await service.close();
@@ -674,9 +946,16 @@ describe('SegmentService: stats, events and options', () => {
     const memory = await sqliteStore();
     await memory.createTag({ tag: 'orders', step: 7 });
     const clock = new ManualClock(T0);
-    const nodes = [0, 1].map(() => new SegmentService({ store: memory, clock, tagRefreshMs: 0, step: { maxStep: 7 } }));
+    const nodes = [0, 1].map(
+      () => new SegmentService({ store: memory, clock, tagRefreshMs: 0, step: { maxStep: 7 } }),
+    );
     const ids = await Promise.all(nodes.map((node) => drawMany(node, 500)));
     assert.equal(new Set(ids.flat()).size, 1000);
-    for (const list of ids) assert.deepEqual(list, [...list].sort((a, b) => (a < b ? -1 : 1)), 'each node increasing');
+    for (const list of ids)
+      assert.deepEqual(
+        list,
+        [...list].sort((a, b) => (a < b ? -1 : 1)),
+        'each node increasing',
+      );
   });
 });

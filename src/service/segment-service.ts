@@ -1,5 +1,10 @@
 import type { Clock } from '../ports/clock.ts';
-import type { SegmentStore, StoreHistoryEvent, TagListing, TagRecord } from '../ports/segment-store.ts';
+import type {
+  SegmentStore,
+  StoreHistoryEvent,
+  TagListing,
+  TagRecord,
+} from '../ports/segment-store.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import {
   SegmentBuffer,
@@ -10,7 +15,12 @@ import {
   type SegmentRun,
   type SegmentTagStats,
 } from '../core/segment-buffer.ts';
-import { SEGMENT_SERVICE_BOUNDS, TAG_PAGE_SIZE, checkTag, tagNotFound } from '../core/segment-limits.ts';
+import {
+  SEGMENT_SERVICE_BOUNDS,
+  TAG_PAGE_SIZE,
+  checkTag,
+  tagNotFound,
+} from '../core/segment-limits.ts';
 import { SortedTagNames } from './sorted-tag-names.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
@@ -61,7 +71,11 @@ export interface SegmentRefreshEvent {
  * A range load, a tag refresh, a heal (a range below IDs already loaded, refused and the row
  * raised past them), or, passed on by whoever opened the store, a store's new history.
  */
-export type SegmentEvent = SegmentLoadEvent | SegmentRefreshEvent | SegmentHealEvent | StoreHistoryEvent;
+export type SegmentEvent =
+  | SegmentLoadEvent
+  | SegmentRefreshEvent
+  | SegmentHealEvent
+  | StoreHistoryEvent;
 
 /** A snapshot of the service, for metrics and the admin API. */
 export interface SegmentServiceStats {
@@ -98,7 +112,6 @@ export interface SegmentReleaseFailure {
   readonly ids: number;
   readonly error: IdMintError;
 }
-
 
 /** Unknown names cached at most; beyond this the oldest entry goes, so random names cannot grow memory. */
 const NEGATIVE_CACHE_MAX = 10_000;
@@ -165,13 +178,30 @@ export class SegmentService {
   #lastTagRefreshAt: number | null = null;
 
   constructor(options: SegmentServiceOptions) {
-    if (options === null || typeof options !== 'object' || options.store === undefined || options.clock === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', 'SegmentService needs options with a store and a clock');
+    if (
+      options === null ||
+      typeof options !== 'object' ||
+      options.store === undefined ||
+      options.clock === undefined
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'SegmentService needs options with a store and a clock',
+      );
     }
     const bounds = SEGMENT_SERVICE_BOUNDS;
     const prefetchThreshold = options.prefetchThreshold ?? bounds.prefetchThreshold.fallback;
-    if (typeof prefetchThreshold !== 'number' || !(prefetchThreshold >= bounds.prefetchThreshold.min && prefetchThreshold <= bounds.prefetchThreshold.max)) {
-      throw new IdMintError('INVALID_ARGUMENT', `prefetchThreshold must be a number from ${bounds.prefetchThreshold.min} to ${bounds.prefetchThreshold.max}, got ${String(prefetchThreshold)}`);
+    if (
+      typeof prefetchThreshold !== 'number' ||
+      !(
+        prefetchThreshold >= bounds.prefetchThreshold.min &&
+        prefetchThreshold <= bounds.prefetchThreshold.max
+      )
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `prefetchThreshold must be a number from ${bounds.prefetchThreshold.min} to ${bounds.prefetchThreshold.max}, got ${String(prefetchThreshold)}`,
+      );
     }
     this.#waitTimeoutMs = checkMs('waitTimeoutMs', options.waitTimeoutMs);
     this.#loadTimeoutMs = checkMs('loadTimeoutMs', options.loadTimeoutMs);
@@ -184,16 +214,30 @@ export class SegmentService {
     const loadTimeoutMs = this.#loadTimeoutMs;
     this.#settings = {
       allocate: (tag, step) =>
-        withTimeout(this.#store.allocate(tag, step), loadTimeoutMs, () =>
-          new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": allocating a range took longer than ${loadTimeoutMs} ms; its outcome is unknown, so that range is skipped`, {
-            details: { tag, timeoutMs: loadTimeoutMs, abandoned: true },
-          }),
+        withTimeout(
+          this.#store.allocate(tag, step),
+          loadTimeoutMs,
+          () =>
+            new IdMintError(
+              'STORE_UNAVAILABLE',
+              `tag "${tag}": allocating a range took longer than ${loadTimeoutMs} ms; its outcome is unknown, so that range is skipped`,
+              {
+                details: { tag, timeoutMs: loadTimeoutMs, abandoned: true },
+              },
+            ),
         ),
       raise: (tag, atLeast) =>
-        withTimeout(this.#store.raise(tag, atLeast), loadTimeoutMs, () =>
-          new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": raising max_id took longer than ${loadTimeoutMs} ms`, {
-            details: { tag, timeoutMs: loadTimeoutMs },
-          }),
+        withTimeout(
+          this.#store.raise(tag, atLeast),
+          loadTimeoutMs,
+          () =>
+            new IdMintError(
+              'STORE_UNAVAILABLE',
+              `tag "${tag}": raising max_id took longer than ${loadTimeoutMs} ms`,
+              {
+                details: { tag, timeoutMs: loadTimeoutMs },
+              },
+            ),
         ),
       clock: this.#clock,
       stepPolicy: resolveStepPolicy(options.step),
@@ -275,7 +319,14 @@ export class SegmentService {
    */
   nextBatchSync(tag: string, count: number): bigint[] | undefined {
     const buffer = this.#buffers.get(tag) ?? this.#wake(tag);
-    if (buffer === undefined || !Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BATCH || count > buffer.available()) return undefined;
+    if (
+      buffer === undefined ||
+      !Number.isSafeInteger(count) ||
+      count < 1 ||
+      count > MAX_SEGMENT_BATCH ||
+      count > buffer.available()
+    )
+      return undefined;
     const ids: bigint[] = [];
     buffer.take(ids, count);
     return ids;
@@ -289,7 +340,10 @@ export class SegmentService {
    */
   async nextBatch(tag: string, count: number): Promise<bigint[]> {
     if (!Number.isSafeInteger(count) || count < 1 || count > MAX_SEGMENT_BATCH) {
-      throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(count)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `count must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(count)}`,
+      );
     }
     return this.nextBatchSync(tag, count) ?? this.#draw(tag, count);
   }
@@ -304,12 +358,17 @@ export class SegmentService {
    */
   async nextRange(tag: string, size: number | 'step'): Promise<SegmentRun> {
     if (size !== 'step' && (!Number.isSafeInteger(size) || size < 1 || size > MAX_SEGMENT_BATCH)) {
-      throw new IdMintError('INVALID_ARGUMENT', `size must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(size)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `size must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(size)}`,
+      );
     }
     if (this.#closing !== undefined) throw closedError();
     const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
     for (;;) {
-      const run = buffer.takeRun(size === 'step' ? Math.min(MAX_SEGMENT_BATCH, Math.max(1, buffer.stats().tagStep)) : size);
+      const run = buffer.takeRun(
+        size === 'step' ? Math.min(MAX_SEGMENT_BATCH, Math.max(1, buffer.stats().tagStep)) : size,
+      );
       if (run !== undefined) return run;
       await this.#whenReady(tag, buffer);
     }
@@ -422,8 +481,21 @@ export class SegmentService {
         for (const tail of tails) {
           const size = tail.ids;
           // A release whose outcome is unknown is harmless: we issue nothing from the tail either way.
-          const released = await this.#bounded(this.#store.release(buffer.tag, tail.from, tail.to), 'releasing a range').catch((error: unknown) => {
-            failedReleases.push({ tag: buffer.tag, ids: size, error: isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `tag "${buffer.tag}": releasing a range failed: ${String(error)}`, { cause: error }) });
+          const released = await this.#bounded(
+            this.#store.release(buffer.tag, tail.from, tail.to),
+            'releasing a range',
+          ).catch((error: unknown) => {
+            failedReleases.push({
+              tag: buffer.tag,
+              ids: size,
+              error: isIdMintError(error)
+                ? error
+                : new IdMintError(
+                    'STORE_UNAVAILABLE',
+                    `tag "${buffer.tag}": releasing a range failed: ${String(error)}`,
+                    { cause: error },
+                  ),
+            });
             return false;
           });
           if (released) releasedIds += size;
@@ -450,9 +522,13 @@ export class SegmentService {
   /** Waits for `buffer` to hold IDs, bounded by waitTimeoutMs (SEGMENTS_NOT_READY). */
   #whenReady(tag: string, buffer: SegmentBuffer): Promise<void> {
     return withTimeout(buffer.whenReady(), this.#waitTimeoutMs, () => {
-      return new IdMintError('SEGMENTS_NOT_READY', `tag "${tag}": no buffered IDs left and the next range did not load within ${this.#waitTimeoutMs} ms; retry`, {
-        details: { tag, waitTimeoutMs: this.#waitTimeoutMs },
-      });
+      return new IdMintError(
+        'SEGMENTS_NOT_READY',
+        `tag "${tag}": no buffered IDs left and the next range did not load within ${this.#waitTimeoutMs} ms; retry`,
+        {
+          details: { tag, waitTimeoutMs: this.#waitTimeoutMs },
+        },
+      );
     });
   }
 
@@ -474,7 +550,8 @@ export class SegmentService {
           // of "orders" for "ORDERS" or "orders ". Leaf's cache is keyed by the exact biz_tag, so
           // Leaf refuses those names; serving them would also ask the store on every request.
           if (record !== undefined && record.tag === tag) return this.#adopt(record);
-          if (this.#negative.size >= NEGATIVE_CACHE_MAX) this.#negative.delete(this.#negative.keys().next().value as string);
+          if (this.#negative.size >= NEGATIVE_CACHE_MAX)
+            this.#negative.delete(this.#negative.keys().next().value as string);
           this.#negative.set(tag, this.#clock.now() + this.#negativeCacheMs);
           throw tagNotFound(tag);
         })
@@ -506,10 +583,16 @@ export class SegmentService {
     const full = this.#changeCursor === undefined || this.#clock.now() >= this.#nextFullReadAt;
     let rows: number;
     try {
-      rows = full ? await this.#readAllTags() : await this.#readTagChanges(this.#changeCursor as string);
+      rows = full
+        ? await this.#readAllTags()
+        : await this.#readTagChanges(this.#changeCursor as string);
     } catch (error) {
       this.#tagRefreshFailures++;
-      const failure = isIdMintError(error) ? error : new IdMintError('STORE_UNAVAILABLE', `reading the tag list failed: ${String(error)}`, { cause: error });
+      const failure = isIdMintError(error)
+        ? error
+        : new IdMintError('STORE_UNAVAILABLE', `reading the tag list failed: ${String(error)}`, {
+            cause: error,
+          });
       this.#onEvent?.({ type: 'refresh', full, error: failure });
       throw failure;
     }
@@ -543,7 +626,10 @@ export class SegmentService {
     // Buffers created after this point may be for tags the list read below predates (a tag
     // created and looked up while the read is on its way): the list cannot say they are gone.
     const createdBeforeRead = this.#created;
-    const { cursor } = await this.#bounded(this.#store.listTagChanges(undefined), 'reading the store clock');
+    const { cursor } = await this.#bounded(
+      this.#store.listTagChanges(undefined),
+      'reading the store clock',
+    );
     // Idle tags the read finds take this read's mark; tags in use it finds are noted here. The
     // idle tags left with the other mark afterwards are the ones it did not find.
     const mark = (this.#readMark ^= 1);
@@ -552,7 +638,10 @@ export class SegmentService {
     let after: string | undefined;
     do {
       if (after !== undefined) await yieldToEventLoop();
-      const page = await this.#bounded(this.#store.listTagPage(after, TAG_PAGE_SIZE), 'listing tags');
+      const page = await this.#bounded(
+        this.#store.listTagPage(after, TAG_PAGE_SIZE),
+        'listing tags',
+      );
       if (this.#closing !== undefined) return 0;
       for (const record of page.records) if (this.#note(record)) inUse.add(record.tag);
       rows += page.records.length;
@@ -583,7 +672,8 @@ export class SegmentService {
     }
     // The first read adds every tag: sort them now, before the node is ready, not in a request.
     this.#names.fold();
-    for (const tag of this.#opaque) if (!present(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
+    for (const tag of this.#opaque)
+      if (!present(tag) && !this.#buffers.has(tag)) this.#opaque.delete(tag);
     this.#changeCursor = cursor;
     this.#nextFullReadAt = this.#clock.now() + this.#tagFullRefreshMs;
     this.#fullTagRefreshes++;
@@ -650,7 +740,9 @@ export function idleStats(tag: string, step: number): SegmentTagStats {
 }
 
 function storeTimeout(what: string, ms: number): IdMintError {
-  return new IdMintError('STORE_UNAVAILABLE', `${what} took longer than ${ms} ms`, { details: { timeoutMs: ms } });
+  return new IdMintError('STORE_UNAVAILABLE', `${what} took longer than ${ms} ms`, {
+    details: { timeoutMs: ms },
+  });
 }
 
 /** A duration option, or its default; INVALID_ARGUMENT naming it when outside its bounds. */
@@ -658,7 +750,10 @@ function checkMs(name: keyof typeof SEGMENT_SERVICE_BOUNDS, given: number | unde
   const { min, max, fallback } = SEGMENT_SERVICE_BOUNDS[name];
   const value: unknown = given ?? fallback;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max} ms, got ${String(value)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer from ${min} to ${max} ms, got ${String(value)}`,
+    );
   }
   return value;
 }

@@ -1,7 +1,13 @@
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { resolveRollbackPolicy, type RollbackPolicyOptions } from '../core/clock-policy.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
-import { DEFAULT_MAX_PEER_SKEW_MS, DEFAULT_SAFETY_MARGIN_MS, PEER_CLOCK_CHECKS, WORKER_OPTION_BOUNDS, type PeerClockCheck } from '../core/lease-policy.ts';
+import {
+  DEFAULT_MAX_PEER_SKEW_MS,
+  DEFAULT_SAFETY_MARGIN_MS,
+  PEER_CLOCK_CHECKS,
+  WORKER_OPTION_BOUNDS,
+  type PeerClockCheck,
+} from '../core/lease-policy.ts';
 import { resolveLayout, type Layout, type LayoutSpec } from '../core/layout.ts';
 import { BATCH_WINDOW_MS, SnowflakeGenerator, maxBatchFor } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
@@ -17,7 +23,9 @@ import { localNodeIdentity } from './node-identity.ts';
  * small rollbacks as `wait` does (same bounds) and, on a larger one, moves to another worker ID
  * whose last timestamp is older than the clock, instead of refusing.
  */
-export type WorkerRollbackOptions = RollbackPolicyOptions | (Omit<RollbackPolicyOptions, 'policy'> & { readonly policy: 'switch-worker' });
+export type WorkerRollbackOptions =
+  | RollbackPolicyOptions
+  | (Omit<RollbackPolicyOptions, 'policy'> & { readonly policy: 'switch-worker' });
 
 export type { PeerClockCheck };
 
@@ -95,7 +103,6 @@ export interface PeerClockReport {
   readonly skipped: string | null;
 }
 
-
 /**
  * A snowflake generator whose worker ID is leased from a {@link WorkerRegistry}: the piece the
  * server runs. See docs/workers.md for the design; in short:
@@ -150,7 +157,10 @@ export class SnowflakeWorker {
 
   private constructor(options: SnowflakeWorkerOptions) {
     if (options === null || typeof options !== 'object' || options.registry === undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', 'SnowflakeWorker.start needs options with a registry (see openWorkerRegistry)');
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'SnowflakeWorker.start needs options with a registry (see openWorkerRegistry)',
+      );
     }
     this.#registry = options.registry;
     this.#clock = options.clock ?? new MonotonicClock();
@@ -158,16 +168,38 @@ export class SnowflakeWorker {
     const { policy, ...bounds } = options.rollback ?? {};
     this.#switchWorker = policy === 'switch-worker';
     this.#rollbackPolicy = policy ?? 'wait';
-    const generatorRollback: RollbackPolicyOptions = { ...bounds, policy: policy === 'switch-worker' ? 'wait' : policy };
+    const generatorRollback: RollbackPolicyOptions = {
+      ...bounds,
+      policy: policy === 'switch-worker' ? 'wait' : policy,
+    };
     const resolved = resolveRollbackPolicy(generatorRollback);
     const limits = WORKER_OPTION_BOUNDS;
-    const marginMs = integer('safetyMarginMs', options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS, limits.safetyMarginMs.min, limits.safetyMarginMs.max);
-    this.#maxPeerSkewMs = integer('maxPeerSkewMs', options.maxPeerSkewMs ?? DEFAULT_MAX_PEER_SKEW_MS, limits.maxPeerSkewMs.min, limits.maxPeerSkewMs.max);
+    const marginMs = integer(
+      'safetyMarginMs',
+      options.safetyMarginMs ?? DEFAULT_SAFETY_MARGIN_MS,
+      limits.safetyMarginMs.min,
+      limits.safetyMarginMs.max,
+    );
+    this.#maxPeerSkewMs = integer(
+      'maxPeerSkewMs',
+      options.maxPeerSkewMs ?? DEFAULT_MAX_PEER_SKEW_MS,
+      limits.maxPeerSkewMs.min,
+      limits.maxPeerSkewMs.max,
+    );
     this.#peerCheck = options.peerClockCheck ?? 'refuse';
     if (!PEER_CLOCK_CHECKS.includes(this.#peerCheck)) {
-      throw new IdMintError('INVALID_ARGUMENT', `peerClockCheck must be refuse, warn or off, got ${String(this.#peerCheck)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `peerClockCheck must be refuse, warn or off, got ${String(this.#peerCheck)}`,
+      );
     }
-    if (options.renewIntervalMs !== undefined) integer('renewIntervalMs', options.renewIntervalMs, limits.renewIntervalMs.min, limits.renewIntervalMs.max);
+    if (options.renewIntervalMs !== undefined)
+      integer(
+        'renewIntervalMs',
+        options.renewIntervalMs,
+        limits.renewIntervalMs.min,
+        limits.renewIntervalMs.max,
+      );
     this.#onEvent = options.onEvent;
     const layout = this.layout;
     const clock = this.#clock;
@@ -255,7 +287,10 @@ export class SnowflakeWorker {
    */
   async nextBatchAsync(count: number): Promise<bigint[]> {
     if (!Number.isSafeInteger(count) || count < 1 || count > this.maxBatch) {
-      throw new IdMintError('INVALID_ARGUMENT', `count must be an integer from 1 to ${this.maxBatch}, got ${String(count)}: ${batchBoundReason(this.layout, this.maxBatch)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `count must be an integer from 1 to ${this.maxBatch}, got ${String(count)}: ${batchBoundReason(this.layout, this.maxBatch)}`,
+      );
     }
     // One batch at a time, in arrival order. Without the queue, a time unit's IDs went to
     // whichever caller asked first after the clock ticked: a request arriving then (or the next
@@ -298,10 +333,14 @@ export class SnowflakeWorker {
       }
     } catch (error) {
       if (generator !== this.#generator && isIdMintError(error, 'LEASE_LOST')) {
-        throw new IdMintError('LEASE_LOST', `the lease of worker ${generator.workerId} ended while this batch was minted (now worker ${this.#generator.workerId}); none of its IDs was handed out: ask again`, {
-          cause: error,
-          details: { workerId: generator.workerId },
-        });
+        throw new IdMintError(
+          'LEASE_LOST',
+          `the lease of worker ${generator.workerId} ended while this batch was minted (now worker ${this.#generator.workerId}); none of its IDs was handed out: ask again`,
+          {
+            cause: error,
+            details: { workerId: generator.workerId },
+          },
+        );
       }
       throw this.#failed(error);
     }
@@ -310,9 +349,17 @@ export class SnowflakeWorker {
 
   state(): SnowflakeWorkerState {
     const phase = this.#holder.phase;
-    const validUntil = phase === 'holding' ? this.#generator.validUntil() : Number.NEGATIVE_INFINITY;
+    const validUntil =
+      phase === 'holding' ? this.#generator.validUntil() : Number.NEGATIVE_INFINITY;
     const now = this.#clock.now();
-    const status = phase === 'closed' ? 'closed' : phase === 'recovering' ? 'recovering' : now < validUntil ? 'active' : 'fenced';
+    const status =
+      phase === 'closed'
+        ? 'closed'
+        : phase === 'recovering'
+          ? 'recovering'
+          : now < validUntil
+            ? 'active'
+            : 'fenced';
     return {
       backend: this.#registry.backend,
       workerId: this.#generator.workerId,
@@ -340,7 +387,8 @@ export class SnowflakeWorker {
   /** A new lease's generator issues from now on. */
   #adopt(generator: SnowflakeGenerator): void {
     // The generator is undefined only before the first lease.
-    if ((this.#generator as SnowflakeGenerator | undefined) !== undefined) this.#rollbacksBefore += this.#generator.rollbackCount();
+    if ((this.#generator as SnowflakeGenerator | undefined) !== undefined)
+      this.#rollbacksBefore += this.#generator.rollbackCount();
     this.#generator = generator;
   }
 
@@ -350,8 +398,15 @@ export class SnowflakeWorker {
     if (error.code === 'CLOCK_MOVED_BACKWARDS' && this.#switchWorker) this.#holder.requestSwitch();
     const phase = this.#holder.phase;
     if (error.code === 'LEASE_LOST' && phase !== 'holding') {
-      const why = phase === 'closed' ? 'the worker is closed' : 'its lease was lost and a new one is being acquired';
-      return new IdMintError('LEASE_LOST', `worker ${this.#generator.workerId} issues no IDs: ${why}`, { cause: error, details: { workerId: this.#generator.workerId } });
+      const why =
+        phase === 'closed'
+          ? 'the worker is closed'
+          : 'its lease was lost and a new one is being acquired';
+      return new IdMintError(
+        'LEASE_LOST',
+        `worker ${this.#generator.workerId} issues no IDs: ${why}`,
+        { cause: error, details: { workerId: this.#generator.workerId } },
+      );
     }
     return error;
   }
@@ -363,7 +418,14 @@ export class SnowflakeWorker {
   async #checkPeers(): Promise<void> {
     if (this.#peerCheck === 'off') return;
     let peers;
-    const report = { check: this.#peerCheck, checkedAt: this.#clock.now(), peers: 0, offsetMs: null, maxPeerSkewMs: this.#maxPeerSkewMs, skipped: null };
+    const report = {
+      check: this.#peerCheck,
+      checkedAt: this.#clock.now(),
+      peers: 0,
+      offsetMs: null,
+      maxPeerSkewMs: this.#maxPeerSkewMs,
+      skipped: null,
+    };
     try {
       peers = await this.#registry.peers();
     } catch (error) {
@@ -371,7 +433,12 @@ export class SnowflakeWorker {
       // weak-dependency cache), the check against the worker ID's own record still runs.
       if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE')) throw error;
       this.#peerClock = { ...report, skipped: error.message };
-      this.#emit({ type: 'peer-check-skipped', workerId: -1, message: `could not compare the clock with the live peers' (${error.message}); starting on the check against the worker ID's record alone`, error });
+      this.#emit({
+        type: 'peer-check-skipped',
+        workerId: -1,
+        message: `could not compare the clock with the live peers' (${error.message}); starting on the check against the worker ID's record alone`,
+        error,
+      });
       return;
     }
     if (peers.length === 0) {
@@ -387,7 +454,15 @@ export class SnowflakeWorker {
     const error = new IdMintError(
       'CLOCK_SKEW',
       `the local clock reads ${iso(now)}, ${Math.abs(offset)} ms ${offset < 0 ? 'behind' : 'ahead of'} the mean of ${peers.length} live peers' clocks (${iso(Math.round(mean))}); the limit is ${this.#maxPeerSkewMs} ms (maxPeerSkewMs): fix the clock (NTP) on this node or on the peers`,
-      { details: { clockMs: now, peersMeanMs: Math.round(mean), offsetMs: offset, peers: peers.length, limitMs: this.#maxPeerSkewMs } },
+      {
+        details: {
+          clockMs: now,
+          peersMeanMs: Math.round(mean),
+          offsetMs: offset,
+          peers: peers.length,
+          limitMs: this.#maxPeerSkewMs,
+        },
+      },
     );
     if (this.#peerCheck === 'refuse') throw error;
     this.#emit({ type: 'peer-clock-skew', workerId: -1, message: error.message, error });
@@ -409,7 +484,10 @@ export function batchBoundReason(layout: Layout, limit: number): string {
 
 function integer(name: string, value: number, min: number, max: number): number {
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer from ${min} to ${max}, got ${String(value)}`,
+    );
   }
   return value;
 }

@@ -46,7 +46,8 @@ export class SortedTagNames {
       for (const tag of this.#added) this.#names.splice(lowerBound(this.#names, tag), 0, tag);
     } else {
       const removed = this.#removed;
-      const kept = removed.size === 0 ? this.#names : this.#names.filter((tag) => !removed.has(tag));
+      const kept =
+        removed.size === 0 ? this.#names : this.#names.filter((tag) => !removed.has(tag));
       // Default sort order is UTF-16 code units, the order of `<` on strings.
       this.#names = merge(kept, [...this.#added].sort());
     }
@@ -81,7 +82,8 @@ function merge(a: readonly string[], b: readonly string[]): string[] {
   let i = 0;
   let j = 0;
   let k = 0;
-  while (i < a.length && j < b.length) out[k++] = (a[i] as string) <= (b[j] as string) ? (a[i++] as string) : (b[j++] as string);
+  while (i < a.length && j < b.length)
+    out[k++] = (a[i] as string) <= (b[j] as string) ? (a[i++] as string) : (b[j++] as string);
   while (i < a.length) out[k++] = a[i++] as string;
   while (j < b.length) out[k++] = b[j++] as string;
   return out;

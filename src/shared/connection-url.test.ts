@@ -14,15 +14,34 @@ import {
 } from './connection-url.ts';
 
 // Passwords as users paste them: percent-encoded, or raw with the characters that end a URL part.
-const TRICKY_PASSWORDS = ['s3cret', 'p@ss', 'pa/ss', 'a@b/c@d', 'x:y:z', 'we?rd#1', 'Xy@1?k=9', '50%off', '%41%42', 'p@ss/w0rd@', ' sp ace', 'ünï/cødé@'];
+const TRICKY_PASSWORDS = [
+  's3cret',
+  'p@ss',
+  'pa/ss',
+  'a@b/c@d',
+  'x:y:z',
+  'we?rd#1',
+  'Xy@1?k=9',
+  '50%off',
+  '%41%42',
+  'p@ss/w0rd@',
+  ' sp ace',
+  'ünï/cødé@',
+];
 
 describe('connection URLs', () => {
   it('redactUrl hides a password and leaves the rest', () => {
-    assert.equal(redactUrl('postgres://idmint:s3cret@db:5432/ids'), 'postgres://idmint:***@db:5432/ids');
+    assert.equal(
+      redactUrl('postgres://idmint:s3cret@db:5432/ids'),
+      'postgres://idmint:***@db:5432/ids',
+    );
     assert.equal(redactUrl('redis://:pw@cache:6379/0'), 'redis://:***@cache:6379/0');
     assert.equal(redactUrl('mysql://root@db/test'), 'mysql://root@db/test');
     assert.equal(redactUrl('sqlite:./data/idmint.db'), 'sqlite:./data/idmint.db');
-    assert.equal(redactUrl('postgres://u@db/ids?sslmode=require&password=hunter2'), 'postgres://u@db/ids?sslmode=require&password=***');
+    assert.equal(
+      redactUrl('postgres://u@db/ids?sslmode=require&password=hunter2'),
+      'postgres://u@db/ids?sslmode=require&password=***',
+    );
   });
 
   for (const password of TRICKY_PASSWORDS) {
@@ -34,14 +53,27 @@ describe('connection URLs', () => {
           [`mariadb://idmint:${written}@db.internal:3306/ids`, 'mysql'],
           [`rediss://:${written}@cache.internal:6380/3`, 'redis'],
         ] as const) {
-          const parsed = parseConnectionUrl(url, kind === 'postgres' || kind === 'mysql' ? 'segment-store' : 'worker-registry');
+          const parsed = parseConnectionUrl(
+            url,
+            kind === 'postgres' || kind === 'mysql' ? 'segment-store' : 'worker-registry',
+          );
           assert.equal(parsed.kind, kind, url);
-          assert.ok(parsed.kind === 'postgres' || parsed.kind === 'mysql' || parsed.kind === 'redis');
+          assert.ok(
+            parsed.kind === 'postgres' || parsed.kind === 'mysql' || parsed.kind === 'redis',
+          );
           // A raw password that looks percent-encoded reads as the encoding says, as every URL parser does.
           assert.equal(parsed.password, encoded ? password : decodeURIComponentOr(password), url);
-          assert.equal(connectionTarget(parsed), kind === 'redis' ? 'cache.internal:6380' : `db.internal:${kind === 'postgres' ? 5432 : 3306}`);
+          assert.equal(
+            connectionTarget(parsed),
+            kind === 'redis'
+              ? 'cache.internal:6380'
+              : `db.internal:${kind === 'postgres' ? 5432 : 3306}`,
+          );
           const redacted = redactUrl(url);
-          assert.ok(!redacted.includes(written) && !redacted.includes(password), `${redacted} shows the password`);
+          assert.ok(
+            !redacted.includes(written) && !redacted.includes(password),
+            `${redacted} shows the password`,
+          );
           assert.match(redacted, /^[a-z]+:\/\/(idmint)?:\*\*\*@(db|cache)\.internal:\d+\/(ids|3)$/);
         }
       });
@@ -54,10 +86,28 @@ describe('connection URLs', () => {
     const parsed = new URL(url);
     assert.equal(decodeURIComponent(parsed.password), 'p@ss/w0rd');
     assert.equal(sqlDriverUrl('mariadb://root@127.0.0.1/test'), 'mysql://root@127.0.0.1/test');
-    assert.equal(sqlDriverUrl('postgres://me@/ids?host=/run/postgresql'), 'postgresql://me@/ids?host=/run/postgresql');
-    assert.deepEqual(redisConnectOptions('rediss://default:p@ss@cache:6380/2'), { host: 'cache', port: 6380, username: 'default', password: 'p@ss', db: 2, tls: {} });
-    assert.deepEqual(redisConnectOptions('redis://127.0.0.1'), { host: '127.0.0.1', port: 6379, db: 0 });
-    assert.deepEqual(redisConnectOptions('redis://[::1]:6379/'), { host: '::1', port: 6379, db: 0 });
+    assert.equal(
+      sqlDriverUrl('postgres://me@/ids?host=/run/postgresql'),
+      'postgresql://me@/ids?host=/run/postgresql',
+    );
+    assert.deepEqual(redisConnectOptions('rediss://default:p@ss@cache:6380/2'), {
+      host: 'cache',
+      port: 6380,
+      username: 'default',
+      password: 'p@ss',
+      db: 2,
+      tls: {},
+    });
+    assert.deepEqual(redisConnectOptions('redis://127.0.0.1'), {
+      host: '127.0.0.1',
+      port: 6379,
+      db: 0,
+    });
+    assert.deepEqual(redisConnectOptions('redis://[::1]:6379/'), {
+      host: '::1',
+      port: 6379,
+      db: 0,
+    });
   });
 
   it('accepts every form the docs list, for the setting it belongs to', () => {
@@ -72,7 +122,8 @@ describe('connection URLs', () => {
       ['redis://cache:6379/0', 'redis'],
       ['rediss://cache/15', 'redis'],
     ];
-    for (const [url, kind] of store) assert.equal(parseConnectionUrl(url, 'segment-store').kind, kind, url);
+    for (const [url, kind] of store)
+      assert.equal(parseConnectionUrl(url, 'segment-store').kind, kind, url);
     const registry: [string, string][] = [
       ['static:0', 'static'],
       ['zookeeper://zk1:2181,zk2:2181/orders', 'zookeeper'],
@@ -83,14 +134,23 @@ describe('connection URLs', () => {
       ['mariadb://u@h/ids', 'mysql'],
       ['sqlite:./data/workers.db', 'sqlite'],
     ];
-    for (const [url, kind] of registry) assert.equal(parseConnectionUrl(url, 'worker-registry').kind, kind, url);
-    assert.deepEqual(parseConnectionUrl('zookeeper://zk1:2181,[::1]/orders', 'worker-registry'), { kind: 'zookeeper', hosts: [{ host: 'zk1', port: 2181 }, { host: '::1' }], name: 'orders' });
+    for (const [url, kind] of registry)
+      assert.equal(parseConnectionUrl(url, 'worker-registry').kind, kind, url);
+    assert.deepEqual(parseConnectionUrl('zookeeper://zk1:2181,[::1]/orders', 'worker-registry'), {
+      kind: 'zookeeper',
+      hosts: [{ host: 'zk1', port: 2181 }, { host: '::1' }],
+      name: 'orders',
+    });
     assert.equal(SEGMENT_STORE_URL_FORMS.length, 5);
     assert.equal(WORKER_REGISTRY_URL_FORMS.length, 7);
   });
 
   const refused: [string, 'segment-store' | 'worker-registry', RegExp][] = [
-    ['redis://h:6379/99', 'segment-store', /the Redis database must be a number from 0 to 15, got "99"/],
+    [
+      'redis://h:6379/99',
+      'segment-store',
+      /the Redis database must be a number from 0 to 15, got "99"/,
+    ],
     ['redis://h:6379/16', 'worker-registry', /from 0 to 15, got "16"/],
     ['redis://h:6379/abc', 'segment-store', /from 0 to 15, got "abc"/],
     ['redis://h:6379/-1', 'segment-store', /from 0 to 15, got "-1"/],
@@ -126,11 +186,20 @@ describe('connection URLs', () => {
         () => parseConnectionUrl(url, role, 'IDMINT_SETTING'),
         (error: unknown) => {
           assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
-          assert.ok(error.message.startsWith(`IDMINT_SETTING ${JSON.stringify(redactUrl(url))}: `), error.message);
+          assert.ok(
+            error.message.startsWith(`IDMINT_SETTING ${JSON.stringify(redactUrl(url))}: `),
+            error.message,
+          );
           assert.match(error.message, problem);
           // The accepted forms follow when the form is wrong; a value out of range says what is allowed itself.
-          const forms = role === 'segment-store' ? SEGMENT_STORE_URL_FORMS : WORKER_REGISTRY_URL_FORMS;
-          for (const form of forms) assert.equal(error.message.includes(form), !/from 0 to 15|bad port/.test(problem.source), `${form} in ${error.message}`);
+          const forms =
+            role === 'segment-store' ? SEGMENT_STORE_URL_FORMS : WORKER_REGISTRY_URL_FORMS;
+          for (const form of forms)
+            assert.equal(
+              error.message.includes(form),
+              !/from 0 to 15|bad port/.test(problem.source),
+              `${form} in ${error.message}`,
+            );
           assert.doesNotMatch(error.message, /secret/);
           return true;
         },
@@ -144,7 +213,8 @@ describe('connection URLs', () => {
     assert.equal(sqlitePathOf('sqlite:///var/lib/idmint.db'), '/var/lib/idmint.db');
     assert.equal(sqlitePathOf('sqlite://idmint.db'), 'idmint.db');
     assert.equal(sqlitePathOf('sqlite::memory:'), ':memory:');
-    for (const url of ['sqlite:', 'sqlite://', 'postgres://h/db', 'idmint.db']) assert.equal(sqlitePathOf(url), undefined, url);
+    for (const url of ['sqlite:', 'sqlite://', 'postgres://h/db', 'idmint.db'])
+      assert.equal(sqlitePathOf(url), undefined, url);
   });
 });
 

@@ -21,10 +21,29 @@ export type UrlRole = 'segment-store' | 'worker-registry';
 export const REDIS_MAX_DATABASE = 15;
 
 /** The schemes a segment store URL may start with. */
-export const SEGMENT_STORE_SCHEMES = ['sqlite', 'postgres', 'postgresql', 'mysql', 'mariadb', 'redis', 'rediss'] as const;
+export const SEGMENT_STORE_SCHEMES = [
+  'sqlite',
+  'postgres',
+  'postgresql',
+  'mysql',
+  'mariadb',
+  'redis',
+  'rediss',
+] as const;
 
 /** The schemes a worker registry URL may start with. */
-export const WORKER_REGISTRY_SCHEMES = ['static', 'zookeeper', 'etcd', 'redis', 'rediss', 'postgres', 'postgresql', 'mysql', 'mariadb', 'sqlite'] as const;
+export const WORKER_REGISTRY_SCHEMES = [
+  'static',
+  'zookeeper',
+  'etcd',
+  'redis',
+  'rediss',
+  'postgres',
+  'postgresql',
+  'mysql',
+  'mariadb',
+  'sqlite',
+] as const;
 
 /** The segment store URL forms, for `--help`, error messages and docs. */
 export const SEGMENT_STORE_URL_FORMS = [
@@ -70,8 +89,17 @@ export type ConnectionUrl =
       /** The query string as written, without `?` ('' when none): driver options such as sslmode. */
       readonly query: string;
     })
-  | (UrlCredentials & { readonly kind: 'redis'; readonly tls: boolean; readonly host: UrlHost; readonly database: number })
-  | { readonly kind: 'zookeeper' | 'etcd'; readonly hosts: readonly UrlHost[]; readonly name: string };
+  | (UrlCredentials & {
+      readonly kind: 'redis';
+      readonly tls: boolean;
+      readonly host: UrlHost;
+      readonly database: number;
+    })
+  | {
+      readonly kind: 'zookeeper' | 'etcd';
+      readonly hosts: readonly UrlHost[];
+      readonly name: string;
+    };
 
 /** The backend each scheme names. */
 const KIND_OF_SCHEME: Readonly<Record<string, ConnectionUrl['kind']>> = {
@@ -87,9 +115,24 @@ const KIND_OF_SCHEME: Readonly<Record<string, ConnectionUrl['kind']>> = {
   etcd: 'etcd',
 };
 
-const ROLES: Readonly<Record<UrlRole, { what: string; schemes: readonly string[]; forms: readonly string[]; setting: string }>> = {
-  'segment-store': { what: 'a segment store URL', schemes: SEGMENT_STORE_SCHEMES, forms: SEGMENT_STORE_URL_FORMS, setting: 'segment store URL' },
-  'worker-registry': { what: 'a worker registry URL', schemes: WORKER_REGISTRY_SCHEMES, forms: WORKER_REGISTRY_URL_FORMS, setting: 'worker registry URL' },
+const ROLES: Readonly<
+  Record<
+    UrlRole,
+    { what: string; schemes: readonly string[]; forms: readonly string[]; setting: string }
+  >
+> = {
+  'segment-store': {
+    what: 'a segment store URL',
+    schemes: SEGMENT_STORE_SCHEMES,
+    forms: SEGMENT_STORE_URL_FORMS,
+    setting: 'segment store URL',
+  },
+  'worker-registry': {
+    what: 'a worker registry URL',
+    schemes: WORKER_REGISTRY_SCHEMES,
+    forms: WORKER_REGISTRY_URL_FORMS,
+    setting: 'worker registry URL',
+  },
 };
 
 /** The accepted forms for `role`, joined for a message. */
@@ -111,14 +154,20 @@ export function connectionUrlProblem(url: unknown, role: UrlRole): string | unde
  * range in a well-formed URL (a Redis database, a port) says what is allowed itself.
  */
 function withForms(problem: string, role: UrlRole): string {
-  return /^(the Redis database|has a bad port)/.test(problem) ? problem : `${problem}; accepted forms: ${urlFormsText(role)}`;
+  return /^(the Redis database|has a bad port)/.test(problem)
+    ? problem
+    : `${problem}; accepted forms: ${urlFormsText(role)}`;
 }
 
 /**
  * Parses a URL for `role`. Throws CONFIG_INVALID naming `setting` (e.g. `IDMINT_SEGMENT_STORE`),
  * the value with its password hidden, what is wrong and every accepted form.
  */
-export function parseConnectionUrl(url: unknown, role: UrlRole, setting: string = ROLES[role].setting): ConnectionUrl {
+export function parseConnectionUrl(
+  url: unknown,
+  role: UrlRole,
+  setting: string = ROLES[role].setting,
+): ConnectionUrl {
   const result = parse(url, role);
   if (typeof result !== 'string') return result;
   const shown = typeof url === 'string' ? JSON.stringify(redactUrl(url)) : String(url);
@@ -126,7 +175,9 @@ export function parseConnectionUrl(url: unknown, role: UrlRole, setting: string 
 }
 
 function invalidUrl(message: string, setting: string, url: unknown): never {
-  throw new IdMintError('CONFIG_INVALID', message, { details: { key: setting, value: typeof url === 'string' ? redactUrl(url) : String(url) } });
+  throw new IdMintError('CONFIG_INVALID', message, {
+    details: { key: setting, value: typeof url === 'string' ? redactUrl(url) : String(url) },
+  });
 }
 
 /**
@@ -157,7 +208,9 @@ function redactQuery(text: string): string {
     .split('&')
     .map((pair) => {
       const eq = pair.indexOf('=');
-      return eq > 0 && /pass|pwd|secret|token/i.test(pair.slice(0, eq)) ? `${pair.slice(0, eq)}=***` : pair;
+      return eq > 0 && /pass|pwd|secret|token/i.test(pair.slice(0, eq))
+        ? `${pair.slice(0, eq)}=***`
+        : pair;
     });
   return `${text.slice(0, question + 1)}${query.join('&')}`;
 }
@@ -203,7 +256,12 @@ export function hostText(host: UrlHost, defaultPort?: number): string {
  */
 export function sqlDriverUrl(url: string): string {
   const parsed = parseAny(url);
-  if (parsed.kind !== 'postgres' && parsed.kind !== 'mysql') return invalidUrl(`not a PostgreSQL or MySQL URL: ${JSON.stringify(redactUrl(url))}`, 'url', url);
+  if (parsed.kind !== 'postgres' && parsed.kind !== 'mysql')
+    return invalidUrl(
+      `not a PostgreSQL or MySQL URL: ${JSON.stringify(redactUrl(url))}`,
+      'url',
+      url,
+    );
   const credentials = credentialsText(parsed);
   const query = parsed.query === '' ? '' : `?${parsed.query}`;
   return `${parsed.kind === 'postgres' ? 'postgresql' : 'mysql'}://${credentials}${hostText(parsed.host)}/${encodeURIComponent(parsed.database)}${query}`;
@@ -227,7 +285,8 @@ export interface RedisConnectOptions {
  */
 export function redisConnectOptions(url: string): RedisConnectOptions {
   const parsed = parseAny(url);
-  if (parsed.kind !== 'redis') return invalidUrl(`not a Redis URL: ${JSON.stringify(redactUrl(url))}`, 'url', url);
+  if (parsed.kind !== 'redis')
+    return invalidUrl(`not a Redis URL: ${JSON.stringify(redactUrl(url))}`, 'url', url);
   return {
     host: parsed.host.host,
     port: parsed.host.port ?? 6379,
@@ -241,7 +300,8 @@ export function redisConnectOptions(url: string): RedisConnectOptions {
 /** Parses a URL of any backend (for adapters, which know their kind). */
 function parseAny(url: string): ConnectionUrl {
   const result = parse(url, undefined);
-  if (typeof result === 'string') return invalidUrl(`${JSON.stringify(redactUrl(String(url)))}: ${result}`, 'url', url);
+  if (typeof result === 'string')
+    return invalidUrl(`${JSON.stringify(redactUrl(String(url)))}: ${result}`, 'url', url);
   return result;
 }
 
@@ -260,20 +320,30 @@ function parse(url: unknown, role: UrlRole | undefined): ConnectionUrl | string 
   if (typeof url !== 'string' || url.trim() === '') return `not ${what}`;
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
   const kind = scheme === undefined ? undefined : KIND_OF_SCHEME[scheme];
-  if (scheme === undefined || kind === undefined || (role !== undefined && !ROLES[role].schemes.includes(scheme))) return `not ${what}`;
+  if (
+    scheme === undefined ||
+    kind === undefined ||
+    (role !== undefined && !ROLES[role].schemes.includes(scheme))
+  )
+    return `not ${what}`;
   const body = url.slice(scheme.length + 1);
 
   if (kind === 'sqlite') {
     const path = sqlitePathOf(`sqlite:${body}`);
-    return path === undefined ? 'sqlite: needs a file, as in sqlite:./data/idmint.db, or :memory:' : { kind, path };
+    return path === undefined
+      ? 'sqlite: needs a file, as in sqlite:./data/idmint.db, or :memory:'
+      : { kind, path };
   }
   if (kind === 'static') {
-    return /^[0-9]{1,10}$/.test(body) ? { kind, workerId: Number(body) } : `static: needs a worker ID, a whole number such as static:0`;
+    return /^[0-9]{1,10}$/.test(body)
+      ? { kind, workerId: Number(body) }
+      : `static: needs a worker ID, a whole number such as static:0`;
   }
   if (!body.startsWith('//')) return `must start with ${scheme}://`;
   const rest = body.slice(2);
   const split = splitAuthority(rest, kind);
-  if (split === undefined) return `is not a ${scheme}:// URL: ${needsPath(kind) ? `${scheme}://host[:port]/<${kind === 'zookeeper' || kind === 'etcd' ? 'name' : 'database'}>` : `${scheme}://host[:port][/database]`}`;
+  if (split === undefined)
+    return `is not a ${scheme}:// URL: ${needsPath(kind) ? `${scheme}://host[:port]/<${kind === 'zookeeper' || kind === 'etcd' ? 'name' : 'database'}>` : `${scheme}://host[:port][/database]`}`;
   const hosts = parseHosts(split.hosts);
   if (typeof hosts === 'string') return hosts;
   const credentials = split.at < 0 ? {} : parseUserinfo(rest.slice(0, split.at));
@@ -284,14 +354,17 @@ function parse(url: unknown, role: UrlRole | undefined): ConnectionUrl | string 
     case 'postgres':
     case 'mysql': {
       const host = hosts[0];
-      if (hosts.length !== 1 || host === undefined) return `names ${hosts.length} hosts; ${scheme}:// takes one`;
+      if (hosts.length !== 1 || host === undefined)
+        return `names ${hosts.length} hosts; ${scheme}:// takes one`;
       const database = decodePart(path.slice(1));
-      if (database === '' || database.includes('/')) return `names no database: ${scheme}://user:password@host:${kind === 'postgres' ? 5432 : 3306}/<database>`;
+      if (database === '' || database.includes('/'))
+        return `names no database: ${scheme}://user:password@host:${kind === 'postgres' ? 5432 : 3306}/<database>`;
       return { kind, ...credentials, host, database, query };
     }
     case 'redis': {
       const host = hosts[0];
-      if (hosts.length !== 1 || host === undefined) return `names ${hosts.length} hosts; ${scheme}:// takes one`;
+      if (hosts.length !== 1 || host === undefined)
+        return `names ${hosts.length} hosts; ${scheme}:// takes one`;
       if (query !== '') return `${scheme}:// takes no ?options`;
       const db = path === '' || path === '/' ? '0' : path.slice(1);
       if (!/^[0-9]{1,3}$/.test(db) || Number(db) > REDIS_MAX_DATABASE) {
@@ -304,7 +377,8 @@ function parse(url: unknown, role: UrlRole | undefined): ConnectionUrl | string 
       if (split.at >= 0) return `${scheme}:// takes no user or password`;
       if (query !== '') return `${scheme}:// takes no ?options`;
       const name = path.slice(1);
-      if (!CLUSTER_NAME.test(name) || name === '.' || name === '..') return `needs a name after the hosts (1 to 128 of A-Z a-z 0-9 _ . -): ${scheme}://host:${kind === 'etcd' ? 2379 : 2181}/<name>`;
+      if (!CLUSTER_NAME.test(name) || name === '.' || name === '..')
+        return `needs a name after the hosts (1 to 128 of A-Z a-z 0-9 _ . -): ${scheme}://host:${kind === 'etcd' ? 2379 : 2181}/<name>`;
       return { kind, hosts, name };
     }
   }
@@ -333,21 +407,29 @@ const AFTER_USERINFO = /^([^/?#@]*)(\/[^?#@]*)?(?:\?([^#]*))?$/;
  * (and hidden by redactUrl) whatever it contains; the price is that an `@` inside a query value
  * must be percent-encoded when the URL also has a user.
  */
-function splitAuthority(rest: string, kind: ConnectionUrl['kind'] | undefined): Authority | undefined {
+function splitAuthority(
+  rest: string,
+  kind: ConnectionUrl['kind'] | undefined,
+): Authority | undefined {
   const candidates: Authority[] = [];
   const consider = (at: number) => {
     const match = AFTER_USERINFO.exec(rest.slice(at + 1));
     // PostgreSQL alone may name no host, when the query gives a Unix socket directory (`?host=/run/postgresql`).
     const socket = kind === 'postgres' && /(?:^|&)host=/.test(match?.[3] ?? '');
-    if (match !== null && (match[1] !== '' || socket)) candidates.push({ at, hosts: match[1] ?? '', path: match[2] ?? '', query: match[3] ?? '' });
+    if (match !== null && (match[1] !== '' || socket))
+      candidates.push({ at, hosts: match[1] ?? '', path: match[2] ?? '', query: match[3] ?? '' });
   };
-  for (let at = rest.lastIndexOf('@'); at >= 0; at = at === 0 ? -1 : rest.lastIndexOf('@', at - 1)) consider(at);
+  for (let at = rest.lastIndexOf('@'); at >= 0; at = at === 0 ? -1 : rest.lastIndexOf('@', at - 1))
+    consider(at);
   consider(-1);
   // The first (rightmost) that is complete: well-formed hosts, and the path the backend needs.
   // Failing that the best incomplete one, so the message can say what is wrong with it.
-  const score = (c: Authority) => (typeof parseHosts(c.hosts) === 'string' ? 0 : 1) + (needsPath(kind) && c.path.length < 2 ? 0 : 2);
+  const score = (c: Authority) =>
+    (typeof parseHosts(c.hosts) === 'string' ? 0 : 1) +
+    (needsPath(kind) && c.path.length < 2 ? 0 : 2);
   let best: Authority | undefined;
-  for (const candidate of candidates) if (best === undefined || score(candidate) > score(best)) best = candidate;
+  for (const candidate of candidates)
+    if (best === undefined || score(candidate) > score(best)) best = candidate;
   return best;
 }
 
@@ -365,7 +447,8 @@ function parseHosts(text: string): UrlHost[] | string {
       continue;
     }
     const number = Number(port);
-    if (!/^[0-9]{1,5}$/.test(port) || number < 1 || number > 65535) return `has a bad port "${port}": ports are 1 to 65535`;
+    if (!/^[0-9]{1,5}$/.test(port) || number < 1 || number > 65535)
+      return `has a bad port "${port}": ports are 1 to 65535`;
     hosts.push({ host: ipv6 ?? name ?? '', port: number });
   }
   return hosts;

@@ -10,13 +10,22 @@ it('a driver that is not installed is DRIVER_MISSING naming the package to insta
     (caught: unknown) => caught,
   );
   assert.ok(isIdMintError(error, 'DRIVER_MISSING'), String(error));
-  assert.equal(error.message, `a test:// URL needs the npm package "${pkg}", which is not installed: run npm install ${pkg}`);
+  assert.equal(
+    error.message,
+    `a test:// URL needs the npm package "${pkg}", which is not installed: run npm install ${pkg}`,
+  );
   assert.equal(error.details?.['package'], pkg);
 });
 
 it('an installed driver loads; a failure inside it is not mistaken for a missing package', async () => {
   const yaml = await loadDriver('yaml', 'a test', () => import('yaml'));
   assert.equal(typeof yaml.parse, 'function');
-  const inner = Object.assign(new Error("Cannot find package 'left-pad' imported from /x/node_modules/pg/lib/index.js"), { code: 'ERR_MODULE_NOT_FOUND' });
-  await assert.rejects(loadDriver('pg', 'a test', () => Promise.reject(inner)), (error) => error === inner);
+  const inner = Object.assign(
+    new Error("Cannot find package 'left-pad' imported from /x/node_modules/pg/lib/index.js"),
+    { code: 'ERR_MODULE_NOT_FOUND' },
+  );
+  await assert.rejects(
+    loadDriver('pg', 'a test', () => Promise.reject(inner)),
+    (error) => error === inner,
+  );
 });

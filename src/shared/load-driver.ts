@@ -8,15 +8,23 @@ import { IdMintError } from '../core/errors.ts';
  *
  * `load` must be a literal `import('<pkg>')` so bundlers and type-checkers still see it.
  */
-export async function loadDriver<T>(pkg: string, purpose: string, load: () => Promise<T>): Promise<T> {
+export async function loadDriver<T>(
+  pkg: string,
+  purpose: string,
+  load: () => Promise<T>,
+): Promise<T> {
   try {
     return await load();
   } catch (error) {
     if (!isMissing(error, pkg)) throw error;
-    throw new IdMintError('DRIVER_MISSING', `${purpose} needs the npm package "${pkg}", which is not installed: run npm install ${pkg}`, {
-      cause: error,
-      details: { package: pkg },
-    });
+    throw new IdMintError(
+      'DRIVER_MISSING',
+      `${purpose} needs the npm package "${pkg}", which is not installed: run npm install ${pkg}`,
+      {
+        cause: error,
+        details: { package: pkg },
+      },
+    );
   }
 }
 
@@ -26,5 +34,7 @@ function isMissing(error: unknown, pkg: string): boolean {
   if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return false;
   const name = pkg.split('/')[0] ?? pkg;
   // "Cannot find package 'pg' imported from ..." (ESM) or "Cannot find module 'pg'" (CommonJS).
-  return new RegExp(`['"]${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(/[^'"]*)?['"]`).test((error as Error).message);
+  return new RegExp(`['"]${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(/[^'"]*)?['"]`).test(
+    (error as Error).message,
+  );
 }

@@ -23,4 +23,5 @@ export function unsupportedNodeMessage(version: string): string {
 }
 
 const running = globalThis.process?.versions?.node;
-if (running !== undefined && !isSupportedNode(running)) throw new Error(unsupportedNodeMessage(running));
+if (running !== undefined && !isSupportedNode(running))
+  throw new Error(unsupportedNodeMessage(running));

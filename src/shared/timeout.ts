@@ -4,7 +4,11 @@
  * is observed (never an unhandled rejection) and ignored: a caller that timed out must treat the
  * outcome as unknown.
  */
-export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+export function withTimeout<T>(
+  promise: Promise<T>,
+  ms: number,
+  onTimeout: () => Error,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(onTimeout()), ms);
@@ -17,7 +21,11 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () =>
  * timeout error when `ms` pass first, so it can drop what it holds (a SQL driver destroys the
  * connection, and the database rolls back what it has not committed).
  */
-export function withDeadline<T>(ms: number, onTimeout: () => Error, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export function withDeadline<T>(
+  ms: number,
+  onTimeout: () => Error,
+  run: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const controller = new AbortController();
   return withTimeout(run(controller.signal), ms, () => {
     const error = onTimeout();

@@ -1,5 +1,14 @@
 import { sqlDriverUrl } from '../shared/connection-url.ts';
-import { withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
+import {
+  withPooledConnection,
+  type PooledConnection,
+  type SqlConnection,
+  type SqlConnectionOptions,
+  type SqlDialect,
+  type SqlDriver,
+  type SqlPoolOptions,
+  type SqlValue,
+} from './sql-driver.ts';
 import { loadDriver } from '../shared/load-driver.ts';
 
 /** Per-query options idmint sets, so BIGINT and TIMESTAMP come back as exact strings whatever the pool's defaults. */
@@ -54,7 +63,8 @@ export const mysqlDialect: SqlDialect = {
   // hour of a daylight-saving change cannot make the clock jump back.
   nowMs: 'CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)',
   // Leaf's own definition (scripts/leaf_alloc.sql).
-  autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP`,
+  autoTimestampColumn: (name) =>
+    `${name} timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP`,
   // FROM_UNIXTIME answers in the session zone, UTC (open() sets it), as update_time reads back:
   // a Leaf writer's CURRENT_TIMESTAMP in any zone is stored as the instant and compares right.
   timestampFromMs: (param) => `FROM_UNIXTIME(FLOOR(${param} / 1000))`,
@@ -93,9 +103,14 @@ export class MysqlDriver implements SqlDriver {
   readonly #queryTimeoutMs: number | undefined;
 
   /** A driver on `pool`; close() ends the pool only when `closePool`; each statement bounded by `queryTimeoutMs` when given. */
-  constructor(pool: MysqlPoolLike, options: { readonly closePool: boolean; readonly queryTimeoutMs?: number }) {
+  constructor(
+    pool: MysqlPoolLike,
+    options: { readonly closePool: boolean; readonly queryTimeoutMs?: number },
+  ) {
     if (pool === null || typeof pool !== 'object' || typeof pool.getConnection !== 'function') {
-      throw new TypeError('the MySQL driver needs a mysql2/promise Pool; MysqlSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one');
+      throw new TypeError(
+        'the MySQL driver needs a mysql2/promise Pool; MysqlSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one',
+      );
     }
     this.#pool = pool;
     this.#closePool = options.closePool;
@@ -104,10 +119,16 @@ export class MysqlDriver implements SqlDriver {
 
   /** A driver on a pool of its own at `url` (MySQL or MariaDB), ended by close(). Loads `mysql2` only now. */
   static async open(url: string, options: SqlPoolOptions): Promise<MysqlDriver> {
-    return new MysqlDriver(await openMysqlPool(url, options), { closePool: true, queryTimeoutMs: options.timeoutMs });
+    return new MysqlDriver(await openMysqlPool(url, options), {
+      closePool: true,
+      queryTimeoutMs: options.timeoutMs,
+    });
   }
 
-  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: SqlConnectionOptions): Promise<T> {
+  withConnection<T>(
+    run: (connection: SqlConnection) => Promise<T>,
+    options: SqlConnectionOptions,
+  ): Promise<T> {
     const acquire = async (): Promise<PooledConnection> => {
       const conn = await this.#pool.getConnection();
       return {
@@ -122,7 +143,10 @@ export class MysqlDriver implements SqlDriver {
           });
           return Array.isArray(result)
             ? { rows: result as Record<string, unknown>[], affectedRows: 0 }
-            : { rows: [], affectedRows: Number((result as { affectedRows?: number }).affectedRows ?? 0) };
+            : {
+                rows: [],
+                affectedRows: Number((result as { affectedRows?: number }).affectedRows ?? 0),
+              };
         },
         // After a timeout the connection is out of step with the server (a reply may still come,
         // and pool.end() would wait for it forever): destroyed, never handed out again.
@@ -161,4 +185,3 @@ export async function openMysqlPool(url: string, options: SqlPoolOptions): Promi
   });
   return pool;
 }
-

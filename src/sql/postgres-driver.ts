@@ -1,5 +1,15 @@
 import { sqlDriverUrl } from '../shared/connection-url.ts';
-import { insertOnConflictDoNothing, withPooledConnection, type PooledConnection, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlPoolOptions, type SqlValue } from './sql-driver.ts';
+import {
+  insertOnConflictDoNothing,
+  withPooledConnection,
+  type PooledConnection,
+  type SqlConnection,
+  type SqlConnectionOptions,
+  type SqlDialect,
+  type SqlDriver,
+  type SqlPoolOptions,
+  type SqlValue,
+} from './sql-driver.ts';
 import { loadDriver } from '../shared/load-driver.ts';
 
 /**
@@ -7,7 +17,13 @@ import { loadDriver } from '../shared/load-driver.ts';
  * Queries go through the callback form: see {@link PostgresDriver}.
  */
 export interface PgClientLike {
-  query(config: { text: string; values: SqlValue[]; types: PgTypesLike }, callback: (error: Error | null | undefined, result: { rows: Record<string, unknown>[]; rowCount: number | null }) => void): void;
+  query(
+    config: { text: string; values: SqlValue[]; types: PgTypesLike },
+    callback: (
+      error: Error | null | undefined,
+      result: { rows: Record<string, unknown>[]; rowCount: number | null },
+    ) => void,
+  ): void;
   /** `release(true)` destroys the connection instead of returning it to the pool. */
   release(destroy?: boolean): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
@@ -36,8 +52,10 @@ export const postgresDialect: SqlDialect = {
   // clock_timestamp(), not now(): now() is frozen at the start of the transaction.
   nowMs: '(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint',
   autoTimestampColumn: (name) => `${name} timestamp NOT NULL DEFAULT (now() AT TIME ZONE 'UTC')`,
-  timestampFromMs: (param) => `(to_timestamp(CAST(${param} AS double precision) / 1000) AT TIME ZONE 'UTC')`,
-  createIndex: (table, index, column) => `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (${column})`,
+  timestampFromMs: (param) =>
+    `(to_timestamp(CAST(${param} AS double precision) / 1000) AT TIME ZONE 'UTC')`,
+  createIndex: (table, index, column) =>
+    `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (${column})`,
   // Two IF NOT EXISTS racing: the loser trips over the winner's catalog row (unique_violation).
   isDuplicateIndex: (error) => (error as { code?: unknown } | null)?.code === '23505',
   castToBigint: (expr) => `CAST(${expr} AS BIGINT)`,
@@ -85,7 +103,9 @@ export class PostgresDriver implements SqlDriver {
   /** A driver on `pool`; close() ends the pool only when `closePool`. */
   constructor(pool: PgPoolLike, options: { readonly closePool: boolean }) {
     if (pool === null || typeof pool !== 'object' || typeof pool.connect !== 'function') {
-      throw new TypeError('the PostgreSQL driver needs a pg Pool; PostgresSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one');
+      throw new TypeError(
+        'the PostgreSQL driver needs a pg Pool; PostgresSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one',
+      );
     }
     this.#pool = pool;
     this.#closePool = options.closePool;
@@ -96,7 +116,10 @@ export class PostgresDriver implements SqlDriver {
     return new PostgresDriver(await openPostgresPool(url, options), { closePool: true });
   }
 
-  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: SqlConnectionOptions): Promise<T> {
+  withConnection<T>(
+    run: (connection: SqlConnection) => Promise<T>,
+    options: SqlConnectionOptions,
+  ): Promise<T> {
     const acquire = async (): Promise<PooledConnection> => {
       const client = await this.#pool.connect();
       // A connection lost while checked out is reported twice: the query rejects (handled) and
@@ -107,10 +130,13 @@ export class PostgresDriver implements SqlDriver {
       return {
         query: (sql, params) =>
           new Promise((resolve, reject) => {
-            client.query({ text: this.#toPositional(sql), values: [...params], types: TEXT_TYPES }, (error, result) => {
-              if (error) reject(error);
-              else resolve({ rows: result.rows, affectedRows: result.rowCount ?? 0 });
-            });
+            client.query(
+              { text: this.#toPositional(sql), values: [...params], types: TEXT_TYPES },
+              (error, result) => {
+                if (error) reject(error);
+                else resolve({ rows: result.rows, affectedRows: result.rowCount ?? 0 });
+              },
+            );
           }),
         release: (destroy) => {
           client.removeListener('error', ignore);
@@ -153,4 +179,3 @@ export async function openPostgresPool(url: string, options: SqlPoolOptions): Pr
   pool.on('error', () => undefined);
   return pool;
 }
-

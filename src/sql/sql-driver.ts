@@ -93,7 +93,11 @@ export interface SqlDialect {
 }
 
 /** {@link SqlDialect.insertIfAbsent} in the standard form PostgreSQL and SQLite share. */
-export function insertOnConflictDoNothing(table: string, columns: readonly string[], values: readonly string[]): string {
+export function insertOnConflictDoNothing(
+  table: string,
+  columns: readonly string[],
+  values: readonly string[],
+): string {
   return `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')}) ON CONFLICT DO NOTHING`;
 }
 
@@ -113,7 +117,10 @@ export interface SqlConnectionOptions {
 export interface SqlDriver {
   readonly dialect: SqlDialect;
   /** Runs `run` on one connection; see {@link SqlConnectionOptions}. */
-  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: SqlConnectionOptions): Promise<T>;
+  withConnection<T>(
+    run: (connection: SqlConnection) => Promise<T>,
+    options: SqlConnectionOptions,
+  ): Promise<T>;
   /** Closes what the driver owns (a pool it opened or was told to end); a no-op otherwise. */
   close(): Promise<void>;
 }
@@ -176,12 +183,16 @@ export async function withPooledConnection<T>(
 export const SQL_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** {@link SQL_IDENTIFIER} in words, for error messages and docs. */
-export const SQL_IDENTIFIER_RULE = 'an identifier: a letter or _, then letters, digits or _, at most 63 characters';
+export const SQL_IDENTIFIER_RULE =
+  'an identifier: a letter or _, then letters, digits or _, at most 63 characters';
 
 /** `table` if it is a plain identifier; INVALID_ARGUMENT naming the rule otherwise. */
 export function checkTableName(table: unknown): string {
   if (typeof table !== 'string' || !SQL_IDENTIFIER.test(table)) {
-    throw new IdMintError('INVALID_ARGUMENT', `table must be ${SQL_IDENTIFIER_RULE}, got ${JSON.stringify(table)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `table must be ${SQL_IDENTIFIER_RULE}, got ${JSON.stringify(table)}`,
+    );
   }
   return table;
 }

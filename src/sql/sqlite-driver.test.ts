@@ -13,7 +13,10 @@ after(() => rmSync(root, { recursive: true, force: true }));
  * processes switch one new file at once and SQLite breaks the deadlock by refusing one of them
  * without waiting (its busy timeout is not called then, so only a retry helps).
  */
-function refusingWal(refusals: number): { Database: new (path: string) => SqliteDatabaseLike; statements: string[] } {
+function refusingWal(refusals: number): {
+  Database: new (path: string) => SqliteDatabaseLike;
+  statements: string[];
+} {
   const statements: string[] = [];
   let left = refusals;
   class Database {
@@ -34,13 +37,19 @@ describe('openSqliteDatabase', () => {
   it('retries the switch to WAL that SQLite refused at once ("database is locked"), within the timeout', () => {
     const { Database, statements } = refusingWal(3);
     openSqliteDatabase(Database, join(root, 'a', 'idmint.db'), 2000);
-    assert.deepEqual(statements, ['PRAGMA busy_timeout = 2000', ...Array<string>(4).fill('PRAGMA journal_mode = WAL')]);
+    assert.deepEqual(statements, [
+      'PRAGMA busy_timeout = 2000',
+      ...Array<string>(4).fill('PRAGMA journal_mode = WAL'),
+    ]);
   });
 
-  it('gives up once the timeout has passed, with SQLite\'s error', () => {
+  it("gives up once the timeout has passed, with SQLite's error", () => {
     const { Database } = refusingWal(Number.POSITIVE_INFINITY);
     const started = Date.now();
-    assert.throws(() => openSqliteDatabase(Database, join(root, 'b', 'idmint.db'), 50), /database is locked/);
+    assert.throws(
+      () => openSqliteDatabase(Database, join(root, 'b', 'idmint.db'), 50),
+      /database is locked/,
+    );
     assert.ok(Date.now() - started >= 50);
   });
 
@@ -55,7 +64,17 @@ describe('openSqliteDatabase', () => {
         }
       }
     }
-    assert.throws(() => openSqliteDatabase(Broken as unknown as new (path: string) => SqliteDatabaseLike, join(root, 'c', 'idmint.db'), 2000), /disk I\/O error/);
+    assert.throws(
+      () =>
+        openSqliteDatabase(
+          Broken as unknown as new (
+            path: string,
+          ) => SqliteDatabaseLike,
+          join(root, 'c', 'idmint.db'),
+          2000,
+        ),
+      /disk I\/O error/,
+    );
     assert.equal(calls, 1);
   });
 });

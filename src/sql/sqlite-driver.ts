@@ -1,7 +1,15 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { blockingSleep } from '../clocks/sleep.ts';
-import { insertOnConflictDoNothing, type SqlConnection, type SqlConnectionOptions, type SqlDialect, type SqlDriver, type SqlResult, type SqlValue } from './sql-driver.ts';
+import {
+  insertOnConflictDoNothing,
+  type SqlConnection,
+  type SqlConnectionOptions,
+  type SqlDialect,
+  type SqlDriver,
+  type SqlResult,
+  type SqlValue,
+} from './sql-driver.ts';
 
 /** The part of a `node:sqlite` StatementSync idmint uses (a structural subset). */
 export interface SqliteStatementLike {
@@ -31,7 +39,8 @@ export const sqliteDialect: SqlDialect = {
   // Integer division: whole seconds, rounded down, in CURRENT_TIMESTAMP's text form, which
   // compares in time order as text.
   timestampFromMs: (param) => `datetime(${param} / 1000, 'unixepoch')`,
-  createIndex: (table, index, column) => `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (${column})`,
+  createIndex: (table, index, column) =>
+    `CREATE INDEX IF NOT EXISTS ${index} ON ${table} (${column})`,
   isDuplicateIndex: () => false,
   castToBigint: (expr) => `CAST(${expr} AS INTEGER)`,
   tableOptions: '',
@@ -42,7 +51,8 @@ export const sqliteDialect: SqlDialect = {
   // SQLite stores any text of any length in any column.
   isValueRefused: () => false,
   // SQLITE_ERROR carries no code of its own for this: only its message tells.
-  isMissingTable: (error) => /no such table/i.test(error instanceof Error ? error.message : String(error)),
+  isMissingTable: (error) =>
+    /no such table/i.test(error instanceof Error ? error.message : String(error)),
   greatest: (a, b) => `MAX(${a}, ${b})`,
   // A file has no replicas and no promotion: its history is one, as far as SQLite can tell. A
   // file restored from a backup is what `idmint db fence` is for.
@@ -58,7 +68,10 @@ export class SqliteDriver implements SqlDriver {
   readonly dialect = sqliteDialect;
   readonly #db: SqliteDatabaseLike;
   readonly #closeDatabase: boolean;
-  readonly #statements = new Map<string, { statement: SqliteStatementLike; returnsRows: boolean }>();
+  readonly #statements = new Map<
+    string,
+    { statement: SqliteStatementLike; returnsRows: boolean }
+  >();
   #queue: Promise<unknown> = Promise.resolve();
   #open = true;
 
@@ -71,10 +84,15 @@ export class SqliteDriver implements SqlDriver {
   /** A driver on the file at `path` (see {@link openSqliteDatabase}), closed by close(). Loads `node:sqlite` only now. */
   static async open(path: string, options: { readonly timeoutMs: number }): Promise<SqliteDriver> {
     const { DatabaseSync } = await import('node:sqlite');
-    return new SqliteDriver(openSqliteDatabase(DatabaseSync, path, options.timeoutMs), { closeDatabase: true });
+    return new SqliteDriver(openSqliteDatabase(DatabaseSync, path, options.timeoutMs), {
+      closeDatabase: true,
+    });
   }
 
-  withConnection<T>(run: (connection: SqlConnection) => Promise<T>, options: SqlConnectionOptions): Promise<T> {
+  withConnection<T>(
+    run: (connection: SqlConnection) => Promise<T>,
+    options: SqlConnectionOptions,
+  ): Promise<T> {
     const result = this.#queue.then(() => {
       // The caller gave up while this call waited its turn: it never starts.
       options.signal.throwIfAborted();
@@ -120,7 +138,9 @@ export class SqliteDriver implements SqlDriver {
     // node:sqlite binds every JS number as a REAL: `max_id + 1.0` would turn max_id into a lossy
     // float, and `9223372036854775807 - 1.0` rounds up to 2^63, defeating the overflow guard.
     // Integers are bound as bigints, so SQLite's arithmetic stays in 64-bit integers.
-    const values = params.map((value) => (typeof value === 'number' && Number.isInteger(value) ? BigInt(value) : value));
+    const values = params.map((value) =>
+      typeof value === 'number' && Number.isInteger(value) ? BigInt(value) : value,
+    );
     if (prepared.returnsRows) {
       const rows = prepared.statement.all(...values) as Record<string, unknown>[];
       return { rows, affectedRows: rows.length };
@@ -136,8 +156,13 @@ export class SqliteDriver implements SqlDriver {
  * failing. (A PRAGMA, not DatabaseSync's `timeout` option: older Node 22 releases ignore it.)
  * `Database` is node:sqlite's DatabaseSync, passed in so that importing this module loads no driver.
  */
-export function openSqliteDatabase(Database: new (path: string) => SqliteDatabaseLike, path: string, timeoutMs: number): SqliteDatabaseLike {
-  if (typeof path !== 'string' || path === '') throw new TypeError('the SQLite driver needs a path (a file or ":memory:")');
+export function openSqliteDatabase(
+  Database: new (path: string) => SqliteDatabaseLike,
+  path: string,
+  timeoutMs: number,
+): SqliteDatabaseLike {
+  if (typeof path !== 'string' || path === '')
+    throw new TypeError('the SQLite driver needs a path (a file or ":memory:")');
   const file = path !== ':memory:';
   if (file) mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
@@ -164,4 +189,3 @@ function enterWal(db: SqliteDatabaseLike, timeoutMs: number): void {
     }
   }
 }
-

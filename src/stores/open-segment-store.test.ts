@@ -24,7 +24,10 @@ describe('openSegmentStore', () => {
   it('opens sqlite::memory:, with a table name of its own choosing', async () => {
     const store = await openSegmentStore('sqlite::memory:', { table: 'my_ids' });
     await store.createTag({ tag: 'orders', step: 10 });
-    assert.deepEqual((await store.listTags()).map((r) => r.tag), ['orders']);
+    assert.deepEqual(
+      (await store.listTags()).map((r) => r.tag),
+      ['orders'],
+    );
     await store.close();
   });
 
@@ -39,28 +42,56 @@ describe('openSegmentStore', () => {
     ] as const) {
       const store = await openSegmentStore(url, { timeoutMs: 200 });
       assert.equal(store.backend, backend, url);
-      await assert.rejects(store.listTags(), (error) => isIdMintError(error, 'STORE_UNAVAILABLE'), url);
+      await assert.rejects(
+        store.listTags(),
+        (error) => isIdMintError(error, 'STORE_UNAVAILABLE'),
+        url,
+      );
       await store.close();
     }
   });
 
   it('refuses anything else with CONFIG_INVALID naming the setting, the value and the accepted forms, password hidden', async () => {
-    for (const url of ['mongodb://u:secret@h/db', 'sqlite:', 'sqlite://', 'http://h', 'idmint.db', '', 'postgres://u:secret@h']) {
-      await assert.rejects(openSegmentStore(url, { source: 'IDMINT_SEGMENT_STORE' }), (error: unknown) => {
-        assert.ok(isIdMintError(error, 'CONFIG_INVALID'), url);
-        assert.match(error.message, /^IDMINT_SEGMENT_STORE ".*": .*; accepted forms: sqlite:\.\/data\/idmint\.db .*sqlite::memory:, postgres:\/\/.*mysql:\/\/.*mariadb:\/\/.*redis:\/\/.*rediss:\/\//);
-        assert.doesNotMatch(error.message, /secret/);
-        return true;
-      });
+    for (const url of [
+      'mongodb://u:secret@h/db',
+      'sqlite:',
+      'sqlite://',
+      'http://h',
+      'idmint.db',
+      '',
+      'postgres://u:secret@h',
+    ]) {
+      await assert.rejects(
+        openSegmentStore(url, { source: 'IDMINT_SEGMENT_STORE' }),
+        (error: unknown) => {
+          assert.ok(isIdMintError(error, 'CONFIG_INVALID'), url);
+          assert.match(
+            error.message,
+            /^IDMINT_SEGMENT_STORE ".*": .*; accepted forms: sqlite:\.\/data\/idmint\.db .*sqlite::memory:, postgres:\/\/.*mysql:\/\/.*mariadb:\/\/.*redis:\/\/.*rediss:\/\//,
+          );
+          assert.doesNotMatch(error.message, /secret/);
+          return true;
+        },
+      );
     }
-    await assert.rejects(openSegmentStore('sqlite::memory:', { table: 'no way' }), /table must be an identifier/);
+    await assert.rejects(
+      openSegmentStore('sqlite::memory:', { table: 'no way' }),
+      /table must be an identifier/,
+    );
   });
 
   it('a Redis database out of 0..15 is refused before connecting: /99 is not silently database 0, /abc no crash', async () => {
-    for (const [url, got] of [['redis://127.0.0.1:1/99', '99'], ['redis://127.0.0.1:1/abc', 'abc'], ['redis://127.0.0.1:1/16', '16']]) {
+    for (const [url, got] of [
+      ['redis://127.0.0.1:1/99', '99'],
+      ['redis://127.0.0.1:1/abc', 'abc'],
+      ['redis://127.0.0.1:1/16', '16'],
+    ]) {
       await assert.rejects(openSegmentStore(url ?? ''), (error: unknown) => {
         assert.ok(isIdMintError(error, 'CONFIG_INVALID'));
-        assert.match(error.message, new RegExp(`the Redis database must be a number from 0 to 15, got "${got}"`));
+        assert.match(
+          error.message,
+          new RegExp(`the Redis database must be a number from 0 to 15, got "${got}"`),
+        );
         return true;
       });
     }
@@ -76,12 +107,18 @@ describe('openSegmentStore', () => {
       [join(dir, 'a-directory.db'), /it is a directory/],
     ];
     for (const [path, reason] of cases) {
-      await assert.rejects(openSegmentStore(`sqlite:${path}`, { source: 'IDMINT_SEGMENT_STORE' }), (error: unknown) => {
-        assert.ok(isIdMintError(error, 'STORE_UNAVAILABLE'), String(error));
-        assert.ok(error.message.startsWith(`cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): `), error.message);
-        assert.match(error.message, reason);
-        return true;
-      });
+      await assert.rejects(
+        openSegmentStore(`sqlite:${path}`, { source: 'IDMINT_SEGMENT_STORE' }),
+        (error: unknown) => {
+          assert.ok(isIdMintError(error, 'STORE_UNAVAILABLE'), String(error));
+          assert.ok(
+            error.message.startsWith(`cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): `),
+            error.message,
+          );
+          assert.match(error.message, reason);
+          return true;
+        },
+      );
     }
   });
 
@@ -93,7 +130,10 @@ describe('openSegmentStore', () => {
       const store = await openSegmentStore('sqlite::memory:');
       await store.close();
     `);
-    assert.ok(urls.some((url) => url.endsWith('/src/stores/open-segment-store.ts')), 'the hooks saw the modules loaded');
+    assert.ok(
+      urls.some((url) => url.endsWith('/src/stores/open-segment-store.ts')),
+      'the hooks saw the modules loaded',
+    );
     assert.deepEqual(packagesIn(urls, ['pg', 'mysql2', 'ioredis']), []);
   });
 });

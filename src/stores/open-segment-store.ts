@@ -4,7 +4,11 @@ import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { MAX_SEGMENT_DATABASES } from '../core/segment-limits.ts';
 import type { SegmentStore, StoreHistoryEvent } from '../ports/segment-store.ts';
 import type { ConnectSegmentStoreOptions } from './sql/sql-segment-store.ts';
-import { SEGMENT_STORE_URL_FORMS, parseConnectionUrl, redactUrl } from '../shared/connection-url.ts';
+import {
+  SEGMENT_STORE_URL_FORMS,
+  parseConnectionUrl,
+  redactUrl,
+} from '../shared/connection-url.ts';
 import type { MultiSegmentStore, SetMemberStore } from './multi/multi-segment-store.ts';
 
 /** The embedded default: a SQLite file under ./data, created on first use. */
@@ -33,7 +37,10 @@ export interface OpenSegmentStoreOptions extends ConnectSegmentStoreOptions {
  * be opened; a server database's connection problems surface later, as STORE_UNAVAILABLE from
  * the first call.
  */
-export async function openSegmentStore(url: string, options: OpenSegmentStoreOptions = {}): Promise<SegmentStore> {
+export async function openSegmentStore(
+  url: string,
+  options: OpenSegmentStoreOptions = {},
+): Promise<SegmentStore> {
   const setting = options.source ?? 'segment store URL';
   const parsed = parseConnectionUrl(url, 'segment-store', setting);
   let store: SegmentStore;
@@ -44,10 +51,14 @@ export async function openSegmentStore(url: string, options: OpenSegmentStoreOpt
         store = new SqliteSegmentStore({ ...options, path: parsed.path });
       } catch (error) {
         if (isIdMintError(error)) throw error;
-        throw new IdMintError('STORE_UNAVAILABLE', `cannot open SQLite file ${parsed.path} (${setting}): ${whySqliteCannotOpen(parsed.path, error)}`, {
-          cause: error,
-          details: { backend: 'sqlite', setting, path: parsed.path },
-        });
+        throw new IdMintError(
+          'STORE_UNAVAILABLE',
+          `cannot open SQLite file ${parsed.path} (${setting}): ${whySqliteCannotOpen(parsed.path, error)}`,
+          {
+            cause: error,
+            details: { backend: 'sqlite', setting, path: parsed.path },
+          },
+        );
       }
       break;
     }
@@ -102,15 +113,27 @@ export interface OpenSegmentStoresOptions extends Omit<OpenSegmentStoreOptions, 
  * a message. Throws CONFIG_INVALID for an empty or too long list, a URL listed twice, or a set
  * whose rows disagree with the list (see {@link OpenSegmentStoresOptions.verify}).
  */
-export async function openSegmentStores(urls: readonly string[], options: OpenSegmentStoresOptions = {}): Promise<MultiSegmentStore> {
+export async function openSegmentStores(
+  urls: readonly string[],
+  options: OpenSegmentStoresOptions = {},
+): Promise<MultiSegmentStore> {
   const setting = options.source ?? 'segment store URLs';
   if (!Array.isArray(urls) || urls.length < 1 || urls.length > MAX_SEGMENT_DATABASES) {
-    throw new IdMintError('CONFIG_INVALID', `${setting}: a set of segment databases needs 1 to ${MAX_SEGMENT_DATABASES} URLs, got ${Array.isArray(urls) ? urls.length : String(urls)}`, { details: { key: setting } });
+    throw new IdMintError(
+      'CONFIG_INVALID',
+      `${setting}: a set of segment databases needs 1 to ${MAX_SEGMENT_DATABASES} URLs, got ${Array.isArray(urls) ? urls.length : String(urls)}`,
+      { details: { key: setting } },
+    );
   }
   urls.forEach((url, index) => {
     parseConnectionUrl(url, 'segment-store', `${setting}[${index}]`);
     const first = urls.indexOf(url);
-    if (first !== index) throw new IdMintError('CONFIG_INVALID', `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ${index}); each database of a set is listed once`, { details: { key: setting } });
+    if (first !== index)
+      throw new IdMintError(
+        'CONFIG_INVALID',
+        `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ${index}); each database of a set is listed once`,
+        { details: { key: setting } },
+      );
   });
   const { MultiSegmentStore } = await import('./multi/multi-segment-store.ts');
   const { verify = true, backoffMs, maxBackoffMs, onHistory, ...storeOptions } = options;
@@ -119,15 +142,23 @@ export async function openSegmentStores(urls: readonly string[], options: OpenSe
     for (const [index, url] of urls.entries()) {
       // Each database has its own history; its events name it (the URL, password hidden).
       const database = redactUrl(url);
-      const named = onHistory === undefined ? {} : {
-        onHistory: (event: StoreHistoryEvent) => onHistory({ ...event, database }),
-      };
+      const named =
+        onHistory === undefined
+          ? {}
+          : {
+              onHistory: (event: StoreHistoryEvent) => onHistory({ ...event, database }),
+            };
       const residue = { offset: index, increment: urls.length };
       const source = `${setting}[${index}]`;
-      opened.push(await openSegmentStore(url, { ...storeOptions, ...named, init: false, residue, source }));
+      opened.push(
+        await openSegmentStore(url, { ...storeOptions, ...named, init: false, residue, source }),
+      );
     }
     const store = new MultiSegmentStore({
-      databases: opened.map((member, index) => ({ store: member as SetMemberStore, name: redactUrl(urls[index] as string) })),
+      databases: opened.map((member, index) => ({
+        store: member as SetMemberStore,
+        name: redactUrl(urls[index] as string),
+      })),
       ...(backoffMs === undefined ? {} : { backoffMs }),
       ...(maxBackoffMs === undefined ? {} : { maxBackoffMs }),
     });

@@ -55,7 +55,10 @@ export interface SegmentStoreOptions {
 export const DEFAULT_FENCE_RANGES = 64;
 /** At most a million ranges: with steps up to 2^31-1 a margin stays below 2^53, exact in Lua. */
 export const FENCE_RANGES_BOUNDS = { min: 1, max: 1_000_000 } as const;
-export const DEFAULT_FENCE_MARGIN: FenceMargin = { ranges: DEFAULT_FENCE_RANGES, maxStep: DEFAULT_STEP_POLICY.maxStep };
+export const DEFAULT_FENCE_MARGIN: FenceMargin = {
+  ranges: DEFAULT_FENCE_RANGES,
+  maxStep: DEFAULT_STEP_POLICY.maxStep,
+};
 
 /** idmint's own table of recorded histories, one row per segment table (docs/segments.md). */
 export const HISTORY_TABLE = 'idmint_history';
@@ -74,7 +77,10 @@ export function checkFenceMargin(margin: FenceMargin): FenceMargin {
     if (typeof margin.ids !== 'bigint' || margin.ids < 1n || margin.ids > MAX_SEGMENT_ID) {
       const got = String(margin.ids);
       const allowed = `a bigint from 1 to ${MAX_SEGMENT_ID}`;
-      throw new IdMintError('INVALID_ARGUMENT', `a fence margin in IDs must be ${allowed}, got ${got}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `a fence margin in IDs must be ${allowed}, got ${got}`,
+      );
     }
     return { ids: margin.ids };
   }
@@ -82,18 +88,30 @@ export function checkFenceMargin(margin: FenceMargin): FenceMargin {
   const { min, max } = FENCE_RANGES_BOUNDS;
   if (!Number.isSafeInteger(ranges) || (ranges as number) < min || (ranges as number) > max) {
     const got = String(ranges);
-    throw new IdMintError('INVALID_ARGUMENT', `fence ranges must be an integer from ${min} to ${max}, got ${got}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `fence ranges must be an integer from ${min} to ${max}, got ${got}`,
+    );
   }
-  if (!Number.isSafeInteger(maxStep) || (maxStep as number) < 1 || (maxStep as number) > MAX_TAG_STEP) {
+  if (
+    !Number.isSafeInteger(maxStep) ||
+    (maxStep as number) < 1 ||
+    (maxStep as number) > MAX_TAG_STEP
+  ) {
     const got = String(maxStep);
-    throw new IdMintError('INVALID_ARGUMENT', `fence maxStep must be an integer from 1 to ${MAX_TAG_STEP}, got ${got}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `fence maxStep must be an integer from 1 to ${MAX_TAG_STEP}, got ${got}`,
+    );
   }
   return { ranges: ranges as number, maxStep: maxStep as number };
 }
 
 /** A margin in words, for logs and the CLI. */
 export function describeMargin(margin: FenceMargin): string {
-  return 'ids' in margin ? `${margin.ids} IDs` : `${margin.ranges} ranges of max(${margin.maxStep}, the tag's step)`;
+  return 'ids' in margin
+    ? `${margin.ids} IDs`
+    : `${margin.ranges} ranges of max(${margin.maxStep}, the tag's step)`;
 }
 
 /** Why an allocation is tried again: the history is not the recorded one, or the row changed between statements. */
@@ -127,9 +145,13 @@ export function historyUnsettled(backend: string, tag: string, last: AllocateRet
     last.retry === 'history'
       ? `${live} is not the one recorded for the table (${last.recorded ?? 'none'}), and fencing it did not settle that`
       : 'the row changed between its statements every time';
-  return new IdMintError('STORE_UNAVAILABLE', `${backend} store: tag "${tag}": no range allocated: ${why}`, {
-    details: { backend, tag },
-  });
+  return new IdMintError(
+    'STORE_UNAVAILABLE',
+    `${backend} store: tag "${tag}": no range allocated: ${why}`,
+    {
+      details: { backend, tag },
+    },
+  );
 }
 
 /**
@@ -176,7 +198,15 @@ export class HistoryWatch {
     if (outcome.from === undefined && outcome.tags === 0) return;
     const margin = describeMargin(this.#margin);
     const { from, history: to, tags } = outcome;
-    this.#onHistory?.({ type: 'history', action: 'fenced', table: this.#table, from, to, tags, margin });
+    this.#onHistory?.({
+      type: 'history',
+      action: 'fenced',
+      table: this.#table,
+      from,
+      to,
+      tags,
+      margin,
+    });
   }
 
   /** Notes the history an allocation ran on, and reports it when it is not the one before. */
@@ -184,7 +214,13 @@ export class HistoryWatch {
     const before = this.#last;
     this.#last = history;
     if (before === undefined || before === history) return;
-    this.#onHistory?.({ type: 'history', action: 'changed', table: this.#table, from: before, to: history });
+    this.#onHistory?.({
+      type: 'history',
+      action: 'changed',
+      table: this.#table,
+      from: before,
+      to: history,
+    });
   }
 }
 
@@ -193,14 +229,20 @@ export function checkRaise(atLeast: bigint, residue: SegmentResidue | undefined)
   checkSegmentId(atLeast, 'atLeast');
   if (residue !== undefined && !inResidue(atLeast, residue)) {
     const target = `the target must be ≡ ${residue.offset} (mod ${residue.increment})`;
-    throw new IdMintError('INVALID_ARGUMENT', `raise to ${atLeast} on ${residueText(residue)}: ${target}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `raise to ${atLeast} on ${residueText(residue)}: ${target}`,
+    );
   }
 }
 
 /** `count` if it is a fence count a request may name; INVALID_ARGUMENT otherwise. */
 export function checkFenceCount(count: number | undefined): number | undefined {
   if (count !== undefined && (!Number.isSafeInteger(count) || count < 0)) {
-    throw new IdMintError('INVALID_ARGUMENT', `ifFences must be an integer of 0 or more, got ${String(count)}`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `ifFences must be an integer of 0 or more, got ${String(count)}`,
+    );
   }
   return count;
 }
@@ -220,8 +262,15 @@ export function resolveStoreOptions(options: SegmentStoreOptions = {}): {
   // Also the Redis key prefix: the same plain-identifier rule keeps keys and tables alike.
   const table = checkTableName(options.table ?? DEFAULT_SEGMENT_TABLE);
   const timeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < STORE_TIMEOUT_BOUNDS.min || timeoutMs > STORE_TIMEOUT_BOUNDS.max) {
-    throw new IdMintError('INVALID_ARGUMENT', `timeoutMs must be a positive integer number of ms, at most ${STORE_TIMEOUT_BOUNDS.max}, got ${String(timeoutMs)}`);
+  if (
+    !Number.isSafeInteger(timeoutMs) ||
+    timeoutMs < STORE_TIMEOUT_BOUNDS.min ||
+    timeoutMs > STORE_TIMEOUT_BOUNDS.max
+  ) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `timeoutMs must be a positive integer number of ms, at most ${STORE_TIMEOUT_BOUNDS.max}, got ${String(timeoutMs)}`,
+    );
   }
   const fence = checkFenceMargin(options.fence ?? DEFAULT_FENCE_MARGIN);
   const residue = options.residue === undefined ? undefined : checkResidue(options.residue);
@@ -231,8 +280,18 @@ export function resolveStoreOptions(options: SegmentStoreOptions = {}): {
 /** `residue` if it names one database of a set: increment 1 to 64, offset 0 to increment - 1. */
 export function checkResidue(residue: SegmentResidue): SegmentResidue {
   const { offset, increment } = residue ?? {};
-  if (!Number.isSafeInteger(increment) || increment < 1 || increment > MAX_SEGMENT_DATABASES || !Number.isSafeInteger(offset) || offset < 0 || offset >= increment) {
-    throw new IdMintError('INVALID_ARGUMENT', `residue must be { offset, increment } with increment an integer from 1 to ${MAX_SEGMENT_DATABASES} and offset from 0 to increment - 1, got ${JSON.stringify(residue)}`);
+  if (
+    !Number.isSafeInteger(increment) ||
+    increment < 1 ||
+    increment > MAX_SEGMENT_DATABASES ||
+    !Number.isSafeInteger(offset) ||
+    offset < 0 ||
+    offset >= increment
+  ) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `residue must be { offset, increment } with increment an integer from 1 to ${MAX_SEGMENT_DATABASES} and offset from 0 to increment - 1, got ${JSON.stringify(residue)}`,
+    );
   }
   return { offset, increment };
 }
@@ -249,9 +308,22 @@ export function residueRoom(step: number, residue: SegmentResidue): bigint {
 }
 
 /** The range of `step` IDs of the class below `end` (the new max_id); a set of one gives consecutive IDs, with no stride. */
-export function residueRange(tag: string, end: bigint, step: number, tagStep: number, residue: SegmentResidue): SegmentRange {
+export function residueRange(
+  tag: string,
+  end: bigint,
+  step: number,
+  tagStep: number,
+  residue: SegmentResidue,
+): SegmentRange {
   const n = residue.increment;
-  return { tag, start: end - BigInt(step) * BigInt(n), end, step, ...(n === 1 ? {} : { stride: n }), tagStep };
+  return {
+    tag,
+    start: end - BigInt(step) * BigInt(n),
+    end,
+    step,
+    ...(n === 1 ? {} : { stride: n }),
+    tagStep,
+  };
 }
 
 /** True when `id` is in the residue class. */
@@ -264,8 +336,15 @@ export function inResidue(id: bigint, residue: SegmentResidue): boolean {
  * columns, a Redis hash with the fields), or undefined when it has neither: a plain Leaf row.
  */
 export function storedResidue(offset: unknown, increment: unknown): SegmentResidue | undefined {
-  if ((offset === undefined || offset === null) && (increment === undefined || increment === null)) return undefined;
-  return { offset: offset === undefined || offset === null ? 0 : Number(toBigInt(offset, 'id_offset')), increment: increment === undefined || increment === null ? 1 : Number(toBigInt(increment, 'id_increment')) };
+  if ((offset === undefined || offset === null) && (increment === undefined || increment === null))
+    return undefined;
+  return {
+    offset: offset === undefined || offset === null ? 0 : Number(toBigInt(offset, 'id_offset')),
+    increment:
+      increment === undefined || increment === null
+        ? 1
+        : Number(toBigInt(increment, 'id_increment')),
+  };
 }
 
 /** True for a row of no set: no residue columns, or `{ offset: 0, increment: 1 }`. */
@@ -282,7 +361,8 @@ export function sameResidue(found: SegmentResidue | undefined, expected: Segment
 /** A residue as text for messages: "database 1 of 3", "fenced", "a plain row". */
 export function residueText(residue: SegmentResidue | undefined): string {
   if (isPlainResidue(residue)) return 'a plain row (no set)';
-  if (residue?.increment === 0) return 'fenced (id_increment 0) while idmint db init re-forms a set';
+  if (residue?.increment === 0)
+    return 'fenced (id_increment 0) while idmint db init re-forms a set';
   return `database ${residue?.offset} of a set of ${residue?.increment}`;
 }
 
@@ -291,14 +371,27 @@ export function residueText(residue: SegmentResidue | undefined): string {
  * its own (`expected` undefined), or a row of another database or set size. Nothing is allocated
  * from it: issuing from it would repeat IDs another database issues.
  */
-export function residueMismatch(tag: string, found: SegmentResidue | undefined, expected: SegmentResidue | undefined): IdMintError {
+export function residueMismatch(
+  tag: string,
+  found: SegmentResidue | undefined,
+  expected: SegmentResidue | undefined,
+): IdMintError {
   const fix =
     expected === undefined
       ? 'a database of a set is used only through the whole set (segment.stores, in order), never alone'
       : `this store is ${residueText(expected)}: list the set's URLs in the same order everywhere, and run "idmint db init" with them after changing the set (docs/segments.md, Several databases)`;
-  return new IdMintError('TAG_MISCONFIGURED', `tag "${tag}": its row is ${residueText(found)} (id_offset ${found?.offset ?? 0}, id_increment ${found?.increment ?? 1}); ${fix}; nothing was allocated from it`, {
-    details: { tag, column: 'id_increment', value: String(found?.increment ?? 1), offset: found?.offset ?? 0 },
-  });
+  return new IdMintError(
+    'TAG_MISCONFIGURED',
+    `tag "${tag}": its row is ${residueText(found)} (id_offset ${found?.offset ?? 0}, id_increment ${found?.increment ?? 1}); ${fix}; nothing was allocated from it`,
+    {
+      details: {
+        tag,
+        column: 'id_increment',
+        value: String(found?.increment ?? 1),
+        offset: found?.offset ?? 0,
+      },
+    },
+  );
 }
 
 /**
@@ -307,16 +400,30 @@ export function residueMismatch(tag: string, found: SegmentResidue | undefined, 
  * timeout `signal` aborts, so the adapter can destroy the connection: the database then rolls back
  * whatever it has not committed, and the caller treats the outcome as unknown.
  */
-export async function storeCall<T>(backend: string, operation: string, timeoutMs: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const timedOut = () => new IdMintError('STORE_UNAVAILABLE', `${backend} store: ${operation} timed out after ${timeoutMs} ms`, { details: { backend, operation, timeoutMs } });
+export async function storeCall<T>(
+  backend: string,
+  operation: string,
+  timeoutMs: number,
+  run: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const timedOut = () =>
+    new IdMintError(
+      'STORE_UNAVAILABLE',
+      `${backend} store: ${operation} timed out after ${timeoutMs} ms`,
+      { details: { backend, operation, timeoutMs } },
+    );
   try {
     return await withDeadline(timeoutMs, timedOut, run);
   } catch (error) {
     if (isIdMintError(error)) throw error;
-    throw new IdMintError('STORE_UNAVAILABLE', `${backend} store: ${operation} failed: ${errorText(error)}`, {
-      cause: error,
-      details: { backend, operation },
-    });
+    throw new IdMintError(
+      'STORE_UNAVAILABLE',
+      `${backend} store: ${operation} failed: ${errorText(error)}`,
+      {
+        cause: error,
+        details: { backend, operation },
+      },
+    );
   }
 }
 
@@ -324,7 +431,11 @@ export async function storeCall<T>(backend: string, operation: string, timeoutMs
 function errorText(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const code = (error as { code?: unknown }).code;
-  const message = error.message || (error instanceof AggregateError ? error.errors.map((e: unknown) => errorText(e)).join('; ') : error.name);
+  const message =
+    error.message ||
+    (error instanceof AggregateError
+      ? error.errors.map((e: unknown) => errorText(e)).join('; ')
+      : error.name);
   return typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
 }
 
@@ -334,7 +445,10 @@ export function toBigInt(value: unknown, column: string): bigint {
   if (typeof value === 'string' && /^-?[0-9]+$/.test(value)) return BigInt(value);
   // A number above 2^53 has already lost digits; refusing it is the only safe answer.
   if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value);
-  throw new IdMintError('STORE_UNAVAILABLE', `stored ${column} is not an exact integer: ${String(value)} (${typeof value}); is the driver parsing bigint columns as numbers?`);
+  throw new IdMintError(
+    'STORE_UNAVAILABLE',
+    `stored ${column} is not an exact integer: ${String(value)} (${typeof value}); is the driver parsing bigint columns as numbers?`,
+  );
 }
 
 /** A stored `step` (int column) as a number. */
@@ -350,20 +464,36 @@ export function toDate(value: unknown): Date | null {
   if (value === null || value === undefined || value === '') return null;
   if (value instanceof Date) return value;
   if (typeof value === 'string') {
-    const date = /^[0-9]+$/.test(value) ? new Date(Number(value)) : new Date(/(?:[zZ]|[+-][0-9]{2}(?::?[0-9]{2})?)$/.test(value) ? value : `${value.replace(' ', 'T')}Z`);
+    const date = /^[0-9]+$/.test(value)
+      ? new Date(Number(value))
+      : new Date(
+          /(?:[zZ]|[+-][0-9]{2}(?::?[0-9]{2})?)$/.test(value)
+            ? value
+            : `${value.replace(' ', 'T')}Z`,
+        );
     return Number.isNaN(date.getTime()) ? null : date;
   }
   return null;
 }
 
 /** A row of Leaf's table, as the adapter read it, as a TagRecord (with its residue class where the row has one; `opaque` is absent on a Leaf table). */
-export function tagRecord(row: { biz_tag: unknown; max_id: unknown; step: unknown; description: unknown; update_time: unknown; id_offset?: unknown; id_increment?: unknown; opaque?: unknown }): TagRecord {
+export function tagRecord(row: {
+  biz_tag: unknown;
+  max_id: unknown;
+  step: unknown;
+  description: unknown;
+  update_time: unknown;
+  id_offset?: unknown;
+  id_increment?: unknown;
+  opaque?: unknown;
+}): TagRecord {
   const residue = storedResidue(row.id_offset, row.id_increment);
   return {
     tag: String(row.biz_tag),
     maxId: toBigInt(row.max_id, 'max_id'),
     step: toStep(row.step),
-    description: row.description === null || row.description === undefined ? null : String(row.description),
+    description:
+      row.description === null || row.description === undefined ? null : String(row.description),
     updatedAt: toDate(row.update_time),
     ...(residue === undefined ? {} : { residue }),
     opaque: toOpaqueFlag(row.opaque),
@@ -375,14 +505,25 @@ export function tagRecord(row: { biz_tag: unknown; max_id: unknown; step: unknow
  * A value written outside idmint (2, 'yes') errs on the side that leaks nothing.
  */
 export function toOpaqueFlag(value: unknown): boolean {
-  return !(value === undefined || value === null || value === '' || value === false || value === 0 || value === 0n || value === '0');
+  return !(
+    value === undefined ||
+    value === null ||
+    value === '' ||
+    value === false ||
+    value === 0 ||
+    value === 0n ||
+    value === '0'
+  );
 }
 
 /** Validates {@link TagUpdate.opaque}: absent, or true; false is refused (an opaque tag never turns back). */
 export function checkOpaqueUpdate(opaque: unknown): boolean {
   if (opaque === undefined) return false;
   if (opaque !== true) {
-    throw new IdMintError('INVALID_ARGUMENT', `opaque can only be set to true, got ${String(opaque)}: an opaque tag stays opaque (its opaque IDs are numbers its dense IDs could one day reach), and a plain tag stays plain unless marked`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `opaque can only be set to true, got ${String(opaque)}: an opaque tag stays opaque (its opaque IDs are numbers its dense IDs could one day reach), and a plain tag stays plain unless marked`,
+    );
   }
   return true;
 }
@@ -398,24 +539,45 @@ export function byTag(a: TagRecord, b: TagRecord): number {
  * a set starts the tag at the first ID of its class at or above `startId`, with room for one
  * range of `step` IDs `increment` apart.
  */
-export function checkNewTag(tag: NewTag, residue?: SegmentResidue): { tag: string; step: number; startId: bigint; description: string | null; opaque: boolean } {
-  if (tag === null || typeof tag !== 'object') throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
+export function checkNewTag(
+  tag: NewTag,
+  residue?: SegmentResidue,
+): { tag: string; step: number; startId: bigint; description: string | null; opaque: boolean } {
+  if (tag === null || typeof tag !== 'object')
+    throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
   const step = checkStep(tag.step);
-  if (tag.opaque !== undefined && typeof tag.opaque !== 'boolean') throw new IdMintError('INVALID_ARGUMENT', `opaque must be true or false, got ${String(tag.opaque)}`);
+  if (tag.opaque !== undefined && typeof tag.opaque !== 'boolean')
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `opaque must be true or false, got ${String(tag.opaque)}`,
+    );
   const opaque = tag.opaque === true;
   const given = tag.startId === undefined ? 1n : checkStartId(tag.startId, step);
-  const startId = residue === undefined ? given : checkStartId(alignUp(given, residue), Number(residueRoom(step, residue)));
+  const startId =
+    residue === undefined
+      ? given
+      : checkStartId(alignUp(given, residue), Number(residueRoom(step, residue)));
   if (opaque) checkOpaqueStart(tag.tag, startId);
-  return { tag: checkTag(tag.tag), step, startId, description: checkDescription(tag.description), opaque };
+  return {
+    tag: checkTag(tag.tag),
+    step,
+    startId,
+    description: checkDescription(tag.description),
+    opaque,
+  };
 }
 
 /** INVALID_ARGUMENT unless an opaque tag's next ID, `next`, still has an opaque form. */
 export function checkOpaqueStart(tag: string, next: bigint): void {
   const limit = OPAQUE_SEGMENT_DOMAIN.denseLimit;
   if (next >= limit) {
-    throw new IdMintError('INVALID_ARGUMENT', `tag "${String(tag)}" cannot be opaque from ID ${next}: opaque segment IDs encode dense IDs below ${limit} (10^15) only`, {
-      details: { tag: String(tag) },
-    });
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `tag "${String(tag)}" cannot be opaque from ID ${next}: opaque segment IDs encode dense IDs below ${limit} (10^15) only`,
+      {
+        details: { tag: String(tag) },
+      },
+    );
   }
 }
 
@@ -423,9 +585,13 @@ export function checkOpaqueStart(tag: string, next: bigint): void {
 export function checkRelease(from: bigint, to: bigint, residue?: SegmentResidue): void {
   checkSegmentId(from, 'from');
   checkSegmentId(to, 'to');
-  if (from >= to) throw new IdMintError('INVALID_ARGUMENT', `release needs from < to, got [${from}, ${to})`);
+  if (from >= to)
+    throw new IdMintError('INVALID_ARGUMENT', `release needs from < to, got [${from}, ${to})`);
   if (residue !== undefined && !(inResidue(from, residue) && inResidue(to, residue))) {
-    throw new IdMintError('INVALID_ARGUMENT', `release of [${from}, ${to}) on ${residueText(residue)}: both bounds must be ≡ ${residue.offset} (mod ${residue.increment})`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `release of [${from}, ${to}) on ${residueText(residue)}: both bounds must be ≡ ${residue.offset} (mod ${residue.increment})`,
+    );
   }
 }
 
@@ -434,8 +600,16 @@ export const MAX_TAG_PAGE = 100_000;
 
 /** `limit` if it is a page size from 1 to {@link MAX_TAG_PAGE}; INVALID_ARGUMENT otherwise. */
 export function checkPageLimit(limit: unknown): number {
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1 || limit > MAX_TAG_PAGE) {
-    throw new IdMintError('INVALID_ARGUMENT', `limit must be an integer from 1 to ${MAX_TAG_PAGE}, got ${String(limit)}`);
+  if (
+    typeof limit !== 'number' ||
+    !Number.isSafeInteger(limit) ||
+    limit < 1 ||
+    limit > MAX_TAG_PAGE
+  ) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `limit must be an integer from 1 to ${MAX_TAG_PAGE}, got ${String(limit)}`,
+    );
   }
   return limit;
 }
@@ -462,6 +636,10 @@ export function changeCursor(ms: number): string {
 /** The ms of a cursor {@link changeCursor} made; INVALID_ARGUMENT for anything else. */
 export function parseChangeCursor(cursor: unknown): number {
   const ms = typeof cursor === 'string' && /^\d{1,16}$/.test(cursor) ? Number(cursor) : NaN;
-  if (!Number.isSafeInteger(ms)) throw new IdMintError('INVALID_ARGUMENT', `a tag change cursor is a store time this store returned (ms since the epoch), got ${JSON.stringify(cursor)}`);
+  if (!Number.isSafeInteger(ms))
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `a tag change cursor is a store time this store returned (ms since the epoch), got ${JSON.stringify(cursor)}`,
+    );
   return ms;
 }

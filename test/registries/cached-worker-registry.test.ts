@@ -8,7 +8,12 @@ import { decomposeId, getLayout } from '../../src/core/layout.ts';
 import type { WorkerRegistry } from '../../src/ports/worker-registry.ts';
 import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
 import { SnowflakeWorker } from '../../src/service/snowflake-worker.ts';
-import { deleteRedisNamespace, redisRecord, sqlRecord, viaProxy } from '../support/registry-admin.ts';
+import {
+  deleteRedisNamespace,
+  redisRecord,
+  sqlRecord,
+  viaProxy,
+} from '../support/registry-admin.ts';
 import { listeningUrl, spawnServe, startServe } from '../support/serve-process.ts';
 import { SERVICES, describeWithServices, hostPort, uniqueName } from '../support/services.ts';
 import { assertNoDuplicateIds, drawSnowflakes } from '../support/snowflake-draw.ts';
@@ -41,7 +46,12 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     proxy.restore();
   });
   const open = async (through: TcpProxy | undefined, cacheFile?: string) => {
-    const registry = await openWorkerRegistry(viaProxy(redis, through), { name, ttlMs: 3000, operationTimeoutMs: 500, cacheFile });
+    const registry = await openWorkerRegistry(viaProxy(redis, through), {
+      name,
+      ttlMs: 3000,
+      operationTimeoutMs: 500,
+      cacheFile,
+    });
     registries.push(registry);
     return registry;
   };
@@ -58,21 +68,42 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     const online = await open(proxy, cacheFile);
     const lease = await online.acquire({ identity, maxWorkers: 1024 });
     await lease.renew({ lastTimestamp: T0 + 9000, reportedAt: T0 });
-    const cached = JSON.parse(await readFile(cacheFile, 'utf8')) as { workerId: number; lastTimestamp: number; reportedAt: number };
-    assert.deepEqual([cached.workerId, cached.lastTimestamp, cached.reportedAt], [lease.workerId, T0 + 9000, T0]);
+    const cached = JSON.parse(await readFile(cacheFile, 'utf8')) as {
+      workerId: number;
+      lastTimestamp: number;
+      reportedAt: number;
+    };
+    assert.deepEqual(
+      [cached.workerId, cached.lastTimestamp, cached.reportedAt],
+      [lease.workerId, T0 + 9000, T0],
+    );
     // It dies: its connections and the cache file's lock go, its lease stays until the TTL.
     await online.close();
 
     proxy.cut(); // the coordinator goes down; the node restarts
     const offline = await open(proxy, cacheFile);
     const clock = new ManualClock(T0 - 60_000);
-    const start = () => SnowflakeWorker.start({ registry: offline, identity, clock, renewIntervalMs: 300, safetyMarginMs: 500 });
-    await assert.rejects(start(), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'), 'the cache is no way around the clock check');
+    const start = () =>
+      SnowflakeWorker.start({
+        registry: offline,
+        identity,
+        clock,
+        renewIntervalMs: 300,
+        safetyMarginMs: 500,
+      });
+    await assert.rejects(
+      start(),
+      (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'),
+      'the cache is no way around the clock check',
+    );
     clock.set(T0 + 9001);
     const worker = await start();
     assert.equal(worker.workerId, lease.workerId, 'the cached worker ID');
     const ids = worker.nextBatch(100);
-    assert.ok(ids.every((id) => decomposeId(id, layout).timestamp > T0 + 9000), 'after the cached horizon');
+    assert.ok(
+      ids.every((id) => decomposeId(id, layout).timestamp > T0 + 9000),
+      'after the cached horizon',
+    );
 
     // The dead node's lease expires; the coordinator comes back; the next renewal reclaims the ID.
     await delay(3200);
@@ -88,7 +119,8 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await worker.close();
   });
 
-  const oneHolder = 'one cache file, one holder: a second registry on it is refused until the first closes; ' +
+  const oneHolder =
+    'one cache file, one holder: a second registry on it is refused until the first closes; ' +
     'a file of another cluster is never used offline';
   it(oneHolder, async () => {
     const cacheFile = join(dir.path, 'worker-cache-3.json');
@@ -100,7 +132,10 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await assert.rejects(second.acquire({ identity, maxWorkers: 1024 }), (error) => {
       assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
       const file = cacheFile.replaceAll('.', '\\.');
-      assert.match(error.message, new RegExp(`worker cache file ${file} is in use by pid ${process.pid}\\b`));
+      assert.match(
+        error.message,
+        new RegExp(`worker cache file ${file} is in use by pid ${process.pid}\\b`),
+      );
       return true;
     });
     await first.close(); // dies holding its lease
@@ -113,31 +148,48 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await assert.rejects(otherCluster.acquire({ identity, maxWorkers: 1024 }), unavailable);
     await otherCluster.close();
     // Its own cluster's registry starts from it offline, whatever the port it asks with.
-    const restarted = await second.acquire({ identity: { ...identity, port: 0 }, maxWorkers: 1024 });
+    const restarted = await second.acquire({
+      identity: { ...identity, port: 0 },
+      maxWorkers: 1024,
+    });
     assert.deepEqual([restarted.workerId, restarted.lastTimestamp], [lease.workerId, T0 + 1000]);
     await second.close();
   });
 
-  const twoNodes = 'two `idmint serve --port 0` in one directory, Redis down, one cache file: ' +
+  const twoNodes =
+    'two `idmint serve --port 0` in one directory, Redis down, one cache file: ' +
     'only one starts offline, the other is refused naming the file; no ID is issued twice (there were 3,400 in 12,000)';
   it(twoNodes, { timeout: 120_000 }, async () => {
     const cwd = join(dir.path, 'serve-offline');
     await mkdir(cwd, { recursive: true });
     const args = [
       ...['--worker-registry', viaProxy(redis, proxy), '--worker-cluster', name],
-      ...['--worker-cache-file', 'data/worker-cache.json', '--registry-timeout-ms', '1000', '--no-segment-enabled'],
+      ...[
+        '--worker-cache-file',
+        'data/worker-cache.json',
+        '--registry-timeout-ms',
+        '1000',
+        '--no-segment-enabled',
+      ],
     ];
     // One run online, then a graceful stop: the cache file names its worker ID.
     const online = await startServe(args, { cwd });
     assert.equal(await online.stop(), 0);
-    const cached = JSON.parse(await readFile(join(cwd, 'data', 'worker-cache.json'), 'utf8')) as { workerId: number };
+    const cached = JSON.parse(await readFile(join(cwd, 'data', 'worker-cache.json'), 'utf8')) as {
+      workerId: number;
+    };
     proxy.cut(); // Redis is down (for these nodes); two nodes start at once in the same directory.
     const nodes = [spawnServe(args, { cwd }), spawnServe(args, { cwd })];
     try {
       const urls = await Promise.all(nodes.map(listeningUrl));
       const drawing = delay(1500);
-      const drawn = await Promise.all(urls.map((url) => (url === undefined ? [] : drawSnowflakes(url, drawing))));
-      assert.ok(drawn.some((ids) => ids.length > 0), 'one node served offline');
+      const drawn = await Promise.all(
+        urls.map((url) => (url === undefined ? [] : drawSnowflakes(url, drawing))),
+      );
+      assert.ok(
+        drawn.some((ids) => ids.length > 0),
+        'one node served offline',
+      );
       assertNoDuplicateIds(drawn, 'two nodes started offline from one cache file');
       const served = urls.filter((url) => url !== undefined);
       assert.equal(served.length, 1, 'exactly one node serves');
@@ -165,15 +217,28 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     proxy.cut(); // this node is cut off (and restarts); the coordinator itself keeps running
     const offline = await open(proxy, cacheFile);
     const clock = new ManualClock(T0 + 1001);
-    const worker = await SnowflakeWorker.start({ registry: offline, identity, clock, renewIntervalMs: 300, safetyMarginMs: 500, layout: { timeBits: 41, workerBits: 0, sequenceBits: 22, epoch: '2026-01-01T00:00:00Z' } });
+    const worker = await SnowflakeWorker.start({
+      registry: offline,
+      identity,
+      clock,
+      renewIntervalMs: 300,
+      safetyMarginMs: 500,
+      layout: { timeBits: 41, workerBits: 0, sequenceBits: 22, epoch: '2026-01-01T00:00:00Z' },
+    });
     // Another node, which can reach the coordinator, gets the ID once the old lease expired.
     const other = await open(undefined);
     let taken;
-    while (taken === undefined) taken = await other.acquire({ identity: { host: 'other', port: 1 }, maxWorkers: 1 }).catch(() => delay(100).then(() => undefined));
+    while (taken === undefined)
+      taken = await other
+        .acquire({ identity: { host: 'other', port: 1 }, maxWorkers: 1 })
+        .catch(() => delay(100).then(() => undefined));
     await taken.renew({ lastTimestamp: T0 + 5000, reportedAt: T0 + 4000 });
     proxy.restore();
     await waitFor('the cut-off node to give the ID up', () => worker.state().leaseLosses === 1);
-    assert.throws(() => worker.next(), (error) => isIdMintError(error, 'LEASE_LOST'));
+    assert.throws(
+      () => worker.next(),
+      (error) => isIdMintError(error, 'LEASE_LOST'),
+    );
     await taken.release({ lastTimestamp: T0 + 5000, reportedAt: T0 + 4000 });
     await worker.close().catch(() => {});
   });

@@ -4,7 +4,11 @@ import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts
 import { deleteEtcdNamespace, etcdRecord } from '../support/registry-admin.ts';
 import { SERVICES, hostPort } from '../support/services.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
-import { runInterleavingSuite, runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
+import {
+  runInterleavingSuite,
+  runWorkerRegistrySuite,
+  type RegistryHarness,
+} from '../support/worker-registry-suite.ts';
 
 const url = SERVICES.etcd.url;
 const { host, port } = hostPort(url);
@@ -24,7 +28,9 @@ await runInterleavingSuite(harness);
 await runWorkerProcessScenarios(harness);
 
 describe('etcd worker registry: nodes starting together', () => {
-  it('20 nodes acquiring at once hold 20 distinct IDs after few claims (in order they made about 200)', { timeout: 60_000 }, async () => {
+  it('20 nodes acquiring at once hold 20 distinct IDs after few claims (in order they made about 200)', {
+    timeout: 60_000,
+  }, async () => {
     const name = `race-${process.pid}-${Date.now()}`;
     let claims = 0;
     const registries = await Promise.all(
@@ -38,7 +44,11 @@ describe('etcd worker registry: nodes starting together', () => {
       ),
     );
     try {
-      const leases = await Promise.all(registries.map((registry, i) => registry.acquire({ identity: { host: `10.0.0.${i}`, port: 8080 }, maxWorkers: 1024 })));
+      const leases = await Promise.all(
+        registries.map((registry, i) =>
+          registry.acquire({ identity: { host: `10.0.0.${i}`, port: 8080 }, maxWorkers: 1024 }),
+        ),
+      );
       assert.equal(new Set(leases.map((lease) => lease.workerId)).size, 20, 'distinct IDs');
       // Each claim lost is a transaction etcd writes to its log; in order, the n-th node lost n - 1.
       assert.ok(claims < 100, `${claims} claims for 20 IDs`);

@@ -1,7 +1,11 @@
 import { join } from 'node:path';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';
 import { sqlRecord } from '../support/registry-admin.ts';
-import { runInterleavingSuite, runWorkerRegistrySuite, type RegistryHarness } from '../support/worker-registry-suite.ts';
+import {
+  runInterleavingSuite,
+  runWorkerRegistrySuite,
+  type RegistryHarness,
+} from '../support/worker-registry-suite.ts';
 import { tempDir } from '../support/workers.ts';
 
 // Embedded: no server to cut off, so the suite injects coordinator faults at the port instead.

@@ -24,9 +24,16 @@ describe('static worker registry', () => {
     const stateDir = join(dir.path, 'a');
     const registry = new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir });
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
-    assert.deepEqual([lease.workerId, lease.lastTimestamp, lease.reportedAt, lease.ttlMs], [7, -1, -1, 3000]);
+    assert.deepEqual(
+      [lease.workerId, lease.lastTimestamp, lease.reportedAt, lease.ttlMs],
+      [7, -1, -1, 3000],
+    );
     assert.equal(await lease.renew({ lastTimestamp: 5000, reportedAt: 2000 }), 3000);
-    assert.deepEqual(JSON.parse(await readFile(registry.stateFile, 'utf8')), { workerId: 7, lastTimestamp: 5000, reportedAt: 2000 });
+    assert.deepEqual(JSON.parse(await readFile(registry.stateFile, 'utf8')), {
+      workerId: 7,
+      lastTimestamp: 5000,
+      reportedAt: 2000,
+    });
     await lease.release({ lastTimestamp: 2500, reportedAt: 2600 });
     const again = new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir });
     const restarted = await again.acquire({ identity, maxWorkers: 1024 });
@@ -35,7 +42,11 @@ describe('static worker registry', () => {
   });
 
   it('a renewal waits for one turn of a busy event loop, not one per file step (six made it miss its deadline under load)', async () => {
-    const registry = new StaticWorkerRegistry({ workerId: 3, stateDir: join(dir.path, 'busy'), lockDir });
+    const registry = new StaticWorkerRegistry({
+      workerId: 3,
+      stateDir: join(dir.path, 'busy'),
+      lockDir,
+    });
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
     // Every turn of the loop holds it for 40 ms, as a server handling a thousand connections does.
     let turns = 0;
@@ -57,7 +68,11 @@ describe('static worker registry', () => {
     // The flush is the one step off the loop: it lands in the turn after it started, or the next
     // if the disk is slower than a turn. Six awaited steps took six turns or more.
     assert.ok(turns <= 3, `the renewal took ${turns} turns of the busy loop`);
-    assert.deepEqual(JSON.parse(await readFile(registry.stateFile, 'utf8')), { workerId: 3, lastTimestamp: 9000, reportedAt: 8000 });
+    assert.deepEqual(JSON.parse(await readFile(registry.stateFile, 'utf8')), {
+      workerId: 3,
+      lastTimestamp: 9000,
+      reportedAt: 8000,
+    });
     await lease.release({ lastTimestamp: 9000, reportedAt: 8000 });
   });
 
@@ -72,18 +87,39 @@ describe('static worker registry', () => {
       return true;
     });
     await writeFile(registry.stateFile, '{"workerId":2,"lastTimestamp":1,"reportedAt":1}');
-    await assert.rejects(registry.acquire({ identity, maxWorkers: 4 }), (error) => isIdMintError(error, 'REGISTRY_UNAVAILABLE'), 'a file of another worker ID');
+    await assert.rejects(
+      registry.acquire({ identity, maxWorkers: 4 }),
+      (error) => isIdMintError(error, 'REGISTRY_UNAVAILABLE'),
+      'a file of another worker ID',
+    );
   });
 
   it('rejects an ID the layout cannot hold, and honours what switch-worker asks for', async () => {
-    const registry = new StaticWorkerRegistry({ workerId: 64, stateDir: join(dir.path, 'c'), lockDir });
-    await assert.rejects(registry.acquire({ identity, maxWorkers: 64 }), (error) => isIdMintError(error, 'CONFIG_INVALID') && /0 to 63/.test(error.message));
-    await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
+    const registry = new StaticWorkerRegistry({
+      workerId: 64,
+      stateDir: join(dir.path, 'c'),
+      lockDir,
+    });
+    await assert.rejects(
+      registry.acquire({ identity, maxWorkers: 64 }),
+      (error) => isIdMintError(error, 'CONFIG_INVALID') && /0 to 63/.test(error.message),
+    );
+    await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }), (error) =>
+      isIdMintError(error, 'WORKER_IDS_EXHAUSTED'),
+    );
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
     // While it is held, switch-worker's request to leave it is refused for what it is.
-    await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED') && /worker IDs 64 were excluded/.test(error.message));
+    await assert.rejects(
+      registry.acquire({ identity, maxWorkers: 1024, exclude: [64] }),
+      (error) =>
+        isIdMintError(error, 'WORKER_IDS_EXHAUSTED') &&
+        /worker IDs 64 were excluded/.test(error.message),
+    );
     await lease.release({ lastTimestamp: 10_000, reportedAt: 10_000 });
-    await assert.rejects(registry.acquire({ identity, maxWorkers: 1024, lastTimestampBelow: 9000 }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
+    await assert.rejects(
+      registry.acquire({ identity, maxWorkers: 1024, lastTimestampBelow: 9000 }),
+      (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'),
+    );
   });
 });
 
@@ -128,15 +164,28 @@ describe('static worker registry: one holder per state file', () => {
     await one.close();
   });
 
-  it('two processes with one worker ID and state directory: the second is refused, naming the first; after a SIGKILL of the first, the next starts after its IDs', { timeout: 120_000 }, async (t) => {
+  it('two processes with one worker ID and state directory: the second is refused, naming the first; after a SIGKILL of the first, the next starts after its IDs', {
+    timeout: 120_000,
+  }, async (t) => {
     const options = { stateDir: join(dir.path, 'lock-2'), lockDir };
     const nodes: WorkerProcess[] = [];
     const node = (port: number) => {
-      const child = new WorkerProcess({ url: 'static:5', options, identity: { host: '10.0.0.1', port }, layout: 'idmint', renewIntervalMs: 500, safetyMarginMs: 500, batch: 50, everyMs: 10 });
+      const child = new WorkerProcess({
+        url: 'static:5',
+        options,
+        identity: { host: '10.0.0.1', port },
+        layout: 'idmint',
+        renewIntervalMs: 500,
+        safetyMarginMs: 500,
+        batch: 50,
+        everyMs: 10,
+      });
       nodes.push(child);
       return child;
     };
-    t.after(() => Promise.all(nodes.map((child) => (child.child.exitCode === null ? child.kill() : undefined))));
+    t.after(() =>
+      Promise.all(nodes.map((child) => (child.child.exitCode === null ? child.kill() : undefined))),
+    );
     const first = node(8081);
     await first.loaded;
     first.start();
@@ -146,7 +195,10 @@ describe('static worker registry: one holder per state file', () => {
     second.start();
     await assert.rejects(second.started, (error: Error & { code?: string }) => {
       assert.equal(error.code, 'WORKER_IDS_EXHAUSTED');
-      assert.ok(error.message.includes(join(options.stateDir, 'idmint-worker-5.json')), error.message);
+      assert.ok(
+        error.message.includes(join(options.stateDir, 'idmint-worker-5.json')),
+        error.message,
+      );
       assert.match(error.message, new RegExp(`pid ${first.child.pid}\\b.*port 8081`));
       return true;
     });
@@ -161,16 +213,21 @@ describe('static worker registry: one holder per state file', () => {
     assert.equal(await third.stop(), 0);
     assertNoDuplicates([first, third]);
     const firstMax = first.ids.reduce((max, { id }) => (id > max ? id : max), 0n);
-    assert.ok(first.ids.length > 0 && third.ids.length > 0 && third.ids.every(({ id }) => id > firstMax));
+    assert.ok(
+      first.ids.length > 0 && third.ids.length > 0 && third.ids.every(({ id }) => id > firstMax),
+    );
   });
 
-  it('`idmint serve` twice in one directory with the defaults: the second refuses in one line naming the state file and the first process; after a SIGKILL of the first, the next starts', { timeout: 120_000 }, async () => {
+  it('`idmint serve` twice in one directory with the defaults: the second refuses in one line naming the state file and the first process; after a SIGKILL of the first, the next starts', {
+    timeout: 120_000,
+  }, async () => {
     const cwd = join(dir.path, 'serve');
     await mkdir(cwd, { recursive: true });
     const first = await startServe([], { cwd });
     try {
       const refused = await startServe([], { cwd }).then(
-        (server) => server.stop().then(() => assert.fail('a second server started on the same state file')),
+        (server) =>
+          server.stop().then(() => assert.fail('a second server started on the same state file')),
         (error: Error) => error.message,
       );
       const stderr = refused.slice(refused.indexOf('stderr: ') + 'stderr: '.length).trim();
@@ -191,9 +248,15 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
 
   /** A registry of `workerId` with its state in `dir/<stateDir>`, its host lock in `dir/<lockDir>`. */
   const registry = (workerId: number, stateDir: string, lockDir: string, name?: string) =>
-    new StaticWorkerRegistry({ workerId, stateDir: join(dir.path, stateDir), lockDir: join(dir.path, lockDir), name });
+    new StaticWorkerRegistry({
+      workerId,
+      stateDir: join(dir.path, stateDir),
+      lockDir: join(dir.path, lockDir),
+      name,
+    });
 
-  const twoDirectories = 'two state directories, one worker ID: the second is refused naming the first and its ' +
+  const twoDirectories =
+    'two state directories, one worker ID: the second is refused naming the first and its ' +
     "state file; another cluster is not; the next holder starts after the last one's record";
   it(twoDirectories, async () => {
     const hostLocks = join(dir.path, 'host-1');
@@ -204,13 +267,19 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
       assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
       const inUse = `worker 6 of cluster idmint is in use on this host by pid ${process.pid}\\b.*port 8080`;
       assert.match(error.message, new RegExp(inUse));
-      assert.ok(error.message.includes(join(dir.path, 'host-1-a', 'idmint-worker-6.json')), error.message);
+      assert.ok(
+        error.message.includes(join(dir.path, 'host-1-a', 'idmint-worker-6.json')),
+        error.message,
+      );
       assert.ok(error.message.includes(join(hostLocks, 'idmint', 'worker-6.lock')), error.message);
       assert.ok(!error.message.includes('\n'));
       return true;
     });
     // Worker IDs are per cluster: another cluster's worker 6 is another ID space.
-    const elsewhere = await registry(6, 'host-1-c', 'host-1', 'billing').acquire({ identity: other, maxWorkers });
+    const elsewhere = await registry(6, 'host-1-c', 'host-1', 'billing').acquire({
+      identity: other,
+      maxWorkers,
+    });
     await elsewhere.release({ lastTimestamp: 1, reportedAt: 1 });
     await lease.release({ lastTimestamp: 20_000, reportedAt: 20_001 });
     // The second directory's state file never saw worker 6: the host record says where it stopped.
@@ -218,7 +287,11 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     assert.deepEqual([next.lastTimestamp, next.reportedAt], [20_000, 20_001]);
     await next.release({ lastTimestamp: 20_500, reportedAt: 20_501 });
     const back = await first.acquire({ identity, maxWorkers: 1024 });
-    assert.deepEqual([back.lastTimestamp, back.reportedAt], [20_500, 20_501], 'back in the first directory');
+    assert.deepEqual(
+      [back.lastTimestamp, back.reportedAt],
+      [20_500, 20_501],
+      'back in the first directory',
+    );
     await back.release({ lastTimestamp: 20_500, reportedAt: 20_502 });
   });
 
@@ -227,7 +300,11 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     const lockDir = join(dir.path, 'host-3', 'locks');
     const mode = async (path: string) => (await stat(path)).mode & 0o7777;
     assert.deepEqual([await mode(lockDir), await mode(join(lockDir, 'idmint'))], [0o1777, 0o1777]);
-    assert.equal((await mode(join(dir.path, 'host-3'))) & 0o1002, 0, 'a parent it made is not shared');
+    assert.equal(
+      (await mode(join(dir.path, 'host-3'))) & 0o1002,
+      0,
+      'a parent it made is not shared',
+    );
     // A cleaner ages files by their times: each report sets the held lock's to now.
     const lockFile = join(lockDir, 'idmint', 'worker-9.lock');
     const old = new Date(Date.now() - 30 * 86_400_000);
@@ -248,7 +325,8 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     await next.release({ lastTimestamp: 50_000, reportedAt: 51_000 });
   });
 
-  const twoServers = '`idmint serve` in two directories of one host, both static:0: the second is refused in one ' +
+  const twoServers =
+    '`idmint serve` in two directories of one host, both static:0: the second is refused in one ' +
     'line naming the first, and no ID is issued twice (there were 1,900 in 6,000)';
   it(twoServers, { timeout: 120_000 }, async () => {
     // Both servers inherit this test process's IDMINT_WORKER_LOCK_DIR (support/lock-dir.ts): one host.
@@ -259,7 +337,8 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     try {
       const secondUrl = await listeningUrl(second);
       const drawing = delay(1500);
-      const draw = (url: string | undefined) => (url === undefined ? [] : drawSnowflakes(url, drawing));
+      const draw = (url: string | undefined) =>
+        url === undefined ? [] : drawSnowflakes(url, drawing);
       const drawn = await Promise.all([draw(first.url), draw(secondUrl)]);
       assert.ok((drawn[0]?.length ?? 0) > 0, 'the first server served');
       assertNoDuplicateIds(drawn, 'two servers on static:0 in two directories');

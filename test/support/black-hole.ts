@@ -45,7 +45,8 @@ export class BlackHole {
   async whenAllClosed(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.#sockets.size > 0) {
-      if (Date.now() > deadline) throw new Error(`${this.#sockets.size} connection(s) still open after ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new Error(`${this.#sockets.size} connection(s) still open after ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }

@@ -24,7 +24,10 @@ const DEFAULT_CWD = mkdtempSync(join(tmpdir(), 'idmint-test-cwd-'));
 process.once('exit', () => rmSync(DEFAULT_CWD, { recursive: true, force: true }));
 
 /** Runs `idmint <args>` as a separate OS process with the Node running the tests. */
-export function runIdmint(args: readonly string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<CliResult> {
+export function runIdmint(
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [IDMINT_BIN, ...args], {
       env: { ...process.env, ...options.env },
@@ -37,6 +40,12 @@ export function runIdmint(args: readonly string[], options: { env?: NodeJS.Proce
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }));
+    child.on('close', (code) =>
+      resolve({
+        code,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      }),
+    );
   });
 }

@@ -24,9 +24,18 @@ export async function removeRegistryData(url: string): Promise<void> {
   const client = zookeeper.createClient(`${host}:${port}`, { sessionTimeout: 5000 });
   // -101 is NO_NODE: already gone is as good as removed.
   const call = <T>(run: (done: (error: unknown, value?: T) => void) => void) =>
-    new Promise<T | undefined>((resolve, reject) => run((error, value) => (error === null || error === undefined || (error as { code?: number }).code === -101 ? resolve(value) : reject(error))));
+    new Promise<T | undefined>((resolve, reject) =>
+      run((error, value) =>
+        error === null || error === undefined || (error as { code?: number }).code === -101
+          ? resolve(value)
+          : reject(error),
+      ),
+    );
   const remove = async (path: string): Promise<void> => {
-    const children = (await call<string[]>((done) => client.getChildren(path, (error, list) => done(error, list)))) ?? [];
+    const children =
+      (await call<string[]>((done) =>
+        client.getChildren(path, (error, list) => done(error, list)),
+      )) ?? [];
     for (const child of children) await remove(`${path}/${child}`);
     await call((done) => client.remove(path, -1, (error) => done(error)));
   };

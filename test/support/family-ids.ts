@@ -11,13 +11,19 @@ const family = process.argv[2];
 const count = Number(process.argv[3]);
 const clock = new MonotonicClock();
 const generator =
-  family === 'uuidv7' ? new UuidV7Generator({ clock })
-  : family === 'uuidv4' ? new UuidV4Generator()
-  : family === 'ulid' ? new UlidGenerator({ clock })
-  : family === 'objectid' ? new ObjectIdGenerator({ clock })
-  : undefined;
+  family === 'uuidv7'
+    ? new UuidV7Generator({ clock })
+    : family === 'uuidv4'
+      ? new UuidV4Generator()
+      : family === 'ulid'
+        ? new UlidGenerator({ clock })
+        : family === 'objectid'
+          ? new ObjectIdGenerator({ clock })
+          : undefined;
 if (generator === undefined || !Number.isSafeInteger(count) || count < 1) {
-  process.stderr.write(`usage: family-ids.ts uuidv7|uuidv4|ulid|objectid <count>, got ${process.argv.slice(2).join(' ')}\n`);
+  process.stderr.write(
+    `usage: family-ids.ts uuidv7|uuidv4|ulid|objectid <count>, got ${process.argv.slice(2).join(' ')}\n`,
+  );
   process.exit(2);
 }
 process.stderr.write('ready\n');

@@ -1,5 +1,11 @@
 import { IdMintError } from '../../src/core/errors.ts';
-import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../src/ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../src/ports/worker-registry.ts';
 
 /** A call of the port a {@link Gate} can hold. */
 export type GatedCall = 'acquire' | 'renew' | 'release';
@@ -97,7 +103,8 @@ export class FaultyRegistry implements WorkerRegistry {
    * Calls on one lease that started while another call on the same lease was still in flight (a
    * release sent while a renewal is on its way): a holder that serializes its transitions makes none.
    */
-  readonly overlaps: { lease: number; call: 'renew' | 'release'; during: 'renew' | 'release' }[] = [];
+  readonly overlaps: { lease: number; call: 'renew' | 'release'; during: 'renew' | 'release' }[] =
+    [];
   readonly #gates = new Map<GatedCall, Gate>();
 
   constructor(inner: WorkerRegistry) {
@@ -127,7 +134,8 @@ export class FaultyRegistry implements WorkerRegistry {
 
   async #pass(call: GatedCall, workerId?: number): Promise<void> {
     const gate = this.#gates.get(call);
-    if (gate !== undefined && (gate.workerId === undefined || gate.workerId === workerId)) await gate.pass();
+    if (gate !== undefined && (gate.workerId === undefined || gate.workerId === workerId))
+      await gate.pass();
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
@@ -164,7 +172,8 @@ export class FaultyRegistry implements WorkerRegistry {
       renew: (report: WorkerReport) =>
         track('renew', async () => {
           await this.#pass('renew', lease.workerId);
-          if (this.unreachable) throw new IdMintError('REGISTRY_UNAVAILABLE', 'injected: coordinator unreachable');
+          if (this.unreachable)
+            throw new IdMintError('REGISTRY_UNAVAILABLE', 'injected: coordinator unreachable');
           if (this.expireNext > 0) {
             this.expireNext--;
             throw new IdMintError('LEASE_LOST', 'injected: lease expired');

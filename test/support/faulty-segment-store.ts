@@ -77,7 +77,10 @@ export class FaultySegmentStore implements SegmentStore {
   /** Every call waits this long first (real ms). */
   delayMs = 0;
   /** Calls per operation, counted when they start. */
-  readonly calls = Object.fromEntries(OPERATIONS.map((operation) => [operation, 0])) as Record<Operation, number>;
+  readonly calls = Object.fromEntries(OPERATIONS.map((operation) => [operation, 0])) as Record<
+    Operation,
+    number
+  >;
   /** The `atLeast` of every raise call, in order. */
   readonly raises: bigint[] = [];
   /** Tag records the reads of the tag list returned (listTags, listTagChanges, listTagPage): the rows a refresh read. */
@@ -100,23 +103,38 @@ export class FaultySegmentStore implements SegmentStore {
   }
 
   /** Forwards a set's compare-and-set (MultiSegmentStore.join) to a real store that has it. */
-  reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+  reassign(
+    tag: string,
+    from: { maxId: bigint; residue: SegmentResidue },
+    to: { maxId: bigint; residue: SegmentResidue },
+  ): Promise<boolean> {
     const inner = this.inner as SegmentStore & { reassign?: FaultySegmentStore['reassign'] };
-    return this.#through('reassign', () => (inner.reassign === undefined ? Promise.reject(new Error('the real store has no reassign')) : inner.reassign(tag, from, to)));
+    return this.#through('reassign', () =>
+      inner.reassign === undefined
+        ? Promise.reject(new Error('the real store has no reassign'))
+        : inner.reassign(tag, from, to),
+    );
   }
 
   /** Forwards a set's own records (MultiSegmentStore) to a real store that has them. */
-  readSetEntries(keys: readonly string[]): Promise<({ version: number; value: string } | undefined)[]> {
+  readSetEntries(
+    keys: readonly string[],
+  ): Promise<({ version: number; value: string } | undefined)[]> {
     return this.#through('readSetEntries', () => this.#setRecords().readSetEntries(keys));
   }
 
   writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean> {
-    return this.#through('writeSetEntry', () => this.#setRecords().writeSetEntry(key, version, value));
+    return this.#through('writeSetEntry', () =>
+      this.#setRecords().writeSetEntry(key, version, value),
+    );
   }
 
   #setRecords(): Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'> {
-    const inner = this.inner as Partial<Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'>>;
-    if (inner.readSetEntries === undefined || inner.writeSetEntry === undefined) throw new Error('no set records');
+    const inner = this.inner as Partial<
+      Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'>
+    >;
+    if (inner.readSetEntries === undefined || inner.writeSetEntry === undefined)
+      throw new Error('no set records');
     return inner as Pick<FaultySegmentStore, 'readSetEntries' | 'writeSetEntry'>;
   }
 
@@ -140,11 +158,18 @@ export class FaultySegmentStore implements SegmentStore {
    * `release()`: the interleaving of a call that has read and not yet landed. `answered`
    * resolves when the first of them has its answer from the real store.
    */
-  holdReplies(operation: Operation): { readonly answered: Promise<void>; readonly release: () => void } {
+  holdReplies(operation: Operation): {
+    readonly answered: Promise<void>;
+    readonly release: () => void;
+  } {
     let open: () => void = () => undefined;
     let answered: () => void = () => undefined;
     const reached = new Promise<void>((resolve) => (answered = resolve));
-    const gate = { opened: new Promise<void>((resolve) => (open = resolve)), operations: [operation], answered };
+    const gate = {
+      opened: new Promise<void>((resolve) => (open = resolve)),
+      operations: [operation],
+      answered,
+    };
     this.#replyGate = gate;
     return {
       answered: reached,
@@ -230,10 +255,16 @@ export class FaultySegmentStore implements SegmentStore {
     this.calls[operation]++;
     const mode = this.mode;
     const gate = this.#gate;
-    if (gate !== undefined && (gate.operations === undefined || gate.operations.includes(operation))) await gate.opened;
-    const replyGate = this.#replyGate?.operations?.includes(operation) === true ? this.#replyGate : undefined;
+    if (
+      gate !== undefined &&
+      (gate.operations === undefined || gate.operations.includes(operation))
+    )
+      await gate.opened;
+    const replyGate =
+      this.#replyGate?.operations?.includes(operation) === true ? this.#replyGate : undefined;
     if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
-    if (mode === 'fail') throw new IdMintError('STORE_UNAVAILABLE', `injected failure: ${operation}`);
+    if (mode === 'fail')
+      throw new IdMintError('STORE_UNAVAILABLE', `injected failure: ${operation}`);
     if (mode === 'hang') return never();
     const result = await forward();
     if (replyGate !== undefined) {

@@ -9,7 +9,9 @@ export default async function* guardReporter(source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     if (event.data.details?.type === 'suite') continue;
     if (event.data.skip !== undefined && event.data.skip !== false) {
-      skipped.push(`${event.data.name}${typeof event.data.skip === 'string' ? ` (${event.data.skip})` : ''}`);
+      skipped.push(
+        `${event.data.name}${typeof event.data.skip === 'string' ? ` (${event.data.skip})` : ''}`,
+      );
     } else {
       ran++;
     }

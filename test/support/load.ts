@@ -37,14 +37,17 @@ export function drawn(): Drawn {
  */
 export async function drawIds(options: DrawOptions): Promise<Drawn> {
   const out = options.into ?? drawn();
-  const clients = options.urls.map((url) => new IdMintClient({ url, retries: 0, timeoutMs: 10_000 }));
+  const clients = options.urls.map(
+    (url) => new IdMintClient({ url, retries: 0, timeoutMs: 10_000 }),
+  );
   const batch = 100;
   const singles = Math.round((options.perMode * 2) / 3);
   const batches = Math.ceil((options.perMode - singles) / batch);
   // One job per request: [mode, batch size]; interleaved so both modes run at once.
   const jobs: ['segment' | 'snowflake', number][] = [];
   for (let i = 0; i < singles; i++) jobs.push(['segment', 1], ['snowflake', 1]);
-  for (let i = 0; i < batches; i++) jobs.splice((i * 7919) % jobs.length, 0, ['segment', batch], ['snowflake', batch]);
+  for (let i = 0; i < batches; i++)
+    jobs.splice((i * 7919) % jobs.length, 0, ['segment', batch], ['snowflake', batch]);
   let next = 0;
   const worker = async (lane: number) => {
     for (;;) {
@@ -56,7 +59,10 @@ export async function drawIds(options: DrawOptions): Promise<Drawn> {
       const [mode, count] = job;
       try {
         if (mode === 'segment') {
-          const ids = count === 1 ? [await client.segment(options.tag)] : await client.segmentBatch(options.tag, count);
+          const ids =
+            count === 1
+              ? [await client.segment(options.tag)]
+              : await client.segmentBatch(options.tag, count);
           for (const id of ids) out.segment.push(BigInt(id));
         } else if (count === 1) {
           out.snowflake.push(BigInt(await client.snowflake(options.tag)));

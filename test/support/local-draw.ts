@@ -7,7 +7,18 @@ import { IdMintClient } from '../../src/client/client.ts';
 import { isIdMintError } from '../../src/core/errors.ts';
 
 const [urls = '', tag = 'shared'] = process.argv.slice(2);
-const client = new IdMintClient({ urls: urls.split(','), timeoutMs: 1000, local: { initialSize: 50, minSize: 20, maxSize: 200, rangeDurationMs: 200, backoffMs: 50, maxBackoffMs: 200 } });
+const client = new IdMintClient({
+  urls: urls.split(','),
+  timeoutMs: 1000,
+  local: {
+    initialSize: 50,
+    minSize: 20,
+    maxSize: 200,
+    rangeDurationMs: 200,
+    backoffMs: 50,
+    maxBackoffMs: 200,
+  },
+});
 const ids: bigint[] = [];
 let stop = false;
 let exhausted = 0;
@@ -26,5 +37,7 @@ while (!stop) {
   await new Promise((resolve) => setTimeout(resolve, 1));
 }
 process.stdout.write(`${ids.join('\n')}\n`);
-process.stderr.write(`done ${ids.length} exhausted ${exhausted} ${JSON.stringify(client.localStats().tags)}\n`);
+process.stderr.write(
+  `done ${ids.length} exhausted ${exhausted} ${JSON.stringify(client.localStats().tags)}\n`,
+);
 process.stdin.destroy();

@@ -38,7 +38,12 @@ export interface QuerySample {
 interface QueryAnswer {
   readonly status: string;
   readonly error?: string;
-  readonly data?: { readonly result: { readonly metric: Record<string, string>; readonly value: [number, string] }[] };
+  readonly data?: {
+    readonly result: {
+      readonly metric: Record<string, string>;
+      readonly value: [number, string];
+    }[];
+  };
 }
 
 /** A Prometheus server of a test's own, scraping one target. */
@@ -64,7 +69,8 @@ export const SCRAPE_JOB = 'idmint-test';
  * ready. Throws when there is no binary (a test that runs without one is one that must fail).
  */
 export async function startPrometheus(target: string, intervalMs = 200): Promise<TestPrometheus> {
-  if (PROMETHEUS_MISSING !== undefined) throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${PROMETHEUS_MISSING}`);
+  if (PROMETHEUS_MISSING !== undefined)
+    throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${PROMETHEUS_MISSING}`);
   const dir = mkdtempSync(join(tmpdir(), 'idmint-prometheus-'));
   const config = join(dir, 'prometheus.yml');
   const interval = `${intervalMs}ms`;
@@ -108,7 +114,10 @@ function handle(url: string, child: ChildProcess, dir: string): TestPrometheus {
     if (body.status !== 'success' || body.data === undefined) {
       throw new Error(`query ${expression}: ${body.error ?? response.status}`);
     }
-    return body.data.result.map((sample) => ({ labels: sample.metric, value: Number(sample.value[1]) }));
+    return body.data.result.map((sample) => ({
+      labels: sample.metric,
+      value: Number(sample.value[1]),
+    }));
   };
   return {
     url,
@@ -120,7 +129,9 @@ function handle(url: string, child: ChildProcess, dir: string): TestPrometheus {
         const [last] = await query(`timestamp(up{job="${SCRAPE_JOB}"})`);
         if (last !== undefined && last.value * 1000 >= sinceMs) return;
         if (Date.now() > deadline) {
-          throw new Error(`no scrape stored since ${new Date(sinceMs).toISOString()} within ${timeoutMs} ms`);
+          throw new Error(
+            `no scrape stored since ${new Date(sinceMs).toISOString()} within ${timeoutMs} ms`,
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, 100));
       }

@@ -24,7 +24,11 @@ export interface RawExchange {
  * until the server closes the connection or `waitMs` passes. For requests no HTTP client would
  * send: malformed framing, stalled bodies, CONNECT.
  */
-export function rawExchange(url: string, data: string | readonly string[], waitMs = 3000): Promise<RawExchange> {
+export function rawExchange(
+  url: string,
+  data: string | readonly string[],
+  waitMs = 3000,
+): Promise<RawExchange> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     const socket = connect({ host: hostname, port: Number(port) });
@@ -57,7 +61,8 @@ export function parseResponse(text: string): RawResponse {
   if (end < 0) throw new Error(`no complete response head in ${JSON.stringify(text)}`);
   const [statusLine = '', ...lines] = text.slice(0, end).split('\r\n');
   const status = /^HTTP\/1\.1 (\d{3}) /.exec(statusLine);
-  if (status === null) throw new Error(`not an HTTP/1.1 status line: ${JSON.stringify(statusLine)}`);
+  if (status === null)
+    throw new Error(`not an HTTP/1.1 status line: ${JSON.stringify(statusLine)}`);
   const headers: Record<string, string> = {};
   for (const line of lines) {
     const colon = line.indexOf(':');
@@ -65,7 +70,8 @@ export function parseResponse(text: string): RawResponse {
   }
   const length = Number(headers['content-length'] ?? 0);
   const body = text.slice(end + 4, end + 4 + length);
-  if (Buffer.byteLength(body, 'latin1') !== length) throw new Error(`body shorter than Content-Length ${length}: ${JSON.stringify(text)}`);
+  if (Buffer.byteLength(body, 'latin1') !== length)
+    throw new Error(`body shorter than Content-Length ${length}: ${JSON.stringify(text)}`);
   return { statusCode: Number(status[1]), headers, body };
 }
 
@@ -91,7 +97,9 @@ export class RawConnection {
     });
     socket.on('error', (error: NodeJS.ErrnoException) => {
       this.errors.push(error.code ?? error.message);
-      this.#fail(`the connection failed before the response was complete (${error.code ?? error.message})`);
+      this.#fail(
+        `the connection failed before the response was complete (${error.code ?? error.message})`,
+      );
     });
     socket.on('end', () => {
       this.ended = true;
@@ -99,7 +107,9 @@ export class RawConnection {
     });
     socket.on('close', () => {
       this.ended = true;
-      this.#fail(`the connection closed before the response was complete (${this.errors.join(', ') || 'no error'})`);
+      this.#fail(
+        `the connection closed before the response was complete (${this.errors.join(', ') || 'no error'})`,
+      );
     });
   }
 
@@ -116,7 +126,10 @@ export class RawConnection {
   get(path: string): Promise<RawResponse> {
     if (this.#waiter !== undefined) throw new Error('one request at a time');
     // A request on a connection the server has closed would never be answered.
-    if (this.ended) return Promise.reject(new Error('the server had closed the connection before the request was sent'));
+    if (this.ended)
+      return Promise.reject(
+        new Error('the server had closed the connection before the request was sent'),
+      );
     const response = new Promise<RawResponse>((resolve, reject) => {
       this.#waiter = { resolve, reject };
     });

@@ -23,7 +23,13 @@ export async function deleteRedisNamespace(url: string, name: string): Promise<v
   try {
     let cursor = '0';
     do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `idmint:workers:{${name}}:*`, 'COUNT', 1000);
+      const [next, keys] = await client.scan(
+        cursor,
+        'MATCH',
+        `idmint:workers:{${name}}:*`,
+        'COUNT',
+        1000,
+      );
       if (keys.length > 0) await client.del(...keys);
       cursor = next;
     } while (cursor !== '0');
@@ -44,7 +50,10 @@ export async function deleteEtcdNamespace(hosts: string, name: string): Promise<
 }
 
 /** Deletes `/snowflake/<name>` and everything under it. */
-export async function deleteZooKeeperNamespace(connectionString: string, name: string): Promise<void> {
+export async function deleteZooKeeperNamespace(
+  connectionString: string,
+  name: string,
+): Promise<void> {
   const zookeeper = await import('node-zookeeper-client');
   const client = zookeeper.createClient(connectionString, { sessionTimeout: 10_000 });
   await new Promise<void>((resolve) => {
@@ -52,11 +61,15 @@ export async function deleteZooKeeperNamespace(connectionString: string, name: s
     client.connect();
   });
   const call = <T>(run: (cb: (error: unknown, result: T) => void) => void) =>
-    new Promise<T>((resolve, reject) => run((error, result) => (error ? reject(error) : resolve(result))));
+    new Promise<T>((resolve, reject) =>
+      run((error, result) => (error ? reject(error) : resolve(result))),
+    );
   const remove = async (path: string): Promise<void> => {
     const children = await call<string[]>((cb) => client.getChildren(path, cb)).catch(() => []);
     for (const child of children) await remove(`${path}/${child}`);
-    await call<void>((cb) => client.remove(path, -1, (error) => cb(error, undefined))).catch(() => {});
+    await call<void>((cb) => client.remove(path, -1, (error) => cb(error, undefined))).catch(
+      () => {},
+    );
   };
   try {
     await remove(`/snowflake/${name}`);
@@ -85,7 +98,10 @@ export async function dropSqlTable(url: string, table: string): Promise<void> {
  * The harness for a SQL server (PostgreSQL or MariaDB/MySQL): one table for the test file, every
  * test with its own cluster name in it; `dropTable()` at the end of the file.
  */
-export function sqlServerHarness(service: 'postgres' | 'mysql'): { harness: RegistryHarness; dropTable(): Promise<void> } {
+export function sqlServerHarness(service: 'postgres' | 'mysql'): {
+  harness: RegistryHarness;
+  dropTable(): Promise<void>;
+} {
   const url = SERVICES[service].url;
   const table = uniqueName('worker_node');
   return {
@@ -111,20 +127,34 @@ export interface StoredRecord {
 }
 
 /** The Redis record of `workerId` in namespace `name`. */
-export async function redisRecord(url: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+export async function redisRecord(
+  url: string,
+  name: string,
+  workerId: number,
+): Promise<StoredRecord | undefined> {
   const { Redis } = await import('ioredis');
   const client = new Redis(url, { lazyConnect: true });
   await client.connect();
   try {
-    const [last, reported] = await client.hmget(`idmint:workers:{${name}}:record:${workerId}`, 'lastTimestamp', 'reportedAt');
-    return last === null || reported === null ? undefined : { lastTimestamp: Number(last), reportedAt: Number(reported) };
+    const [last, reported] = await client.hmget(
+      `idmint:workers:{${name}}:record:${workerId}`,
+      'lastTimestamp',
+      'reportedAt',
+    );
+    return last === null || reported === null
+      ? undefined
+      : { lastTimestamp: Number(last), reportedAt: Number(reported) };
   } finally {
     client.disconnect();
   }
 }
 
 /** The etcd record of `workerId` in namespace `name`. */
-export async function etcdRecord(hosts: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+export async function etcdRecord(
+  hosts: string,
+  name: string,
+  workerId: number,
+): Promise<StoredRecord | undefined> {
   const { Etcd3 } = await import('etcd3');
   const client = new Etcd3({ hosts });
   try {
@@ -136,7 +166,11 @@ export async function etcdRecord(hosts: string, name: string, workerId: number):
 }
 
 /** The ZooKeeper record (`/snowflake/<name>/workers/<id>`) of `workerId`. */
-export async function zooKeeperRecord(connectionString: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+export async function zooKeeperRecord(
+  connectionString: string,
+  name: string,
+  workerId: number,
+): Promise<StoredRecord | undefined> {
   const zookeeper = await import('node-zookeeper-client');
   const client = zookeeper.createClient(connectionString, { sessionTimeout: 10_000 });
   await new Promise<void>((resolve) => {
@@ -147,7 +181,8 @@ export async function zooKeeperRecord(connectionString: string, name: string, wo
     const data = await new Promise<Buffer | undefined>((resolve, reject) =>
       client.getData(`/snowflake/${name}/workers/${workerId}`, (error, value) => {
         if (error === null || error === undefined) resolve(value);
-        else if ((error as { code?: number }).code === zookeeper.Exception.NO_NODE) resolve(undefined);
+        else if ((error as { code?: number }).code === zookeeper.Exception.NO_NODE)
+          resolve(undefined);
         else reject(error);
       }),
     );
@@ -158,7 +193,12 @@ export async function zooKeeperRecord(connectionString: string, name: string, wo
 }
 
 /** The row of `workerId` in a SQL registry table (PostgreSQL, MySQL, or a SQLite file). */
-export async function sqlRecord(url: string, table: string, name: string, workerId: number): Promise<StoredRecord | undefined> {
+export async function sqlRecord(
+  url: string,
+  table: string,
+  name: string,
+  workerId: number,
+): Promise<StoredRecord | undefined> {
   const sql = `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ?`;
   let rows: Record<string, unknown>[];
   if (url.startsWith('mysql:')) {
@@ -182,13 +222,16 @@ export async function sqlRecord(url: string, table: string, name: string, worker
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      rows = (await client.query(sql.replace('?', '$1').replace('?', '$2'), [name, workerId])).rows as Record<string, unknown>[];
+      rows = (await client.query(sql.replace('?', '$1').replace('?', '$2'), [name, workerId]))
+        .rows as Record<string, unknown>[];
     } finally {
       await client.end();
     }
   }
   const [row] = rows;
-  return row === undefined ? undefined : { lastTimestamp: Number(row['last_timestamp']), reportedAt: Number(row['reported_at']) };
+  return row === undefined
+    ? undefined
+    : { lastTimestamp: Number(row['last_timestamp']), reportedAt: Number(row['reported_at']) };
 }
 
 /** The static registry's state file. */
@@ -210,20 +253,42 @@ function recordOf(value: { lastTimestamp?: unknown; reportedAt?: unknown }): Sto
  * its claim leaves them: Leaf's entry for `address` and a record at version 0 (never written
  * since its creation).
  */
-export async function seedZooKeeperRecord(connectionString: string, name: string, address: string, workerId: number, record: StoredRecord): Promise<void> {
+export async function seedZooKeeperRecord(
+  connectionString: string,
+  name: string,
+  address: string,
+  workerId: number,
+  record: StoredRecord,
+): Promise<void> {
   const zookeeper = await import('node-zookeeper-client');
   const client = zookeeper.createClient(connectionString, { sessionTimeout: 10_000 });
   await new Promise<void>((resolve) => {
     client.once('connected', resolve);
     client.connect();
   });
-  const call = (run: (cb: (error: unknown) => void) => void) => new Promise<void>((resolve, reject) => run((error) => (error ? reject(error) : resolve())));
+  const call = (run: (cb: (error: unknown) => void) => void) =>
+    new Promise<void>((resolve, reject) => run((error) => (error ? reject(error) : resolve())));
   try {
-    for (const dir of ['forever', 'workers', 'live']) await call((cb) => client.mkdirp(`/snowflake/${name}/${dir}`, cb));
+    for (const dir of ['forever', 'workers', 'live'])
+      await call((cb) => client.mkdirp(`/snowflake/${name}/${dir}`, cb));
     const [ip, port] = address.split(':');
     const entry = Buffer.from(JSON.stringify({ ip, port, timestamp: record.lastTimestamp }));
-    await call((cb) => client.create(`/snowflake/${name}/forever/${address}-${String(workerId).padStart(10, '0')}`, entry, zookeeper.CreateMode.PERSISTENT, cb));
-    await call((cb) => client.create(`/snowflake/${name}/workers/${workerId}`, Buffer.from(JSON.stringify(record)), zookeeper.CreateMode.PERSISTENT, cb));
+    await call((cb) =>
+      client.create(
+        `/snowflake/${name}/forever/${address}-${String(workerId).padStart(10, '0')}`,
+        entry,
+        zookeeper.CreateMode.PERSISTENT,
+        cb,
+      ),
+    );
+    await call((cb) =>
+      client.create(
+        `/snowflake/${name}/workers/${workerId}`,
+        Buffer.from(JSON.stringify(record)),
+        zookeeper.CreateMode.PERSISTENT,
+        cb,
+      ),
+    );
   } finally {
     client.close();
   }

@@ -3,7 +3,15 @@
 // replication link running through a TcpProxy so the test can hold it back. What a failover test
 // needs: lag, a dead primary, a promoted replica.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, cpSync, existsSync, mkdtempSync, readdirSync, rmSync, appendFileSync } from 'node:fs';
+import {
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  appendFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,13 +47,19 @@ const ROOT = process.getuid?.() === 0;
 /** Ports nobody listens on right now (bound to port 0, then released). */
 export async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve) => {
-      const server = createServer();
-      server.listen(0, HOST, () => resolve(server));
-    })),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve) => {
+          const server = createServer();
+          server.listen(0, HOST, () => resolve(server));
+        }),
+    ),
   );
   const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  await Promise.all(
+    servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
+  );
   return ports;
 }
 
@@ -53,7 +67,9 @@ export async function freePorts(count: number): Promise<number[]> {
 function postgresBin(): string | undefined {
   const base = '/usr/lib/postgresql';
   if (!existsSync(base)) return undefined;
-  const versions = readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'pg_basebackup')));
+  const versions = readdirSync(base).filter((v) =>
+    existsSync(join(base, v, 'bin', 'pg_basebackup')),
+  );
   versions.sort((a, b) => Number(b) - Number(a));
   return versions[0] === undefined ? undefined : join(base, versions[0], 'bin');
 }
@@ -76,10 +92,13 @@ export function replicationMissing(backend: ReplicatedBackend): string | undefin
       if (!ROOT || spawnSync('id', ['-u', 'postgres']).status === 0) return undefined;
       return 'an OS user "postgres" (PostgreSQL refuses to run as root)';
     case 'mariadb':
-      if (onPath('mariadbd') !== undefined && onPath('mariadb-install-db') !== undefined) return undefined;
+      if (onPath('mariadbd') !== undefined && onPath('mariadb-install-db') !== undefined)
+        return undefined;
       return 'mariadbd and mariadb-install-db (Debian package mariadb-server)';
     case 'redis':
-      return onPath('redis-server') !== undefined ? undefined : 'redis-server (Debian package redis-server)';
+      return onPath('redis-server') !== undefined
+        ? undefined
+        : 'redis-server (Debian package redis-server)';
   }
 }
 
@@ -120,7 +139,10 @@ export function startReplicaPair(backend: ReplicatedBackend): Promise<ReplicaPai
 function run(argv: readonly string[]): Promise<string> {
   const [file, ...args] = argv;
   return new Promise((resolve, reject) => {
-    const child = spawn(file as string, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+    const child = spawn(file as string, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 120_000,
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -152,7 +174,9 @@ async function waitFor(what: string, check: () => Promise<boolean>, ms = 30_000)
     }
     await sleep(100);
   }
-  throw new Error(`${what} did not happen within ${ms} ms${last === undefined ? '' : `: ${String(last)}`}`);
+  throw new Error(
+    `${what} did not happen within ${ms} ms${last === undefined ? '' : `: ${String(last)}`}`,
+  );
 }
 
 /** A long-running server started here; `kill` ends it by its PID and waits for the end. */
@@ -197,8 +221,22 @@ async function startPostgresPair(): Promise<ReplicaPair> {
   const [primaryPort, replicaPort] = (await freePorts(2)) as [number, number];
   const primaryDir = join(dir, 'primary');
   const replicaDir = join(dir, 'replica');
-  const pgCtl = (data: string, ...args: string[]) => run(as([join(bin, 'pg_ctl'), '-D', data, ...args]));
-  await run(as([join(bin, 'initdb'), '-D', primaryDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']));
+  const pgCtl = (data: string, ...args: string[]) =>
+    run(as([join(bin, 'pg_ctl'), '-D', data, ...args]));
+  await run(
+    as([
+      join(bin, 'initdb'),
+      '-D',
+      primaryDir,
+      '-A',
+      'trust',
+      '-U',
+      'postgres',
+      '--no-sync',
+      '-E',
+      'UTF8',
+    ]),
+  );
   const settings = [
     `listen_addresses = '${HOST}'`,
     `unix_socket_directories = '${dir}'`,
@@ -220,12 +258,28 @@ async function startPostgresPair(): Promise<ReplicaPair> {
     }
   };
   try {
-    await pgCtl(primaryDir, '-l', join(dir, 'primary.log'), '-o', `-p ${primaryPort}`, '-w', 'start');
+    await pgCtl(
+      primaryDir,
+      '-l',
+      join(dir, 'primary.log'),
+      '-o',
+      `-p ${primaryPort}`,
+      '-w',
+      'start',
+    );
     // The replica copies the primary and follows it through the link, which the test can hang.
     link = await TcpProxy.start({ host: HOST, port: primaryPort });
     const source = ['-h', HOST, '-p', String(link.port), '-U', 'postgres'];
     await run(as([join(bin, 'pg_basebackup'), ...source, '-D', replicaDir, '-R', '-X', 'stream']));
-    await pgCtl(replicaDir, '-l', join(dir, 'replica.log'), '-o', `-p ${replicaPort}`, '-w', 'start');
+    await pgCtl(
+      replicaDir,
+      '-l',
+      join(dir, 'replica.log'),
+      '-o',
+      `-p ${replicaPort}`,
+      '-w',
+      'start',
+    );
   } catch (error) {
     await stopBoth();
     await link?.close();
@@ -254,7 +308,10 @@ async function startPostgresPair(): Promise<ReplicaPair> {
       await waitFor('the PostgreSQL replica catching up', async () => {
         const [primary] = await query(primaryPort, 'SELECT pg_current_wal_lsn() AS lsn');
         const lsn = String(primary?.['lsn']);
-        const [replica] = await query(replicaPort, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
+        const [replica] = await query(
+          replicaPort,
+          `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`,
+        );
         return replica?.['done'] === true;
       });
     },
@@ -277,8 +334,17 @@ async function startMariadbPair(): Promise<ReplicaPair> {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-mariadb-'));
   const [primaryPort, replicaPort] = (await freePorts(2)) as [number, number];
   const user = ROOT ? ['--user=root'] : [];
-  const install = [`--datadir=${join(dir, 'primary')}`, ...user, '--auth-root-authentication-method=normal'];
-  await run([onPath('mariadb-install-db') as string, '--no-defaults', ...install, '--skip-test-db']);
+  const install = [
+    `--datadir=${join(dir, 'primary')}`,
+    ...user,
+    '--auth-root-authentication-method=normal',
+  ];
+  await run([
+    onPath('mariadb-install-db') as string,
+    '--no-defaults',
+    ...install,
+    '--skip-test-db',
+  ]);
   // Two copies of one fresh install: the replica then starts from exactly what the primary has.
   cpSync(join(dir, 'primary'), join(dir, 'replica'), { recursive: true });
   const server = (name: string, port: number, serverId: number) =>
@@ -306,7 +372,13 @@ async function startMariadbPair(): Promise<ReplicaPair> {
   const url = (port: number) => `mysql://root@${HOST}:${port}/test`;
   const query = async (port: number, sql: string): Promise<Record<string, unknown>[]> => {
     const mysql = await import('mysql2/promise');
-    const options = { host: HOST, port, user: 'root', connectTimeout: 2000, multipleStatements: true };
+    const options = {
+      host: HOST,
+      port,
+      user: 'root',
+      connectTimeout: 2000,
+      multipleStatements: true,
+    };
     const connection = await mysql.createConnection(options);
     try {
       const [rows] = await connection.query(sql);
@@ -317,7 +389,8 @@ async function startMariadbPair(): Promise<ReplicaPair> {
   };
   let link: TcpProxy | undefined;
   try {
-    const answers = (port: number) => async () => (await query(port, 'SELECT 1 AS one')).length === 1;
+    const answers = (port: number) => async () =>
+      (await query(port, 'SELECT 1 AS one')).length === 1;
     await waitFor('the MariaDB primary starting', answers(primaryPort));
     await waitFor('the MariaDB replica starting', answers(replicaPort));
     link = await TcpProxy.start({ host: HOST, port: primaryPort });
@@ -365,13 +438,33 @@ async function startRedisPair(): Promise<ReplicaPair> {
   const redis = onPath('redis-server') as string;
   // No persistence: the failover is what is tested, not a restart. The primary streams the first
   // sync at once (no diskless-sync delay, 5 s by default).
-  const common = ['--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', dir, '--repl-diskless-sync-delay', '0'];
-  const primary = daemon([redis, '--port', String(primaryPort), ...common], join(dir, 'primary.log'));
+  const common = [
+    '--bind',
+    HOST,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--repl-diskless-sync-delay',
+    '0',
+  ];
+  const primary = daemon(
+    [redis, '--port', String(primaryPort), ...common],
+    join(dir, 'primary.log'),
+  );
   let link: TcpProxy | undefined;
   let replica: ReturnType<typeof daemon> | undefined;
   const { Redis } = await import('ioredis');
   const info = async (port: number): Promise<string> => {
-    const client = new Redis({ host: HOST, port, lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000 });
+    const client = new Redis({
+      host: HOST,
+      port,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2000,
+    });
     client.on('error', () => undefined);
     try {
       await client.connect();
@@ -380,12 +473,19 @@ async function startRedisPair(): Promise<ReplicaPair> {
       client.disconnect();
     }
   };
-  const field = (text: string, name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(text)?.[1]?.trim();
+  const field = (text: string, name: string) =>
+    new RegExp(`^${name}:(.*)$`, 'm').exec(text)?.[1]?.trim();
   try {
-    await waitFor('the Redis primary starting', async () => field(await info(primaryPort), 'role') === 'master');
+    await waitFor(
+      'the Redis primary starting',
+      async () => field(await info(primaryPort), 'role') === 'master',
+    );
     link = await TcpProxy.start({ host: HOST, port: primaryPort });
     const follow = ['--dbfilename', 'replica.rdb', '--replicaof', HOST, String(link.port)];
-    replica = daemon([redis, '--port', String(replicaPort), ...common, ...follow], join(dir, 'replica.log'));
+    replica = daemon(
+      [redis, '--port', String(replicaPort), ...common, ...follow],
+      join(dir, 'replica.log'),
+    );
     const synced = async () => field(await info(replicaPort), 'master_link_status') === 'up';
     await waitFor('the Redis replica syncing', synced);
   } catch (error) {
@@ -405,7 +505,9 @@ async function startRedisPair(): Promise<ReplicaPair> {
     async caughtUp() {
       await waitFor('the Redis replica catching up', async () => {
         const offset = field(await info(primaryPort), 'master_repl_offset');
-        return offset !== undefined && field(await info(replicaPort), 'slave_repl_offset') === offset;
+        return (
+          offset !== undefined && field(await info(replicaPort), 'slave_repl_offset') === offset
+        );
       });
     },
     holdReplication: () => replicationLink.hang(),

@@ -19,14 +19,16 @@ export function registeredRoutes(app: FastifyInstance): Map<string, Set<string>>
     let methods: string | undefined;
     if (node !== null) {
       const depth = (node[1] ?? '').length / 4;
-      if (!Number.isInteger(depth)) throw new Error(`unexpected indentation in printRoutes: ${JSON.stringify(line)}`);
+      if (!Number.isInteger(depth))
+        throw new Error(`unexpected indentation in printRoutes: ${JSON.stringify(line)}`);
       path.length = depth;
       path.push(node[2] ?? '');
       current = path.join('');
       methods = node[3];
     } else {
       methods = /^[│ ]* \(([^)]*)\)/u.exec(line)?.[1];
-      if (methods === undefined) throw new Error(`unexpected line in printRoutes: ${JSON.stringify(line)}`);
+      if (methods === undefined)
+        throw new Error(`unexpected line in printRoutes: ${JSON.stringify(line)}`);
     }
     if (methods === undefined || current === undefined) continue;
     const set = routes.get(current) ?? new Set<string>();

@@ -4,7 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { openSegmentStore, type OpenSegmentStoreOptions } from '../../src/stores/open-segment-store.ts';
+import {
+  openSegmentStore,
+  type OpenSegmentStoreOptions,
+} from '../../src/stores/open-segment-store.ts';
 import { HISTORY_TABLE } from '../../src/stores/store-support.ts';
 import type { SegmentStoreFixture } from './segment-store-suite.ts';
 import type { SegmentStore } from '../../src/ports/segment-store.ts';
@@ -48,13 +51,17 @@ const sqlite: SegmentBackend = {
     const dir = mkdtempSync(join(tmpdir(), 'idmint-segments-'));
     const url = `sqlite:${join(dir, 'idmint.db')}`;
     const remove = async () => rmSync(dir, { recursive: true, force: true });
-    const fixture = await openFixture(url, remove, options, (table, value) => setRecordedHistory(url, table, value));
+    const fixture = await openFixture(url, remove, options, (table, value) =>
+      setRecordedHistory(url, table, value),
+    );
     return { ...fixture, sequentialNodes: true };
   },
   async sql(url, statement) {
     const db = new DatabaseSync(url.slice('sqlite:'.length));
     try {
-      return /^\s*select/i.test(statement) ? (db.prepare(statement).all() as Record<string, unknown>[]) : (db.exec(statement), []);
+      return /^\s*select/i.test(statement)
+        ? (db.prepare(statement).all() as Record<string, unknown>[])
+        : (db.exec(statement), []);
     } finally {
       db.close();
     }
@@ -83,7 +90,12 @@ const mariadb: SegmentBackend = {
   open: (options) => openServerFixture(mariadb, SERVICES.mysql.url, options),
   async sql(url, statement) {
     const mysql = await import('mysql2/promise');
-    const connection = await mysql.createConnection({ uri: url, supportBigNumbers: true, bigNumberStrings: true, multipleStatements: true });
+    const connection = await mysql.createConnection({
+      uri: url,
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      multipleStatements: true,
+    });
     try {
       const [rows] = await connection.query(statement);
       return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : [];
@@ -112,13 +124,18 @@ async function openFixture(
 ) {
   const table = options?.table ?? uniqueName('seg');
   const storeUrl = options?.url ?? url;
-  const store = await openSegmentStore(storeUrl, { ...options, table, init: options?.init ?? true });
+  const store = await openSegmentStore(storeUrl, {
+    ...options,
+    table,
+    init: options?.init ?? true,
+  });
   const others: { close(): Promise<void> }[] = [];
   return {
     store,
     url: storeUrl,
     table,
-    setRecordedHistory: (value: string | undefined) => setHistory(table, value).then(() => undefined),
+    setRecordedHistory: (value: string | undefined) =>
+      setHistory(table, value).then(() => undefined),
     async openAnother(more: OpenSegmentStoreOptions = {}) {
       const other = await openSegmentStore(storeUrl, { ...options, ...more, table, init: false });
       others.push(other);
@@ -137,7 +154,11 @@ async function openFixture(
  * Writes the recorded history of `table` (a Redis key prefix) in the database at `url` by hand, as a
  * restore or an operator might; undefined deletes the record (the table's row of idmint_history).
  */
-export async function setRecordedHistory(url: string, table: string, value: string | undefined): Promise<void> {
+export async function setRecordedHistory(
+  url: string,
+  table: string,
+  value: string | undefined,
+): Promise<void> {
   if (url.startsWith('redis')) {
     const { Redis } = await import('ioredis');
     const client = new Redis(url);
@@ -149,16 +170,25 @@ export async function setRecordedHistory(url: string, table: string, value: stri
     }
     return;
   }
-  const backend = url.startsWith('sqlite') ? sqlite : url.startsWith('postgres') ? postgres : mariadb;
+  const backend = url.startsWith('sqlite')
+    ? sqlite
+    : url.startsWith('postgres')
+      ? postgres
+      : mariadb;
   const where = `WHERE segment_table = '${table}'`;
-  const statement = value === undefined
-    ? `DELETE FROM ${HISTORY_TABLE} ${where}`
-    : `UPDATE ${HISTORY_TABLE} SET history = '${value}' ${where}`;
+  const statement =
+    value === undefined
+      ? `DELETE FROM ${HISTORY_TABLE} ${where}`
+      : `UPDATE ${HISTORY_TABLE} SET history = '${value}' ${where}`;
   await backend.sql?.(url, statement);
 }
 
 /** {@link openFixture} on a database server: the table (or Redis prefix) is dropped afterwards. */
-function openServerFixture(backend: SegmentBackend, url: string, options: FixtureOptions | undefined) {
+function openServerFixture(
+  backend: SegmentBackend,
+  url: string,
+  options: FixtureOptions | undefined,
+) {
   const drop = (table: string) =>
     backend.sql === undefined ? deleteRedisPrefix(url, table) : dropTable(backend, url, table);
   return openFixture(url, drop, options, (table, value) => setRecordedHistory(url, table, value));

@@ -10,7 +10,13 @@ const [url = '', table = '', tag = '', count = '0', step = '0'] = process.argv.s
 const store = await openSegmentStore(url, { table, init: false });
 // A fixed small step (maxStep = step) keeps every process going back to the database, so their
 // allocations interleave instead of one process taking a huge range and finishing alone.
-const service = new SegmentService({ store, clock: new MonotonicClock(), step: { maxStep: Number(step) }, tagRefreshMs: 0, waitTimeoutMs: 30_000 });
+const service = new SegmentService({
+  store,
+  clock: new MonotonicClock(),
+  step: { maxStep: Number(step) },
+  tagRefreshMs: 0,
+  waitTimeoutMs: 30_000,
+});
 await service.start();
 // Draw only on the parent's go (a line on stdin), so every process draws at the same moment
 // however long each took to start on a busy machine.

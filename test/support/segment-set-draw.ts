@@ -12,7 +12,14 @@ const [urls = '', table = '', tag = '', step = '0'] = process.argv.slice(2);
 const store = await openSegmentStores(urls.split(','), { table, timeoutMs: 2000 });
 // A fixed small step keeps every process going back to the databases many times a second, so a
 // database cut for seconds is met by hundreds of allocations.
-const service = new SegmentService({ store, clock: new MonotonicClock(), step: { maxStep: Number(step) }, tagRefreshMs: 0, waitTimeoutMs: 10_000, retryAfterMs: 200 });
+const service = new SegmentService({
+  store,
+  clock: new MonotonicClock(),
+  step: { maxStep: Number(step) },
+  tagRefreshMs: 0,
+  waitTimeoutMs: 10_000,
+  retryAfterMs: 200,
+});
 await service.start();
 process.stderr.write('ready\n');
 let stopping = false;
@@ -47,5 +54,7 @@ while (!stopping) {
 }
 const report = await service.close();
 await store.close();
-process.stdout.write(`${JSON.stringify({ ids: ids.join(' '), errors, codes: [...codes], released: report.releasedIds })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ ids: ids.join(' '), errors, codes: [...codes], released: report.releasedIds })}\n`,
+);
 process.exit(0);

@@ -2,7 +2,12 @@
 // database and the server's `postgres` database, or IDMINT_TEST_POSTGRES_URL_2), MariaDB and Redis.
 // Each test works on a table (or key prefix) of its own and drops it in every database afterwards.
 import { setTableName } from '../../src/stores/sql/sql-segment-store.ts';
-import { SEGMENT_BACKENDS, deleteRedisPrefix, setRecordedHistory, withPort } from './segment-backends.ts';
+import {
+  SEGMENT_BACKENDS,
+  deleteRedisPrefix,
+  setRecordedHistory,
+  withPort,
+} from './segment-backends.ts';
 import { SERVICES, hostPort } from './services.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 
@@ -16,7 +21,8 @@ function withDatabase(url: string, database: string): string {
 /** The databases a set may be made of, by name. */
 export const SET_URLS = {
   postgresA: SERVICES.postgres.url,
-  postgresB: process.env['IDMINT_TEST_POSTGRES_URL_2'] ?? withDatabase(SERVICES.postgres.url, 'postgres'),
+  postgresB:
+    process.env['IDMINT_TEST_POSTGRES_URL_2'] ?? withDatabase(SERVICES.postgres.url, 'postgres'),
   mariadb: SERVICES.mysql.url,
   redis: SERVICES.redis.url,
 } as const;
@@ -43,7 +49,9 @@ export async function dropSet(urls: readonly string[], table: string): Promise<v
 }
 
 /** A TcpProxy in front of each URL's server, and the URLs through them. */
-export async function proxied(urls: readonly string[]): Promise<{ readonly proxies: TcpProxy[]; readonly urls: string[]; close(): Promise<void> }> {
+export async function proxied(
+  urls: readonly string[],
+): Promise<{ readonly proxies: TcpProxy[]; readonly urls: string[]; close(): Promise<void> }> {
   const proxies: TcpProxy[] = [];
   for (const url of urls) proxies.push(await TcpProxy.start(hostPort(url)));
   return {

@@ -2,7 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { isIdMintError, type ErrorCode } from '../../src/core/errors.ts';
 import { MAX_SEGMENT_ID } from '../../src/core/segment-limits.ts';
-import type { SegmentRange, SegmentStore, StoreHistoryEvent } from '../../src/ports/segment-store.ts';
+import type {
+  SegmentRange,
+  SegmentStore,
+  StoreHistoryEvent,
+} from '../../src/ports/segment-store.ts';
 import type { OpenSegmentStoreOptions } from '../../src/stores/open-segment-store.ts';
 
 /** A store on a table (or key prefix) of its own, and how to remove that table afterwards. */
@@ -26,12 +30,20 @@ export interface SegmentStoreFixture {
 }
 
 /** The form of StoreHistory.live on each backend. */
-const LIVE_HISTORY = /^(postgres system \d+ timeline \d+|mysql server_id \d+|redis replid [0-9a-f]{40}|sqlite)$/;
+const LIVE_HISTORY =
+  /^(postgres system \d+ timeline \d+|mysql server_id \d+|redis replid [0-9a-f]{40}|sqlite)$/;
 
 /** Resolves if `promise` rejects with an IdMintError of `code`. */
-export async function rejectsWith(promise: Promise<unknown>, code: ErrorCode, pattern?: RegExp): Promise<void> {
+export async function rejectsWith(
+  promise: Promise<unknown>,
+  code: ErrorCode,
+  pattern?: RegExp,
+): Promise<void> {
   await assert.rejects(promise, (error: unknown) => {
-    assert.ok(isIdMintError(error, code), `expected ${code}, got ${error instanceof Error ? `${(error as { code?: string }).code ?? error.name}: ${error.message}` : String(error)}`);
+    assert.ok(
+      isIdMintError(error, code),
+      `expected ${code}, got ${error instanceof Error ? `${(error as { code?: string }).code ?? error.name}: ${error.message}` : String(error)}`,
+    );
     if (pattern !== undefined) assert.match(error.message, pattern);
     return true;
   });
@@ -62,7 +74,11 @@ export function runSegmentStoreSuite(options: {
   after(() => fixture.dispose());
 
   it('creates a tag with Leaf defaults and reads it back', async () => {
-    const created = await store.createTag({ tag: 'create-1', step: 2000, description: 'first tag' });
+    const created = await store.createTag({
+      tag: 'create-1',
+      step: 2000,
+      description: 'first tag',
+    });
     assert.equal(created.tag, 'create-1');
     assert.equal(created.maxId, 1n);
     assert.equal(created.step, 2000);
@@ -89,8 +105,15 @@ export function runSegmentStoreSuite(options: {
     } while (after !== undefined);
     const all = (await store.listTags()).map((record) => record.tag);
     assert.deepEqual([...new Set(paged)].sort(), [...all].sort());
-    assert.ok(pages >= 2 || store.backend === 'redis', `${all.length} tags in pages of 5 took ${pages} page(s)`);
-    await rejectsWith(store.listTagPage(undefined, 0), 'INVALID_ARGUMENT', /limit must be an integer from 1 to 100000/);
+    assert.ok(
+      pages >= 2 || store.backend === 'redis',
+      `${all.length} tags in pages of 5 took ${pages} page(s)`,
+    );
+    await rejectsWith(
+      store.listTagPage(undefined, 0),
+      'INVALID_ARGUMENT',
+      /limit must be an integer from 1 to 100000/,
+    );
     await rejectsWith(store.listTagPage(undefined, 100_001), 'INVALID_ARGUMENT', /limit must be/);
   });
 
@@ -103,14 +126,25 @@ export function runSegmentStoreSuite(options: {
     await store.allocate('change-old');
     const changes = await store.listTagChanges(first.cursor);
     const tags = changes.records.map((record) => record.tag);
-    assert.ok(tags.includes('change-new') && tags.includes('change-old'), `written since the cursor: ${tags.join(', ')}`);
-    assert.equal(changes.records.find((record) => record.tag === 'change-old')?.maxId, 11n, 'the row as it is now');
+    assert.ok(
+      tags.includes('change-new') && tags.includes('change-old'),
+      `written since the cursor: ${tags.join(', ')}`,
+    );
+    assert.equal(
+      changes.records.find((record) => record.tag === 'change-old')?.maxId,
+      11n,
+      'the row as it is now',
+    );
     await rejectsWith(store.listTagChanges('not a cursor'), 'INVALID_ARGUMENT', /cursor/);
   });
 
   it('refuses a duplicate tag with TAG_EXISTS and changes nothing', async () => {
     await store.createTag({ tag: 'dup', step: 10, startId: 500n });
-    await rejectsWith(store.createTag({ tag: 'dup', step: 99 }), 'TAG_EXISTS', /"dup" already exists/);
+    await rejectsWith(
+      store.createTag({ tag: 'dup', step: 99 }),
+      'TAG_EXISTS',
+      /"dup" already exists/,
+    );
     const row = await store.getTag('dup');
     assert.equal(row?.maxId, 500n);
     assert.equal(row?.step, 10);
@@ -122,16 +156,37 @@ export function runSegmentStoreSuite(options: {
       [() => store.createTag({ tag: 'x'.repeat(129), step: 10 }), /tag must be/],
       // 129 code points (258 UTF-16 units): longer than varchar(128) holds.
       [() => store.createTag({ tag: '\u{1F600}'.repeat(129), step: 10 }), /tag must be/],
-      [() => store.createTag({ tag: 'nul\u0000tag', step: 10 }), /none of them U\+0000 or an unpaired surrogate/],
+      [
+        () => store.createTag({ tag: 'nul\u0000tag', step: 10 }),
+        /none of them U\+0000 or an unpaired surrogate/,
+      ],
       [() => store.createTag({ tag: 'lone\uD800', step: 10 }), /tag must be/],
-      [() => store.createTag({ tag: 'ok-tag', step: 0 }), /step must be an integer from 1 to 2147483647/],
+      [
+        () => store.createTag({ tag: 'ok-tag', step: 0 }),
+        /step must be an integer from 1 to 2147483647/,
+      ],
       [() => store.createTag({ tag: 'ok-tag', step: 1.5 }), /step must be/],
       [() => store.createTag({ tag: 'ok-tag', step: 2 ** 31 }), /step must be/],
-      [() => store.createTag({ tag: 'ok-tag', step: 10, startId: -1n }), /startId must be a bigint from 0/],
-      [() => store.createTag({ tag: 'ok-tag', step: 10, startId: MAX_SEGMENT_ID + 1n }), /startId must be/],
-      [() => store.createTag({ tag: 'ok-tag', step: 10, description: 'd'.repeat(257) }), /description must be null or a string of at most 256 characters/],
-      [() => store.createTag({ tag: 'ok-tag', step: 10, description: 'a\u0000b' }), /description must be .*none of them U\+0000/],
-      [() => store.createTag({ tag: 'ok-tag', step: 10, description: 'x\uDC00' }), /description must be/],
+      [
+        () => store.createTag({ tag: 'ok-tag', step: 10, startId: -1n }),
+        /startId must be a bigint from 0/,
+      ],
+      [
+        () => store.createTag({ tag: 'ok-tag', step: 10, startId: MAX_SEGMENT_ID + 1n }),
+        /startId must be/,
+      ],
+      [
+        () => store.createTag({ tag: 'ok-tag', step: 10, description: 'd'.repeat(257) }),
+        /description must be null or a string of at most 256 characters/,
+      ],
+      [
+        () => store.createTag({ tag: 'ok-tag', step: 10, description: 'a\u0000b' }),
+        /description must be .*none of them U\+0000/,
+      ],
+      [
+        () => store.createTag({ tag: 'ok-tag', step: 10, description: 'x\uDC00' }),
+        /description must be/,
+      ],
       [() => store.allocate('nul\u0000tag'), /tag must be/],
       [() => store.allocate('ok-tag', 0), /step must be/],
       [() => store.release('ok-tag', 10n, 10n), /from < to/],
@@ -144,9 +199,18 @@ export function runSegmentStoreSuite(options: {
 
   it('one rule for descriptions: U+0000 is refused on create and update alike; any other text up to 256 code points is kept exactly', async () => {
     await store.createTag({ tag: 'described', step: 10, description: 'before' });
-    await rejectsWith(store.updateTag('described', { description: 'a\u0000b' }), 'INVALID_ARGUMENT', /U\+0000/);
+    await rejectsWith(
+      store.updateTag('described', { description: 'a\u0000b' }),
+      'INVALID_ARGUMENT',
+      /U\+0000/,
+    );
     assert.equal((await store.getTag('described'))?.description, 'before', 'nothing changed');
-    for (const description of ['tab\tnew\nline "quoted" \\ back', '\u{1F600}'.repeat(256), '\u00e4'.repeat(256), '']) {
+    for (const description of [
+      'tab\tnew\nline "quoted" \\ back',
+      '\u{1F600}'.repeat(256),
+      '\u00e4'.repeat(256),
+      '',
+    ]) {
       assert.equal((await store.updateTag('described', { description })).description, description);
       assert.equal((await store.getTag('described'))?.description, description);
     }
@@ -176,23 +240,42 @@ export function runSegmentStoreSuite(options: {
       assert.deepEqual(await store.getTag(tag), created);
     }
     for (const [i, tag] of tags.entries()) {
-      assert.deepEqual(await store.allocate(tag), { tag, start: BigInt(i * 100), end: BigInt(i * 100 + 10), step: 10, tagStep: 10 }, tag);
+      assert.deepEqual(
+        await store.allocate(tag),
+        { tag, start: BigInt(i * 100), end: BigInt(i * 100 + 10), step: 10, tagStep: 10 },
+        tag,
+      );
       assert.equal(await store.release(tag, BigInt(i * 100 + 3), BigInt(i * 100 + 10)), true);
       assert.equal((await store.updateTag(tag, { step: 20 })).maxId, BigInt(i * 100 + 3));
     }
     const listed = new Map((await store.listTags()).map((record) => [record.tag, record]));
-    for (const [i, tag] of tags.entries()) assert.equal(listed.get(tag)?.maxId, BigInt(i * 100 + 3), `listed ${JSON.stringify(tag)}`);
+    for (const [i, tag] of tags.entries())
+      assert.equal(listed.get(tag)?.maxId, BigInt(i * 100 + 3), `listed ${JSON.stringify(tag)}`);
     // The Redis key of tag 'tags' is not the tag set, and a tag with ':' is not another namespace.
     assert.equal(await store.getTag('x'), undefined);
     assert.equal(await store.getTag('tag:x'), undefined);
   });
 
   it('refuses a start with no room for one range below 2^63-1 at creation, rather than a tag that can only be exhausted', async () => {
-    await rejectsWith(store.createTag({ tag: 'at-top', step: 10, startId: MAX_SEGMENT_ID - 9n }), 'INVALID_ARGUMENT', /startId must leave room for one range of step 10 below 9223372036854775807: at most 9223372036854775797, got 9223372036854775798n/);
-    await rejectsWith(store.createTag({ tag: 'at-top', step: 1, startId: MAX_SEGMENT_ID }), 'INVALID_ARGUMENT', /startId must leave room/);
+    await rejectsWith(
+      store.createTag({ tag: 'at-top', step: 10, startId: MAX_SEGMENT_ID - 9n }),
+      'INVALID_ARGUMENT',
+      /startId must leave room for one range of step 10 below 9223372036854775807: at most 9223372036854775797, got 9223372036854775798n/,
+    );
+    await rejectsWith(
+      store.createTag({ tag: 'at-top', step: 1, startId: MAX_SEGMENT_ID }),
+      'INVALID_ARGUMENT',
+      /startId must leave room/,
+    );
     assert.equal(await store.getTag('at-top'), undefined);
     await store.createTag({ tag: 'at-top', step: 10, startId: MAX_SEGMENT_ID - 10n });
-    assert.deepEqual(await store.allocate('at-top'), { tag: 'at-top', start: MAX_SEGMENT_ID - 10n, end: MAX_SEGMENT_ID, step: 10, tagStep: 10 });
+    assert.deepEqual(await store.allocate('at-top'), {
+      tag: 'at-top',
+      start: MAX_SEGMENT_ID - 10n,
+      end: MAX_SEGMENT_ID,
+      step: 10,
+      tagStep: 10,
+    });
     await rejectsWith(store.allocate('at-top'), 'ID_SPACE_EXHAUSTED');
   });
 
@@ -200,7 +283,10 @@ export function runSegmentStoreSuite(options: {
     for (const tag of ['list-b', 'LIST-C', 'list-a']) await store.createTag({ tag, step: 5 });
     const tags = (await store.listTags()).map((record) => record.tag);
     assert.deepEqual(tags, [...tags].sort());
-    assert.deepEqual(tags.filter((tag) => tag.toLowerCase().startsWith('list-')), ['LIST-C', 'list-a', 'list-b']);
+    assert.deepEqual(
+      tags.filter((tag) => tag.toLowerCase().startsWith('list-')),
+      ['LIST-C', 'list-a', 'list-b'],
+    );
     const listed = (await store.listTags()).find((record) => record.tag === 'list-a');
     assert.deepEqual(listed, await store.getTag('list-a'));
   });
@@ -221,34 +307,80 @@ export function runSegmentStoreSuite(options: {
 
   it('allocates exactly as Leaf: [max_id - step, max_id) after the update', async () => {
     await store.createTag({ tag: 'leaf-segment-test', step: 2000, startId: 1n });
-    assert.deepEqual(await store.allocate('leaf-segment-test'), { tag: 'leaf-segment-test', start: 1n, end: 2001n, step: 2000, tagStep: 2000 });
+    assert.deepEqual(await store.allocate('leaf-segment-test'), {
+      tag: 'leaf-segment-test',
+      start: 1n,
+      end: 2001n,
+      step: 2000,
+      tagStep: 2000,
+    });
     assert.equal((await store.getTag('leaf-segment-test'))?.maxId, 2001n);
-    assert.deepEqual(await store.allocate('leaf-segment-test', 500), { tag: 'leaf-segment-test', start: 2001n, end: 2501n, step: 500, tagStep: 2000 });
-    assert.deepEqual(await store.allocate('leaf-segment-test'), { tag: 'leaf-segment-test', start: 2501n, end: 4501n, step: 2000, tagStep: 2000 });
-    await rejectsWith(store.allocate('no-such-tag'), 'TAG_NOT_FOUND', /"no-such-tag" does not exist/);
+    assert.deepEqual(await store.allocate('leaf-segment-test', 500), {
+      tag: 'leaf-segment-test',
+      start: 2001n,
+      end: 2501n,
+      step: 500,
+      tagStep: 2000,
+    });
+    assert.deepEqual(await store.allocate('leaf-segment-test'), {
+      tag: 'leaf-segment-test',
+      start: 2501n,
+      end: 4501n,
+      step: 2000,
+      tagStep: 2000,
+    });
+    await rejectsWith(
+      store.allocate('no-such-tag'),
+      'TAG_NOT_FOUND',
+      /"no-such-tag" does not exist/,
+    );
   });
 
   it('parallel allocations of one tag are disjoint and contiguous', async () => {
     await store.createTag({ tag: 'parallel', step: 10 });
-    const ranges = await Promise.all(Array.from({ length: 64 }, (_, i) => store.allocate('parallel', i % 3 === 0 ? 7 : undefined)));
+    const ranges = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => store.allocate('parallel', i % 3 === 0 ? 7 : undefined)),
+    );
     assertContiguous(ranges, 1n);
-    assert.equal((await store.getTag('parallel'))?.maxId, ranges.reduce((end, range) => (range.end > end ? range.end : end), 0n));
+    assert.equal(
+      (await store.getTag('parallel'))?.maxId,
+      ranges.reduce((end, range) => (range.end > end ? range.end : end), 0n),
+    );
   });
 
   it('keeps values near 2^62 exact', async () => {
     const start = 2n ** 62n - 3n;
     await store.createTag({ tag: 'big', step: 1000, startId: start });
-    assert.deepEqual(await store.allocate('big'), { tag: 'big', start, end: start + 1000n, step: 1000, tagStep: 1000 });
+    assert.deepEqual(await store.allocate('big'), {
+      tag: 'big',
+      start,
+      end: start + 1000n,
+      step: 1000,
+      tagStep: 1000,
+    });
     assert.equal((await store.getTag('big'))?.maxId, start + 1000n);
-    assert.equal((await store.listTags()).find((record) => record.tag === 'big')?.maxId, start + 1000n);
+    assert.equal(
+      (await store.listTags()).find((record) => record.tag === 'big')?.maxId,
+      start + 1000n,
+    );
     assert.equal(await store.release('big', start + 1n, start + 1000n), true);
     assert.equal((await store.allocate('big', 2)).start, start + 1n);
   });
 
   it('refuses a range past 2^63-1 with ID_SPACE_EXHAUSTED and changes nothing', async () => {
     await store.createTag({ tag: 'top', step: 100, startId: MAX_SEGMENT_ID - 100n });
-    assert.deepEqual(await store.allocate('top'), { tag: 'top', start: MAX_SEGMENT_ID - 100n, end: MAX_SEGMENT_ID, step: 100, tagStep: 100 });
-    await rejectsWith(store.allocate('top'), 'ID_SPACE_EXHAUSTED', /would pass 9223372036854775807/);
+    assert.deepEqual(await store.allocate('top'), {
+      tag: 'top',
+      start: MAX_SEGMENT_ID - 100n,
+      end: MAX_SEGMENT_ID,
+      step: 100,
+      tagStep: 100,
+    });
+    await rejectsWith(
+      store.allocate('top'),
+      'ID_SPACE_EXHAUSTED',
+      /would pass 9223372036854775807/,
+    );
     await rejectsWith(store.allocate('top', 1), 'ID_SPACE_EXHAUSTED');
     assert.equal((await store.getTag('top'))?.maxId, MAX_SEGMENT_ID);
 
@@ -263,13 +395,17 @@ export function runSegmentStoreSuite(options: {
 
   // The history (docs/segments.md, Failover and restore). The tests that rewrite the record come
   // last: a fence raises every tag of the table.
-  it('records its database\'s history at init, and allocates only on it', async () => {
+  it("records its database's history at init, and allocates only on it", async () => {
     const [history] = await store.history();
     assert.match(history?.live ?? '', LIVE_HISTORY);
     assert.equal(history?.recorded, history?.live);
     assert.ok((history?.fences ?? 0) >= 1, 'init fenced the table once (it had no record)');
     await store.init();
-    assert.deepEqual(await store.history(), [history], 'init again: the same history, no new fence');
+    assert.deepEqual(
+      await store.history(),
+      [history],
+      'init again: the same history, no new fence',
+    );
   });
 
   it('raise moves max_id up to a target, never down', async () => {
@@ -279,10 +415,18 @@ export function runSegmentStoreSuite(options: {
     assert.equal(await store.raise('raise', 300n), false);
     assert.equal(await store.raise('raise', 500n), false);
     assert.equal((await store.getTag('raise'))?.maxId, 500n);
-    assert.equal(await store.raise('raise', 1000n), true, 'a longer number is larger (Redis compares decimal strings)');
+    assert.equal(
+      await store.raise('raise', 1000n),
+      true,
+      'a longer number is larger (Redis compares decimal strings)',
+    );
     assert.equal((await store.allocate('raise')).start, 1000n);
     assert.equal(await store.raise('no-such-tag', 5n), false);
-    await rejectsWith(store.raise('raise', -1n), 'INVALID_ARGUMENT', /atLeast must be a bigint from 0/);
+    await rejectsWith(
+      store.raise('raise', -1n),
+      'INVALID_ARGUMENT',
+      /atLeast must be a bigint from 0/,
+    );
   });
 
   it("an operator's fence raises every tag or one by the margin, capped at 2^63-1; with ifFences, once", async () => {
@@ -296,7 +440,10 @@ export function runSegmentStoreSuite(options: {
     assert.equal(all?.fenced, true);
     assert.ok((all?.tags ?? 0) >= 3, `${all?.tags} tags raised`);
     assert.deepEqual([all?.fences, all?.history], [fences + 1, start?.live]);
-    assert.deepEqual([await maxId('op-a'), await maxId('op-b'), await maxId('op-top')], [1100n, 1200n, MAX_SEGMENT_ID]);
+    assert.deepEqual(
+      [await maxId('op-a'), await maxId('op-b'), await maxId('op-top')],
+      [1100n, 1200n, MAX_SEGMENT_ID],
+    );
     await rejectsWith(store.allocate('op-top'), 'ID_SPACE_EXHAUSTED');
     // In ranges: 2 of max(maxStep 50, the tag's step 70).
     const [one] = await store.fence({ margin: { ranges: 2, maxStep: 50 }, tag: 'op-b' });
@@ -304,13 +451,25 @@ export function runSegmentStoreSuite(options: {
     assert.deepEqual([await maxId('op-a'), await maxId('op-b')], [1100n, 1340n]);
     // A script that read the count fences once, however often it is run again.
     for (let run = 0; run < 3; run++) {
-      const [report] = await store.fence({ margin: { ids: 5n }, tag: 'op-a', ifFences: fences + 2 });
+      const [report] = await store.fence({
+        margin: { ids: 5n },
+        tag: 'op-a',
+        ifFences: fences + 2,
+      });
       assert.deepEqual([report?.fenced, report?.fences], [run === 0, fences + 3], `run ${run}`);
     }
     assert.equal(await maxId('op-a'), 1105n);
     await rejectsWith(store.fence({ tag: 'no-such-tag' }), 'TAG_NOT_FOUND');
-    await rejectsWith(store.fence({ margin: { ids: 0n } }), 'INVALID_ARGUMENT', /margin in IDs must be a bigint/);
-    await rejectsWith(store.fence({ margin: { ranges: 0, maxStep: 10 } }), 'INVALID_ARGUMENT', /fence ranges must be/);
+    await rejectsWith(
+      store.fence({ margin: { ids: 0n } }),
+      'INVALID_ARGUMENT',
+      /margin in IDs must be a bigint/,
+    );
+    await rejectsWith(
+      store.fence({ margin: { ranges: 0, maxStep: 10 } }),
+      'INVALID_ARGUMENT',
+      /fence ranges must be/,
+    );
     assert.equal((await store.history())[0]?.fences, fences + 3, 'refused fences changed nothing');
     assert.equal((await store.allocate('op-a')).start, 1105n);
   });
@@ -319,7 +478,10 @@ export function runSegmentStoreSuite(options: {
   const hooks = () => {
     const { setRecordedHistory, openAnother } = fixture;
     const provided = setRecordedHistory !== undefined && openAnother !== undefined;
-    assert.ok(provided, 'a fixture on a shared database provides setRecordedHistory and openAnother');
+    assert.ok(
+      provided,
+      'a fixture on a shared database provides setRecordedHistory and openAnother',
+    );
     return { setRecordedHistory, openAnother };
   };
   // Registered only on a shared database: never reported as skipped where they cannot apply.
@@ -327,48 +489,55 @@ export function runSegmentStoreSuite(options: {
     if (options.shared ?? true) it(name, run);
   };
 
-  sharedIt('fences a new history once, before any range comes from it, however many nodes find it', async () => {
-    const { setRecordedHistory, openAnother } = hooks();
-    await store.createTag({ tag: 'new-history', step: 10, startId: 1000n });
-    await store.createTag({ tag: 'new-history-wide', step: 500, startId: 5000n });
-    assert.equal((await store.allocate('new-history')).end, 1010n);
-    const [before] = await store.history();
-    await setRecordedHistory('a history the database no longer has');
-    const events: StoreHistoryEvent[] = [];
-    const margin = { ranges: 3, maxStep: 100 };
-    const onHistory = (event: StoreHistoryEvent) => events.push(event);
-    const nodes = await Promise.all(Array.from({ length: 8 }, () => openAnother({ fence: margin, onHistory })));
-    // At once, except on SQLite: its stores in one process would wait for each other's write lock
-    // inside one event loop (SQLite nodes are separate processes, which the file lock serialises).
-    // The nodes still run one after another, each finding the history fenced or fencing it.
-    const twice = (node: SegmentStore) => Promise.all([node.allocate('new-history'), node.allocate('new-history')]);
-    const ranges: SegmentRange[] = [];
-    if (fixture.sequentialNodes === true) for (const node of nodes) ranges.push(...(await twice(node)));
-    else ranges.push(...(await Promise.all(nodes.map(twice))).flat());
-    // One fence of 3 ranges of max(100, 10): the ranges tile from 1010 + 300, no second gap.
-    assertContiguous(ranges, 1310n);
-    const wide = (await store.getTag('new-history-wide'))?.maxId;
-    assert.equal(wide, 5000n + 3n * 500n, 'every tag fenced, by its largest range');
-    const [after] = await store.history();
-    assert.deepEqual([after?.recorded, after?.fences], [before?.live, (before?.fences ?? 0) + 1]);
-    const fenced = events.filter((event) => event.action === 'fenced');
-    assert.equal(fenced.length, 1, `fence events: ${JSON.stringify(events)}`);
-    const database = fenced[0]?.database === undefined ? {} : { database: fenced[0].database };
-    assert.deepEqual(
-      { ...fenced[0], tags: undefined },
-      {
-        type: 'history',
-        action: 'fenced',
-        table: fenced[0]?.table,
-        ...database,
-        from: 'a history the database no longer has',
-        to: before?.live,
-        tags: undefined,
-        margin: "3 ranges of max(100, the tag's step)",
-      },
-    );
-    assert.ok((fenced[0]?.tags ?? 0) >= 2);
-  });
+  sharedIt(
+    'fences a new history once, before any range comes from it, however many nodes find it',
+    async () => {
+      const { setRecordedHistory, openAnother } = hooks();
+      await store.createTag({ tag: 'new-history', step: 10, startId: 1000n });
+      await store.createTag({ tag: 'new-history-wide', step: 500, startId: 5000n });
+      assert.equal((await store.allocate('new-history')).end, 1010n);
+      const [before] = await store.history();
+      await setRecordedHistory('a history the database no longer has');
+      const events: StoreHistoryEvent[] = [];
+      const margin = { ranges: 3, maxStep: 100 };
+      const onHistory = (event: StoreHistoryEvent) => events.push(event);
+      const nodes = await Promise.all(
+        Array.from({ length: 8 }, () => openAnother({ fence: margin, onHistory })),
+      );
+      // At once, except on SQLite: its stores in one process would wait for each other's write lock
+      // inside one event loop (SQLite nodes are separate processes, which the file lock serialises).
+      // The nodes still run one after another, each finding the history fenced or fencing it.
+      const twice = (node: SegmentStore) =>
+        Promise.all([node.allocate('new-history'), node.allocate('new-history')]);
+      const ranges: SegmentRange[] = [];
+      if (fixture.sequentialNodes === true)
+        for (const node of nodes) ranges.push(...(await twice(node)));
+      else ranges.push(...(await Promise.all(nodes.map(twice))).flat());
+      // One fence of 3 ranges of max(100, 10): the ranges tile from 1010 + 300, no second gap.
+      assertContiguous(ranges, 1310n);
+      const wide = (await store.getTag('new-history-wide'))?.maxId;
+      assert.equal(wide, 5000n + 3n * 500n, 'every tag fenced, by its largest range');
+      const [after] = await store.history();
+      assert.deepEqual([after?.recorded, after?.fences], [before?.live, (before?.fences ?? 0) + 1]);
+      const fenced = events.filter((event) => event.action === 'fenced');
+      assert.equal(fenced.length, 1, `fence events: ${JSON.stringify(events)}`);
+      const database = fenced[0]?.database === undefined ? {} : { database: fenced[0].database };
+      assert.deepEqual(
+        { ...fenced[0], tags: undefined },
+        {
+          type: 'history',
+          action: 'fenced',
+          table: fenced[0]?.table,
+          ...database,
+          from: 'a history the database no longer has',
+          to: before?.live,
+          tags: undefined,
+          margin: "3 ranges of max(100, the tag's step)",
+        },
+      );
+      assert.ok((fenced[0]?.tags ?? 0) >= 2);
+    },
+  );
 
   sharedIt('a table with no history recorded is fenced by its first allocation', async () => {
     const { setRecordedHistory, openAnother } = hooks();
@@ -399,7 +568,11 @@ export function runSegmentStoreSuite(options: {
     assert.equal((await store.getTag('give-back'))?.maxId, 5n);
     const second = await store.allocate('give-back');
     assert.deepEqual([second.start, second.end], [5n, 15n]);
-    assert.equal(await store.release('give-back', 7n, first.end), false, 'a stale `to` must not move max_id');
+    assert.equal(
+      await store.release('give-back', 7n, first.end),
+      false,
+      'a stale `to` must not move max_id',
+    );
     assert.equal((await store.getTag('give-back'))?.maxId, 15n);
     assert.equal(await store.release('no-such-tag', 1n, 2n), false);
   });
@@ -410,7 +583,11 @@ export function assertContiguous(ranges: readonly SegmentRange[], first: bigint)
   const sorted = [...ranges].sort((a, b) => (a.start < b.start ? -1 : 1));
   let expected = first;
   for (const range of sorted) {
-    assert.equal(range.start, expected, `range [${range.start}, ${range.end}) should start at ${expected}`);
+    assert.equal(
+      range.start,
+      expected,
+      `range [${range.start}, ${range.end}) should start at ${expected}`,
+    );
     assert.equal(range.end - range.start, BigInt(range.step));
     expected = range.end;
   }

@@ -54,12 +54,16 @@ export interface ServeOptions {
 export function spawnServe(args: readonly string[] = [], options: ServeOptions = {}): ServeChild {
   const [file, ...prefix] = options.command ?? [process.execPath, IDMINT_BIN, 'serve'];
   const group = options.group === true || options.command !== undefined;
-  const child = spawn(file ?? process.execPath, [...prefix, '--port', '0', '--host', '127.0.0.1', ...args], {
-    cwd: options.cwd,
-    env: { ...process.env, ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: group,
-  });
+  const child = spawn(
+    file ?? process.execPath,
+    [...prefix, '--port', '0', '--host', '127.0.0.1', ...args],
+    {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: group,
+    },
+  );
   const logs: Record<string, unknown>[] = [];
   const waiting = new Set<(line: Record<string, unknown>) => void>();
   let stderr = '';
@@ -80,7 +84,9 @@ export function spawnServe(args: readonly string[] = [], options: ServeOptions =
     }
   });
   // 'close', not 'exit': it waits for every process writing to the pipes (npm's child too).
-  const exited = new Promise<ServeExit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<ServeExit>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal })),
+  );
   return {
     child,
     logs,
@@ -98,7 +104,11 @@ export function spawnServe(args: readonly string[] = [], options: ServeOptions =
         waiting.add(notify);
         void exited.then((how) => {
           if (!waiting.delete(notify)) return;
-          reject(new Error(`idmint serve ended (${how.signal ?? how.code}) before the log line awaited; stderr: ${stderr}`));
+          reject(
+            new Error(
+              `idmint serve ended (${how.signal ?? how.code}) before the log line awaited; stderr: ${stderr}`,
+            ),
+          );
         });
       });
     },
@@ -114,17 +124,22 @@ export function spawnServe(args: readonly string[] = [], options: ServeOptions =
 
 /** The URL a started server listens on, once it says so; undefined if it ends first (refused). */
 export function listeningUrl(serve: ServeChild): Promise<string | undefined> {
-  return serve.logLine((line) => line['msg'] === 'idmint listening').then(
-    (line) => String(line['url']),
-    () => undefined,
-  );
+  return serve
+    .logLine((line) => line['msg'] === 'idmint listening')
+    .then(
+      (line) => String(line['url']),
+      () => undefined,
+    );
 }
 
 /**
  * Runs `idmint serve --port 0 --host 127.0.0.1 <args>` and resolves once it logs that it listens.
  * Rejects with the process's stderr if it exits first or does not listen within `timeoutMs`.
  */
-export async function startServe(args: readonly string[] = [], options: ServeOptions = {}): Promise<ServeProcess> {
+export async function startServe(
+  args: readonly string[] = [],
+  options: ServeOptions = {},
+): Promise<ServeProcess> {
   const serve = spawnServe(args, options);
   const timeoutMs = options.timeoutMs ?? 30_000;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -134,11 +149,19 @@ export async function startServe(args: readonly string[] = [], options: ServeOpt
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           serve.child.kill('SIGKILL');
-          reject(new Error(`idmint serve did not listen within ${timeoutMs} ms; stderr: ${serve.stderr()}`));
+          reject(
+            new Error(
+              `idmint serve did not listen within ${timeoutMs} ms; stderr: ${serve.stderr()}`,
+            ),
+          );
         }, timeoutMs);
       }),
     ]);
-    return { ...serve, url: String(listening['url']), stop: async (signal) => (await serve.kill(signal)).code };
+    return {
+      ...serve,
+      url: String(listening['url']),
+      stop: async (signal) => (await serve.kill(signal)).code,
+    };
   } finally {
     clearTimeout(timer);
   }

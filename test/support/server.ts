@@ -17,11 +17,15 @@ export interface TestServer extends IdMintServer {
  * file in a temporary directory, logs captured.
  * `values` is shaped like a config file and overrides those defaults.
  */
-export async function testServer(values: Record<string, unknown> = {}, options: ServerOptions = {}): Promise<TestServer> {
+export async function testServer(
+  values: Record<string, unknown> = {},
+  options: ServerOptions = {},
+): Promise<TestServer> {
   const logs: Record<string, unknown>[] = [];
   const logStream = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -51,12 +55,20 @@ export async function testServer(values: Record<string, unknown> = {}, options: 
   });
 }
 
-function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+function merge(
+  base: Record<string, unknown>,
+  over: Record<string, unknown>,
+): Record<string, unknown> {
   const out: Record<string, unknown> = { ...base };
   for (const [key, value] of Object.entries(over)) {
     const current = out[key];
     out[key] =
-      value !== null && typeof value === 'object' && !Array.isArray(value) && current !== null && typeof current === 'object' && !Array.isArray(current)
+      value !== null &&
+      typeof value === 'object' &&
+      !Array.isArray(value) &&
+      current !== null &&
+      typeof current === 'object' &&
+      !Array.isArray(current)
         ? merge(current as Record<string, unknown>, value as Record<string, unknown>)
         : value;
   }

@@ -6,11 +6,26 @@ import { describe, type SuiteContext } from 'node:test';
  * defaults (scripts/services.sh starts them on these ports).
  */
 export const SERVICES = {
-  postgres: { env: 'IDMINT_TEST_POSTGRES_URL', url: process.env['IDMINT_TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test' },
-  mysql: { env: 'IDMINT_TEST_MYSQL_URL', url: process.env['IDMINT_TEST_MYSQL_URL'] ?? 'mysql://root@127.0.0.1:3306/test' },
-  redis: { env: 'IDMINT_TEST_REDIS_URL', url: process.env['IDMINT_TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0' },
-  etcd: { env: 'IDMINT_TEST_ETCD', url: process.env['IDMINT_TEST_ETCD'] ?? 'http://127.0.0.1:2379' },
-  zookeeper: { env: 'IDMINT_TEST_ZOOKEEPER', url: process.env['IDMINT_TEST_ZOOKEEPER'] ?? '127.0.0.1:2181' },
+  postgres: {
+    env: 'IDMINT_TEST_POSTGRES_URL',
+    url: process.env['IDMINT_TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+  },
+  mysql: {
+    env: 'IDMINT_TEST_MYSQL_URL',
+    url: process.env['IDMINT_TEST_MYSQL_URL'] ?? 'mysql://root@127.0.0.1:3306/test',
+  },
+  redis: {
+    env: 'IDMINT_TEST_REDIS_URL',
+    url: process.env['IDMINT_TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0',
+  },
+  etcd: {
+    env: 'IDMINT_TEST_ETCD',
+    url: process.env['IDMINT_TEST_ETCD'] ?? 'http://127.0.0.1:2379',
+  },
+  zookeeper: {
+    env: 'IDMINT_TEST_ZOOKEEPER',
+    url: process.env['IDMINT_TEST_ZOOKEEPER'] ?? '127.0.0.1:2181',
+  },
 } as const;
 
 export type ServiceName = keyof typeof SERVICES;

@@ -5,7 +5,11 @@ import assert from 'node:assert/strict';
  * after another, until `until` settles; resolves to every ID it was given. A request that fails
  * (a server that stopped) ends the draw.
  */
-export async function drawSnowflakes(url: string, until: Promise<unknown>, count = 2000): Promise<bigint[]> {
+export async function drawSnowflakes(
+  url: string,
+  until: Promise<unknown>,
+  count = 2000,
+): Promise<bigint[]> {
   let done = false;
   void until.finally(() => (done = true));
   const ids: bigint[] = [];

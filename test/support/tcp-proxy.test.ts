@@ -50,7 +50,9 @@ it('TcpProxy forwards, cuts, hangs, restores and retargets', async () => {
   second.destroy();
 
   // Retargeted: open connections are dropped, new ones reach the other server.
-  const upper = createServer((socket) => socket.on('data', (data) => socket.write(data.toString().toUpperCase())));
+  const upper = createServer((socket) =>
+    socket.on('data', (data) => socket.write(data.toString().toUpperCase())),
+  );
   await new Promise<void>((resolve) => upper.listen(0, '127.0.0.1', resolve));
   const third = await open();
   assert.equal(await roundTrip(third, 'old'), 'old');

@@ -4,7 +4,10 @@
 // a signal. Run as: node worker-process.ts '<json config>'.
 import { createInterface } from 'node:readline';
 import type { LayoutSpec } from '../../src/core/layout.ts';
-import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../../src/registries/open-worker-registry.ts';
+import {
+  openWorkerRegistry,
+  type OpenWorkerRegistryOptions,
+} from '../../src/registries/open-worker-registry.ts';
 import { SnowflakeWorker, type WorkerRollbackOptions } from '../../src/service/snowflake-worker.ts';
 
 /** What a worker process is told to do. */
@@ -47,7 +50,10 @@ while (worker === undefined) {
     });
   } catch (error) {
     const code = codeOf(error);
-    if (Date.now() < deadline && (code === 'WORKER_IDS_EXHAUSTED' || code === 'REGISTRY_UNAVAILABLE')) {
+    if (
+      Date.now() < deadline &&
+      (code === 'WORKER_IDS_EXHAUSTED' || code === 'REGISTRY_UNAVAILABLE')
+    ) {
       say({ t: 'retry', code, at: Date.now() });
       await new Promise((resolve) => setTimeout(resolve, 100));
       continue;

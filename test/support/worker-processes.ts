@@ -20,10 +20,14 @@ export class WorkerProcess {
   stderr = '';
 
   constructor(config: WorkerProcessConfig, env: NodeJS.ProcessEnv = {}) {
-    this.child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', CHILD, JSON.stringify(config)], {
-      env: { ...process.env, ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    this.child = spawn(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', CHILD, JSON.stringify(config)],
+      {
+        env: { ...process.env, ...env },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
     this.child.stderr.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
     let loaded!: (value: { now: number }) => void;
@@ -35,15 +39,23 @@ export class WorkerProcess {
       failed = reject;
     });
     this.started.catch(() => {}); // observed by the test that expects it
-    void this.exited.then((code) => failed(new Error(`worker process exited (${code}) before starting: ${this.stderr}`)));
+    void this.exited.then((code) =>
+      failed(new Error(`worker process exited (${code}) before starting: ${this.stderr}`)),
+    );
     createInterface({ input: this.child.stdout }).on('line', (line) => {
       const event = JSON.parse(line) as { t: string; [key: string]: unknown };
-      if (event.t === 'ids') for (const id of event['ids'] as string[]) this.ids.push({ at: event['at'] as number, id: BigInt(id) });
-      else if (event.t === 'error') this.errors.push({ at: event['at'] as number, code: event['code'] as string });
-      else if (event.t === 'retry') this.retries.push({ at: event['at'] as number, code: event['code'] as string });
+      if (event.t === 'ids')
+        for (const id of event['ids'] as string[])
+          this.ids.push({ at: event['at'] as number, id: BigInt(id) });
+      else if (event.t === 'error')
+        this.errors.push({ at: event['at'] as number, code: event['code'] as string });
+      else if (event.t === 'retry')
+        this.retries.push({ at: event['at'] as number, code: event['code'] as string });
       else if (event.t === 'loaded') loaded({ now: event['now'] as number });
-      else if (event.t === 'started') started({ workerId: event['workerId'] as number, at: event['at'] as number });
-      else if (event.t === 'failed') failed(Object.assign(new Error(event['message'] as string), { code: event['code'] }));
+      else if (event.t === 'started')
+        started({ workerId: event['workerId'] as number, at: event['at'] as number });
+      else if (event.t === 'failed')
+        failed(Object.assign(new Error(event['message'] as string), { code: event['code'] }));
     });
   }
 
@@ -83,7 +95,10 @@ export function assertNoDuplicates(processes: readonly WorkerProcess[]): number 
 export function findLibfaketime(): string | undefined {
   for (const dir of ['/usr/lib', '/usr/lib64']) {
     if (!existsSync(dir)) continue;
-    const candidates = [`${dir}/faketime/libfaketime.so.1`, ...readdirSync(dir).map((arch) => `${dir}/${arch}/faketime/libfaketime.so.1`)];
+    const candidates = [
+      `${dir}/faketime/libfaketime.so.1`,
+      ...readdirSync(dir).map((arch) => `${dir}/${arch}/faketime/libfaketime.so.1`),
+    ];
     const found = candidates.find((path) => existsSync(path));
     if (found !== undefined) return found;
   }
@@ -96,5 +111,10 @@ export function findLibfaketime(): string | undefined {
  * up for less than the offset.
  */
 export function fakeTimeEnv(library: string, offset: string): NodeJS.ProcessEnv {
-  return { LD_PRELOAD: library, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' };
+  return {
+    LD_PRELOAD: library,
+    FAKETIME: offset,
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    FAKETIME_NO_CACHE: '1',
+  };
 }

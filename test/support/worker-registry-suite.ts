@@ -7,8 +7,15 @@ import { decomposeId, defineLayout } from '../../src/core/layout.ts';
 import { SnowflakeGenerator } from '../../src/core/snowflake.ts';
 import type { Interleave } from '../../src/registries/common.ts';
 import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
-import { openWorkerRegistry, type OpenWorkerRegistryOptions } from '../../src/registries/open-worker-registry.ts';
-import { SnowflakeWorker, type SnowflakeWorkerEvent, type SnowflakeWorkerOptions } from '../../src/service/snowflake-worker.ts';
+import {
+  openWorkerRegistry,
+  type OpenWorkerRegistryOptions,
+} from '../../src/registries/open-worker-registry.ts';
+import {
+  SnowflakeWorker,
+  type SnowflakeWorkerEvent,
+  type SnowflakeWorkerOptions,
+} from '../../src/service/snowflake-worker.ts';
 import { FaultyRegistry } from './faulty-registry.ts';
 import type { StoredRecord } from './registry-admin.ts';
 import { describeWithServices, uniqueName, type ServiceName } from './services.ts';
@@ -37,16 +44,33 @@ export interface RegistryHarness {
    * Writes a record for `identity` directly, the way the backend can hold one that no registry
    * call of today leaves behind (ZooKeeper: a record at version 0); the interleavings run on it too.
    */
-  seedRecord?(name: string, identity: { host: string; port: number }, workerId: number, record: StoredRecord): Promise<void>;
+  seedRecord?(
+    name: string,
+    identity: { host: string; port: number },
+    workerId: number,
+    record: StoredRecord,
+  ): Promise<void>;
 }
 
 const A = { host: '10.0.0.1', port: 8080 };
 const B = { host: '10.0.0.2', port: 8080 };
 const T0 = Date.UTC(2026, 5, 1, 12);
 /** One worker ID: whoever holds it blocks everybody else. */
-const oneWorker = defineLayout({ name: 'one-worker', timeBits: 41, workerBits: 0, sequenceBits: 22, epoch: '2026-01-01T00:00:00Z' });
+const oneWorker = defineLayout({
+  name: 'one-worker',
+  timeBits: 41,
+  workerBits: 0,
+  sequenceBits: 22,
+  epoch: '2026-01-01T00:00:00Z',
+});
 /** Eight worker IDs. */
-const eightWorkers = defineLayout({ name: 'eight-workers', timeBits: 41, workerBits: 3, sequenceBits: 19, epoch: '2026-01-01T00:00:00Z' });
+const eightWorkers = defineLayout({
+  name: 'eight-workers',
+  timeBits: 41,
+  workerBits: 3,
+  sequenceBits: 19,
+  epoch: '2026-01-01T00:00:00Z',
+});
 
 /**
  * The behaviour every WorkerRegistry must have, and the six invariants of worker-ID leasing,
@@ -79,7 +103,8 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
     };
     const startWorker = (registry: WorkerRegistry, options: Partial<SnowflakeWorkerOptions>) =>
       SnowflakeWorker.start({ registry, identity: A, ...renew, ...options });
-    const release = (lease: WorkerLease, lastTimestamp = lease.lastTimestamp) => lease.release({ lastTimestamp, reportedAt: lease.reportedAt });
+    const release = (lease: WorkerLease, lastTimestamp = lease.lastTimestamp) =>
+      lease.release({ lastTimestamp, reportedAt: lease.reportedAt });
 
     after(async () => {
       for (const p of proxies) p.restore();
@@ -95,7 +120,9 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       assert.equal(lease.lastTimestamp, -1);
       assert.equal(lease.reportedAt, -1);
       assert.ok(lease.ttlMs >= 1000);
-      await assert.rejects(registry.acquire({ identity: B, maxWorkers: 1 }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
+      await assert.rejects(registry.acquire({ identity: B, maxWorkers: 1 }), (error) =>
+        isIdMintError(error, 'WORKER_IDS_EXHAUSTED'),
+      );
       await lease.renew({ lastTimestamp: T0 + 5000, reportedAt: T0 });
       await lease.release({ lastTimestamp: T0 + 42, reportedAt: T0 + 40 });
       const next = await registry.acquire({ identity: B, maxWorkers: 1 });
@@ -106,7 +133,11 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
     it('20 nodes acquiring at the same moment get 20 different IDs (invariant 1)', async () => {
       const name = namespace();
       const registries = await Promise.all(Array.from({ length: 20 }, () => open(name)));
-      const leases = await Promise.all(registries.map((registry, i) => registry.acquire({ identity: { host: `10.0.1.${i}`, port: 8080 }, maxWorkers: 1024 })));
+      const leases = await Promise.all(
+        registries.map((registry, i) =>
+          registry.acquire({ identity: { host: `10.0.1.${i}`, port: 8080 }, maxWorkers: 1024 }),
+        ),
+      );
       const ids = leases.map((lease) => lease.workerId);
       assert.equal(new Set(ids).size, 20, `IDs: ${ids.join(',')}`);
       assert.ok(ids.every((id) => id >= 0 && id < 1024));
@@ -115,14 +146,21 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
 
     it('fails with WORKER_IDS_EXHAUSTED naming the limit when every ID is held by a live node', async () => {
       const registry = await open(namespace());
-      const leases = await Promise.all([0, 1, 2, 3].map((i) => registry.acquire({ identity: { host: `h${i}`, port: 1 }, maxWorkers: 4 })));
+      const leases = await Promise.all(
+        [0, 1, 2, 3].map((i) =>
+          registry.acquire({ identity: { host: `h${i}`, port: 1 }, maxWorkers: 4 }),
+        ),
+      );
       assert.deepEqual(leases.map((l) => l.workerId).sort(), [0, 1, 2, 3]);
-      await assert.rejects(registry.acquire({ identity: { host: 'h4', port: 1 }, maxWorkers: 4 }), (error) => {
-        assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
-        assert.match(error.message, /limit 4\b/);
-        assert.equal(error.details?.['limit'], 4);
-        return true;
-      });
+      await assert.rejects(
+        registry.acquire({ identity: { host: 'h4', port: 1 }, maxWorkers: 4 }),
+        (error) => {
+          assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
+          assert.match(error.message, /limit 4\b/);
+          assert.equal(error.details?.['limit'], 4);
+          return true;
+        },
+      );
       await Promise.all(leases.map((lease) => release(lease)));
     });
 
@@ -144,18 +182,32 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       const registry = await open(namespace());
       // One after another: uncontended, each takes the lowest free ID (racing, etcd's losers spread out).
       const leases: WorkerLease[] = [];
-      for (const i of [0, 1, 2]) leases.push(await registry.acquire({ identity: { host: `h${i}`, port: 1 }, maxWorkers: 8 }));
+      for (const i of [0, 1, 2])
+        leases.push(
+          await registry.acquire({ identity: { host: `h${i}`, port: 1 }, maxWorkers: 8 }),
+        );
       const byId = new Map(leases.map((lease) => [lease.workerId, lease]));
       // IDs 0, 1, 2 recorded at T0 + 0, 1000, 2000, then released.
-      for (const [id, lease] of byId) await lease.release({ lastTimestamp: T0 + id * 1000, reportedAt: T0 + id * 1000 });
+      for (const [id, lease] of byId)
+        await lease.release({ lastTimestamp: T0 + id * 1000, reportedAt: T0 + id * 1000 });
       const only = await registry.acquire({ identity: A, maxWorkers: 8, workerId: 2 });
       assert.equal(only.workerId, 2);
-      await assert.rejects(registry.acquire({ identity: B, maxWorkers: 8, workerId: 2 }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
+      await assert.rejects(registry.acquire({ identity: B, maxWorkers: 8, workerId: 2 }), (error) =>
+        isIdMintError(error, 'WORKER_IDS_EXHAUSTED'),
+      );
       const excluded = await registry.acquire({ identity: B, maxWorkers: 8, exclude: [0] });
       assert.equal(excluded.workerId, 1, 'a recycled ID, skipping the excluded one');
-      const below = await registry.acquire({ identity: { host: 'h9', port: 1 }, maxWorkers: 8, lastTimestampBelow: T0 + 500 });
+      const below = await registry.acquire({
+        identity: { host: 'h9', port: 1 },
+        maxWorkers: 8,
+        lastTimestampBelow: T0 + 500,
+      });
       assert.equal(below.workerId, 0, 'only ID 0 was last used before T0 + 500');
-      const fresh = await registry.acquire({ identity: { host: 'h10', port: 1 }, maxWorkers: 8, lastTimestampBelow: T0 + 500 });
+      const fresh = await registry.acquire({
+        identity: { host: 'h10', port: 1 },
+        maxWorkers: 8,
+        lastTimestampBelow: T0 + 500,
+      });
       assert.ok(fresh.workerId >= 3 && fresh.lastTimestamp === -1, 'or an ID never used');
       for (const lease of [only, excluded, below, fresh]) await release(lease);
     });
@@ -163,12 +215,22 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
     it('records each renewal; a released lease can be neither renewed nor released again', async () => {
       const registry = await open(namespace());
       const lease = await registry.acquire({ identity: A, maxWorkers: 4 });
-      assert.ok((await lease.renew({ lastTimestamp: T0 + 100, reportedAt: T0 })) >= 1000, 'renew grants a TTL');
+      assert.ok(
+        (await lease.renew({ lastTimestamp: T0 + 100, reportedAt: T0 })) >= 1000,
+        'renew grants a TTL',
+      );
       await lease.release({ lastTimestamp: T0 + 50, reportedAt: T0 + 60 });
-      await assert.rejects(lease.renew({ lastTimestamp: T0, reportedAt: T0 }), (error) => isIdMintError(error, 'LEASE_LOST'));
-      await assert.rejects(lease.release({ lastTimestamp: T0, reportedAt: T0 }), (error) => isIdMintError(error, 'LEASE_LOST'));
+      await assert.rejects(lease.renew({ lastTimestamp: T0, reportedAt: T0 }), (error) =>
+        isIdMintError(error, 'LEASE_LOST'),
+      );
+      await assert.rejects(lease.release({ lastTimestamp: T0, reportedAt: T0 }), (error) =>
+        isIdMintError(error, 'LEASE_LOST'),
+      );
       const next = await registry.acquire({ identity: A, maxWorkers: 4 });
-      assert.deepEqual([next.workerId, next.lastTimestamp, next.reportedAt], [lease.workerId, T0 + 50, T0 + 60]);
+      assert.deepEqual(
+        [next.workerId, next.lastTimestamp, next.reportedAt],
+        [lease.workerId, T0 + 50, T0 + 60],
+      );
       await release(next);
     });
 
@@ -193,7 +255,10 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
         'released holders are not peers',
       );
       // etcd measures age in whole seconds of lease TTL; the others in ms of the coordinator's clock.
-      assert.ok(peers.every((p) => p.ageMs >= 0 && p.ageMs < 2500), JSON.stringify(peers));
+      assert.ok(
+        peers.every((p) => p.ageMs >= 0 && p.ageMs < 2500),
+        JSON.stringify(peers),
+      );
       await release(one);
       await release(two);
     });
@@ -232,18 +297,34 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       }
       const acquiredAt = Date.now();
       assert.ok(refusals > 0, 'refused while the lease was live');
-      assert.ok(acquiredAt - renewedAt >= ttl - 50, `recycled ${acquiredAt - renewedAt} ms after the last renewal; TTL ${ttl}`);
-      assert.deepEqual([next.workerId, next.lastTimestamp, next.reportedAt], [0, T0 + 777, T0 + 700]);
+      assert.ok(
+        acquiredAt - renewedAt >= ttl - 50,
+        `recycled ${acquiredAt - renewedAt} ms after the last renewal; TTL ${ttl}`,
+      );
+      assert.deepEqual(
+        [next.workerId, next.lastTimestamp, next.reportedAt],
+        [0, T0 + 777, T0 + 700],
+      );
       link?.restore();
       // Reconnecting may take a moment (meanwhile: REGISTRY_UNAVAILABLE); then the lease is lost for good.
       await waitFor('the old holder to learn its lease is lost', async () => {
-        const error = await lease.renew({ lastTimestamp: T0 + 800, reportedAt: T0 + 800 }).then(() => undefined, (e: unknown) => e);
-        assert.ok(isIdMintError(error, 'LEASE_LOST') || isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
+        const error = await lease.renew({ lastTimestamp: T0 + 800, reportedAt: T0 + 800 }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        assert.ok(
+          isIdMintError(error, 'LEASE_LOST') || isIdMintError(error, 'REGISTRY_UNAVAILABLE'),
+          String(error),
+        );
         return isIdMintError(error, 'LEASE_LOST');
       });
       await release(next);
       const reread = await registry.acquire({ identity: A, maxWorkers: 1 });
-      assert.deepEqual([reread.lastTimestamp, reread.reportedAt], [T0 + 777, T0 + 700], 'the old holder wrote nothing once it lost the lease');
+      assert.deepEqual(
+        [reread.lastTimestamp, reread.reportedAt],
+        [T0 + 777, T0 + 700],
+        'the old holder wrote nothing once it lost the lease',
+      );
       await release(reread);
     });
 
@@ -263,7 +344,11 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
         }
       };
       const lost: number[] = [];
-      const a = await startWorker(faulty, { layout: oneWorker, clock: new MonotonicClock(), onEvent: (e) => e.type === 'lease-lost' && lost.push(Date.now()) });
+      const a = await startWorker(faulty, {
+        layout: oneWorker,
+        clock: new MonotonicClock(),
+        onEvent: (e) => e.type === 'lease-lost' && lost.push(Date.now()),
+      });
       const issued: { at: number; id: bigint }[] = [];
       let fencedAt = 0;
       const pump = setInterval(() => {
@@ -281,7 +366,11 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
         const registry = await open(name);
         let b: SnowflakeWorker | undefined;
         while (b === undefined) {
-          b = await startWorker(registry, { layout: oneWorker, identity: B, clock: new MonotonicClock() }).catch(async (error: unknown) => {
+          b = await startWorker(registry, {
+            layout: oneWorker,
+            identity: B,
+            clock: new MonotonicClock(),
+          }).catch(async (error: unknown) => {
             assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
             await delay(50);
             return undefined;
@@ -289,22 +378,38 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
         }
         const takenAt = Date.now();
         const lastByA = issued.reduce((max, i) => Math.max(max, i.at), 0);
-        assert.ok(fencedAt > cutAt && fencedAt < takenAt, `A fenced at +${fencedAt - cutAt} ms, B took the ID at +${takenAt - cutAt} ms`);
+        assert.ok(
+          fencedAt > cutAt && fencedAt < takenAt,
+          `A fenced at +${fencedAt - cutAt} ms, B took the ID at +${takenAt - cutAt} ms`,
+        );
         assert.ok(lastByA < takenAt, 'A issued nothing once B could');
         const fromB = b.nextBatch(1000);
         restore();
         // A learns the lease is gone, and cannot get the only ID while B holds it.
-        await waitFor('A to notice the loss', () => a.state().leaseLosses === 1 || a.state().status === 'recovering');
-        assert.throws(() => a.next(), (error) => isIdMintError(error, 'LEASE_LOST'));
+        await waitFor(
+          'A to notice the loss',
+          () => a.state().leaseLosses === 1 || a.state().status === 'recovering',
+        );
+        assert.throws(
+          () => a.next(),
+          (error) => isIdMintError(error, 'LEASE_LOST'),
+        );
         const before = issued.filter((i) => i.at < takenAt).map((i) => i.id);
         await b.close();
         const closedAt = Date.now();
-        assert.deepEqual(issued.filter((i) => i.at >= takenAt && i.at <= closedAt), [], 'A issued nothing while B held the ID');
+        assert.deepEqual(
+          issued.filter((i) => i.at >= takenAt && i.at <= closedAt),
+          [],
+          'A issued nothing while B held the ID',
+        );
         await waitFor('A to hold a confirmed lease again', () => a.state().status === 'active');
         const fromA = a.nextBatch(1000);
         const all = [...issued.map((i) => i.id), ...fromB, ...fromA];
         assert.equal(new Set(all).size, all.length, 'no ID issued twice');
-        assert.ok((fromB[0] ?? 0n) > (before.at(-1) ?? 0n) && (fromA[0] ?? 0n) > (fromB.at(-1) ?? 0n), 'each holder starts after the last');
+        assert.ok(
+          (fromB[0] ?? 0n) > (before.at(-1) ?? 0n) && (fromA[0] ?? 0n) > (fromB.at(-1) ?? 0n),
+          'each holder starts after the last',
+        );
       } finally {
         clearInterval(pump);
         restore();
@@ -321,18 +426,31 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       clock.set(T0 - 30_000);
       await assert.rejects(startWorker(registry, { layout: oneWorker, clock }), (error) => {
         assert.ok(isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'));
-        assert.match(error.message, new RegExp(`${new Date(T0 - 30_000).toISOString()}.*behind ${new Date(T0).toISOString()}`));
+        assert.match(
+          error.message,
+          new RegExp(
+            `${new Date(T0 - 30_000).toISOString()}.*behind ${new Date(T0).toISOString()}`,
+          ),
+        );
         return true;
       });
       // Peers: one node running with a correct clock; a second one 20 s ahead is refused.
       clock.set(T0 + 1000);
       const peer = await startWorker(registry, { layout: eightWorkers, clock });
       const ahead = new ManualClock(T0 + 21_000);
-      await assert.rejects(startWorker(registry, { layout: eightWorkers, clock: ahead, identity: B }), (error) => {
-        assert.ok(isIdMintError(error, 'CLOCK_SKEW'));
-        assert.match(error.message, new RegExp(`${new Date(T0 + 21_000).toISOString()}, (19|20)\\d{3} ms ahead of the mean of 1 live peers`));
-        return true;
-      });
+      await assert.rejects(
+        startWorker(registry, { layout: eightWorkers, clock: ahead, identity: B }),
+        (error) => {
+          assert.ok(isIdMintError(error, 'CLOCK_SKEW'));
+          assert.match(
+            error.message,
+            new RegExp(
+              `${new Date(T0 + 21_000).toISOString()}, (19|20)\\d{3} ms ahead of the mean of 1 live peers`,
+            ),
+          );
+          return true;
+        },
+      );
       ahead.set(clock.now() + 1000);
       const near = await startWorker(registry, { layout: eightWorkers, clock: ahead, identity: B });
       assert.notEqual(near.workerId, peer.workerId);
@@ -343,13 +461,20 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
     it('switch-worker: after a rollback too large to wait out, continues on an ID last used before the clock (invariant 5)', async () => {
       const registry = await open(namespace());
       const clock = new ManualClock(T0);
-      const worker = await startWorker(registry, { layout: eightWorkers, clock, rollback: { policy: 'switch-worker' } });
+      const worker = await startWorker(registry, {
+        layout: eightWorkers,
+        clock,
+        rollback: { policy: 'switch-worker' },
+      });
       const first = worker.workerId;
       const ids = worker.nextBatch(5000);
       clock.advance(2);
       ids.push(...worker.nextBatch(5000));
       clock.advance(-60_000);
-      assert.throws(() => worker.next(), (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'));
+      assert.throws(
+        () => worker.next(),
+        (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'),
+      );
       await waitFor('the switch', () => worker.state().workerSwitches === 1);
       assert.notEqual(worker.workerId, first);
       const after = worker.nextBatch(5000);
@@ -374,195 +499,258 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
  * registry and the weak-dependency cache included.
  */
 export async function runInterleavingSuite(harness: RegistryHarness): Promise<void> {
-  await describeWithServices(`${harness.backend} worker registry, interleavings`, harness.services, () => {
-    const renew = { renewIntervalMs: Math.floor(harness.ttlMs / 6), safetyMarginMs: Math.floor(harness.ttlMs / 6) };
-    const opened: WorkerRegistry[] = [];
-    const names: string[] = [];
-    const namespace = () => {
-      const name = uniqueName('i');
-      names.push(name);
-      return name;
-    };
-    const open = async (name: string, interleave?: Interleave) => {
-      const registry = await openWorkerRegistry(harness.url(name), { ...harness.options(name), interleave });
-      opened.push(registry);
-      return registry;
-    };
-    // Every node of a scenario has the same identity (processes on one host): the registry's
-    // preference for an identity's old ID then sends them all to the same one.
-    const startWorker = (registry: WorkerRegistry, clock: ManualClock, onEvent?: (event: SnowflakeWorkerEvent) => void) =>
-      SnowflakeWorker.start({ registry, identity: A, layout: oneWorker, clock, ...renew, onEvent });
-    const timestampOf = (id: bigint) => decomposeId(id, oneWorker).timestamp;
-    const assertUnique = (ids: readonly bigint[]) => {
-      const repeated = ids.length - new Set(ids).size;
-      assert.equal(repeated, 0, `${repeated} of ${ids.length} IDs were issued twice`);
-    };
-    /** The stored record covers every ID issued: whoever holds the ID next starts after them. */
-    const assertCovers = async (name: string, ids: readonly bigint[], when: string) => {
-      const record = await harness.record(name, 0);
-      const last = Math.max(...ids.map(timestampOf));
-      assert.ok(record !== undefined && record.lastTimestamp >= last, `${when}: the stored record ${JSON.stringify(record)} is below the last ID issued (${last})`);
-    };
-
-    after(async () => {
-      await Promise.all(opened.map((registry) => registry.close().catch(() => {})));
-      for (const name of names) await harness.cleanup(name);
-    });
-
-    /** Leaves a record behind for worker 0, so a paused node has an old one to read. */
-    const oldRecords: [string, (name: string) => Promise<bigint[]>][] = [
-      [
-        'a previous holder released',
-        async (name) => {
-          const first = await startWorker(await open(name), new ManualClock(T0 - 60_000));
-          const ids = first.nextBatch(5);
-          await first.close();
-          return ids;
-        },
-      ],
-    ];
-    const seed = harness.seedRecord;
-    if (seed !== undefined) {
-      oldRecords.push([
-        'seeded directly',
-        async (name) => {
-          await seed(name, A, 0, { lastTimestamp: T0 - 60_000, reportedAt: T0 - 60_000 });
-          return [];
-        },
-      ]);
-    }
-
-    for (const [how, leaveRecord] of oldRecords) {
-      it(`a node paused between its read and its claim, while another acquires, issues and releases the ID, starts from the record as it stands after its own claim (old record: ${how})`, { timeout: 60_000 }, async () => {
-        const name = namespace();
-        const issued = await leaveRecord(name);
-
-        let pauses = 0;
-        const paused = await open(name, async (step) => {
-          if (step.point !== 'before-claim' || pauses++ > 0) return;
-          // The gap: node C, its clock at T0, takes the same ID, issues and releases it.
-          const c = await startWorker(await open(name), new ManualClock(T0));
-          issued.push(...c.nextBatch(5));
-          await c.close();
-          assert.equal((await harness.record(name, 0))?.lastTimestamp, T0, "C's release records its exact last timestamp");
+  await describeWithServices(
+    `${harness.backend} worker registry, interleavings`,
+    harness.services,
+    () => {
+      const renew = {
+        renewIntervalMs: Math.floor(harness.ttlMs / 6),
+        safetyMarginMs: Math.floor(harness.ttlMs / 6),
+      };
+      const opened: WorkerRegistry[] = [];
+      const names: string[] = [];
+      const namespace = () => {
+        const name = uniqueName('i');
+        names.push(name);
+        return name;
+      };
+      const open = async (name: string, interleave?: Interleave) => {
+        const registry = await openWorkerRegistry(harness.url(name), {
+          ...harness.options(name),
+          interleave,
         });
-        // B's clock reads what C's did: C's IDs are in B's current millisecond. Waiting for the clock
-        // to pass C's last timestamp is the right outcome; the test then lets it pass.
-        const clockB = new ManualClock(T0);
-        const b = await startWorker(paused, clockB, (event) => {
-          if (event.type === 'waiting-for-clock') clockB.set(T0 + 1);
+        opened.push(registry);
+        return registry;
+      };
+      // Every node of a scenario has the same identity (processes on one host): the registry's
+      // preference for an identity's old ID then sends them all to the same one.
+      const startWorker = (
+        registry: WorkerRegistry,
+        clock: ManualClock,
+        onEvent?: (event: SnowflakeWorkerEvent) => void,
+      ) =>
+        SnowflakeWorker.start({
+          registry,
+          identity: A,
+          layout: oneWorker,
+          clock,
+          ...renew,
+          onEvent,
         });
-        const fromB = b.nextBatch(5);
-        assert.equal(pauses >= 1, true, 'the registry paused before its claim');
-        await assertCovers(name, [...issued, ...fromB], 'while B runs');
-        issued.push(...fromB);
-        await b.close();
-        assertUnique(issued);
-        await assertCovers(name, issued, 'after B released');
-      });
-    }
+      const timestampOf = (id: bigint) => decomposeId(id, oneWorker).timestamp;
+      const assertUnique = (ids: readonly bigint[]) => {
+        const repeated = ids.length - new Set(ids).size;
+        assert.equal(repeated, 0, `${repeated} of ${ids.length} IDs were issued twice`);
+      };
+      /** The stored record covers every ID issued: whoever holds the ID next starts after them. */
+      const assertCovers = async (name: string, ids: readonly bigint[], when: string) => {
+        const record = await harness.record(name, 0);
+        const last = Math.max(...ids.map(timestampOf));
+        assert.ok(
+          record !== undefined && record.lastTimestamp >= last,
+          `${when}: the stored record ${JSON.stringify(record)} is below the last ID issued (${last})`,
+        );
+      };
 
-    it('a node paused before its claim never gets an ID whose record rose past what it asked for (lastTimestampBelow) in between', { timeout: 60_000 }, async () => {
-      const name = namespace();
-      // The ID was last used long before T0: it qualifies when the paused node reads it.
-      const first = await (await open(name)).acquire({ identity: A, maxWorkers: 1 });
-      await first.release({ lastTimestamp: T0 - 60_000, reportedAt: T0 - 60_000 });
-      let pauses = 0;
-      let gap: unknown = 'never ran';
-      const paused = await open(name, async (step) => {
-        if (step.point !== 'before-claim' || pauses++ > 0) return;
-        // The gap: another node takes the only ID and leaves it last used at T0 + 10.
-        gap = await (await open(name))
-          .acquire({ identity: B, maxWorkers: 1 })
-          .then((c) => c.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 }))
-          .catch((error: unknown) => error);
+      after(async () => {
+        await Promise.all(opened.map((registry) => registry.close().catch(() => {})));
+        for (const name of names) await harness.cleanup(name);
       });
-      // switch-worker asks for an ID last used before its clock, to start on it at once.
-      await assert.rejects(paused.acquire({ identity: A, maxWorkers: 1, lastTimestampBelow: T0 }), (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'));
-      assert.equal(gap, undefined, 'the other node acquired and released the ID in the gap');
-      // Nothing was left claimed: the ID goes to the next node at once, with the record C left.
-      const next = await (await open(name)).acquire({ identity: B, maxWorkers: 1 });
-      assert.deepEqual([next.workerId, next.lastTimestamp], [0, T0 + 10]);
-      await next.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 });
-    });
 
-    it("a renewal still on its way when its lease is released never writes into the next holder's record", { timeout: 60_000 }, async () => {
-      const name = namespace();
-      let land: (() => void) | undefined;
-      const a = await open(name, (step) => {
-        if (step.point !== 'before-renew-write' || step.report?.lastTimestamp !== T0 + 50_000 || land !== undefined) return;
-        return new Promise<void>((resolve) => {
-          land = resolve;
-        });
-      });
-      const lease = await a.acquire({ identity: A, maxWorkers: 1 });
-      const late = lease.renew({ lastTimestamp: T0 + 50_000, reportedAt: T0 + 1000 });
-      await waitFor('the renewal to be on its way', () => land !== undefined);
-      // The holder stops and releases; the next node (on the same host) takes the ID and records
-      // its own report.
-      await lease.release({ lastTimestamp: T0, reportedAt: T0 });
-      const next = await (await open(name)).acquire({ identity: A, maxWorkers: 1 });
-      assert.deepEqual([next.lastTimestamp, next.reportedAt], [T0, T0], 'the released record, exactly');
-      await next.renew({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
-      land?.();
-      const outcome = await late.then(
-        () => 'it landed',
-        (error: unknown) => error,
-      );
-      assert.ok(isIdMintError(outcome, 'LEASE_LOST'), `the late renewal: ${String(outcome)}`);
-      const record = await harness.record(name, 0);
-      assert.deepEqual(record && [record.lastTimestamp, record.reportedAt], [T0 + 2000, T0 + 1500], "the next holder's record, untouched");
-      await next.release({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
-    });
+      /** Leaves a record behind for worker 0, so a paused node has an old one to read. */
+      const oldRecords: [string, (name: string) => Promise<bigint[]>][] = [
+        [
+          'a previous holder released',
+          async (name) => {
+            const first = await startWorker(await open(name), new ManualClock(T0 - 60_000));
+            const ids = first.nextBatch(5);
+            await first.close();
+            return ids;
+          },
+        ],
+      ];
+      const seed = harness.seedRecord;
+      if (seed !== undefined) {
+        oldRecords.push([
+          'seeded directly',
+          async (name) => {
+            await seed(name, A, 0, { lastTimestamp: T0 - 60_000, reportedAt: T0 - 60_000 });
+            return [];
+          },
+        ]);
+      }
 
-    it('renewals landing out of order never lower the record below the running fence', { timeout: 60_000 }, async () => {
-      const name = namespace();
-      const H1 = T0 + 2000;
-      const H2 = T0 + 2100;
-      let land: (() => void) | undefined;
-      const a = await open(name, (step) => {
-        if (step.point !== 'before-renew-write' || step.report?.lastTimestamp !== H1 || land !== undefined) return;
-        return new Promise<void>((resolve) => {
-          land = resolve;
-        });
-      });
-      // Node A, as the service runs a lease: a generator fenced at what the registry confirmed.
-      const lease = await a.acquire({ identity: A, maxWorkers: 1 });
-      const clockA = new ManualClock(T0);
-      const generator = new SnowflakeGenerator({ clock: clockA, layout: oneWorker, workerId: lease.workerId });
-      generator.setValidUntil(Number.NEGATIVE_INFINITY);
-      // A renewal gives up (it is slow to land) and the retry, with a higher horizon, lands first.
-      const late = lease.renew({ lastTimestamp: H1, reportedAt: T0 });
-      await waitFor('the first renewal to be on its way', () => land !== undefined);
-      await lease.renew({ lastTimestamp: H2, reportedAt: T0 + 100 });
-      generator.setValidUntil(H2);
-      land?.();
-      await late.catch(() => {}); // its outcome does not matter to A any more; where it lands does
-      const afterLate = await harness.record(name, lease.workerId);
-      clockA.set(H2 - 1);
-      const fromA = generator.nextBatch(5);
-      // A dies without a release; the next holder takes the ID once its lease is gone.
-      await a.close();
-      const next = await open(name);
-      const clockB = new ManualClock(H2 - 1);
-      let b: SnowflakeWorker | undefined;
-      while (b === undefined) {
-        b = await startWorker(next, clockB, (event) => {
-          if (event.type === 'waiting-for-clock') clockB.set(H2 + 1);
-        }).catch(async (error: unknown) => {
-          assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
-          await delay(100);
-          return undefined;
+      for (const [how, leaveRecord] of oldRecords) {
+        it(`a node paused between its read and its claim, while another acquires, issues and releases the ID, starts from the record as it stands after its own claim (old record: ${how})`, {
+          timeout: 60_000,
+        }, async () => {
+          const name = namespace();
+          const issued = await leaveRecord(name);
+
+          let pauses = 0;
+          const paused = await open(name, async (step) => {
+            if (step.point !== 'before-claim' || pauses++ > 0) return;
+            // The gap: node C, its clock at T0, takes the same ID, issues and releases it.
+            const c = await startWorker(await open(name), new ManualClock(T0));
+            issued.push(...c.nextBatch(5));
+            await c.close();
+            assert.equal(
+              (await harness.record(name, 0))?.lastTimestamp,
+              T0,
+              "C's release records its exact last timestamp",
+            );
+          });
+          // B's clock reads what C's did: C's IDs are in B's current millisecond. Waiting for the clock
+          // to pass C's last timestamp is the right outcome; the test then lets it pass.
+          const clockB = new ManualClock(T0);
+          const b = await startWorker(paused, clockB, (event) => {
+            if (event.type === 'waiting-for-clock') clockB.set(T0 + 1);
+          });
+          const fromB = b.nextBatch(5);
+          assert.equal(pauses >= 1, true, 'the registry paused before its claim');
+          await assertCovers(name, [...issued, ...fromB], 'while B runs');
+          issued.push(...fromB);
+          await b.close();
+          assertUnique(issued);
+          await assertCovers(name, issued, 'after B released');
         });
       }
-      const fromB = b.nextBatch(5);
-      await b.close();
-      assertUnique([...fromA, ...fromB]);
-      assert.ok(
-        afterLate !== undefined && afterLate.lastTimestamp >= H2 && afterLate.reportedAt >= T0 + 100,
-        `the late renewal lowered the record to ${JSON.stringify(afterLate)}, below the fence A ran with (${H2})`,
-      );
-      await assertCovers(name, [...fromA, ...fromB], 'after the next holder released');
-    });
-  });
+
+      it('a node paused before its claim never gets an ID whose record rose past what it asked for (lastTimestampBelow) in between', {
+        timeout: 60_000,
+      }, async () => {
+        const name = namespace();
+        // The ID was last used long before T0: it qualifies when the paused node reads it.
+        const first = await (await open(name)).acquire({ identity: A, maxWorkers: 1 });
+        await first.release({ lastTimestamp: T0 - 60_000, reportedAt: T0 - 60_000 });
+        let pauses = 0;
+        let gap: unknown = 'never ran';
+        const paused = await open(name, async (step) => {
+          if (step.point !== 'before-claim' || pauses++ > 0) return;
+          // The gap: another node takes the only ID and leaves it last used at T0 + 10.
+          gap = await (await open(name))
+            .acquire({ identity: B, maxWorkers: 1 })
+            .then((c) => c.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 }))
+            .catch((error: unknown) => error);
+        });
+        // switch-worker asks for an ID last used before its clock, to start on it at once.
+        await assert.rejects(
+          paused.acquire({ identity: A, maxWorkers: 1, lastTimestampBelow: T0 }),
+          (error) => isIdMintError(error, 'WORKER_IDS_EXHAUSTED'),
+        );
+        assert.equal(gap, undefined, 'the other node acquired and released the ID in the gap');
+        // Nothing was left claimed: the ID goes to the next node at once, with the record C left.
+        const next = await (await open(name)).acquire({ identity: B, maxWorkers: 1 });
+        assert.deepEqual([next.workerId, next.lastTimestamp], [0, T0 + 10]);
+        await next.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 });
+      });
+
+      it("a renewal still on its way when its lease is released never writes into the next holder's record", {
+        timeout: 60_000,
+      }, async () => {
+        const name = namespace();
+        let land: (() => void) | undefined;
+        const a = await open(name, (step) => {
+          if (
+            step.point !== 'before-renew-write' ||
+            step.report?.lastTimestamp !== T0 + 50_000 ||
+            land !== undefined
+          )
+            return;
+          return new Promise<void>((resolve) => {
+            land = resolve;
+          });
+        });
+        const lease = await a.acquire({ identity: A, maxWorkers: 1 });
+        const late = lease.renew({ lastTimestamp: T0 + 50_000, reportedAt: T0 + 1000 });
+        await waitFor('the renewal to be on its way', () => land !== undefined);
+        // The holder stops and releases; the next node (on the same host) takes the ID and records
+        // its own report.
+        await lease.release({ lastTimestamp: T0, reportedAt: T0 });
+        const next = await (await open(name)).acquire({ identity: A, maxWorkers: 1 });
+        assert.deepEqual(
+          [next.lastTimestamp, next.reportedAt],
+          [T0, T0],
+          'the released record, exactly',
+        );
+        await next.renew({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
+        land?.();
+        const outcome = await late.then(
+          () => 'it landed',
+          (error: unknown) => error,
+        );
+        assert.ok(isIdMintError(outcome, 'LEASE_LOST'), `the late renewal: ${String(outcome)}`);
+        const record = await harness.record(name, 0);
+        assert.deepEqual(
+          record && [record.lastTimestamp, record.reportedAt],
+          [T0 + 2000, T0 + 1500],
+          "the next holder's record, untouched",
+        );
+        await next.release({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
+      });
+
+      it('renewals landing out of order never lower the record below the running fence', {
+        timeout: 60_000,
+      }, async () => {
+        const name = namespace();
+        const H1 = T0 + 2000;
+        const H2 = T0 + 2100;
+        let land: (() => void) | undefined;
+        const a = await open(name, (step) => {
+          if (
+            step.point !== 'before-renew-write' ||
+            step.report?.lastTimestamp !== H1 ||
+            land !== undefined
+          )
+            return;
+          return new Promise<void>((resolve) => {
+            land = resolve;
+          });
+        });
+        // Node A, as the service runs a lease: a generator fenced at what the registry confirmed.
+        const lease = await a.acquire({ identity: A, maxWorkers: 1 });
+        const clockA = new ManualClock(T0);
+        const generator = new SnowflakeGenerator({
+          clock: clockA,
+          layout: oneWorker,
+          workerId: lease.workerId,
+        });
+        generator.setValidUntil(Number.NEGATIVE_INFINITY);
+        // A renewal gives up (it is slow to land) and the retry, with a higher horizon, lands first.
+        const late = lease.renew({ lastTimestamp: H1, reportedAt: T0 });
+        await waitFor('the first renewal to be on its way', () => land !== undefined);
+        await lease.renew({ lastTimestamp: H2, reportedAt: T0 + 100 });
+        generator.setValidUntil(H2);
+        land?.();
+        await late.catch(() => {}); // its outcome does not matter to A any more; where it lands does
+        const afterLate = await harness.record(name, lease.workerId);
+        clockA.set(H2 - 1);
+        const fromA = generator.nextBatch(5);
+        // A dies without a release; the next holder takes the ID once its lease is gone.
+        await a.close();
+        const next = await open(name);
+        const clockB = new ManualClock(H2 - 1);
+        let b: SnowflakeWorker | undefined;
+        while (b === undefined) {
+          b = await startWorker(next, clockB, (event) => {
+            if (event.type === 'waiting-for-clock') clockB.set(H2 + 1);
+          }).catch(async (error: unknown) => {
+            assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
+            await delay(100);
+            return undefined;
+          });
+        }
+        const fromB = b.nextBatch(5);
+        await b.close();
+        assertUnique([...fromA, ...fromB]);
+        assert.ok(
+          afterLate !== undefined &&
+            afterLate.lastTimestamp >= H2 &&
+            afterLate.reportedAt >= T0 + 100,
+          `the late renewal lowered the record to ${JSON.stringify(afterLate)}, below the fence A ran with (${H2})`,
+        );
+        await assertCovers(name, [...fromA, ...fromB], 'after the next holder released');
+      });
+    },
+  );
 }

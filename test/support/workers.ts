@@ -11,15 +11,27 @@ export async function tempDir(prefix: string): Promise<{ path: string; dispose()
 }
 
 /** A SQLite worker registry on `file`: the real adapter on an embedded database. */
-export async function sqliteRegistry(file: string, options: { ttlMs?: number; name?: string } = {}): Promise<SqlWorkerRegistry> {
-  return new SqlWorkerRegistry({ client: await SqliteDriver.open(file, { timeoutMs: 5000 }), ownsClient: true, ...options });
+export async function sqliteRegistry(
+  file: string,
+  options: { ttlMs?: number; name?: string } = {},
+): Promise<SqlWorkerRegistry> {
+  return new SqlWorkerRegistry({
+    client: await SqliteDriver.open(file, { timeoutMs: 5000 }),
+    ownsClient: true,
+    ...options,
+  });
 }
 
 /** Resolves once `condition()` holds, polling; rejects after `timeoutMs` naming `what`. */
-export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+export async function waitFor(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 20_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }

@@ -12,13 +12,22 @@ const QUERIES = 100;
 const ROWS = 500;
 const [backend, url] = process.argv.slice(2);
 const gc = (globalThis as { gc?: (options?: { type: 'minor' | 'major' }) => void }).gc;
-if (gc === undefined || url === undefined) throw new Error('run with --expose-gc: young-survivors.ts <postgres|mariadb> <url>');
+if (gc === undefined || url === undefined)
+  throw new Error('run with --expose-gc: young-survivors.ts <postgres|mariadb> <url>');
 const options = { poolSize: 1, timeoutMs: 5000 };
-const driver: SqlDriver = backend === 'postgres' ? await PostgresDriver.open(url, options) : await MysqlDriver.open(url, options);
-const sql = backend === 'postgres'
-  ? `SELECT 'tag-' || g AS biz_tag, 1000 AS step FROM generate_series(1, ${ROWS}) g`
-  : `WITH RECURSIVE s (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${ROWS}) SELECT CONCAT('tag-', n) AS biz_tag, 1000 AS step FROM s`;
-const read = () => driver.withConnection((connection) => connection.query(sql, []), { transaction: false, signal: AbortSignal.timeout(5000) });
+const driver: SqlDriver =
+  backend === 'postgres'
+    ? await PostgresDriver.open(url, options)
+    : await MysqlDriver.open(url, options);
+const sql =
+  backend === 'postgres'
+    ? `SELECT 'tag-' || g AS biz_tag, 1000 AS step FROM generate_series(1, ${ROWS}) g`
+    : `WITH RECURSIVE s (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${ROWS}) SELECT CONCAT('tag-', n) AS biz_tag, 1000 AS step FROM s`;
+const read = () =>
+  driver.withConnection((connection) => connection.query(sql, []), {
+    transaction: false,
+    signal: AbortSignal.timeout(5000),
+  });
 // Warm up (connections, compiled code, the driver's caches), then start from a collected heap.
 for (let i = 0; i < 10; i++) await read();
 gc({ type: 'major' });

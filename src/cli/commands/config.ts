@@ -2,7 +2,12 @@ import { IdMintError } from '../../core/errors.ts';
 import { originText, redacted, showValue } from '../../config/load.ts';
 import { configKeys } from '../../config/schema.ts';
 import { parseCommandArgs } from '../args.ts';
-import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
+import {
+  configFlagHelp,
+  configFlagOptions,
+  configFromFlags,
+  normalizeBooleanFlags,
+} from '../config-flags.ts';
 import type { CliCommand } from '../io.ts';
 
 export const configCommand: CliCommand = {
@@ -21,29 +26,49 @@ ${configFlagHelp()}
   -h, --help                            show this help`,
 
   async run(argv, io) {
-    const { values, positionals } = parseCommandArgs(normalizeBooleanFlags(argv), { ...configFlagOptions(), json: { type: 'boolean' } }, { min: 0, max: 1, name: 'check' });
+    const { values, positionals } = parseCommandArgs(
+      normalizeBooleanFlags(argv),
+      { ...configFlagOptions(), json: { type: 'boolean' } },
+      { min: 0, max: 1, name: 'check' },
+    );
     if (values.help === true) {
       await io.out(`${this.help}\n`);
       return 0;
     }
     if (positionals[0] !== 'check') {
-      throw new IdMintError('INVALID_ARGUMENT', positionals[0] === undefined ? 'missing subcommand: idmint config check' : `unknown subcommand "${positionals[0]}"; use: idmint config check`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        positionals[0] === undefined
+          ? 'missing subcommand: idmint config check'
+          : `unknown subcommand "${positionals[0]}"; use: idmint config check`,
+      );
     }
     const { config, origins } = configFromFlags(values);
     const rows = configKeys().map((key) => {
-      const raw = key.key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], config);
+      const raw = key.key
+        .split('.')
+        .reduce<unknown>((node, part) => (node as Record<string, unknown>)[part], config);
       // Backend URLs may carry a password: never printed, like tokens.
       const value = redacted(raw);
       const origin = originText(origins.get(key.key) ?? 'default');
-      return { key: key.key, value: showValue(key, value), json: key.spec.secret === true ? showValue(key, value) : value, origin };
+      return {
+        key: key.key,
+        value: showValue(key, value),
+        json: key.spec.secret === true ? showValue(key, value) : value,
+        origin,
+      };
     });
     if (values.json === true) {
-      await io.out(`${JSON.stringify({ valid: true, keys: Object.fromEntries(rows.map((r) => [r.key, { value: r.json, origin: r.origin }])) })}\n`);
+      await io.out(
+        `${JSON.stringify({ valid: true, keys: Object.fromEntries(rows.map((r) => [r.key, { value: r.json, origin: r.origin }])) })}\n`,
+      );
       return 0;
     }
     const width = Math.max(...rows.map((r) => r.key.length)) + 2;
     const valueWidth = Math.min(48, Math.max(...rows.map((r) => r.value.length))) + 2;
-    await io.out(`configuration is valid\n\n${rows.map((r) => `${r.key.padEnd(width)}${r.value.length >= valueWidth ? `${r.value}  ` : r.value.padEnd(valueWidth)}${r.origin}`).join('\n')}\n`);
+    await io.out(
+      `configuration is valid\n\n${rows.map((r) => `${r.key.padEnd(width)}${r.value.length >= valueWidth ? `${r.value}  ` : r.value.padEnd(valueWidth)}${r.origin}`).join('\n')}\n`,
+    );
     return 0;
   },
 };

@@ -1,6 +1,11 @@
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { MAX_SEGMENT_ID } from '../../core/segment-limits.ts';
-import { DEFAULT_SEGMENT_STORE_URL, SEGMENT_STORE_URL_FORMS, openSegmentStore, openSegmentStores } from '../../stores/open-segment-store.ts';
+import {
+  DEFAULT_SEGMENT_STORE_URL,
+  SEGMENT_STORE_URL_FORMS,
+  openSegmentStore,
+  openSegmentStores,
+} from '../../stores/open-segment-store.ts';
 import { redactUrl } from '../../shared/connection-url.ts';
 import {
   DEFAULT_SEGMENT_TABLE,
@@ -114,38 +119,67 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       throw new IdMintError('INVALID_ARGUMENT', '--replace belongs to "idmint db init"');
     }
     if (values.store !== undefined && values.stores !== undefined) {
-      throw new IdMintError('INVALID_ARGUMENT', '--store and --stores name the database(s) twice: give one of them');
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        '--store and --stores name the database(s) twice: give one of them',
+      );
     }
     // Without flags, the store `idmint serve` would use (environment and IDMINT_CONFIG file).
     const configured = configFromFlags({}).config.segment;
     const fence = fenceMarginFlags(values.margin, values.ranges, segmentFenceMargin(configured));
     const rawIfFences = values['if-fences'];
-    const ifFences = rawIfFences === undefined ? undefined : integerFlag('if-fences', rawIfFences, 0, 0, 2 ** 53 - 1);
+    const ifFences =
+      rawIfFences === undefined
+        ? undefined
+        : integerFlag('if-fences', rawIfFences, 0, 0, 2 ** 53 - 1);
     const table = values.table ?? configured.table;
     const timeoutMs = integerFlag('timeout', values.timeout, configured.timeoutMs, 1, 600_000);
-    const listed = values.stores?.split(',').map((url) => url.trim()).filter((url) => url !== '');
+    const listed = values.stores
+      ?.split(',')
+      .map((url) => url.trim())
+      .filter((url) => url !== '');
     const urls = listed ?? (values.store === undefined ? configured.stores : []);
     const set = urls.length > 0;
     if (values.replace !== undefined && !set) {
-      throw new IdMintError('INVALID_ARGUMENT', '--replace names a database of a set: give the set with --stores');
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        '--replace names a database of a set: give the set with --stores',
+      );
     }
     const replacing = values.replace;
-    const replace = replacing === undefined ? undefined : integerFlag('replace', replacing, 0, 0, urls.length - 1);
+    const replace =
+      replacing === undefined
+        ? undefined
+        : integerFlag('replace', replacing, 0, 0, urls.length - 1);
     const url = set ? (urls[0] as string) : (values.store ?? configured.store);
     const source = set
-      ? values.stores !== undefined ? '--stores' : 'IDMINT_SEGMENT_STORES'
-      : values.store !== undefined ? '--store' : 'IDMINT_SEGMENT_STORE';
+      ? values.stores !== undefined
+        ? '--stores'
+        : 'IDMINT_SEGMENT_STORES'
+      : values.store !== undefined
+        ? '--store'
+        : 'IDMINT_SEGMENT_STORE';
     const setting = [{ url, role: 'segment-store' as const, name: source }];
     // What the store fences of itself (init, or an allocation finding a new history) is told here.
     const fenced: StoreHistoryEvent[] = [];
     const onHistory = (event: StoreHistoryEvent) => fenced.push(event);
     // init runs init() itself; history and fence open the store as every command does (SQLite's
     // embedded store is initialized when opened, a server's is not).
-    const options = { table, timeoutMs, fence, source, onHistory, ...(sub === 'init' ? { init: false } : {}) };
-    const opening = set ? openSegmentStores(urls, { ...options, verify: false }) : openSegmentStore(url, options);
+    const options = {
+      table,
+      timeoutMs,
+      fence,
+      source,
+      onHistory,
+      ...(sub === 'init' ? { init: false } : {}),
+    };
+    const opening = set
+      ? openSegmentStores(urls, { ...options, verify: false })
+      : openSegmentStore(url, options);
     const store: SegmentStore = await opening.catch(async (error: unknown) => {
       // A store URL given on the command line is a usage error (exit 2), not a failure of the work.
-      if (isIdMintError(error, 'CONFIG_INVALID')) throw new IdMintError('INVALID_ARGUMENT', error.message);
+      if (isIdMintError(error, 'CONFIG_INVALID'))
+        throw new IdMintError('INVALID_ARGUMENT', error.message);
       throw (await backendFailure(error, setting)) ?? error;
     });
     const request: FenceRequest = {
@@ -156,7 +190,8 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     let lines: string[];
     try {
       if (sub === 'history') lines = historyLines(await store.history(), table);
-      else if (sub === 'fence') lines = fenceLines(await store.fence(request), table, fence, ifFences);
+      else if (sub === 'fence')
+        lines = fenceLines(await store.fence(request), table, fence, ifFences);
       else if (set) lines = await initSet(store as MultiSegmentStore, urls, table, replace);
       else lines = await initOne(store, url, table);
     } catch (error) {
@@ -164,7 +199,9 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     } finally {
       await store.close();
     }
-    const told = fenced.filter((event) => event.action === 'fenced' && (event.tags ?? 0) > 0).map(fencedLine);
+    const told = fenced
+      .filter((event) => event.action === 'fenced' && (event.tags ?? 0) > 0)
+      .map(fencedLine);
     await io.out(`${[...lines, ...told].join('\n')}\n`);
     return 0;
   },
@@ -177,7 +214,10 @@ function fenceMarginFlags(
   configured: FenceMargin,
 ): FenceMargin {
   if (margin !== undefined && ranges !== undefined) {
-    throw new IdMintError('INVALID_ARGUMENT', '--margin and --ranges both size the fence: give one of them');
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      '--margin and --ranges both size the fence: give one of them',
+    );
   }
   if (margin !== undefined) {
     const ids = /^[1-9][0-9]{0,18}$/.test(margin) ? BigInt(margin) : 0n;
@@ -202,9 +242,10 @@ async function initOne(store: SegmentStore, url: string, table: string): Promise
   await store.init();
   const [history] = await store.history();
   const where = redactUrl(url);
-  const ready = store.backend === 'redis'
-    ? `redis keeps tags as hashes: no table to create in ${where}`
-    : `table ${table} is ready in ${where}`;
+  const ready =
+    store.backend === 'redis'
+      ? `redis keeps tags as hashes: no table to create in ${where}`
+      : `table ${table} is ready in ${where}`;
   if (history === undefined) return [ready];
   return [ready, `history: ${history.live} (recorded; ${fences(history.fences)} so far)`];
 }
@@ -224,7 +265,10 @@ async function initSet(
   const n = urls.length;
   return [
     `a set of ${n} database${n === 1 ? '' : 's'} is ready in table ${table}; database r issues IDs ≡ r (mod ${n}):`,
-    ...urls.map((url, index) => `  ${index}  ${redactUrl(url)}${index === replace ? '  (replaces the lost one)' : ''}`),
+    ...urls.map(
+      (url, index) =>
+        `  ${index}  ${redactUrl(url)}${index === replace ? '  (replaces the lost one)' : ''}`,
+    ),
     ...report.tags.map((tag) => {
       if (tag.action === 'unchanged') return `tag ${tag.tag}: already in the set`;
       return `tag ${tag.tag}: ${tag.action === 'completed' ? 'rows added' : 're-formed'} above ${tag.maxId}`;
@@ -249,7 +293,12 @@ function historyLines(histories: readonly StoreHistory[], table: string): string
   });
 }
 
-function fenceLines(reports: readonly FenceReport[], table: string, margin: FenceMargin, expected?: number): string[] {
+function fenceLines(
+  reports: readonly FenceReport[],
+  table: string,
+  margin: FenceMargin,
+  expected?: number,
+): string[] {
   return reports.map((report) => {
     const where = place(table, report.database);
     if (!report.fenced) {
@@ -263,7 +312,8 @@ function fenceLines(reports: readonly FenceReport[], table: string, margin: Fenc
 
 /** A fence the store made of itself (init on a table with no record, or on a new history). */
 function fencedLine(event: StoreHistoryEvent): string {
-  const what = event.from === undefined ? 'no history was recorded' : `a new history (was ${event.from})`;
+  const what =
+    event.from === undefined ? 'no history was recorded' : `a new history (was ${event.from})`;
   const tags = `${event.tags ?? 0} tag${event.tags === 1 ? '' : 's'}`;
   return `${place(event.table, event.database)}: ${what}: ${tags} fenced by ${event.margin}`;
 }

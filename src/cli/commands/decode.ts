@@ -1,6 +1,12 @@
 import { IdMintError } from '../../core/errors.ts';
 import { decodeAny, detectFormat } from '../../core/id-formats.ts';
-import { DEFAULT_LAYOUT, LAYOUT_PRESETS, decomposeId, getLayout, type Layout } from '../../core/layout.ts';
+import {
+  DEFAULT_LAYOUT,
+  LAYOUT_PRESETS,
+  decomposeId,
+  getLayout,
+  type Layout,
+} from '../../core/layout.ts';
 import { OPAQUE_SNOWFLAKE_DOMAIN } from '../../core/opaque.ts';
 import { checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import { OpaqueIds, noOpaqueKeys } from '../../service/opaque-ids.ts';
@@ -14,7 +20,8 @@ const OPAQUE_SNOWFLAKE = new RegExp(`^[1-9][0-9]{${OPAQUE_SNOWFLAKE_DOMAIN.digit
 
 export const decodeCommand: CliCommand = {
   name: 'decode',
-  summary: 'print what is inside an ID: snowflake, UUID, ULID, ObjectId, or an opaque ID (with the keys)',
+  summary:
+    'print what is inside an ID: snowflake, UUID, ULID, ObjectId, or an opaque ID (with the keys)',
   help: `Usage: idmint decode <id> [--layout NAME] [--json]
        idmint decode <opaque id> --tag TAG [--store URL] [--table NAME] [--json]
 
@@ -60,32 +67,51 @@ Options:
     const json = values.json === true;
     const flags: Record<string, string | boolean | undefined> = values;
     if (values.tag !== undefined) return decodeOpaqueSegment(io, id, values.tag, flags, json);
-    if (values.store !== undefined || values.table !== undefined) throw new IdMintError('INVALID_ARGUMENT', '--store and --table belong to --tag (an opaque ID of a segment tag)');
+    if (values.store !== undefined || values.table !== undefined)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        '--store and --table belong to --tag (an opaque ID of a segment tag)',
+      );
     const layout = getLayout(values.layout ?? DEFAULT_LAYOUT);
     if (OPAQUE_SNOWFLAKE.test(id)) return decodeOpaqueSnowflake(io, id, layout, flags, json);
     const format = detectFormat(id);
     // Decimal, and anything that starts like a number: the snowflake decoder says what is wrong
     // with it ("not a decimal integer", "above the largest ID") better than "no known shape".
-    if (format === 'decimal' || (format === undefined && /^-?[0-9]/.test(id))) return printSnowflake(io, id, layout, json);
+    if (format === 'decimal' || (format === undefined && /^-?[0-9]/.test(id)))
+      return printSnowflake(io, id, layout, json);
     const decoded = decodeAny(id);
-    const fields = { ...decoded, ...('date' in decoded && decoded.date !== undefined ? { date: decoded.date.toISOString() } : {}) };
+    const fields = {
+      ...decoded,
+      ...('date' in decoded && decoded.date !== undefined
+        ? { date: decoded.date.toISOString() }
+        : {}),
+    };
     await print(io, fields, json);
     return 0;
   },
 };
 
 /** A snowflake ID, as this command has always printed it. */
-async function printSnowflake(io: CliIo, id: string, layout: Layout, json: boolean): Promise<number> {
+async function printSnowflake(
+  io: CliIo,
+  id: string,
+  layout: Layout,
+  json: boolean,
+): Promise<number> {
   const parts = decomposeId(id, layout);
   if (json) {
-    await io.out(`${JSON.stringify({ id, layout: layout.name, ...parts, date: parts.date.toISOString() })}\n`);
+    await io.out(
+      `${JSON.stringify({ id, layout: layout.name, ...parts, date: parts.date.toISOString() })}\n`,
+    );
     return 0;
   }
   const rows: [string, string][] = [
     ['id', id],
     ['layout', layout.name],
     ['timestamp', `${parts.timestamp} (${parts.date.toISOString()})`],
-    ...(parts.datacenterId === undefined ? [] : [['datacenter', String(parts.datacenterId)] as [string, string]]),
+    ...(parts.datacenterId === undefined
+      ? []
+      : [['datacenter', String(parts.datacenterId)] as [string, string]]),
     ['worker', String(parts.workerId)],
     ['sequence', String(parts.sequence)],
   ];
@@ -94,24 +120,64 @@ async function printSnowflake(io: CliIo, id: string, layout: Layout, json: boole
 }
 
 /** The keys from the configuration (environment, IDMINT_CONFIG or --config), or OPAQUE_UNAVAILABLE. */
-function keysFrom(flags: Readonly<Record<string, string | boolean | undefined>>, what: string): OpaqueIds {
+function keysFrom(
+  flags: Readonly<Record<string, string | boolean | undefined>>,
+  what: string,
+): OpaqueIds {
   return OpaqueIds.fromConfig(configFromFlags(flags).config.opaque.keys) ?? failNoKeys(what);
 }
 
-async function decodeOpaqueSnowflake(io: CliIo, id: string, layout: Layout, flags: Readonly<Record<string, string | boolean | undefined>>, json: boolean): Promise<number> {
-  const decoded = keysFrom(flags, 'decoding an opaque snowflake ID').decodeSnowflake(id, layout, Date.now());
+async function decodeOpaqueSnowflake(
+  io: CliIo,
+  id: string,
+  layout: Layout,
+  flags: Readonly<Record<string, string | boolean | undefined>>,
+  json: boolean,
+): Promise<number> {
+  const decoded = keysFrom(flags, 'decoding an opaque snowflake ID').decodeSnowflake(
+    id,
+    layout,
+    Date.now(),
+  );
   const parts = decomposeId(decoded.dense, layout);
-  await print(io, { format: 'opaque-snowflake', id, dense: decoded.dense.toString(), keyId: decoded.keyId, layout: layout.name, ...parts, date: parts.date.toISOString() }, json);
+  await print(
+    io,
+    {
+      format: 'opaque-snowflake',
+      id,
+      dense: decoded.dense.toString(),
+      keyId: decoded.keyId,
+      layout: layout.name,
+      ...parts,
+      date: parts.date.toISOString(),
+    },
+    json,
+  );
   return 0;
 }
 
-async function decodeOpaqueSegment(io: CliIo, id: string, tagName: string, flags: Readonly<Record<string, string | boolean | undefined>>, json: boolean): Promise<number> {
+async function decodeOpaqueSegment(
+  io: CliIo,
+  id: string,
+  tagName: string,
+  flags: Readonly<Record<string, string | boolean | undefined>>,
+  json: boolean,
+): Promise<number> {
   const tag = checkTag(tagName);
   // --store and --table, as for `idmint tags`, are short for --segment-store and --segment-table.
-  const { config } = configFromFlags({ ...flags, 'segment-store': flags['segment-store'] ?? flags['store'], 'segment-table': flags['segment-table'] ?? flags['table'] });
+  const { config } = configFromFlags({
+    ...flags,
+    'segment-store': flags['segment-store'] ?? flags['store'],
+    'segment-table': flags['segment-table'] ?? flags['table'],
+  });
   const keys = OpaqueIds.fromConfig(config.opaque.keys) ?? failNoKeys('decoding an opaque ID');
   const { store: url, table, timeoutMs, poolSize } = config.segment;
-  const source = flags['store'] !== undefined ? '--store' : flags['segment-store'] !== undefined ? '--segment-store' : 'IDMINT_SEGMENT_STORE';
+  const source =
+    flags['store'] !== undefined
+      ? '--store'
+      : flags['segment-store'] !== undefined
+        ? '--segment-store'
+        : 'IDMINT_SEGMENT_STORE';
   let record;
   try {
     const store = await openSegmentStore(url, { table, timeoutMs, poolSize, source, init: false });
@@ -124,14 +190,26 @@ async function decodeOpaqueSegment(io: CliIo, id: string, tagName: string, flags
     throw (await backendFailure(error, [{ url, role: 'segment-store', name: source }])) ?? error;
   }
   if (record === undefined) throw tagNotFound(tag);
-  if (record.opaque !== true) throw new IdMintError('INVALID_ID', `tag "${tag}" is not opaque: its IDs are its dense IDs, and none of them is an opaque ID`);
+  if (record.opaque !== true)
+    throw new IdMintError(
+      'INVALID_ID',
+      `tag "${tag}" is not opaque: its IDs are its dense IDs, and none of them is an opaque ID`,
+    );
   // Every ID the tag issued is below its max_id: a forged ID that decrypts above it is refused.
   const decoded = keys.decodeSegment(tag, id, record.maxId);
-  await print(io, { format: 'opaque-segment', tag, id, dense: decoded.dense.toString(), keyId: decoded.keyId }, json);
+  await print(
+    io,
+    { format: 'opaque-segment', tag, id, dense: decoded.dense.toString(), keyId: decoded.keyId },
+    json,
+  );
   return 0;
 }
 
-async function print(io: CliIo, fields: Readonly<Record<string, unknown>>, json: boolean): Promise<void> {
+async function print(
+  io: CliIo,
+  fields: Readonly<Record<string, unknown>>,
+  json: boolean,
+): Promise<void> {
   if (json) {
     await io.out(`${JSON.stringify(fields)}\n`);
     return;

@@ -35,17 +35,25 @@ type Format = (typeof FORMATS)[number];
 const NOT_FOR_NEXT = ['snowflake.enabled', 'snowflake.cacheFile', 'snowflake.datacenterId'];
 const SNOWFLAKE_KEYS = configKeys().filter(
   (key) =>
-    key.key.startsWith('snowflake.') && !NOT_FOR_NEXT.includes(key.key) && !key.key.startsWith('snowflake.rollback.'),
+    key.key.startsWith('snowflake.') &&
+    !NOT_FOR_NEXT.includes(key.key) &&
+    !key.key.startsWith('snowflake.rollback.'),
 );
 const TEXT_FLAG = { type: 'string' } as const;
 /** `-l` too: the short form `--layout` had before it became the configuration's flag. */
 const LAYOUT_FLAG = { type: 'string', short: 'l' } as const;
 /** Flags that only a snowflake generator (plain or opaque) takes. */
-const SNOWFLAKE_FLAGS = ['worker', 'datacenter', 'rollback', ...SNOWFLAKE_KEYS.map((key) => key.flag)];
+const SNOWFLAKE_FLAGS = [
+  'worker',
+  'datacenter',
+  'rollback',
+  ...SNOWFLAKE_KEYS.map((key) => key.flag),
+];
 
 export const nextCommand: CliCommand = {
   name: 'next',
-  summary: 'print new IDs: snowflake (on a leased worker ID), uuid7, uuid4, ulid, objectid or opaque',
+  summary:
+    'print new IDs: snowflake (on a leased worker ID), uuid7, uuid4, ulid, objectid or opaque',
   help: `Usage: idmint next [--format F] [--count N] [--worker W] [--datacenter D] [--layout NAME] [--rollback POLICY]
 
 Prints N new IDs, one per line, from a generator in this process.
@@ -90,7 +98,9 @@ The other families need no coordination.`,
         datacenter: { type: 'string', short: 'd' },
         rollback: { type: 'string' },
         config: { type: 'string', short: 'c' },
-        ...Object.fromEntries(SNOWFLAKE_KEYS.map((key) => [key.flag, key.flag === 'layout' ? LAYOUT_FLAG : TEXT_FLAG])),
+        ...Object.fromEntries(
+          SNOWFLAKE_KEYS.map((key) => [key.flag, key.flag === 'layout' ? LAYOUT_FLAG : TEXT_FLAG]),
+        ),
       },
       { min: 0, max: 0 },
     );
@@ -99,24 +109,47 @@ The other families need no coordination.`,
       return 0;
     }
     const format = (values.format ?? 'snowflake') as Format;
-    if (!FORMATS.includes(format)) throw new IdMintError('INVALID_ARGUMENT', `--format must be one of ${FORMATS.join(', ')}, got "${values.format}"`);
+    if (!FORMATS.includes(format))
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `--format must be one of ${FORMATS.join(', ')}, got "${values.format}"`,
+      );
     const count = integerFlag('count', values.count, 1, 1, MAX_COUNT);
     if (format !== 'snowflake' && format !== 'opaque') {
-      const misplaced = SNOWFLAKE_FLAGS.find((flag) => (values as Record<string, unknown>)[flag] !== undefined);
-      if (misplaced !== undefined) throw new IdMintError('INVALID_ARGUMENT', `--${misplaced} belongs to --format snowflake or opaque, not ${format}`);
+      const misplaced = SNOWFLAKE_FLAGS.find(
+        (flag) => (values as Record<string, unknown>)[flag] !== undefined,
+      );
+      if (misplaced !== undefined)
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `--${misplaced} belongs to --format snowflake or opaque, not ${format}`,
+        );
       const families = new IdFamilies({ clock: new MonotonicClock() });
-      for (let done = 0; done < count; done += CHUNK) await io.out(`${families.next(format as IdFamily, Math.min(CHUNK, count - done)).join('\n')}\n`);
+      for (let done = 0; done < count; done += CHUNK)
+        await io.out(
+          `${families.next(format as IdFamily, Math.min(CHUNK, count - done)).join('\n')}\n`,
+        );
       return 0;
     }
     const config = configFromFlags(values as Record<string, string | undefined>).config;
     const layout = getLayout(config.snowflake.layout);
     const maxWorkerId = layout.maxWorkerId;
-    const workerId = values.worker === undefined ? undefined : integerFlag('worker', values.worker, 0, 0, maxWorkerId);
+    const workerId =
+      values.worker === undefined
+        ? undefined
+        : integerFlag('worker', values.worker, 0, 0, maxWorkerId);
     const datacenter = config.snowflake.datacenterId;
-    const datacenterId = integerFlag('datacenter', values.datacenter, datacenter, 0, layout.maxDatacenterId);
+    const datacenterId = integerFlag(
+      'datacenter',
+      values.datacenter,
+      datacenter,
+      0,
+      layout.maxDatacenterId,
+    );
     const rollback = rollbackOf(values.rollback, config);
     // The keys come from the configuration (environment, file), never from a flag of this command.
-    const opaque = format === 'opaque' ? (OpaqueIds.fromConfig(config.opaque.keys) ?? failNoKeys()) : undefined;
+    const opaque =
+      format === 'opaque' ? (OpaqueIds.fromConfig(config.opaque.keys) ?? failNoKeys()) : undefined;
     return withStopSignals(io, async (stopped) => {
       const registry = await openRegistry(config, workerId);
       try {
@@ -144,7 +177,10 @@ function rollbackOf(flag: string | undefined, config: ServerConfig): WorkerRollb
   if (flag === undefined) return config.snowflake.rollback as WorkerRollbackOptions;
   if (!(ROLLBACK_POLICIES as readonly string[]).includes(flag)) {
     const allowed = ROLLBACK_POLICIES.join(', ');
-    throw new IdMintError('INVALID_ARGUMENT', `--rollback must be one of ${allowed}, got "${flag}"`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `--rollback must be one of ${allowed}, got "${flag}"`,
+    );
   }
   return { policy: flag as RollbackPolicyName };
 }
@@ -155,7 +191,10 @@ function rollbackOf(flag: string | undefined, config: ServerConfig): WorkerRollb
  * another process of the host holds it), or W alone from a coordinator (refused while any live
  * node holds it).
  */
-async function openRegistry(config: ServerConfig, workerId: number | undefined): Promise<WorkerRegistry> {
+async function openRegistry(
+  config: ServerConfig,
+  workerId: number | undefined,
+): Promise<WorkerRegistry> {
   const s = config.snowflake;
   const isStatic = s.registry.startsWith('static:');
   const url = isStatic && workerId !== undefined ? `static:${workerId}` : s.registry;
@@ -173,14 +212,20 @@ async function openRegistry(config: ServerConfig, workerId: number | undefined):
   } catch (error) {
     throw await registryFailure(error, s.registry);
   }
-  return isStatic || workerId === undefined ? registry : new PinnedWorkerRegistry(registry, workerId);
+  return isStatic || workerId === undefined
+    ? registry
+    : new PinnedWorkerRegistry(registry, workerId);
 }
 
 /** A worker on a lease of `registry`, after the same start-up checks as a server's. */
 async function startWorker(
   registry: WorkerRegistry,
   config: ServerConfig,
-  options: { readonly layout: Layout; readonly datacenterId: number; readonly rollback: WorkerRollbackOptions },
+  options: {
+    readonly layout: Layout;
+    readonly datacenterId: number;
+    readonly rollback: WorkerRollbackOptions;
+  },
 ): Promise<SnowflakeWorker> {
   const s = config.snowflake;
   try {
@@ -214,7 +259,11 @@ async function registryFailure(error: unknown, url: string): Promise<unknown> {
       ...(error.details === undefined ? {} : { details: error.details }),
     });
   }
-  return (await backendFailure(error, [{ url, role: 'worker-registry', name: 'IDMINT_WORKER_REGISTRY' }])) ?? error;
+  return (
+    (await backendFailure(error, [
+      { url, role: 'worker-registry', name: 'IDMINT_WORKER_REGISTRY' },
+    ])) ?? error
+  );
 }
 
 /**

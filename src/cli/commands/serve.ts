@@ -3,7 +3,12 @@ import { buildServer, type IdMintServer } from '../../server/app.ts';
 import type { ServerConfig } from '../../config/schema.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { parseCommandArgs } from '../args.ts';
-import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
+import {
+  configFlagHelp,
+  configFlagOptions,
+  configFromFlags,
+  normalizeBooleanFlags,
+} from '../config-flags.ts';
 import { backendFailure, listenFailure, type BackendSetting } from '../environment-errors.ts';
 import type { CliCommand, CliExit, CliIo } from '../io.ts';
 import { processCount, processSlot, slotFlags } from '../process-slots.ts';
@@ -45,7 +50,10 @@ ${configFlagHelp()}
   -h, --help                            show this help`,
 
   async run(argv, io) {
-    const { values } = parseCommandArgs(normalizeBooleanFlags(argv), configFlagOptions(), { min: 0, max: 0 });
+    const { values } = parseCommandArgs(normalizeBooleanFlags(argv), configFlagOptions(), {
+      min: 0,
+      max: 0,
+    });
     if (values.help === true) {
       await io.out(`${this.help}\n`);
       return 0;
@@ -58,7 +66,10 @@ ${configFlagHelp()}
       const processes = processCount(loaded);
       if (processes > 1) return supervise(loaded, processes);
     }
-    const config = slot === undefined ? loaded : configFromFlags({ ...values, ...slotFlags(loaded, slot) }).config;
+    const config =
+      slot === undefined
+        ? loaded
+        : configFromFlags({ ...values, ...slotFlags(loaded, slot) }).config;
     // A child whose supervisor is gone (killed with SIGKILL) shuts down as on SIGTERM rather
     // than serve on with no one to restart or stop it.
     if (slot !== undefined) process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
@@ -87,8 +98,14 @@ ${configFlagHelp()}
       process.on('SIGINT', first);
     });
 
-    const building = buildServer(config, { signal: startup.signal, ...(slot === undefined ? {} : { processSlot: slot }) });
-    const started = await Promise.race([building.then((server) => ({ server })), stop.then((signal) => ({ signal }))]).catch(async (error: unknown) => {
+    const building = buildServer(config, {
+      signal: startup.signal,
+      ...(slot === undefined ? {} : { processSlot: slot }),
+    });
+    const started = await Promise.race([
+      building.then((server) => ({ server })),
+      stop.then((signal) => ({ signal })),
+    ]).catch(async (error: unknown) => {
       throw (await backendFailure(error, backendSettings(config))) ?? error;
     });
     if ('signal' in started) return stopStartup(building, started.signal, io);
@@ -96,7 +113,8 @@ ${configFlagHelp()}
     const { server } = started;
     try {
       const url = await server.listen();
-      if (slot !== undefined) process.send?.({ type: 'idmint-listening', url } satisfies ListeningMessage);
+      if (slot !== undefined)
+        process.send?.({ type: 'idmint-listening', url } satisfies ListeningMessage);
     } catch (error) {
       await server.close();
       throw listenFailure(error, config.host, config.port) ?? error;
@@ -122,12 +140,17 @@ function backendSettings(config: ServerConfig): BackendSetting[] {
  * slow store), the process ends anyway: a lease acquired meanwhile expires on its own, as a
  * killed node's does, and no ID was served.
  */
-async function stopStartup(building: Promise<IdMintServer>, signal: NodeJS.Signals, io: CliIo): Promise<CliExit> {
+async function stopStartup(
+  building: Promise<IdMintServer>,
+  signal: NodeJS.Signals,
+  io: CliIo,
+): Promise<CliExit> {
   const deadline = Date.now() + STARTUP_STOP_GRACE_MS;
   const left = () => Math.max(0, deadline - Date.now());
   const timedOut = () => new Error('start-up did not stop in time');
   const server = await withTimeout(building, left(), timedOut).catch(() => undefined);
-  if (server !== undefined) await withTimeout(server.close(), left(), timedOut).catch(() => undefined);
+  if (server !== undefined)
+    await withTimeout(server.close(), left(), timedOut).catch(() => undefined);
   io.err(`idmint serve: ${signal} during start-up: stopped before serving\n`);
   return { signal };
 }

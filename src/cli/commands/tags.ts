@@ -4,7 +4,12 @@ import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { tagJson } from '../../shared/tag-json.ts';
 import { openSegmentStore, openSegmentStores } from '../../stores/open-segment-store.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
-import { configFlagHelp, configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
+import {
+  configFlagHelp,
+  configFlagOptions,
+  configFromFlags,
+  normalizeBooleanFlags,
+} from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
 import { segmentFenceMargin } from '../../config/segment.ts';
 import type { CliCommand, CliIo } from '../io.ts';
@@ -61,14 +66,31 @@ ${configFlagHelp('segment')}
     }
     const [sub, ...args] = positionals;
     if (!(SUBCOMMANDS as readonly (string | undefined)[]).includes(sub)) {
-      throw new IdMintError('INVALID_ARGUMENT', `unknown subcommand "${sub}"; use one of: ${SUBCOMMANDS.join(', ')}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `unknown subcommand "${sub}"; use one of: ${SUBCOMMANDS.join(', ')}`,
+      );
     }
     const expected = sub === 'list' ? 0 : sub === 'create' ? 1 : 2;
     if (args.length !== expected) {
-      throw new IdMintError('INVALID_ARGUMENT', args.length < expected ? `missing argument: idmint tags ${sub} ${sub === 'create' ? '<tag>' : '<tag> <step>'}` : `unexpected argument "${args[expected]}"`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        args.length < expected
+          ? `missing argument: idmint tags ${sub} ${sub === 'create' ? '<tag>' : '<tag> <step>'}`
+          : `unexpected argument "${args[expected]}"`,
+      );
     }
-    if (sub !== 'create' && (values.step !== undefined || values['start-id'] !== undefined || values.description !== undefined || values.opaque !== undefined)) {
-      throw new IdMintError('INVALID_ARGUMENT', `--step, --start-id, --description and --opaque belong to "idmint tags create"`);
+    if (
+      sub !== 'create' &&
+      (values.step !== undefined ||
+        values['start-id'] !== undefined ||
+        values.description !== undefined ||
+        values.opaque !== undefined)
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `--step, --start-id, --description and --opaque belong to "idmint tags create"`,
+      );
     }
     // --store and --table, as for `idmint db init`, are short for --segment-store and --segment-table.
     const flags: Record<string, string | boolean | undefined> = values;
@@ -83,8 +105,16 @@ ${configFlagHelp('segment')}
     const set = stores.length > 0;
     const url = set ? (stores[0] as string) : single;
     const source = set
-      ? values.stores !== undefined ? '--stores' : flags['segment-stores'] !== undefined ? '--segment-stores' : 'IDMINT_SEGMENT_STORES'
-      : values.store !== undefined ? '--store' : flags['segment-store'] !== undefined ? '--segment-store' : 'IDMINT_SEGMENT_STORE';
+      ? values.stores !== undefined
+        ? '--stores'
+        : flags['segment-stores'] !== undefined
+          ? '--segment-stores'
+          : 'IDMINT_SEGMENT_STORES'
+      : values.store !== undefined
+        ? '--store'
+        : flags['segment-store'] !== undefined
+          ? '--segment-store'
+          : 'IDMINT_SEGMENT_STORE';
     // Every store call is bounded by timeoutMs and close() by as much again, so a store that
     // never answers ends this command with one line, never a hang.
     let records: TagRecord[];
@@ -118,11 +148,18 @@ async function runSubcommand(
     case 'list':
       return store.listTags();
     case 'create': {
-      if (typeof values['step'] !== 'string') throw new IdMintError('INVALID_ARGUMENT', 'missing --step N: how many IDs each range holds');
+      if (typeof values['step'] !== 'string')
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          'missing --step N: how many IDs each range holds',
+        );
       const step = integerFlag('step', values['step'], 0, 1, 2 ** 31 - 1);
       const startId = values['start-id'];
       if (typeof startId === 'string' && !/^(0|[1-9][0-9]{0,18})$/.test(startId)) {
-        throw new IdMintError('INVALID_ARGUMENT', `--start-id must be a decimal integer from 0 to 9223372036854775807, got "${startId}"`);
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `--start-id must be a decimal integer from 0 to 9223372036854775807, got "${startId}"`,
+        );
       }
       const description = values['description'];
       return [
@@ -138,7 +175,11 @@ async function runSubcommand(
     case 'set-step': {
       const raw = args[1] ?? '';
       const step = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : 0;
-      if (step < 1 || step > 2 ** 31 - 1) throw new IdMintError('INVALID_ARGUMENT', `step must be an integer from 1 to 2147483647, got "${raw}"`);
+      if (step < 1 || step > 2 ** 31 - 1)
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `step must be an integer from 1 to 2147483647, got "${raw}"`,
+        );
       return [await store.updateTag(tag, { step })];
     }
   }
@@ -149,7 +190,25 @@ async function print(io: CliIo, records: readonly TagRecord[], json: boolean): P
     await io.out(records.map((record) => `${JSON.stringify(tagJson(record))}\n`).join(''));
     return;
   }
-  const rows = [['TAG', 'MAX_ID', 'STEP', 'OPAQUE', 'DESCRIPTION'], ...records.map((r) => [r.tag, r.maxId.toString(), String(r.step), r.opaque === true ? 'yes' : 'no', r.description ?? ''])];
+  const rows = [
+    ['TAG', 'MAX_ID', 'STEP', 'OPAQUE', 'DESCRIPTION'],
+    ...records.map((r) => [
+      r.tag,
+      r.maxId.toString(),
+      String(r.step),
+      r.opaque === true ? 'yes' : 'no',
+      r.description ?? '',
+    ]),
+  ];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((row) => (row[i] ?? '').length)) + 2);
-  await io.out(rows.map((row) => row.map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell)).join('').trimEnd()).join('\n') + '\n');
+  await io.out(
+    rows
+      .map((row) =>
+        row
+          .map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell))
+          .join('')
+          .trimEnd(),
+      )
+      .join('\n') + '\n',
+  );
 }

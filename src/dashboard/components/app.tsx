@@ -13,7 +13,14 @@ const POLL_MS = 1500;
 /** The token lives for the tab's session only: it is a credential. */
 const TOKEN_KEY = 'idmint.token';
 const THEME_KEY = 'idmint.theme';
-const DEFAULT_QUERY: TagQuery = { q: '', sort: 'tag', order: 'asc', offset: 0, limit: 50, tags: 'all' };
+const DEFAULT_QUERY: TagQuery = {
+  q: '',
+  sort: 'tag',
+  order: 'asc',
+  offset: 0,
+  limit: 50,
+  tags: 'all',
+};
 
 export type Theme = 'system' | 'light' | 'dark';
 const THEMES: readonly Theme[] = ['system', 'light', 'dark'];
@@ -78,7 +85,8 @@ export function App() {
           setUpdatedAt(new Date());
         } catch (caught) {
           if (controller.signal.aborted) return;
-          const failure = caught instanceof ApiError ? caught : new ApiError(0, 'NETWORK', String(caught));
+          const failure =
+            caught instanceof ApiError ? caught : new ApiError(0, 'NETWORK', String(caught));
           setError(failure);
           // Without a valid token nothing the API would refuse stays on the page.
           if (failure.status === 401 || failure.status === 403) setStatus(null);
@@ -115,17 +123,29 @@ export function App() {
             <>
               <span>v{status.version}</span>
               <span>up {formatDuration(status.uptimeSeconds)}</span>
-              {status.auth.enabled && <span class="badge">{status.auth.admin ? 'admin token' : 'token'}</span>}
+              {status.auth.enabled && (
+                <span class="badge">{status.auth.admin ? 'admin token' : 'token'}</span>
+              )}
             </>
           )}
-          <span class={`live ${error === null && status !== null ? 'ok' : 'stale'}`} title={updatedAt === null ? 'not updated yet' : `updated ${updatedAt.toLocaleTimeString()}`}>
+          <span
+            class={`live ${error === null && status !== null ? 'ok' : 'stale'}`}
+            title={
+              updatedAt === null ? 'not updated yet' : `updated ${updatedAt.toLocaleTimeString()}`
+            }
+          >
             {error === null && status !== null ? 'live' : 'not live'}
           </span>
         </div>
         <div class="top-actions">
           <label class="theme">
             <span class="visually-hidden">Theme</span>
-            <select value={theme} onChange={(event) => setTheme((event.currentTarget as HTMLSelectElement).value as Theme)}>
+            <select
+              value={theme}
+              onChange={(event) =>
+                setTheme((event.currentTarget as HTMLSelectElement).value as Theme)
+              }
+            >
               <option value="system">System theme</option>
               <option value="light">Light</option>
               <option value="dark">Dark</option>
@@ -145,7 +165,8 @@ export function App() {
           <>
             {error !== null && (
               <p class="banner error" role="alert">
-                Could not read the status: {error.code}: {error.message}. Retrying every {POLL_MS / 1000} s.
+                Could not read the status: {error.code}: {error.message}. Retrying every{' '}
+                {POLL_MS / 1000} s.
               </p>
             )}
             {status === null ? (
@@ -169,7 +190,14 @@ export function App() {
                     <p class="muted">Segment mode is off on this server.</p>
                   </section>
                 ) : (
-                  <TagsPanel segment={status.segment} query={query} onQuery={setQuery} admin={status.auth.admin} token={token} onChanged={reload} />
+                  <TagsPanel
+                    segment={status.segment}
+                    query={query}
+                    onQuery={setQuery}
+                    admin={status.auth.admin}
+                    token={token}
+                    onChanged={reload}
+                  />
                 )}
               </>
             )}

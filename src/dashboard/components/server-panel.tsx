@@ -22,9 +22,17 @@ export function ServerPanel(props: { readonly server: Status['server']; readonly
       ) : (
         <>
           <h3>
-            Requests <span class="figure" data-testid="requests-per-second">{formatRate(requests.requestsPerSecond)}</span>
+            Requests{' '}
+            <span class="figure" data-testid="requests-per-second">
+              {formatRate(requests.requestsPerSecond)}
+            </span>
           </h3>
-          <RateChart values={requests.rates} label="Requests per second" theme={props.theme} height={130} />
+          <RateChart
+            values={requests.rates}
+            label="Requests per second"
+            theme={props.theme}
+            height={130}
+          />
           <div class="scroll">
             <table class="compact">
               <caption class="visually-hidden">Requests by route over the last minute</caption>

@@ -14,7 +14,10 @@ function time(iso: string | null): string {
 }
 
 /** The worker's lease, its fence and horizon, the clock against the peers, rollbacks, and IDs/s. */
-export function SnowflakePanel(props: { readonly snowflake: SnowflakeStatus; readonly theme: string }) {
+export function SnowflakePanel(props: {
+  readonly snowflake: SnowflakeStatus;
+  readonly theme: string;
+}) {
   const s = props.snowflake;
   const l = s.layout;
   const peer = s.peerClock;
@@ -26,11 +29,15 @@ export function SnowflakePanel(props: { readonly snowflake: SnowflakeStatus; rea
         : peer.offsetMs === null
           ? 'no live peers at start-up'
           : `${peer.offsetMs > 0 ? '+' : ''}${peer.offsetMs} ms from ${peer.peers} peer${peer.peers === 1 ? '' : 's'} (limit ${peer.maxPeerSkewMs} ms)`;
-  const skewed = peer !== null && peer.offsetMs !== null && Math.abs(peer.offsetMs) > peer.maxPeerSkewMs / 2;
+  const skewed =
+    peer !== null && peer.offsetMs !== null && Math.abs(peer.offsetMs) > peer.maxPeerSkewMs / 2;
   return (
     <section class="panel" aria-labelledby="snowflake-title">
       <h2 id="snowflake-title">
-        Snowflake <span class="figure" data-testid="snowflake-rate">{formatRate(s.idsPerSecond, ' IDs/s')}</span>
+        Snowflake{' '}
+        <span class="figure" data-testid="snowflake-rate">
+          {formatRate(s.idsPerSecond, ' IDs/s')}
+        </span>
       </h2>
       <dl class="facts">
         <dt>Worker</dt>
@@ -44,10 +51,15 @@ export function SnowflakePanel(props: { readonly snowflake: SnowflakeStatus; rea
         <dd>{s.registry}</dd>
         <dt>Expires in</dt>
         <dd>
-          {formatMs(s.expiresInMs)} <span class="muted">(fence {time(s.validUntil)}, renewed {time(s.lastRenewedAt)})</span>
+          {formatMs(s.expiresInMs)}{' '}
+          <span class="muted">
+            (fence {time(s.validUntil)}, renewed {time(s.lastRenewedAt)})
+          </span>
         </dd>
         <dt>Horizon</dt>
-        <dd title="Recorded at the registry: nothing this node issues is later, and the next holder of the worker ID starts after it.">{time(s.horizon)}</dd>
+        <dd title="Recorded at the registry: nothing this node issues is later, and the next holder of the worker ID starts after it.">
+          {time(s.horizon)}
+        </dd>
         <dt>Clock vs peers</dt>
         <dd class={skewed ? 'warn' : undefined}>{peerText}</dd>
         <dt>Rollbacks</dt>
@@ -64,11 +76,17 @@ export function SnowflakePanel(props: { readonly snowflake: SnowflakeStatus; rea
         <dd>
           <code>{l.name}</code>{' '}
           <span class="muted">
-            {l.timeBits}+{l.datacenterBits}+{l.workerBits}+{l.sequenceBits} bits, {l.timeUnitMs} ms units, up to {formatRate(l.maxIdsPerSecond)}, until {l.expiresAt.slice(0, 10)}
+            {l.timeBits}+{l.datacenterBits}+{l.workerBits}+{l.sequenceBits} bits, {l.timeUnitMs} ms
+            units, up to {formatRate(l.maxIdsPerSecond)}, until {l.expiresAt.slice(0, 10)}
           </span>
         </dd>
       </dl>
-      <RateChart values={s.rates ?? []} label="Snowflake IDs per second" theme={props.theme} height={130} />
+      <RateChart
+        values={s.rates ?? []}
+        label="Snowflake IDs per second"
+        theme={props.theme}
+        height={130}
+      />
     </section>
   );
 }

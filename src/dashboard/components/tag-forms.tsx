@@ -12,7 +12,11 @@ function numberOrText(text: string): number | string {
 }
 
 /** A modal dialog (the browser's <dialog>: focus moves in, Escape closes, focus returns). */
-function Dialog(props: { readonly title: string; readonly onClose: () => void; readonly children: ComponentChildren }) {
+function Dialog(props: {
+  readonly title: string;
+  readonly onClose: () => void;
+  readonly children: ComponentChildren;
+}) {
   const dialog = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const element = dialog.current;
@@ -42,7 +46,10 @@ function asApiError(caught: unknown): ApiError {
 }
 
 /** POST /v1/tags from the page: the same route, the same validation, its errors shown as the server words them. */
-export function NewTagDialog(props: { readonly token: string; readonly onClose: (created: boolean) => void }) {
+export function NewTagDialog(props: {
+  readonly token: string;
+  readonly onClose: (created: boolean) => void;
+}) {
   const [tag, setTag] = useState('');
   const [step, setStep] = useState('1000');
   const [description, setDescription] = useState('');
@@ -56,7 +63,11 @@ export function NewTagDialog(props: { readonly token: string; readonly onClose: 
           event.preventDefault();
           setBusy(true);
           try {
-            await createTag(props.token, { tag, step: numberOrText(step) as number, ...(description === '' ? {} : { description }) });
+            await createTag(props.token, {
+              tag,
+              step: numberOrText(step) as number,
+              ...(description === '' ? {} : { description }),
+            });
             props.onClose(true);
           } catch (caught) {
             setError(asApiError(caught));
@@ -65,11 +76,26 @@ export function NewTagDialog(props: { readonly token: string; readonly onClose: 
         }}
       >
         <label for="new-tag">Tag</label>
-        <input id="new-tag" value={tag} autocomplete="off" spellcheck={false} onInput={(event) => setTag((event.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="new-tag"
+          value={tag}
+          autocomplete="off"
+          spellcheck={false}
+          onInput={(event) => setTag((event.currentTarget as HTMLInputElement).value)}
+        />
         <label for="new-step">Step (IDs per range)</label>
-        <input id="new-step" inputMode="numeric" value={step} onInput={(event) => setStep((event.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="new-step"
+          inputMode="numeric"
+          value={step}
+          onInput={(event) => setStep((event.currentTarget as HTMLInputElement).value)}
+        />
         <label for="new-description">Description (optional)</label>
-        <input id="new-description" value={description} onInput={(event) => setDescription((event.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="new-description"
+          value={description}
+          onInput={(event) => setDescription((event.currentTarget as HTMLInputElement).value)}
+        />
         <ErrorLine error={error} />
         <div class="row end">
           <button type="button" onClick={() => props.onClose(false)}>
@@ -85,7 +111,11 @@ export function NewTagDialog(props: { readonly token: string; readonly onClose: 
 }
 
 /** PATCH /v1/tags/:tag: change the step or the description; the tag is read first to fill the form. */
-export function EditTagDialog(props: { readonly token: string; readonly tag: string; readonly onClose: (changed: boolean) => void }) {
+export function EditTagDialog(props: {
+  readonly token: string;
+  readonly tag: string;
+  readonly onClose: (changed: boolean) => void;
+}) {
   const [step, setStep] = useState('');
   const [description, setDescription] = useState('');
   const [original, setOriginal] = useState<{ step: number; description: string } | null>(null);
@@ -110,7 +140,8 @@ export function EditTagDialog(props: { readonly token: string; readonly tag: str
           if (original === null) return;
           const body: { step?: number; description?: string | null } = {};
           if (step !== String(original.step)) body.step = numberOrText(step) as number;
-          if (description !== original.description) body.description = description === '' ? null : description;
+          if (description !== original.description)
+            body.description = description === '' ? null : description;
           if (Object.keys(body).length === 0) {
             props.onClose(false);
             return;
@@ -126,10 +157,21 @@ export function EditTagDialog(props: { readonly token: string; readonly tag: str
         }}
       >
         <label for="edit-step">Step (IDs per range)</label>
-        <input id="edit-step" inputMode="numeric" value={step} disabled={original === null} onInput={(event) => setStep((event.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="edit-step"
+          inputMode="numeric"
+          value={step}
+          disabled={original === null}
+          onInput={(event) => setStep((event.currentTarget as HTMLInputElement).value)}
+        />
         <p class="muted small">A new step applies as in Leaf: see docs/segments.md, Steps.</p>
         <label for="edit-description">Description</label>
-        <input id="edit-description" value={description} disabled={original === null} onInput={(event) => setDescription((event.currentTarget as HTMLInputElement).value)} />
+        <input
+          id="edit-description"
+          value={description}
+          disabled={original === null}
+          onInput={(event) => setDescription((event.currentTarget as HTMLInputElement).value)}
+        />
         <ErrorLine error={error} />
         <div class="row end">
           <button type="button" onClick={() => props.onClose(false)}>

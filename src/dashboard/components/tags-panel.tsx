@@ -57,7 +57,10 @@ export function TagsPanel(props: {
   // The search goes to the server a moment after the last key, not on every key.
   useEffect(() => {
     if (search === latestQuery.current.q) return;
-    const timer = setTimeout(() => onQuery.current({ ...latestQuery.current, q: search, offset: 0 }), 250);
+    const timer = setTimeout(
+      () => onQuery.current({ ...latestQuery.current, q: search, offset: 0 }),
+      250,
+    );
     return () => clearTimeout(timer);
   }, [search]);
 
@@ -69,16 +72,33 @@ export function TagsPanel(props: {
         <h2 id="tags-title">
           Tags{' '}
           <span class="muted">
-            {formatCount(segment.total)} · {formatCount(segment.inUse)} in use · store {segment.store}
+            {formatCount(segment.total)} · {formatCount(segment.inUse)} in use · store{' '}
+            {segment.store}
           </span>
         </h2>
         <div class="toolbar">
           <label for="tag-search" class="visually-hidden">
             Search tags
           </label>
-          <input id="tag-search" type="search" placeholder="Search tags" value={search} onInput={(event) => setSearch((event.currentTarget as HTMLInputElement).value)} />
+          <input
+            id="tag-search"
+            type="search"
+            placeholder="Search tags"
+            value={search}
+            onInput={(event) => setSearch((event.currentTarget as HTMLInputElement).value)}
+          />
           <label class="check">
-            <input type="checkbox" checked={query.tags === 'in-use'} onChange={(event) => props.onQuery({ ...query, tags: (event.currentTarget as HTMLInputElement).checked ? 'in-use' : 'all', offset: 0 })} />
+            <input
+              type="checkbox"
+              checked={query.tags === 'in-use'}
+              onChange={(event) =>
+                props.onQuery({
+                  ...query,
+                  tags: (event.currentTarget as HTMLInputElement).checked ? 'in-use' : 'all',
+                  offset: 0,
+                })
+              }
+            />
             In use only
           </label>
           {props.admin && (
@@ -90,17 +110,32 @@ export function TagsPanel(props: {
       </div>
       <div class="scroll">
         <table class="tag-table">
-          <caption class="visually-hidden">Tags, {query.sort === 'tag' ? 'by name' : `sorted by ${query.sort}`}</caption>
+          <caption class="visually-hidden">
+            Tags, {query.sort === 'tag' ? 'by name' : `sorted by ${query.sort}`}
+          </caption>
           <thead>
             <tr>
               {COLUMNS.map((column) => {
                 const active = column.sort !== undefined && query.sort === column.sort;
                 return (
-                  <th key={column.label} scope="col" class={column.num ? 'num' : undefined} aria-sort={active ? (query.order === 'asc' ? 'ascending' : 'descending') : undefined}>
+                  <th
+                    key={column.label}
+                    scope="col"
+                    class={column.num ? 'num' : undefined}
+                    aria-sort={
+                      active ? (query.order === 'asc' ? 'ascending' : 'descending') : undefined
+                    }
+                  >
                     {column.sort === undefined ? (
                       column.label
                     ) : (
-                      <button type="button" class="sort" onClick={() => props.onQuery(nextSort(query, column.sort as TagQuery['sort']))}>
+                      <button
+                        type="button"
+                        class="sort"
+                        onClick={() =>
+                          props.onQuery(nextSort(query, column.sort as TagQuery['sort']))
+                        }
+                      >
                         {column.label}
                         <span aria-hidden="true" class="arrow">
                           {active ? (query.order === 'asc' ? '▲' : '▼') : '↕'}
@@ -119,21 +154,44 @@ export function TagsPanel(props: {
           </thead>
           <tbody>
             {segment.tags.map((tag) => (
-              <TagRow key={tag.tag} tag={tag} admin={props.admin} onEdit={() => setEditing(tag.tag)} />
+              <TagRow
+                key={tag.tag}
+                tag={tag}
+                admin={props.admin}
+                onEdit={() => setEditing(tag.tag)}
+              />
             ))}
           </tbody>
         </table>
       </div>
-      {segment.tags.length === 0 && <p class="muted empty">{segment.total === 0 ? 'No tags yet.' : query.tags === 'in-use' && query.q === '' ? 'No tag in use on this node yet.' : 'No tag matches the search.'}</p>}
+      {segment.tags.length === 0 && (
+        <p class="muted empty">
+          {segment.total === 0
+            ? 'No tags yet.'
+            : query.tags === 'in-use' && query.q === ''
+              ? 'No tag in use on this node yet.'
+              : 'No tag matches the search.'}
+        </p>
+      )}
       <nav class="pager" aria-label="Tag pages">
         <span aria-live="polite">
           {formatCount(first)}–{formatCount(last)} of {formatCount(segment.matched)}
           {segment.matched !== segment.total && ` (of ${formatCount(segment.total)} tags)`}
         </span>
-        <button type="button" disabled={segment.offset === 0} onClick={() => props.onQuery({ ...query, offset: Math.max(0, query.offset - query.limit) })}>
+        <button
+          type="button"
+          disabled={segment.offset === 0}
+          onClick={() =>
+            props.onQuery({ ...query, offset: Math.max(0, query.offset - query.limit) })
+          }
+        >
           Previous
         </button>
-        <button type="button" disabled={last >= segment.matched} onClick={() => props.onQuery({ ...query, offset: query.offset + query.limit })}>
+        <button
+          type="button"
+          disabled={last >= segment.matched}
+          onClick={() => props.onQuery({ ...query, offset: query.offset + query.limit })}
+        >
           Next
         </button>
       </nav>
@@ -160,7 +218,11 @@ export function TagsPanel(props: {
   );
 }
 
-function TagRow(props: { readonly tag: TagStatus; readonly admin: boolean; readonly onEdit: () => void }) {
+function TagRow(props: {
+  readonly tag: TagStatus;
+  readonly admin: boolean;
+  readonly onEdit: () => void;
+}) {
   const t = props.tag;
   const steps = t.steps.map((load) => load.step);
   const fillPercent = Math.round(t.fill * 100);
@@ -170,7 +232,14 @@ function TagRow(props: { readonly tag: TagStatus; readonly admin: boolean; reado
         <code>{t.tag}</code>
       </th>
       <td data-label="Mode">
-        <span class={`pill ${t.serving}`} title={t.lastError === null ? undefined : `${t.lastError.code}${t.lastError.message === null ? '' : `: ${t.lastError.message}`}`}>
+        <span
+          class={`pill ${t.serving}`}
+          title={
+            t.lastError === null
+              ? undefined
+              : `${t.lastError.code}${t.lastError.message === null ? '' : `: ${t.lastError.message}`}`
+          }
+        >
           {SERVING_TEXT[t.serving]}
         </span>
         {t.lastError !== null && <div class="error-text">{t.lastError.code}</div>}
@@ -181,18 +250,36 @@ function TagRow(props: { readonly tag: TagStatus; readonly admin: boolean; reado
         ) : (
           <>
             <span class="ids">
-              <span data-testid="position">{t.range.position}</span> <span class="muted">in [{t.range.start}, {t.range.end})</span>
+              <span data-testid="position">{t.range.position}</span>{' '}
+              <span class="muted">
+                in [{t.range.start}, {t.range.end})
+              </span>
             </span>
-            <progress max={1} value={rangeProgress(t.range)} aria-label={`Position of ${t.tag} in its current range`} />
+            <progress
+              max={1}
+              value={rangeProgress(t.range)}
+              aria-label={`Position of ${t.tag} in its current range`}
+            />
           </>
         )}
       </td>
       <td data-label="Next range">
-        <span class={`next ${t.nextLoad}`}>{t.range === null && t.nextLoad === 'pending' ? 'on first use' : NEXT_TEXT[t.nextLoad]}</span>
-        {t.nextLoad === 'pending' && t.idsUntilNextLoad !== null && <div class="muted small">after {formatCount(t.idsUntilNextLoad)} IDs</div>}
+        <span class={`next ${t.nextLoad}`}>
+          {t.range === null && t.nextLoad === 'pending' ? 'on first use' : NEXT_TEXT[t.nextLoad]}
+        </span>
+        {t.nextLoad === 'pending' && t.idsUntilNextLoad !== null && (
+          <div class="muted small">after {formatCount(t.idsUntilNextLoad)} IDs</div>
+        )}
       </td>
       <td data-label="Buffer">
-        <div class="fill" role="meter" aria-valuemin={0} aria-valuemax={100} aria-valuenow={fillPercent} aria-label={`Buffer fill of ${t.tag}`}>
+        <div
+          class="fill"
+          role="meter"
+          aria-valuemin={0}
+          aria-valuemax={100}
+          aria-valuenow={fillPercent}
+          aria-label={`Buffer fill of ${t.tag}`}
+        >
           <span class={fillPercent < 20 ? 'low' : undefined} style={{ width: `${fillPercent}%` }} />
         </div>
         <div class="muted small">
@@ -203,17 +290,16 @@ function TagRow(props: { readonly tag: TagStatus; readonly admin: boolean; reado
         {t.step === 0 ? (
           // No range loaded yet (step 0 in the status): the first load takes the configured step.
           <>
-            <span title="The configured step: no range loaded yet">
-              {formatCount(t.tagStep)}
-            </span>
+            <span title="The configured step: no range loaded yet">{formatCount(t.tagStep)}</span>
             <div class="muted small">configured</div>
           </>
         ) : (
-          <span title={`configured ${t.tagStep}`}>
-            {formatCount(t.step)}
-          </span>
+          <span title={`configured ${t.tagStep}`}>{formatCount(t.step)}</span>
         )}
-        <Sparkline values={steps.length > 1 ? steps : null} label={`Recent steps of ${t.tag}: ${steps.join(', ') || 'none'}`} />
+        <Sparkline
+          values={steps.length > 1 ? steps : null}
+          label={`Recent steps of ${t.tag}: ${steps.join(', ') || 'none'}`}
+        />
       </td>
       <td data-label="Last load" class="num">
         {formatMs(t.lastLoadMs)}

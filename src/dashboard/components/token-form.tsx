@@ -2,7 +2,11 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { ApiError } from '../api.ts';
 
 /** Asked for when the API answers 401: the page shows nothing else until a valid token is given. */
-export function TokenForm(props: { readonly error: ApiError | null; readonly hadToken: boolean; readonly onSubmit: (token: string) => void }) {
+export function TokenForm(props: {
+  readonly error: ApiError | null;
+  readonly hadToken: boolean;
+  readonly onSubmit: (token: string) => void;
+}) {
   const [value, setValue] = useState('');
   const input = useRef<HTMLInputElement>(null);
   useEffect(() => input.current?.focus(), []);
@@ -10,7 +14,8 @@ export function TokenForm(props: { readonly error: ApiError | null; readonly had
     <section class="panel narrow" aria-labelledby="token-title">
       <h2 id="token-title">This server needs a token</h2>
       <p>
-        Auth is on. Enter a token from <code>auth.tokens</code> to see the tags it may use, or the admin token to see everything and change tags. It is sent as{' '}
+        Auth is on. Enter a token from <code>auth.tokens</code> to see the tags it may use, or the
+        admin token to see everything and change tags. It is sent as{' '}
         <code>Authorization: Bearer …</code> and kept in this tab only.
       </p>
       {props.hadToken && props.error !== null && (
@@ -26,7 +31,15 @@ export function TokenForm(props: { readonly error: ApiError | null; readonly had
       >
         <label for="token">Token</label>
         <div class="row">
-          <input id="token" ref={input} type="password" autocomplete="off" spellcheck={false} value={value} onInput={(event) => setValue((event.currentTarget as HTMLInputElement).value)} />
+          <input
+            id="token"
+            ref={input}
+            type="password"
+            autocomplete="off"
+            spellcheck={false}
+            value={value}
+            onInput={(event) => setValue((event.currentTarget as HTMLInputElement).value)}
+          />
           <button type="submit" class="primary" disabled={value.trim() === ''}>
             Show the dashboard
           </button>

@@ -1,6 +1,21 @@
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
-import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
-import { DEFAULT_TTL_MS, RegistryLease, allows, checkTtl, leaseLost, planAcquire, registryUnavailable } from '../common.ts';
+import type {
+  AcquireRequest,
+  NodeIdentity,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../ports/worker-registry.ts';
+import {
+  DEFAULT_TTL_MS,
+  RegistryLease,
+  allows,
+  checkTtl,
+  leaseLost,
+  planAcquire,
+  registryUnavailable,
+} from '../common.ts';
 import type { AcquirePlan } from '../common.ts';
 import { FileLock, describeHolder, type LockHolder } from '../file-lock.ts';
 import { readStateFile, writeStateFile } from '../state-file.ts';
@@ -95,8 +110,11 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       const sameNode =
         cached?.backend === this.backend &&
         cached.identity.host === plan.identity.host &&
-        (cached.cluster === undefined || this.#cluster === undefined || cached.cluster === this.#cluster);
-      if (cached === undefined || !sameNode || !allows(plan, cached.workerId, cached.lastTimestamp)) throw error;
+        (cached.cluster === undefined ||
+          this.#cluster === undefined ||
+          cached.cluster === this.#cluster);
+      if (cached === undefined || !sameNode || !allows(plan, cached.workerId, cached.lastTimestamp))
+        throw error;
       return this.#offline(cached, request);
     }
     const confirmed = { lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt };
@@ -131,7 +149,9 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       taken = await FileLock.take(this.#file, FileLock.self(plan.identity.port, this.#file));
     } catch (error) {
       const reason = (error as Error).message;
-      const why = new Error(`cannot take the lock of the worker cache file (${reason})`, { cause: error });
+      const why = new Error(`cannot take the lock of the worker cache file (${reason})`, {
+        cause: error,
+      });
       throw registryUnavailable(this.backend, `${this.#file}.lock`, why);
     }
     if (!(taken instanceof FileLock)) throw this.#inUse(plan, taken.heldBy);
@@ -158,14 +178,22 @@ export class CachedWorkerRegistry implements WorkerRegistry {
     );
   }
 
-  #state(identity: NodeIdentity, workerId: number, latest: WorkerReport, confirmed: WorkerReport): CacheState {
+  #state(
+    identity: NodeIdentity,
+    workerId: number,
+    latest: WorkerReport,
+    confirmed: WorkerReport,
+  ): CacheState {
     const cluster = this.#cluster === undefined ? {} : { cluster: this.#cluster };
     return { backend: this.backend, ...cluster, identity, workerId, ...latest, confirmed };
   }
 
   /** A coordinator lease whose reports go to the file first. */
   #online(lease: WorkerLease, identity: NodeIdentity): WorkerLease {
-    const file = this.#reports(identity, lease.workerId, { lastTimestamp: lease.lastTimestamp, reportedAt: lease.reportedAt });
+    const file = this.#reports(identity, lease.workerId, {
+      lastTimestamp: lease.lastTimestamp,
+      reportedAt: lease.reportedAt,
+    });
     const online: RegistryLease = new RegistryLease({
       backend: this.backend,
       workerId: lease.workerId,
@@ -174,19 +202,25 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       ttlMs: lease.ttlMs,
       write: async (kind, report) => {
         await file.sending(kind, report);
-        const ttlMs = kind === 'renew' ? await lease.renew(report) : (await lease.release(report), 0);
+        const ttlMs =
+          kind === 'renew' ? await lease.renew(report) : (await lease.release(report), 0);
         await file.confirmed(kind, report);
         return ttlMs;
       },
     });
-    lease.lost.addEventListener('abort', () => online.lose(lease.lost.reason as IdMintError), { once: true });
+    lease.lost.addEventListener('abort', () => online.lose(lease.lost.reason as IdMintError), {
+      once: true,
+    });
     return online;
   }
 
   /** A lease from the file, renewed locally until the coordinator answers again. */
   #offline(cached: CacheState, request: AcquireRequest): WorkerLease {
     const { identity, workerId } = cached;
-    const file = this.#reports(identity, workerId, cached.confirmed, { lastTimestamp: cached.lastTimestamp, reportedAt: cached.reportedAt });
+    const file = this.#reports(identity, workerId, cached.confirmed, {
+      lastTimestamp: cached.lastTimestamp,
+      reportedAt: cached.reportedAt,
+    });
     let reclaimed: WorkerLease | undefined;
     const offline: RegistryLease = new RegistryLease({
       backend: this.backend,
@@ -198,22 +232,46 @@ export class CachedWorkerRegistry implements WorkerRegistry {
         await file.sending(kind, report);
         if (reclaimed === undefined) {
           try {
-            reclaimed = await this.#inner.acquire({ identity, maxWorkers: request.maxWorkers, workerId });
+            reclaimed = await this.#inner.acquire({
+              identity,
+              maxWorkers: request.maxWorkers,
+              workerId,
+            });
           } catch (error) {
             if (isIdMintError(error, 'REGISTRY_UNAVAILABLE')) return this.#offlineTtlMs; // still offline: the file alone
-            if (isIdMintError(error, 'WORKER_IDS_EXHAUSTED')) throw leaseLost(this.backend, workerId, 'the coordinator gave it to another node meanwhile');
+            if (isIdMintError(error, 'WORKER_IDS_EXHAUSTED'))
+              throw leaseLost(
+                this.backend,
+                workerId,
+                'the coordinator gave it to another node meanwhile',
+              );
             throw error;
           }
           const confirmed = file.lastConfirmed();
-          if (reclaimed.lastTimestamp !== confirmed.lastTimestamp || reclaimed.reportedAt !== confirmed.reportedAt) {
+          if (
+            reclaimed.lastTimestamp !== confirmed.lastTimestamp ||
+            reclaimed.reportedAt !== confirmed.reportedAt
+          ) {
             const held = reclaimed;
-            await held.release({ lastTimestamp: Math.max(held.lastTimestamp, report.lastTimestamp), reportedAt: report.reportedAt }).catch(() => {});
-            throw leaseLost(this.backend, workerId, 'another node recorded use of it while the coordinator was unreachable');
+            await held
+              .release({
+                lastTimestamp: Math.max(held.lastTimestamp, report.lastTimestamp),
+                reportedAt: report.reportedAt,
+              })
+              .catch(() => {});
+            throw leaseLost(
+              this.backend,
+              workerId,
+              'another node recorded use of it while the coordinator was unreachable',
+            );
           }
           const held = reclaimed;
-          held.lost.addEventListener('abort', () => offline.lose(held.lost.reason as IdMintError), { once: true });
+          held.lost.addEventListener('abort', () => offline.lose(held.lost.reason as IdMintError), {
+            once: true,
+          });
         }
-        const ttlMs = kind === 'renew' ? await reclaimed.renew(report) : (await reclaimed.release(report), 0);
+        const ttlMs =
+          kind === 'renew' ? await reclaimed.renew(report) : (await reclaimed.release(report), 0);
         await file.confirmed(kind, report);
         return ttlMs;
       },
@@ -227,9 +285,23 @@ export class CachedWorkerRegistry implements WorkerRegistry {
    * exactly; so `confirmed` stays what the coordinator holds, and the file is never behind it.
    * Writes go one at a time, in the order they were asked for.
    */
-  #reports(identity: NodeIdentity, workerId: number, confirmed: WorkerReport, latest: WorkerReport = confirmed) {
-    const merge = (kind: 'renew' | 'release', old: WorkerReport, report: WorkerReport): WorkerReport =>
-      kind === 'release' ? report : { lastTimestamp: Math.max(old.lastTimestamp, report.lastTimestamp), reportedAt: Math.max(old.reportedAt, report.reportedAt) };
+  #reports(
+    identity: NodeIdentity,
+    workerId: number,
+    confirmed: WorkerReport,
+    latest: WorkerReport = confirmed,
+  ) {
+    const merge = (
+      kind: 'renew' | 'release',
+      old: WorkerReport,
+      report: WorkerReport,
+    ): WorkerReport =>
+      kind === 'release'
+        ? report
+        : {
+            lastTimestamp: Math.max(old.lastTimestamp, report.lastTimestamp),
+            reportedAt: Math.max(old.reportedAt, report.reportedAt),
+          };
     const save = (change: () => void) =>
       this.#serially(() => {
         change();
@@ -237,9 +309,11 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       });
     return {
       /** Before `report` is sent: the file is never behind what the coordinator may record. */
-      sending: (kind: 'renew' | 'release', report: WorkerReport) => save(() => (latest = merge(kind, latest, report))),
+      sending: (kind: 'renew' | 'release', report: WorkerReport) =>
+        save(() => (latest = merge(kind, latest, report))),
       /** Once the coordinator confirmed `report`. */
-      confirmed: (kind: 'renew' | 'release', report: WorkerReport) => save(() => (confirmed = merge(kind, confirmed, report))),
+      confirmed: (kind: 'renew' | 'release', report: WorkerReport) =>
+        save(() => (confirmed = merge(kind, confirmed, report))),
       lastConfirmed: () => confirmed,
     };
   }
@@ -255,7 +329,11 @@ export class CachedWorkerRegistry implements WorkerRegistry {
     try {
       return (await readStateFile(this.#file)) as CacheState | undefined;
     } catch (error) {
-      throw new IdMintError('REGISTRY_UNAVAILABLE', `worker cache file ${this.#file} is unreadable: ${(error as Error).message}`, { cause: error });
+      throw new IdMintError(
+        'REGISTRY_UNAVAILABLE',
+        `worker cache file ${this.#file} is unreadable: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
   }
 

@@ -1,5 +1,12 @@
 import { withTimeout } from '../../shared/timeout.ts';
-import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  NodeIdentity,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
@@ -32,24 +39,44 @@ export interface EtcdKeyValueLike {
 
 /** A transaction being built (etcd3's ComparatorBuilder). */
 export interface EtcdTransactionLike {
-  and(key: string, column: 'Create' | 'Mod' | 'Lease', cmp: '==', value: string | number): EtcdTransactionLike;
+  and(
+    key: string,
+    column: 'Create' | 'Mod' | 'Lease',
+    cmp: '==',
+    value: string | number,
+  ): EtcdTransactionLike;
   then(...operations: EtcdOperationLike[]): EtcdTransactionLike;
   else(...operations: EtcdOperationLike[]): EtcdTransactionLike;
   /** `responses` answer the operations of the branch taken, in order; `header.revision` is the store's revision after it. */
-  commit(): Promise<{ succeeded: boolean; header: { revision: string }; responses: { response_range?: { kvs: EtcdKeyValueLike[] } | null }[] }>;
+  commit(): Promise<{
+    succeeded: boolean;
+    header: { revision: string };
+    responses: { response_range?: { kvs: EtcdKeyValueLike[] } | null }[];
+  }>;
 }
 
 /** The part of an `etcd3` client (`Etcd3` or a namespace of it) the registry uses. */
 export interface EtcdLike {
-  if(key: string, column: 'Create' | 'Mod' | 'Lease', cmp: '==', value: string | number): EtcdTransactionLike;
-  put(key: string): EtcdOperationLike & { value(value: string): EtcdOperationLike & { lease(id: string): EtcdOperationLike } };
+  if(
+    key: string,
+    column: 'Create' | 'Mod' | 'Lease',
+    cmp: '==',
+    value: string | number,
+  ): EtcdTransactionLike;
+  put(
+    key: string,
+  ): EtcdOperationLike & {
+    value(value: string): EtcdOperationLike & { lease(id: string): EtcdOperationLike };
+  };
   delete(): { key(key: string): EtcdOperationLike };
   get(key: string): EtcdOperationLike & { exec(): Promise<{ kvs: EtcdKeyValueLike[] }> };
   getAll(): { prefix(prefix: string): { exec(): Promise<{ kvs: EtcdKeyValueLike[] }> } };
   lease(ttlSeconds: number, options: { autoKeepAlive: boolean }): EtcdLeaseLike;
   watch(): { key(key: string): { create(): Promise<EtcdWatcherLike> } };
   /** Used for one call, leaseTimeToLive, which etcd3 exposes only on its raw client. */
-  readonly leaseClient: { leaseTimeToLive(request: { ID: string }): Promise<{ TTL: string; grantedTTL: string }> };
+  readonly leaseClient: {
+    leaseTimeToLive(request: { ID: string }): Promise<{ TTL: string; grantedTTL: string }>;
+  };
   close(): void;
 }
 
@@ -138,26 +165,48 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       const leaseId = await etcdLease.grant();
       const [claims, records] = await Promise.all([this.#list('lease/'), this.#records()]);
       const live = new Set(claims.map((kv) => kv.id));
-      const known: KnownWorker[] = [...records].map(([workerId, r]) => ({ workerId, host: r.host, port: r.port, lastTimestamp: r.lastTimestamp, live: live.has(workerId) }));
-      for (const id of live) if (!records.has(id)) known.push({ workerId: id, host: '', port: -1, lastTimestamp: -1, live: true });
+      const known: KnownWorker[] = [...records].map(([workerId, r]) => ({
+        workerId,
+        host: r.host,
+        port: r.port,
+        lastTimestamp: r.lastTimestamp,
+        live: live.has(workerId),
+      }));
+      for (const id of live)
+        if (!records.has(id))
+          known.push({ workerId: id, host: '', port: -1, lastTimestamp: -1, live: true });
       const value = JSON.stringify({ host: plan.identity.host, port: plan.identity.port });
       for (const workerId of candidateWorkerIds(plan, known)) {
         const claimKey = this.#key('lease/', workerId);
-        if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
+        if (this.#interleave !== undefined)
+          await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
         const { succeeded, responses } = await client
           .if(claimKey, 'Create', '==', 0)
-          .then(client.put(claimKey).value(value).lease(leaseId), client.get(this.#key('record/', workerId)))
+          .then(
+            client.put(claimKey).value(value).lease(leaseId),
+            client.get(this.#key('record/', workerId)),
+          )
           .commit();
         if (!succeeded) continue; // another node claimed it first: try the next ID
         // The record as the claim left it, not as listed: another node may have acquired, issued
         // and released this ID in between.
         const stored = responses[1]?.response_range?.kvs[0];
-        const record = stored === undefined ? undefined : (JSON.parse(stored.value.toString()) as EtcdRecord);
+        const record =
+          stored === undefined ? undefined : (JSON.parse(stored.value.toString()) as EtcdRecord);
         if (allows(plan, workerId, record?.lastTimestamp ?? -1)) {
-          return await this.#lease(workerId, leaseId, etcdLease, { record, modRevision: stored?.mod_revision ?? '0' }, plan.identity);
+          return await this.#lease(
+            workerId,
+            leaseId,
+            etcdLease,
+            { record, modRevision: stored?.mod_revision ?? '0' },
+            plan.identity,
+          );
         }
         // Used since it was listed, past what the caller asked for: give it back untouched.
-        await client.if(claimKey, 'Lease', '==', leaseId).then(client.delete().key(claimKey)).commit();
+        await client
+          .if(claimKey, 'Lease', '==', leaseId)
+          .then(client.delete().key(claimKey))
+          .commit();
       }
       throw workerIdsExhausted(this.backend, plan, live.size);
     } catch (error) {
@@ -191,12 +240,22 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
   async close(): Promise<void> {
     // Cancel the watches first: etcd3 re-opens a watch stream that breaks under it, on a timer
     // that would keep the process alive for half a minute after close.
-    await Promise.all([...this.#watchers].map((watcher) => withTimeout(watcher.cancel(), 1000, () => new Error('cancel timed out')).catch(() => {})));
+    await Promise.all(
+      [...this.#watchers].map((watcher) =>
+        withTimeout(watcher.cancel(), 1000, () => new Error('cancel timed out')).catch(() => {}),
+      ),
+    );
     this.#watchers.clear();
     if (this.#ownsClient) this.#client.close();
   }
 
-  async #lease(workerId: number, leaseId: string, etcdLease: EtcdLeaseLike, known: KnownRecord, identity: NodeIdentity): Promise<WorkerLease> {
+  async #lease(
+    workerId: number,
+    leaseId: string,
+    etcdLease: EtcdLeaseLike,
+    known: KnownRecord,
+    identity: NodeIdentity,
+  ): Promise<WorkerLease> {
     const { record } = known;
     const client = this.#client;
     const claimKey = this.#key('lease/', workerId);
@@ -217,8 +276,12 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
         try {
           if (kind === 'release') {
             const value = JSON.stringify({ ...report, host: identity.host, port: identity.port });
-            const { succeeded } = await client.if(claimKey, 'Lease', '==', leaseId).then(client.put(recordKey).value(value), client.delete().key(claimKey)).commit();
-            if (!succeeded) throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
+            const { succeeded } = await client
+              .if(claimKey, 'Lease', '==', leaseId)
+              .then(client.put(recordKey).value(value), client.delete().key(claimKey))
+              .commit();
+            if (!succeeded)
+              throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
             stop();
             await etcdLease.revoke().catch(() => {});
             return 0;
@@ -235,7 +298,9 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
     });
     watcher.on('delete', () => {
       stop();
-      lease.lose(leaseLost(this.backend, workerId, 'etcd deleted its key (lease expired or revoked)'));
+      lease.lose(
+        leaseLost(this.backend, workerId, 'etcd deleted its key (lease expired or revoked)'),
+      );
     });
     return lease;
   }
@@ -247,7 +312,13 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
    * and the swap takes one round trip; when it is not (a renewal sent earlier landed in between),
    * the failed swap returns the record as it is, and it is tried again from that.
    */
-  async #renewRecord(workerId: number, leaseId: string, known: KnownRecord, report: WorkerReport, identity: NodeIdentity): Promise<void> {
+  async #renewRecord(
+    workerId: number,
+    leaseId: string,
+    known: KnownRecord,
+    report: WorkerReport,
+    identity: NodeIdentity,
+  ): Promise<void> {
     const client = this.#client;
     const claimKey = this.#key('lease/', workerId);
     const recordKey = this.#key('record/', workerId);
@@ -260,7 +331,13 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
         host: identity.host,
         port: identity.port,
       };
-      if (this.#interleave !== undefined) await this.#interleave({ point: 'before-renew-write', backend: this.backend, workerId, report });
+      if (this.#interleave !== undefined)
+        await this.#interleave({
+          point: 'before-renew-write',
+          backend: this.backend,
+          workerId,
+          report,
+        });
       const { succeeded, header, responses } = await client
         .if(claimKey, 'Lease', '==', leaseId)
         .and(recordKey, 'Mod', '==', seen.modRevision)
@@ -269,19 +346,26 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
         .commit();
       if (succeeded) {
         // The put's mod revision is the revision the transaction made.
-        if (BigInt(header.revision) > BigInt(known.modRevision)) Object.assign(known, { record, modRevision: header.revision });
+        if (BigInt(header.revision) > BigInt(known.modRevision))
+          Object.assign(known, { record, modRevision: header.revision });
         return;
       }
-      if (responses[0]?.response_range?.kvs[0]?.lease !== leaseId) throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
+      if (responses[0]?.response_range?.kvs[0]?.lease !== leaseId)
+        throw leaseLost(this.backend, workerId, 'its key is gone or bound to another lease');
       const stored = responses[1]?.response_range?.kvs[0];
-      seen = { record: stored === undefined ? undefined : (JSON.parse(stored.value.toString()) as EtcdRecord), modRevision: stored?.mod_revision ?? '0' };
+      seen = {
+        record:
+          stored === undefined ? undefined : (JSON.parse(stored.value.toString()) as EtcdRecord),
+        modRevision: stored?.mod_revision ?? '0',
+      };
     }
     throw new Error(`the record of worker ${workerId} kept changing under its renewal`);
   }
 
   #failed(error: unknown, workerId: number): Error {
     // etcd3 rejects a keep-alive of an expired lease with EtcdLeaseInvalidError.
-    if (error instanceof Error && error.constructor.name === 'EtcdLeaseInvalidError') return leaseLost(this.backend, workerId, 'its etcd lease expired');
+    if (error instanceof Error && error.constructor.name === 'EtcdLeaseInvalidError')
+      return leaseLost(this.backend, workerId, 'its etcd lease expired');
     return registryUnavailable(this.backend, this.#where, error);
   }
 
@@ -290,25 +374,37 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
   }
 
   async #list(kind: 'lease/' | 'record/'): Promise<{ id: number; lease: string; value: string }[]> {
-    const { kvs } = await this.#client.getAll().prefix(this.#prefix + kind).exec();
-    return kvs.map((kv) => ({ id: Number(kv.key.toString().slice(this.#prefix.length + kind.length)), lease: kv.lease, value: kv.value.toString() }));
+    const { kvs } = await this.#client
+      .getAll()
+      .prefix(this.#prefix + kind)
+      .exec();
+    return kvs.map((kv) => ({
+      id: Number(kv.key.toString().slice(this.#prefix.length + kind.length)),
+      lease: kv.lease,
+      value: kv.value.toString(),
+    }));
   }
 
   async #records(): Promise<Map<number, EtcdRecord>> {
     const records = new Map<number, EtcdRecord>();
-    for (const { id, value } of await this.#list('record/')) records.set(id, JSON.parse(value) as EtcdRecord);
+    for (const { id, value } of await this.#list('record/'))
+      records.set(id, JSON.parse(value) as EtcdRecord);
     return records;
   }
 }
 
 /** Options for {@link connectEtcdWorkerRegistry}. */
-export interface ConnectEtcdOptions extends Omit<EtcdWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'> {
+export interface ConnectEtcdOptions
+  extends Omit<EtcdWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'> {
   /** Bound on one call. Default 5000 ms. */
   readonly operationTimeoutMs?: number;
 }
 
 /** Connects to etcd at `hosts` (`http://host:2379`, comma-separated) with etcd3, loaded only now. */
-export async function connectEtcdWorkerRegistry(hosts: string, options: ConnectEtcdOptions = {}): Promise<EtcdWorkerRegistry> {
+export async function connectEtcdWorkerRegistry(
+  hosts: string,
+  options: ConnectEtcdOptions = {},
+): Promise<EtcdWorkerRegistry> {
   const { Etcd3 } = await loadDriver('etcd3', 'an etcd:// worker registry', () => import('etcd3'));
   const timeout = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   // A broken watch stream is re-opened after a constant, short pause: the default backoff grows

@@ -1,5 +1,11 @@
 import { hostText, redisConnectOptions } from '../../shared/connection-url.ts';
-import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
@@ -199,8 +205,18 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     const { host, port } = plan.identity;
     const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
     // The script reads and claims in one atomic step: the pause can only come before both.
-    if (this.#interleave !== undefined) await this.#step({ point: 'before-claim', backend: this.backend, workerId: plan.only ?? -1 });
-    const result = (await this.#eval(ACQUIRE, host, port, this.#ttlMs, plan.maxWorkers, plan.only ?? -1, below, [...plan.exclude].join(','))) as unknown[];
+    if (this.#interleave !== undefined)
+      await this.#step({ point: 'before-claim', backend: this.backend, workerId: plan.only ?? -1 });
+    const result = (await this.#eval(
+      ACQUIRE,
+      host,
+      port,
+      this.#ttlMs,
+      plan.maxWorkers,
+      plan.only ?? -1,
+      below,
+      [...plan.exclude].join(','),
+    )) as unknown[];
     const workerId = Number(result[0]);
     if (workerId < 0) throw workerIdsExhausted(this.backend, plan, Number(result[1]));
     const token = String(result[1]);
@@ -218,7 +234,11 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     const flat = (await this.#eval(PEERS)) as unknown[];
     const peers: PeerTime[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {
-      peers.push({ workerId: Number(flat[i]), reportedAt: Number(flat[i + 1]), ageMs: Math.max(0, Number(flat[i + 2])) });
+      peers.push({
+        workerId: Number(flat[i]),
+        reportedAt: Number(flat[i + 1]),
+        ageMs: Math.max(0, Number(flat[i + 2])),
+      });
     }
     return peers;
   }
@@ -230,10 +250,25 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     this.#client.disconnect();
   }
 
-  async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
-    if (kind === 'renew' && this.#interleave !== undefined) await this.#step({ point: 'before-renew-write', backend: this.backend, workerId, report });
-    const done = await this.#eval(WRITE, workerId, token, this.#ttlMs, report.lastTimestamp, report.reportedAt, kind);
-    if (Number(done) !== 1) throw leaseLost(this.backend, workerId, 'its key expired or holds another token');
+  async #write(
+    kind: 'renew' | 'release',
+    workerId: number,
+    token: string,
+    report: WorkerReport,
+  ): Promise<number> {
+    if (kind === 'renew' && this.#interleave !== undefined)
+      await this.#step({ point: 'before-renew-write', backend: this.backend, workerId, report });
+    const done = await this.#eval(
+      WRITE,
+      workerId,
+      token,
+      this.#ttlMs,
+      report.lastTimestamp,
+      report.reportedAt,
+      kind,
+    );
+    if (Number(done) !== 1)
+      throw leaseLost(this.backend, workerId, 'its key expired or holds another token');
     return this.#ttlMs;
   }
 
@@ -260,16 +295,24 @@ export class RedisWorkerRegistry implements WorkerRegistry {
 }
 
 /** Options for {@link connectRedisWorkerRegistry}. */
-export interface ConnectRedisOptions extends Omit<RedisWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'> {
+export interface ConnectRedisOptions
+  extends Omit<RedisWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'> {
   /** Bound on one round trip, and on connecting. Default 5000 ms. */
   readonly operationTimeoutMs?: number;
 }
 
 /** Connects to Redis at `url` (`redis://host:6379/0`) with ioredis, loaded only now. */
-export async function connectRedisWorkerRegistry(url: string, options: ConnectRedisOptions = {}): Promise<RedisWorkerRegistry> {
+export async function connectRedisWorkerRegistry(
+  url: string,
+  options: ConnectRedisOptions = {},
+): Promise<RedisWorkerRegistry> {
   // Read here, never by ioredis: it would run on database 0 when the one named cannot be selected.
   const target = redisConnectOptions(url);
-  const { Redis } = await loadDriver('ioredis', 'a redis:// worker registry', () => import('ioredis'));
+  const { Redis } = await loadDriver(
+    'ioredis',
+    'a redis:// worker registry',
+    () => import('ioredis'),
+  );
   const timeout = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   const client = new Redis({
     ...target,

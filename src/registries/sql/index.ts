@@ -2,7 +2,15 @@
 // drivers of idmint's SQL layer (src/sql/) for passing in a pool or database of your own.
 export { SqlWorkerRegistry, connectSqlWorkerRegistry } from './sql-worker-registry.ts';
 export type { ConnectSqlOptions, SqlWorkerRegistryOptions } from './sql-worker-registry.ts';
-export type { SqlConnection, SqlConnectionOptions, SqlDialect, SqlDriver, SqlResult, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
+export type {
+  SqlConnection,
+  SqlConnectionOptions,
+  SqlDialect,
+  SqlDriver,
+  SqlResult,
+  SqlRow,
+  SqlValue,
+} from '../../sql/sql-driver.ts';
 export { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
 export type { PgClientLike, PgPoolLike } from '../../sql/postgres-driver.ts';
 export { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';

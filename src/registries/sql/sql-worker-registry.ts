@@ -1,9 +1,21 @@
 import { IdMintError } from '../../core/errors.ts';
 import { withDeadline } from '../../shared/timeout.ts';
-import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../ports/worker-registry.ts';
 import { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';
 import { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
-import { checkTableName, type SqlDialect, type SqlDriver, type SqlResult, type SqlValue } from '../../sql/sql-driver.ts';
+import {
+  checkTableName,
+  type SqlDialect,
+  type SqlDriver,
+  type SqlResult,
+  type SqlValue,
+} from '../../sql/sql-driver.ts';
 import { connectionTarget, parseConnectionUrl, sqlitePathOf } from '../../shared/connection-url.ts';
 import { SqliteDriver, sqliteDialect } from '../../sql/sqlite-driver.ts';
 import {
@@ -76,7 +88,11 @@ export class SqlWorkerRegistry implements WorkerRegistry {
 
   constructor(options: SqlWorkerRegistryOptions) {
     const dialect = options.client?.dialect;
-    if (dialect === undefined) throw new IdMintError('INVALID_ARGUMENT', 'client must be a SQL driver: new PostgresDriver(pool), new MysqlDriver(pool) or new SqliteDriver(db)');
+    if (dialect === undefined)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        'client must be a SQL driver: new PostgresDriver(pool), new MysqlDriver(pool) or new SqliteDriver(db)',
+      );
     this.#client = options.client;
     this.backend = dialect.backend;
     this.#name = checkName(options.name ?? 'idmint');
@@ -105,10 +121,26 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
     try {
       for await (const { workerId, exists } of this.#candidates(plan, below)) {
-        if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
+        if (this.#interleave !== undefined)
+          await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
         const { affectedRows } = exists
-          ? await this.#query(this.#sql.claim, [token, host, port, this.#ttlMs, this.#name, workerId, below])
-          : await this.#query(this.#sql.insert, [this.#name, workerId, token, host, port, this.#ttlMs]);
+          ? await this.#query(this.#sql.claim, [
+              token,
+              host,
+              port,
+              this.#ttlMs,
+              this.#name,
+              workerId,
+              below,
+            ])
+          : await this.#query(this.#sql.insert, [
+              this.#name,
+              workerId,
+              token,
+              host,
+              port,
+              this.#ttlMs,
+            ]);
         if (affectedRows !== 1) continue; // another node was faster: try the next ID
         // The record as it stands after the claim, never the rows read before it: another node may
         // have acquired, issued and released this ID in between. No one else writes it while the
@@ -140,7 +172,10 @@ export class SqlWorkerRegistry implements WorkerRegistry {
    * The pages are only a preference: each claim is still one conditional statement, so rows that
    * change between pages cost a lost race, never a shared ID.
    */
-  async *#candidates(plan: AcquirePlan, below: number): AsyncGenerator<{ workerId: number; exists: boolean }> {
+  async *#candidates(
+    plan: AcquirePlan,
+    below: number,
+  ): AsyncGenerator<{ workerId: number; exists: boolean }> {
     const tried = new Set<number>();
     // Filters the SQL leaves to JavaScript (exclude, only, the layout's limit): parameters past
     // 2^31 or lists of any length would not bind the same way in every dialect.
@@ -149,13 +184,19 @@ export class SqlWorkerRegistry implements WorkerRegistry {
       const [row] = (await this.#query(this.#sql.one, [this.#name, plan.only])).rows;
       if (row === undefined) {
         if (fits(plan.only)) yield { workerId: plan.only, exists: false };
-      } else if (Number(row['live']) !== 1 && allows(plan, plan.only, Number(row['last_timestamp']))) {
+      } else if (
+        Number(row['live']) !== 1 &&
+        allows(plan, plan.only, Number(row['last_timestamp']))
+      ) {
         yield { workerId: plan.only, exists: true };
       }
       return;
     }
     for (const sql of [this.#sql.mine, this.#sql.free]) {
-      const params = sql === this.#sql.mine ? [this.#name, plan.identity.host, plan.identity.port, below] : [this.#name, below];
+      const params =
+        sql === this.#sql.mine
+          ? [this.#name, plan.identity.host, plan.identity.port, below]
+          : [this.#name, below];
       // Paged by worker ID: each page starts after the last ID the one before it returned.
       for (let after = -1; ; ) {
         const { rows } = await this.#query(sql, [...params, after]);
@@ -170,11 +211,20 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     }
     // Runs of IDs no row names: each page gives where runs start and the next named ID after each.
     for (let from = 0; from < plan.maxWorkers; ) {
-      const { rows } = await this.#query(this.#sql.gaps, [this.#name, this.#name, from, this.#name]);
+      const { rows } = await this.#query(this.#sql.gaps, [
+        this.#name,
+        this.#name,
+        from,
+        this.#name,
+      ]);
       for (const row of rows) {
         const start = Number(row['gap_start']);
-        const end = Math.min(row['next_used'] === null ? plan.maxWorkers : Number(row['next_used']), plan.maxWorkers);
-        for (let workerId = start; workerId < end; workerId++) if (fits(workerId)) yield { workerId, exists: false };
+        const end = Math.min(
+          row['next_used'] === null ? plan.maxWorkers : Number(row['next_used']),
+          plan.maxWorkers,
+        );
+        for (let workerId = start; workerId < end; workerId++)
+          if (fits(workerId)) yield { workerId, exists: false };
         from = Math.max(from, end);
       }
       if (rows.length < PAGE) return;
@@ -203,15 +253,35 @@ export class SqlWorkerRegistry implements WorkerRegistry {
    * Records a report for the holder of `token`, extending (renew) or ending (release) its lease.
    * Exactly one row matches while the lease is this holder's; none once another node took it.
    */
-  async #write(kind: 'renew' | 'release', workerId: number, token: string, report: WorkerReport): Promise<number> {
+  async #write(
+    kind: 'renew' | 'release',
+    workerId: number,
+    token: string,
+    report: WorkerReport,
+  ): Promise<number> {
     const { lastTimestamp, reportedAt } = report;
     const params =
       kind === 'renew'
-        ? [this.#ttlMs, lastTimestamp, lastTimestamp, reportedAt, reportedAt, this.#name, workerId, token]
+        ? [
+            this.#ttlMs,
+            lastTimestamp,
+            lastTimestamp,
+            reportedAt,
+            reportedAt,
+            this.#name,
+            workerId,
+            token,
+          ]
         : [lastTimestamp, reportedAt, this.#name, workerId, token];
     let matched: number;
     try {
-      if (kind === 'renew' && this.#interleave !== undefined) await this.#interleave({ point: 'before-renew-write', backend: this.backend, workerId, report });
+      if (kind === 'renew' && this.#interleave !== undefined)
+        await this.#interleave({
+          point: 'before-renew-write',
+          backend: this.backend,
+          workerId,
+          report,
+        });
       matched = (await this.#query(this.#sql[kind], params)).affectedRows;
     } catch (error) {
       throw this.#unavailable(error);
@@ -237,7 +307,11 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     return withDeadline(
       this.#timeoutMs,
       () => new Error(`no answer within ${this.#timeoutMs} ms`),
-      (signal) => this.#client.withConnection((connection) => connection.query(sql, params), { transaction: false, signal }),
+      (signal) =>
+        this.#client.withConnection((connection) => connection.query(sql, params), {
+          transaction: false,
+          signal,
+        }),
     );
   }
 
@@ -268,12 +342,16 @@ function statements(table: string, dialect: SqlDialect) {
     probe: `SELECT 1 FROM ${table} WHERE 1 = 0`,
     // The reads of acquire, each bounded (PAGE rows) and walking the primary key (name, worker_id):
     // one worker ID's row; this identity's free rows; any free rows; the runs of IDs no row names.
-    one: sql(`SELECT last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} WHERE name = ? AND worker_id = ?`),
+    one: sql(
+      `SELECT last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} WHERE name = ? AND worker_id = ?`,
+    ),
     mine: sql(
       `SELECT worker_id FROM ${table} WHERE name = ? AND host = ? AND port = ? AND ${free} AND last_timestamp < ? AND worker_id > ?
        ORDER BY worker_id LIMIT ${PAGE}`,
     ),
-    free: sql(`SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND worker_id > ? ORDER BY worker_id LIMIT ${PAGE}`),
+    free: sql(
+      `SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND worker_id > ? ORDER BY worker_id LIMIT ${PAGE}`,
+    ),
     // A run starts at 0 or just after a named ID, where no row is; it ends at the next named ID.
     gaps: `SELECT g.gap_start, (SELECT MIN(n.worker_id) FROM ${table} n WHERE n.name = ? AND n.worker_id > g.gap_start) AS next_used
        FROM (SELECT 0 AS gap_start UNION ALL SELECT worker_id + 1 AS gap_start FROM ${table} WHERE name = ?) g
@@ -286,9 +364,15 @@ function statements(table: string, dialect: SqlDialect) {
        WHERE name = ? AND worker_id = ? AND ${free} AND last_timestamp < ?`,
     ),
     insert: sql(
-      dialect.insertIfAbsent(table, ['name', 'worker_id', 'holder', 'host', 'port', 'lease_expires_at', 'fence'], ['?', '?', '?', '?', '?', '{now} + ?', '1']),
+      dialect.insertIfAbsent(
+        table,
+        ['name', 'worker_id', 'holder', 'host', 'port', 'lease_expires_at', 'fence'],
+        ['?', '?', '?', '?', '?', '{now} + ?', '1'],
+      ),
     ),
-    held: sql(`SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? AND holder = ?`),
+    held: sql(
+      `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? AND holder = ?`,
+    ),
     // A renewal never lowers the record (one that lands after a later one changes nothing); the
     // larger value is chosen in the statement itself, so it is atomic. CASE rather than GREATEST,
     // which SQLite lacks. Release below stores the exact values.
@@ -303,7 +387,9 @@ function statements(table: string, dialect: SqlDialect) {
       `UPDATE ${table} SET holder = NULL, lease_expires_at = 0, last_timestamp = ?, reported_at = ?, reported_db_at = {now}
        WHERE name = ? AND worker_id = ? AND holder = ?`,
     ),
-    peers: sql(`SELECT worker_id, reported_at, {now} - reported_db_at AS age_ms FROM ${table} WHERE name = ? AND ${live} AND reported_at >= 0`),
+    peers: sql(
+      `SELECT worker_id, reported_at, {now} - reported_db_at AS age_ms FROM ${table} WHERE name = ? AND ${live} AND reported_at >= 0`,
+    ),
   };
 }
 
@@ -314,12 +400,32 @@ export type ConnectSqlOptions = Omit<SqlWorkerRegistryOptions, 'client' | 'ownsC
 const POOL_SIZE = 2;
 
 /** The SQL registries by URL scheme: each dialect with the opener that loads its driver. */
-const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: string, timeoutMs: number) => Promise<SqlDriver> }>> = {
-  'postgres:': { dialect: postgresDialect, open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
-  'postgresql:': { dialect: postgresDialect, open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
-  'mysql:': { dialect: mysqlDialect, open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
-  'mariadb:': { dialect: mysqlDialect, open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }) },
-  'sqlite:': { dialect: sqliteDialect, open: async (url, timeoutMs) => SqliteDriver.open(sqlitePath(url), { timeoutMs }) },
+const SQL_BACKENDS: Readonly<
+  Record<
+    string,
+    { dialect: SqlDialect; open: (url: string, timeoutMs: number) => Promise<SqlDriver> }
+  >
+> = {
+  'postgres:': {
+    dialect: postgresDialect,
+    open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
+  },
+  'postgresql:': {
+    dialect: postgresDialect,
+    open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
+  },
+  'mysql:': {
+    dialect: mysqlDialect,
+    open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
+  },
+  'mariadb:': {
+    dialect: mysqlDialect,
+    open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
+  },
+  'sqlite:': {
+    dialect: sqliteDialect,
+    open: async (url, timeoutMs) => SqliteDriver.open(sqlitePath(url), { timeoutMs }),
+  },
 };
 
 /**
@@ -327,9 +433,13 @@ const SQL_BACKENDS: Readonly<Record<string, { dialect: SqlDialect; open: (url: s
  * (MySQL or MariaDB), or `sqlite:path/to/file.db` (`sqlite:///absolute/path.db`). The driver is
  * loaded only now; the table is created if missing on first use.
  */
-export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlOptions = {}): Promise<SqlWorkerRegistry> {
+export async function connectSqlWorkerRegistry(
+  url: string,
+  options: ConnectSqlOptions = {},
+): Promise<SqlWorkerRegistry> {
   const backend = SQL_BACKENDS[url.slice(0, url.indexOf(':') + 1)];
-  if (backend === undefined) throw new IdMintError('INVALID_ARGUMENT', `not a SQL registry URL: ${url}`);
+  if (backend === undefined)
+    throw new IdMintError('INVALID_ARGUMENT', `not a SQL registry URL: ${url}`);
   // Read by shared/connection-url.ts, which also reads a raw password with `@` or `/` in it.
   const where = connectionTarget(parseConnectionUrl(url, 'worker-registry'));
   let client: SqlDriver;
@@ -346,6 +456,10 @@ export async function connectSqlWorkerRegistry(url: string, options: ConnectSqlO
 /** The file of a `sqlite:` URL (the driver creates its directory). */
 function sqlitePath(url: string): string {
   const path = sqlitePathOf(url);
-  if (path === undefined) throw new IdMintError('INVALID_ARGUMENT', `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`);
+  if (path === undefined)
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`,
+    );
   return path;
 }

@@ -1,6 +1,12 @@
 import { join, resolve } from 'node:path';
 import { IdMintError } from '../../core/errors.ts';
-import type { AcquireRequest, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../ports/worker-registry.ts';
 import {
   RegistryLease,
   allows,
@@ -99,15 +105,27 @@ export class StaticWorkerRegistry implements WorkerRegistry {
   #locks: Locks | undefined;
 
   constructor(options: StaticWorkerRegistryOptions) {
-    if (!Number.isInteger(options.workerId) || options.workerId < 0 || options.workerId >= 2 ** 31) {
-      throw new IdMintError('INVALID_ARGUMENT', `static worker ID must be a non-negative integer, got ${String(options.workerId)}`);
+    if (
+      !Number.isInteger(options.workerId) ||
+      options.workerId < 0 ||
+      options.workerId >= 2 ** 31
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `static worker ID must be a non-negative integer, got ${String(options.workerId)}`,
+      );
     }
     this.workerId = options.workerId;
-    this.stateFile = options.stateFile ?? join(options.stateDir ?? 'data', `idmint-worker-${options.workerId}.json`);
+    this.stateFile =
+      options.stateFile ??
+      join(options.stateDir ?? 'data', `idmint-worker-${options.workerId}.json`);
     this.#name = checkName(options.name ?? 'idmint');
     const lockDir = options.lockDir ?? DEFAULT_LOCK_DIR;
     if (typeof lockDir !== 'string' || lockDir === '') {
-      throw new IdMintError('INVALID_ARGUMENT', `lockDir must be a directory path, got ${JSON.stringify(lockDir)}`);
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `lockDir must be a directory path, got ${JSON.stringify(lockDir)}`,
+      );
     }
     this.hostLock = join(resolve(lockDir), this.#name, `worker-${options.workerId}`);
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_STATIC_TTL_MS);
@@ -117,11 +135,15 @@ export class StaticWorkerRegistry implements WorkerRegistry {
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     const plan = planAcquire(request);
     if (this.workerId >= plan.maxWorkers) {
-      throw new IdMintError('CONFIG_INVALID', `static worker ID ${this.workerId} does not fit the layout: worker IDs go from 0 to ${plan.maxWorkers - 1}`);
+      throw new IdMintError(
+        'CONFIG_INVALID',
+        `static worker ID ${this.workerId} does not fit the layout: worker IDs go from 0 to ${plan.maxWorkers - 1}`,
+      );
     }
     // Excluded whatever its record says (switch-worker leaving it): say so, not that it is in use.
     if (!allows(plan, this.workerId, -1)) throw workerIdsExhausted(this.backend, plan);
-    if (this.#interleave !== undefined) await this.#step({ point: 'before-claim', backend: this.backend, workerId: this.workerId });
+    if (this.#interleave !== undefined)
+      await this.#step({ point: 'before-claim', backend: this.backend, workerId: this.workerId });
     // The claim: the locks. The files are read only once they are held, so the record is as the
     // claim left it, and no one else writes either file until this lease ends.
     const locks = await this.#take(plan);
@@ -129,18 +151,25 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     try {
       // The later of the two records: this directory's, and the host's (another directory's
       // process may have held the ID since, and reserved time ahead of its clock).
-      const [own, host] = await Promise.all([this.#read(this.stateFile), this.#read(`${this.hostLock}.json`)]);
+      const [own, host] = await Promise.all([
+        this.#read(this.stateFile),
+        this.#read(`${this.hostLock}.json`),
+      ]);
       state = {
         workerId: this.workerId,
         lastTimestamp: Math.max(own.lastTimestamp, host.lastTimestamp),
         reportedAt: Math.max(own.reportedAt, host.reportedAt),
       };
-      if (!allows(plan, this.workerId, state.lastTimestamp)) throw workerIdsExhausted(this.backend, plan);
+      if (!allows(plan, this.workerId, state.lastTimestamp))
+        throw workerIdsExhausted(this.backend, plan);
     } catch (error) {
       this.#unlock(locks);
       throw error;
     }
-    let recorded: WorkerReport = { lastTimestamp: state.lastTimestamp, reportedAt: state.reportedAt };
+    let recorded: WorkerReport = {
+      lastTimestamp: state.lastTimestamp,
+      reportedAt: state.reportedAt,
+    };
     return new RegistryLease({
       backend: this.backend,
       workerId: this.workerId,
@@ -148,16 +177,31 @@ export class StaticWorkerRegistry implements WorkerRegistry {
       reportedAt: state.reportedAt,
       ttlMs: this.#ttlMs,
       write: async (kind, report) => {
-        if (kind === 'renew' && this.#interleave !== undefined) await this.#step({ point: 'before-renew-write', backend: this.backend, workerId: this.workerId, report });
+        if (kind === 'renew' && this.#interleave !== undefined)
+          await this.#step({
+            point: 'before-renew-write',
+            backend: this.backend,
+            workerId: this.workerId,
+            report,
+          });
         // A renewal never lowers the files (one that comes after a later one changes nothing); a
         // release records its exact values. One write at a time, so each starts from the last.
         await this.#serially(async () => {
           // A renewal still on its way when the lease ended (released, or the registry closed)
           // must not write: the files may be another process's by now.
           if (!locks.state.held) throw leaseLost(this.backend, this.workerId, 'it was released');
-          const next = kind === 'release' ? report : { lastTimestamp: Math.max(recorded.lastTimestamp, report.lastTimestamp), reportedAt: Math.max(recorded.reportedAt, report.reportedAt) };
+          const next =
+            kind === 'release'
+              ? report
+              : {
+                  lastTimestamp: Math.max(recorded.lastTimestamp, report.lastTimestamp),
+                  reportedAt: Math.max(recorded.reportedAt, report.reportedAt),
+                };
           // Both at once: each write's flush is its one turn of the event loop (state-file.ts).
-          await Promise.all([this.#write(this.stateFile, next), this.#write(`${this.hostLock}.json`, next)]);
+          await Promise.all([
+            this.#write(this.stateFile, next),
+            this.#write(`${this.hostLock}.json`, next),
+          ]);
           locks.host.touch();
           recorded = next;
         });
@@ -242,7 +286,13 @@ export class StaticWorkerRegistry implements WorkerRegistry {
 
   #holderDetails(plan: AcquirePlan, holder: LockHolder | undefined) {
     const held = { holderPid: holder?.pid ?? null, holderHost: holder?.host ?? null };
-    return { backend: this.backend, limit: plan.maxWorkers, live: 1, workerId: this.workerId, ...held };
+    return {
+      backend: this.backend,
+      limit: plan.maxWorkers,
+      live: 1,
+      workerId: this.workerId,
+      ...held,
+    };
   }
 
   /** Runs `task` after every write asked for before it has finished. */
@@ -271,7 +321,11 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     }
     if (raw === undefined) return { workerId: this.workerId, lastTimestamp: -1, reportedAt: -1 };
     const state = raw as Partial<StaticState>;
-    if (state.workerId !== this.workerId || !Number.isSafeInteger(state.lastTimestamp) || !Number.isSafeInteger(state.reportedAt)) {
+    if (
+      state.workerId !== this.workerId ||
+      !Number.isSafeInteger(state.lastTimestamp) ||
+      !Number.isSafeInteger(state.reportedAt)
+    ) {
       // Never start over from nothing: that is exactly the clock check Leaf's cache file skipped.
       const expected = `{"workerId":${this.workerId},"lastTimestamp":<ms>,"reportedAt":<ms>}`;
       throw this.#unreadable(file, new Error(`expected ${expected}`));
@@ -304,4 +358,3 @@ interface Locks {
   readonly host: FileLock;
   readonly state: FileLock;
 }
-

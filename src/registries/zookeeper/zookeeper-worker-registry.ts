@@ -1,6 +1,13 @@
 import { IdMintError } from '../../core/errors.ts';
 import { withTimeout } from '../../shared/timeout.ts';
-import type { AcquireRequest, NodeIdentity, PeerTime, WorkerLease, WorkerRegistry, WorkerReport } from '../../ports/worker-registry.ts';
+import type {
+  AcquireRequest,
+  NodeIdentity,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../ports/worker-registry.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
@@ -39,12 +46,32 @@ export interface ZooKeeperClientLike {
   close(): void;
   on(event: 'connected' | 'disconnected' | 'expired', listener: () => void): unknown;
   getSessionTimeout(): number;
-  create(path: string, data: Buffer, mode: number, callback: (error: unknown, path: string) => void): void;
+  create(
+    path: string,
+    data: Buffer,
+    mode: number,
+    callback: (error: unknown, path: string) => void,
+  ): void;
   mkdirp(path: string, callback: (error: unknown, path: string) => void): void;
-  getChildren(path: string, callback: (error: unknown, children: string[], stat: ZooKeeperStat) => void): void;
-  getData(path: string, callback: (error: unknown, data: Buffer, stat: ZooKeeperStat) => void): void;
-  setData(path: string, data: Buffer, version: number, callback: (error: unknown, stat: ZooKeeperStat) => void): void;
-  exists(path: string, watcher: (event: { getType(): number }) => void, callback: (error: unknown, stat: ZooKeeperStat) => void): void;
+  getChildren(
+    path: string,
+    callback: (error: unknown, children: string[], stat: ZooKeeperStat) => void,
+  ): void;
+  getData(
+    path: string,
+    callback: (error: unknown, data: Buffer, stat: ZooKeeperStat) => void,
+  ): void;
+  setData(
+    path: string,
+    data: Buffer,
+    version: number,
+    callback: (error: unknown, stat: ZooKeeperStat) => void,
+  ): void;
+  exists(
+    path: string,
+    watcher: (event: { getType(): number }) => void,
+    callback: (error: unknown, stat: ZooKeeperStat) => void,
+  ): void;
   remove(path: string, version: number, callback: (error: unknown) => void): void;
   transaction(): ZooKeeperTransactionLike;
 }
@@ -152,13 +179,15 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     const plan = planAcquire(request);
     const session = await this.#connected();
     try {
-      for (const dir of ['forever', 'workers', 'live']) await session.zk.mkdirp(`${this.#base}/${dir}`);
+      for (const dir of ['forever', 'workers', 'live'])
+        await session.zk.mkdirp(`${this.#base}/${dir}`);
       // Losing a race for an ID means another node took that one, not that none is left: look
       // again (each round, some node wins, so this ends).
       for (let round = 0; ; round++) {
         const outcome = await this.#claimOnce(session, plan);
         if ('workerId' in outcome) return outcome;
-        if (outcome.raced === 0 || round === 20) throw workerIdsExhausted(this.backend, plan, outcome.live);
+        if (outcome.raced === 0 || round === 20)
+          throw workerIdsExhausted(this.backend, plan, outcome.live);
       }
     } catch (error) {
       throw this.#failed(error);
@@ -166,7 +195,10 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   }
 
   /** One pass over the candidates: a lease, or how many claims other nodes won and how many IDs are live. */
-  async #claimOnce(session: Session, plan: AcquirePlan): Promise<WorkerLease | { raced: number; live: number }> {
+  async #claimOnce(
+    session: Session,
+    plan: AcquirePlan,
+  ): Promise<WorkerLease | { raced: number; live: number }> {
     const zk = session.zk;
     const address = `${plan.identity.host}:${plan.identity.port}`;
     const zkNow = await this.#zkNow(zk);
@@ -174,7 +206,10 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     const live = new Set((await zk.getChildren(`${this.#base}/live`))[0].map(Number));
     const parsed = names.map(parseEntry).filter((e) => e !== undefined);
     const entries = parsed.filter((e) => e.workerId < plan.maxWorkers && !live.has(e.workerId));
-    entries.sort((a, b) => Number(b.address === address) - Number(a.address === address) || a.workerId - b.workerId);
+    entries.sort(
+      (a, b) =>
+        Number(b.address === address) - Number(a.address === address) || a.workerId - b.workerId,
+    );
     let raced = 0;
 
     // 1. Entries with no live holder: this node's own (as Leaf reuses them), then others' (recycled).
@@ -182,17 +217,21 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     // versions read: a node that read, then claimed after another acquired, issued and released
     // the ID in between, loses the race and reads again instead of starting from an old record.
     for (const entry of entries) {
-      const found = await zk.getData(this.#path('forever', entry.node)).catch(ifCode(NO_NODE, undefined));
+      const found = await zk
+        .getData(this.#path('forever', entry.node))
+        .catch(ifCode(NO_NODE, undefined));
       if (found === undefined) continue; // recycled by another node meanwhile
       const [data, entryStat] = found;
       const ours = await this.#record(zk, entry.workerId);
       const mine = entry.address === address;
       // An idmint holder always has a liveness node, so without one the entry is free. An entry
       // only Leaf wrote has none even while its Leaf node runs: free only once it went stale.
-      if (ours === undefined && !mine && zkNow - readMs(entryStat.mtime) < this.#recycleAfterMs) continue;
+      if (ours === undefined && !mine && zkNow - readMs(entryStat.mtime) < this.#recycleAfterMs)
+        continue;
       if (!allows(plan, entry.workerId, (ours?.record ?? leafRecord(data)).lastTimestamp)) continue;
       const stored = ours ?? (await this.#createRecord(zk, entry.workerId, leafRecord(data)));
-      if (stored === undefined || !allows(plan, entry.workerId, stored.record.lastTimestamp)) continue;
+      if (stored === undefined || !allows(plan, entry.workerId, stored.record.lastTimestamp))
+        continue;
       const { record } = stored;
       const name = mine ? entry.node : entryName(address, entry.workerId);
       const claim = zk
@@ -202,9 +241,17 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       // Recycling moves the entry to this node's ip:port, keeping its seq (the worker ID). The
       // entry's version guards it only once it was written since its creation (see #record).
       if (mine) claim.check(this.#path('forever', entry.node), entryStat.version);
-      else claim.remove(this.#path('forever', entry.node), entryStat.version).create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+      else
+        claim
+          .remove(this.#path('forever', entry.node), entryStat.version)
+          .create(
+            this.#path('forever', name),
+            leafData(plan.identity, record.lastTimestamp),
+            PERSISTENT,
+          );
       await this.#beforeClaim(entry.workerId);
-      if (await this.#commitClaim(zk, claim)) return this.#lease(session, entry.workerId, name, record, plan.identity);
+      if (await this.#commitClaim(zk, claim))
+        return this.#lease(session, entry.workerId, name, record, plan.identity);
       raced++;
     }
 
@@ -224,24 +271,40 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         .transaction()
         .check(this.#path('workers', id), stored.version)
         .create(this.#path('live', id), holderData(plan.identity), EPHEMERAL)
-        .create(this.#path('forever', name), leafData(plan.identity, record.lastTimestamp), PERSISTENT);
+        .create(
+          this.#path('forever', name),
+          leafData(plan.identity, record.lastTimestamp),
+          PERSISTENT,
+        );
       await this.#beforeClaim(id);
-      if (await this.#commitClaim(zk, claim)) return this.#lease(session, id, name, record, plan.identity);
+      if (await this.#commitClaim(zk, claim))
+        return this.#lease(session, id, name, record, plan.identity);
       raced++;
     }
 
     // 3. A new entry the Leaf way: ZooKeeper numbers it with the parent's child version.
     if (plan.only === undefined && foreverStat.cversion < plan.maxWorkers) {
-      const path = await zk.create(`${this.#base}/forever/${address}-`, leafData(plan.identity, 0), PERSISTENT_SEQUENTIAL);
+      const path = await zk.create(
+        `${this.#base}/forever/${address}-`,
+        leafData(plan.identity, 0),
+        PERSISTENT_SEQUENTIAL,
+      );
       const entry = parseEntry(path.slice(path.lastIndexOf('/') + 1));
       if (entry !== undefined && entry.workerId < plan.maxWorkers) {
         // The liveness node first: until it exists, others see an entry without a record,
         // which they leave alone while it is fresh.
         await this.#beforeClaim(entry.workerId);
         const livePath = this.#path('live', entry.workerId);
-        if (await this.#commitClaim(zk, zk.transaction().create(livePath, holderData(plan.identity), EPHEMERAL))) {
+        if (
+          await this.#commitClaim(
+            zk,
+            zk.transaction().create(livePath, holderData(plan.identity), EPHEMERAL),
+          )
+        ) {
           // Read once the ID is held: no one else can write its record now.
-          const stored = (await this.#record(zk, entry.workerId)) ?? (await this.#createRecord(zk, entry.workerId, NO_RECORD));
+          const stored =
+            (await this.#record(zk, entry.workerId)) ??
+            (await this.#createRecord(zk, entry.workerId, NO_RECORD));
           if (stored !== undefined && allows(plan, entry.workerId, stored.record.lastTimestamp)) {
             return this.#lease(session, entry.workerId, entry.node, stored.record, plan.identity);
           }
@@ -263,12 +326,18 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       const [ids] = await zk.getChildren(`${this.#base}/live`);
       const peers = await Promise.all(
         ids.map(async (id) => {
-          const found = await zk.getData(this.#path('workers', id)).catch(ifCode(NO_NODE, undefined));
+          const found = await zk
+            .getData(this.#path('workers', id))
+            .catch(ifCode(NO_NODE, undefined));
           if (found === undefined) return undefined;
           const [data, stat] = found;
           const record = JSON.parse(data.toString()) as ZkRecord;
           if (record.reportedAt < 0) return undefined;
-          return { workerId: Number(id), reportedAt: record.reportedAt, ageMs: Math.max(0, zkNow - readMs(stat.mtime)) };
+          return {
+            workerId: Number(id),
+            reportedAt: record.reportedAt,
+            ageMs: Math.max(0, zkNow - readMs(stat.mtime)),
+          };
         }),
       );
       return peers.filter((peer) => peer !== undefined);
@@ -285,7 +354,13 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     session?.close();
   }
 
-  #lease(session: Session, workerId: number, entry: string, record: ZkRecord, identity: NodeIdentity): WorkerLease {
+  #lease(
+    session: Session,
+    workerId: number,
+    entry: string,
+    record: ZkRecord,
+    identity: NodeIdentity,
+  ): WorkerLease {
     /** Set when the release is sent: no write of this holding may be sent after it. */
     const holding = { ending: false };
     const livePath = this.#path('live', workerId);
@@ -297,14 +372,18 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       ttlMs: session.ttlMs,
       write: async (kind, report) => {
         try {
-          if (kind === 'renew') await this.#renewRecord(session, workerId, entry, report, identity, holding);
+          if (kind === 'renew')
+            await this.#renewRecord(session, workerId, entry, report, identity, holding);
           else {
             holding.ending = true;
-            await session.zk.commit(this.#guardedWrite(session, workerId, entry, report, identity, -1).remove(livePath));
+            await session.zk.commit(
+              this.#guardedWrite(session, workerId, entry, report, identity, -1).remove(livePath),
+            );
             session.leases.delete(lease);
           }
         } catch (error) {
-          if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED) throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
+          if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED)
+            throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
           throw this.#failed(error);
         }
         return session.ttlMs;
@@ -312,7 +391,9 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     });
     session.leases.add(lease);
     // Tell the holder at once if the liveness node disappears (session expired, or deleted).
-    session.zk.watchDeletion(livePath, () => lease.lose(leaseLost(this.backend, workerId, 'its liveness node was deleted')));
+    session.zk.watchDeletion(livePath, () =>
+      lease.lose(leaseLost(this.backend, workerId, 'its liveness node was deleted')),
+    );
     return lease;
   }
 
@@ -321,12 +402,25 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
    * session (and so its liveness node) is alive, so a success proves nobody else can hold the ID.
    * `version` guards the record (-1: any).
    */
-  #guardedWrite(session: Session, workerId: number, entry: string, report: WorkerReport, identity: NodeIdentity, version: number): ZooKeeperTransactionLike {
+  #guardedWrite(
+    session: Session,
+    workerId: number,
+    entry: string,
+    report: WorkerReport,
+    identity: NodeIdentity,
+    version: number,
+  ): ZooKeeperTransactionLike {
     return session.zk
       .transaction()
       .check(this.#path('live', workerId))
       .setData(this.#path('forever', entry), leafData(identity, report.lastTimestamp))
-      .setData(this.#path('workers', workerId), Buffer.from(JSON.stringify({ lastTimestamp: report.lastTimestamp, reportedAt: report.reportedAt })), version);
+      .setData(
+        this.#path('workers', workerId),
+        Buffer.from(
+          JSON.stringify({ lastTimestamp: report.lastTimestamp, reportedAt: report.reportedAt }),
+        ),
+        version,
+      );
   }
 
   /**
@@ -334,7 +428,14 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
    * version, read again when another write of this holder (a renewal sent earlier, landing now)
    * changed it in between. A renewal that lands late never lowers the record.
    */
-  async #renewRecord(session: Session, workerId: number, entry: string, report: WorkerReport, identity: NodeIdentity, holding: { ending: boolean }): Promise<void> {
+  async #renewRecord(
+    session: Session,
+    workerId: number,
+    entry: string,
+    report: WorkerReport,
+    identity: NodeIdentity,
+    holding: { ending: boolean },
+  ): Promise<void> {
     // Only this holder's own renewals compete for the record, one or two at a time.
     for (let attempt = 1; attempt <= 10; attempt++) {
       const stored = await this.#record(session.zk, workerId);
@@ -343,13 +444,21 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         lastTimestamp: Math.max(stored.record.lastTimestamp, report.lastTimestamp),
         reportedAt: Math.max(stored.record.reportedAt, report.reportedAt),
       };
-      if (this.#interleave !== undefined) await this.#interleave({ point: 'before-renew-write', backend: this.backend, workerId, report });
+      if (this.#interleave !== undefined)
+        await this.#interleave({
+          point: 'before-renew-write',
+          backend: this.backend,
+          workerId,
+          report,
+        });
       // The multi-op checks that a liveness node exists, not whose it is: once the release is
       // sent, another session may own the next one. Requests of one session are handled in the
       // order sent, so a write not sent before the release is never sent.
       if (holding.ending) throw leaseLost(this.backend, workerId, 'it was released');
       try {
-        await session.zk.commit(this.#guardedWrite(session, workerId, entry, merged, identity, stored.version));
+        await session.zk.commit(
+          this.#guardedWrite(session, workerId, entry, merged, identity, stored.version),
+        );
         return;
       } catch (error) {
         if (codeOf(error) !== BAD_VERSION) throw error;
@@ -371,7 +480,10 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
 
   /** The session, connecting first if there is none (or it expired); one attempt for all callers. */
   #connected(): Promise<Session> {
-    if (this.#closed) return Promise.reject(new IdMintError('REGISTRY_UNAVAILABLE', 'zookeeper worker registry is closed'));
+    if (this.#closed)
+      return Promise.reject(
+        new IdMintError('REGISTRY_UNAVAILABLE', 'zookeeper worker registry is closed'),
+      );
     if (this.#session === undefined) {
       const attempt = this.#connect();
       this.#session = attempt;
@@ -391,7 +503,8 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         this.#current = undefined;
         this.#session = undefined;
       }
-      for (const lease of session.leases) lease.lose(leaseLost(this.backend, lease.workerId, 'its ZooKeeper session expired'));
+      for (const lease of session.leases)
+        lease.lose(leaseLost(this.backend, lease.workerId, 'its ZooKeeper session expired'));
       session.close();
     });
     try {
@@ -418,7 +531,8 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   }
 
   async #beforeClaim(workerId: number): Promise<void> {
-    if (this.#interleave !== undefined) await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
+    if (this.#interleave !== undefined)
+      await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
   }
 
   /** The record of `workerId` and a version a multi-op can check, or undefined when there is none. */
@@ -428,7 +542,8 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       const found = await zk.getData(path).catch(ifCode(NO_NODE, undefined));
       if (found === undefined) return undefined;
       const [data, stat] = found;
-      if (stat.version !== 0) return { record: JSON.parse(data.toString()) as ZkRecord, version: stat.version };
+      if (stat.version !== 0)
+        return { record: JSON.parse(data.toString()) as ZkRecord, version: stat.version };
       // node-zookeeper-client's multi-ops take version 0 for "any version" (`version || -1`), so
       // checking a record never written since its creation would check nothing. Write it once,
       // unchanged, with a plain setData, which does honour version 0 (and fails if another write
@@ -438,8 +553,14 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   }
 
   /** Creates the record of `workerId` unless another node did first, then reads it. */
-  async #createRecord(zk: Zk, workerId: number, record: ZkRecord): Promise<StoredRecord | undefined> {
-    await zk.create(this.#path('workers', workerId), Buffer.from(JSON.stringify(record)), PERSISTENT).catch(ifCode(NODE_EXISTS, ''));
+  async #createRecord(
+    zk: Zk,
+    workerId: number,
+    record: ZkRecord,
+  ): Promise<StoredRecord | undefined> {
+    await zk
+      .create(this.#path('workers', workerId), Buffer.from(JSON.stringify(record)), PERSISTENT)
+      .catch(ifCode(NODE_EXISTS, ''));
     return this.#record(zk, workerId);
   }
 
@@ -499,11 +620,15 @@ class Zk {
   }
 
   getData(path: string): Promise<[Buffer, ZooKeeperStat]> {
-    return this.#call((cb) => this.#client.getData(path, (error, data, stat) => cb(error, [data, stat])));
+    return this.#call((cb) =>
+      this.#client.getData(path, (error, data, stat) => cb(error, [data, stat])),
+    );
   }
 
   getChildren(path: string): Promise<[string[], ZooKeeperStat]> {
-    return this.#call((cb) => this.#client.getChildren(path, (error, children, stat) => cb(error, [children, stat])));
+    return this.#call((cb) =>
+      this.#client.getChildren(path, (error, children, stat) => cb(error, [children, stat])),
+    );
   }
 
   commit(transaction: ZooKeeperTransactionLike): Promise<unknown> {
@@ -529,7 +654,11 @@ class Zk {
     const call = new Promise<T>((resolve, reject) => {
       run((error, result) => (error ? reject(error) : resolve(result)));
     });
-    return withTimeout(call, this.#timeoutMs, () => new Error(`no answer from ${this.#where()} within ${this.#timeoutMs} ms`));
+    return withTimeout(
+      call,
+      this.#timeoutMs,
+      () => new Error(`no answer from ${this.#where()} within ${this.#timeoutMs} ms`),
+    );
   }
 }
 
@@ -561,13 +690,20 @@ function entryName(address: string, workerId: number): string {
 
 /** Leaf's Endpoint JSON, field for field (Leaf's Jackson mapper rejects unknown fields). */
 function leafData(identity: NodeIdentity, timestamp: number): Buffer {
-  return Buffer.from(JSON.stringify({ ip: identity.host, port: String(identity.port), timestamp: Math.max(0, timestamp) }));
+  return Buffer.from(
+    JSON.stringify({
+      ip: identity.host,
+      port: String(identity.port),
+      timestamp: Math.max(0, timestamp),
+    }),
+  );
 }
 
 /** The record of an entry only Leaf wrote: it may have issued IDs until its next report was due. */
 function leafRecord(data: Buffer): ZkRecord {
   const timestamp = Number((JSON.parse(data.toString()) as { timestamp?: unknown }).timestamp);
-  if (!Number.isSafeInteger(timestamp) || timestamp <= 0) return { lastTimestamp: -1, reportedAt: -1 };
+  if (!Number.isSafeInteger(timestamp) || timestamp <= 0)
+    return { lastTimestamp: -1, reportedAt: -1 };
   return { lastTimestamp: timestamp + LEAF_REPORT_INTERVAL_MS, reportedAt: timestamp };
 }
 
@@ -580,19 +716,33 @@ function readMs(time: Buffer): number {
 }
 
 /** Options for {@link connectZooKeeperWorkerRegistry}. */
-export type ConnectZooKeeperOptions = Omit<ZooKeeperWorkerRegistryOptions, 'createClient' | 'where'>;
+export type ConnectZooKeeperOptions = Omit<
+  ZooKeeperWorkerRegistryOptions,
+  'createClient' | 'where'
+>;
 
 /**
  * A registry on ZooKeeper at `connectionString` (`host:2181,host2:2181`), with
  * node-zookeeper-client loaded only now. Sessions are opened on first use.
  */
-export async function connectZooKeeperWorkerRegistry(connectionString: string, options: ConnectZooKeeperOptions = {}): Promise<ZooKeeperWorkerRegistry> {
-  const zookeeper = await loadDriver('node-zookeeper-client', 'a zookeeper:// worker registry', () => import('node-zookeeper-client'));
+export async function connectZooKeeperWorkerRegistry(
+  connectionString: string,
+  options: ConnectZooKeeperOptions = {},
+): Promise<ZooKeeperWorkerRegistry> {
+  const zookeeper = await loadDriver(
+    'node-zookeeper-client',
+    'a zookeeper:// worker registry',
+    () => import('node-zookeeper-client'),
+  );
   const closeWithinMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   return new ZooKeeperWorkerRegistry({
     ...options,
     where: connectionString,
-    createClient: (sessionTimeout) => closedWithin(zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }), closeWithinMs),
+    createClient: (sessionTimeout) =>
+      closedWithin(
+        zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }),
+        closeWithinMs,
+      ),
   });
 }
 
@@ -607,9 +757,12 @@ function closedWithin<T extends { close(): void }>(client: T, ms: number): T {
   client.close = () => {
     close();
     // The client's connection manager is not part of its typed API: reached defensively.
-    const manager = (client as { connectionManager?: { socket?: { destroy(): void; destroyed?: boolean } } }).connectionManager;
+    const manager = (
+      client as { connectionManager?: { socket?: { destroy(): void; destroyed?: boolean } } }
+    ).connectionManager;
     setTimeout(() => {
-      if (manager?.socket !== undefined && manager.socket.destroyed !== true) manager.socket.destroy();
+      if (manager?.socket !== undefined && manager.socket.destroyed !== true)
+        manager.socket.destroy();
     }, ms).unref();
   };
   return client;

@@ -1,6 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { ACCESS_LEVELS, needsBearer, type Access, type BearerAccess } from '../../contract/route.ts';
+import {
+  ACCESS_LEVELS,
+  needsBearer,
+  type Access,
+  type BearerAccess,
+} from '../../contract/route.ts';
 import { IdMintError } from '../../core/errors.ts';
 import type { ServerConfig } from '../../config/schema.ts';
 import { TAG_PATTERN } from '../../core/segment-limits.ts';
@@ -38,8 +43,12 @@ export class Authorizer {
   readonly #entries: readonly { digest: Buffer; principal: Principal }[];
 
   constructor(auth: ServerConfig['auth']) {
-    const entries = auth.tokens.map((rule) => ({ digest: digest(rule.token), principal: limitedTo(rule.tags) }));
-    if (auth.adminToken !== '') entries.push({ digest: digest(auth.adminToken), principal: EVERYONE });
+    const entries = auth.tokens.map((rule) => ({
+      digest: digest(rule.token),
+      principal: limitedTo(rule.tags),
+    }));
+    if (auth.adminToken !== '')
+      entries.push({ digest: digest(auth.adminToken), principal: EVERYONE });
     this.#entries = entries;
     this.enabled = entries.length > 0;
   }
@@ -48,14 +57,18 @@ export class Authorizer {
   authenticate(header: string | undefined): Principal {
     const match = header === undefined ? null : /^Bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header);
     if (match === null) {
-      throw new IdMintError('UNAUTHORIZED', 'this server requires a bearer token: send Authorization: Bearer <token>');
+      throw new IdMintError(
+        'UNAUTHORIZED',
+        'this server requires a bearer token: send Authorization: Bearer <token>',
+      );
     }
     const presented = digest(match[1] ?? '');
     let found: Principal | undefined;
     for (const entry of this.#entries) {
       if (timingSafeEqual(presented, entry.digest)) found = entry.principal;
     }
-    if (found === undefined) throw new IdMintError('UNAUTHORIZED', 'the bearer token is not valid on this server');
+    if (found === undefined)
+      throw new IdMintError('UNAUTHORIZED', 'the bearer token is not valid on this server');
     return found;
   }
 
@@ -85,7 +98,11 @@ export class Authorizer {
     }
     if (access === 'tag') {
       const tag = (request.params as { tag?: string }).tag ?? '';
-      if (!principal.allows(tag)) throw new IdMintError('FORBIDDEN', `this token may not use tag "${TAG_PATTERN.test(tag) ? tag : '(invalid)'}"`);
+      if (!principal.allows(tag))
+        throw new IdMintError(
+          'FORBIDDEN',
+          `this token may not use tag "${TAG_PATTERN.test(tag) ? tag : '(invalid)'}"`,
+        );
     }
     return principal;
   }
@@ -108,9 +125,11 @@ export function installAuth(app: FastifyInstance, authorizer: Authorizer): void 
     const access = route.config?.access;
     if (access === undefined || !(ACCESS_LEVELS as readonly string[]).includes(access)) {
       const methods = [route.method].flat().join(',');
-      throw new IdMintError('INTERNAL_ERROR',
+      throw new IdMintError(
+        'INTERNAL_ERROR',
         `route ${methods} ${route.url} declares no access: set config.access to one of ${ACCESS_LEVELS.join(', ')} ` +
-        `(open for none)`);
+          `(open for none)`,
+      );
     }
     if (!authorizer.enabled || !needsBearer(access)) return;
     const hook: onRequestHookHandler = (request, _reply, done) => {
@@ -134,5 +153,8 @@ function limitedTo(patterns: readonly string[]): Principal {
   if (patterns.includes('*')) return { admin: false, allows: () => true };
   const exact = new Set(patterns.filter((p) => !p.endsWith('*')));
   const prefixes = patterns.filter((p) => p.endsWith('*')).map((p) => p.slice(0, -1));
-  return { admin: false, allows: (tag) => exact.has(tag) || prefixes.some((prefix) => tag.startsWith(prefix)) };
+  return {
+    admin: false,
+    allows: (tag) => exact.has(tag) || prefixes.some((prefix) => tag.startsWith(prefix)),
+  };
 }

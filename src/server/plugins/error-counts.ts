@@ -14,7 +14,9 @@ export class ErrorCounts {
 
   /** Every code answered at least once, with its count, most frequent first. */
   entries(): { code: ErrorCode; count: number }[] {
-    return [...this.#counts].map(([code, count]) => ({ code, count })).sort((a, b) => b.count - a.count || (a.code < b.code ? -1 : 1));
+    return [...this.#counts]
+      .map(([code, count]) => ({ code, count }))
+      .sort((a, b) => b.count - a.count || (a.code < b.code ? -1 : 1));
   }
 
   /** Exposes the counts as `<prefix>http_errors_total{code}` in `registry`. */

@@ -8,7 +8,12 @@ import { ERROR_CODES, IdMintError } from '../../core/errors.ts';
 import { installErrorHandling, publicMessage, toIdMintError } from './errors.ts';
 
 /** An error shaped like the ones Fastify raises. */
-function fastifyError(code: string, statusCode: number, message = code, extra: Record<string, unknown> = {}): Error {
+function fastifyError(
+  code: string,
+  statusCode: number,
+  message = code,
+  extra: Record<string, unknown> = {},
+): Error {
   return Object.assign(new Error(message), { code, statusCode, ...extra });
 }
 
@@ -21,8 +26,18 @@ describe('toIdMintError', () => {
   it('maps Fastify body and validation errors to codes with the right status', () => {
     const cases: [Error, string, number, RegExp][] = [
       [fastifyError('FST_ERR_CTP_BODY_TOO_LARGE', 413), 'PAYLOAD_TOO_LARGE', 413, /bodyLimit/],
-      [fastifyError('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415), 'UNSUPPORTED_MEDIA_TYPE', 415, /application\/json \(Content-Type was none\)$/],
-      [fastifyError('FST_ERR_CTP_INVALID_JSON_BODY', 400), 'INVALID_ARGUMENT', 400, /not valid JSON/],
+      [
+        fastifyError('FST_ERR_CTP_INVALID_MEDIA_TYPE', 415),
+        'UNSUPPORTED_MEDIA_TYPE',
+        415,
+        /application\/json \(Content-Type was none\)$/,
+      ],
+      [
+        fastifyError('FST_ERR_CTP_INVALID_JSON_BODY', 400),
+        'INVALID_ARGUMENT',
+        400,
+        /not valid JSON/,
+      ],
       [fastifyError('FST_ERR_CTP_EMPTY_JSON_BODY', 400), 'INVALID_ARGUMENT', 400, /empty/],
       [
         fastifyError('FST_ERR_VALIDATION', 400, 'body/step must be integer', {
@@ -33,8 +48,18 @@ describe('toIdMintError', () => {
         400,
         /^body\.step must be integer$/,
       ],
-      [fastifyError('FST_ERR_BAD_URL', 400, "'/%' is not a valid url component"), 'INVALID_ARGUMENT', 400, /not a valid url/],
-      [Object.assign(new SyntaxError('Unexpected end of JSON input'), { statusCode: 400 }), 'INVALID_ARGUMENT', 400, /^request body is not valid JSON: Unexpected end/],
+      [
+        fastifyError('FST_ERR_BAD_URL', 400, "'/%' is not a valid url component"),
+        'INVALID_ARGUMENT',
+        400,
+        /not a valid url/,
+      ],
+      [
+        Object.assign(new SyntaxError('Unexpected end of JSON input'), { statusCode: 400 }),
+        'INVALID_ARGUMENT',
+        400,
+        /^request body is not valid JSON: Unexpected end/,
+      ],
     ];
     for (const [error, code, status, message] of cases) {
       const mapped = toIdMintError(error);
@@ -64,7 +89,8 @@ describe('error answers and the log (installErrorHandling)', () => {
     const lines: Record<string, unknown>[] = [];
     const stream = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+        for (const line of chunk.toString('utf8').split('\n'))
+          if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
         done();
       },
     });
@@ -79,17 +105,44 @@ describe('error answers and the log (installErrorHandling)', () => {
 
   it('a 5xx answers its code, a fixed sentence and the request id; the log line with that id has the driver detail', async () => {
     // What a store raises when PostgreSQL fails: its message carries the statement and the address.
-    const driver = Object.assign(new Error('connect ETIMEDOUT 10.0.3.7:5432'), { code: 'ETIMEDOUT', address: '10.0.3.7', port: 5432 });
-    const failure = new IdMintError('STORE_UNAVAILABLE', 'postgres store: allocate failed: UPDATE idmint_alloc SET max_id = max_id + step WHERE biz_tag = $1: connect ETIMEDOUT 10.0.3.7:5432', { cause: driver });
+    const driver = Object.assign(new Error('connect ETIMEDOUT 10.0.3.7:5432'), {
+      code: 'ETIMEDOUT',
+      address: '10.0.3.7',
+      port: 5432,
+    });
+    const failure = new IdMintError(
+      'STORE_UNAVAILABLE',
+      'postgres store: allocate failed: UPDATE idmint_alloc SET max_id = max_id + step WHERE biz_tag = $1: connect ETIMEDOUT 10.0.3.7:5432',
+      { cause: driver },
+    );
     const { app, lines } = await appThrowing(failure);
     try {
       const response = await app.inject('/fail');
-      const message = assertError({ statusCode: response.statusCode, headers: response.headers, body: response.body }, 503, 'STORE_UNAVAILABLE');
+      const message = assertError(
+        { statusCode: response.statusCode, headers: response.headers, body: response.body },
+        503,
+        'STORE_UNAVAILABLE',
+      );
       const requestId = /\(request (req-\w+); the server log has the details\)$/.exec(message)?.[1];
       assert.ok(requestId !== undefined, message);
-      assert.equal(message, `the segment store is unavailable; retry (request ${requestId}; the server log has the details)`);
-      for (const secret of ['UPDATE', 'idmint_alloc', 'biz_tag', '10.0.3.7', '5432', 'ETIMEDOUT', 'postgres']) {
-        assert.equal(response.body.includes(secret), false, `the answer reveals ${secret}: ${response.body}`);
+      assert.equal(
+        message,
+        `the segment store is unavailable; retry (request ${requestId}; the server log has the details)`,
+      );
+      for (const secret of [
+        'UPDATE',
+        'idmint_alloc',
+        'biz_tag',
+        '10.0.3.7',
+        '5432',
+        'ETIMEDOUT',
+        'postgres',
+      ]) {
+        assert.equal(
+          response.body.includes(secret),
+          false,
+          `the answer reveals ${secret}: ${response.body}`,
+        );
       }
       const line = lines.find((entry) => entry['reqId'] === requestId);
       assert.ok(line !== undefined, JSON.stringify(lines));
@@ -105,15 +158,29 @@ describe('error answers and the log (installErrorHandling)', () => {
   });
 
   it('during a burst one line is logged per code, and the answers it stands for name its request', async () => {
-    const { app, lines } = await appThrowing(new IdMintError('REGISTRY_UNAVAILABLE', 'etcd worker registry at 10.0.4.4:2379 cannot be reached'));
+    const { app, lines } = await appThrowing(
+      new IdMintError(
+        'REGISTRY_UNAVAILABLE',
+        'etcd worker registry at 10.0.4.4:2379 cannot be reached',
+      ),
+    );
     try {
       const messages = [];
-      for (let i = 0; i < 3; i++) messages.push(JSON.parse((await app.inject('/fail')).body).error.message as string);
+      for (let i = 0; i < 3; i++)
+        messages.push(JSON.parse((await app.inject('/fail')).body).error.message as string);
       assert.equal(lines.length, 1);
       const first = String(lines[0]?.['reqId']);
-      assert.equal(messages[0], `the worker registry is unavailable; retry (request ${first}; the server log has the details)`);
+      assert.equal(
+        messages[0],
+        `the worker registry is unavailable; retry (request ${first}; the server log has the details)`,
+      );
       for (const message of messages.slice(1)) {
-        assert.match(message, new RegExp(`^the worker registry is unavailable; retry \\(request req-\\w+; the server log has the details under request ${first}\\)$`));
+        assert.match(
+          message,
+          new RegExp(
+            `^the worker registry is unavailable; retry \\(request req-\\w+; the server log has the details under request ${first}\\)$`,
+          ),
+        );
       }
     } finally {
       await app.close();
@@ -121,22 +188,43 @@ describe('error answers and the log (installErrorHandling)', () => {
   });
 
   it('a bug is INTERNAL_ERROR with the same kind of answer, and the log has its stack', async () => {
-    const { app, lines } = await appThrowing(new TypeError('cannot read "host" of undefined at 10.1.1.1'));
+    const { app, lines } = await appThrowing(
+      new TypeError('cannot read "host" of undefined at 10.1.1.1'),
+    );
     try {
       const response = await app.inject('/fail');
-      assert.match(assertError({ statusCode: response.statusCode, headers: response.headers, body: response.body }, 500, 'INTERNAL_ERROR'), /^internal error \(request req-\w+; the server log has the details\)$/);
+      assert.match(
+        assertError(
+          { statusCode: response.statusCode, headers: response.headers, body: response.body },
+          500,
+          'INTERNAL_ERROR',
+        ),
+        /^internal error \(request req-\w+; the server log has the details\)$/,
+      );
       assert.equal(response.body.includes('10.1.1.1'), false);
-      assert.match(String((lines[0]?.['err'] as { stack?: string } | undefined)?.stack), /TypeError: cannot read "host" of undefined at 10\.1\.1\.1/);
+      assert.match(
+        String((lines[0]?.['err'] as { stack?: string } | undefined)?.stack),
+        /TypeError: cannot read "host" of undefined at 10\.1\.1\.1/,
+      );
     } finally {
       await app.close();
     }
   });
 
-  it('a 4xx keeps its own message (it describes the client\'s input) and is not logged', async () => {
-    const { app, lines } = await appThrowing(new IdMintError('TAG_NOT_FOUND', 'tag "order" does not exist'));
+  it("a 4xx keeps its own message (it describes the client's input) and is not logged", async () => {
+    const { app, lines } = await appThrowing(
+      new IdMintError('TAG_NOT_FOUND', 'tag "order" does not exist'),
+    );
     try {
       const response = await app.inject('/fail');
-      assert.equal(assertError({ statusCode: response.statusCode, headers: response.headers, body: response.body }, 404, 'TAG_NOT_FOUND'), 'tag "order" does not exist');
+      assert.equal(
+        assertError(
+          { statusCode: response.statusCode, headers: response.headers, body: response.body },
+          404,
+          'TAG_NOT_FOUND',
+        ),
+        'tag "order" does not exist',
+      );
       assert.deepEqual(lines, []);
     } finally {
       await app.close();
@@ -146,7 +234,10 @@ describe('error answers and the log (installErrorHandling)', () => {
   it('every 5xx code has its own public sentence', () => {
     for (const [code, info] of Object.entries(ERROR_CODES)) {
       if (info.status < 500) continue;
-      const sentence = publicMessage(new IdMintError(code as keyof typeof ERROR_CODES, 'detail: 10.0.0.1'), 'req-1');
+      const sentence = publicMessage(
+        new IdMintError(code as keyof typeof ERROR_CODES, 'detail: 10.0.0.1'),
+        'req-1',
+      );
       assert.doesNotMatch(sentence, /^the server failed|10\.0\.0\.1/, code);
     }
   });

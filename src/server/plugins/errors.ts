@@ -7,7 +7,11 @@ import { clip } from '../input.ts';
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** The codes whose status is 5xx: the server's trouble, not the client's. */
-type ServerErrorCode = { [K in ErrorCode]: (typeof ERROR_CODES)[K]['status'] extends 500 | 501 | 502 | 503 | 504 ? K : never }[ErrorCode];
+type ServerErrorCode = {
+  [K in ErrorCode]: (typeof ERROR_CODES)[K]['status'] extends 500 | 501 | 502 | 503 | 504
+    ? K
+    : never;
+}[ErrorCode];
 
 /**
  * What a client is told for each 5xx code, written here and never taken from the error: a 5xx
@@ -24,15 +28,19 @@ const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
   SEGMENTS_NOT_READY: "the tag's next range of IDs is not loaded yet; retry",
   STORE_UNAVAILABLE: 'the segment store is unavailable; retry',
   ID_SPACE_EXHAUSTED: "the tag's IDs are used up: its next range would pass 2^63-1",
-  TAG_MISCONFIGURED: 'its row in the segment store has a step or max_id no range can come from; an operator must fix the row',
+  TAG_MISCONFIGURED:
+    'its row in the segment store has a step or max_id no range can come from; an operator must fix the row',
   REGISTRY_UNAVAILABLE: 'the worker registry is unavailable; retry',
   WORKER_IDS_EXHAUSTED: 'every worker ID is in use; retry',
-  CLOCK_MOVED_BACKWARDS: "the server's clock is behind the last time it used; retry after Retry-After seconds",
+  CLOCK_MOVED_BACKWARDS:
+    "the server's clock is behind the last time it used; retry after Retry-After seconds",
   CLOCK_SKEW: "the server's clock is too far from its peers' clocks",
   LEASE_LOST: "this node's worker-ID lease is not confirmed, so it issues no snowflake IDs; retry",
   MONOTONIC_OVERFLOW: "this millisecond's monotonic IDs are used up; retry",
-  OPAQUE_DOMAIN_EXHAUSTED: "the tag's IDs have outgrown the space of its opaque IDs; none is issued",
-  OPAQUE_UNAVAILABLE: 'opaque IDs are not set up on this server (opaque keys, or the opaque column of the segment table)',
+  OPAQUE_DOMAIN_EXHAUSTED:
+    "the tag's IDs have outgrown the space of its opaque IDs; none is issued",
+  OPAQUE_UNAVAILABLE:
+    'opaque IDs are not set up on this server (opaque keys, or the opaque column of the segment table)',
   RANGES_EXHAUSTED: "the client's ranges are used up and no server answered; retry",
   TIME_OVERFLOW: "the snowflake layout's time field is used up; no ID can be issued",
 };
@@ -55,7 +63,11 @@ const ON_ERROR = Symbol('idmint.onError');
  * sentence with the request's id; the log line with the same id has what failed (message, cause
  * chain, stack). A bug is INTERNAL_ERROR, never a bare 500 page.
  */
-export function installErrorHandling(app: FastifyInstance, log: Logger, options: ErrorHandlingOptions = {}): void {
+export function installErrorHandling(
+  app: FastifyInstance,
+  log: Logger,
+  options: ErrorHandlingOptions = {},
+): void {
   const throttle = new LogThrottle(log);
   if (options.onError !== undefined) app.decorate(ON_ERROR, options.onError);
   app.setErrorHandler((error: FastifyError | IdMintError, request, reply) => {
@@ -65,7 +77,12 @@ export function installErrorHandling(app: FastifyInstance, log: Logger, options:
       loggedAs = throttle.error(
         known.code,
         request.id,
-        { method: request.method, url: request.url, code: known.code, err: known.code === 'INTERNAL_ERROR' ? error : known },
+        {
+          method: request.method,
+          url: request.url,
+          code: known.code,
+          err: known.code === 'INTERNAL_ERROR' ? error : known,
+        },
         known.code === 'INTERNAL_ERROR' ? 'unexpected error' : 'request failed',
       );
     }
@@ -73,7 +90,13 @@ export function installErrorHandling(app: FastifyInstance, log: Logger, options:
   });
   const { onNotFound } = options;
   app.setNotFoundHandler((request, reply) => {
-    sendError(reply, new IdMintError('ROUTE_NOT_FOUND', `no route ${request.method} ${clip(request.url.split('?')[0] ?? '')}; the routes are listed at /openapi.json`));
+    sendError(
+      reply,
+      new IdMintError(
+        'ROUTE_NOT_FOUND',
+        `no route ${request.method} ${clip(request.url.split('?')[0] ?? '')}; the routes are listed at /openapi.json`,
+      ),
+    );
     onNotFound?.(reply);
   });
 }
@@ -83,12 +106,19 @@ export function installErrorHandling(app: FastifyInstance, log: Logger, options:
  * A 5xx gets its public sentence and the request id instead of its own message; `loggedAs` is
  * the request whose log line has the details, when it is not this one (see LogThrottle).
  */
-export function sendError(reply: FastifyReply, error: IdMintError, loggedAs?: string): FastifyReply {
+export function sendError(
+  reply: FastifyReply,
+  error: IdMintError,
+  loggedAs?: string,
+): FastifyReply {
   if (error.retryable) reply.header('retry-after', String(retryAfterSeconds(error)));
   // RFC 7235: a 401 says which scheme would work.
   if (error.code === 'UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="idmint"');
   (reply.server as unknown as { [ON_ERROR]?: (code: ErrorCode) => void })[ON_ERROR]?.(error.code);
-  return reply.code(error.status).type(JSON_TYPE).send(errorJson(error.code, publicMessage(error, reply.request.id, loggedAs)));
+  return reply
+    .code(error.status)
+    .type(JSON_TYPE)
+    .send(errorJson(error.code, publicMessage(error, reply.request.id, loggedAs)));
 }
 
 /**
@@ -98,11 +128,15 @@ export function sendError(reply: FastifyReply, error: IdMintError, loggedAs?: st
  */
 export function publicMessage(error: IdMintError, requestId: string, loggedAs?: string): string {
   if (error.status < 500) return error.message;
-  const fixed = (PUBLIC_MESSAGES as Partial<Record<ErrorCode, string>>)[error.code] ?? 'the server failed';
+  const fixed =
+    (PUBLIC_MESSAGES as Partial<Record<ErrorCode, string>>)[error.code] ?? 'the server failed';
   // The tag is the client's own input, so naming it leaks nothing and says which tag failed.
   const tag = error.details?.['tag'];
   const sentence = typeof tag === 'string' ? `tag ${JSON.stringify(tag)}: ${fixed}` : fixed;
-  const where = loggedAs === undefined || loggedAs === requestId ? 'the server log has the details' : `the server log has the details under request ${loggedAs}`;
+  const where =
+    loggedAs === undefined || loggedAs === requestId
+      ? 'the server log has the details'
+      : `the server log has the details under request ${loggedAs}`;
   return `${sentence} (request ${requestId}; ${where})`;
 }
 
@@ -127,13 +161,23 @@ export function toIdMintError(error: unknown, contentType?: string): IdMintError
   const message = typeof fastify.message === 'string' ? fastify.message : String(error);
   switch (fastify.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new IdMintError('PAYLOAD_TOO_LARGE', 'request body is larger than api.bodyLimit allows', { cause: error });
+      return new IdMintError(
+        'PAYLOAD_TOO_LARGE',
+        'request body is larger than api.bodyLimit allows',
+        { cause: error },
+      );
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new IdMintError('UNSUPPORTED_MEDIA_TYPE', unsupportedMediaTypeMessage(contentType), { cause: error });
+      return new IdMintError('UNSUPPORTED_MEDIA_TYPE', unsupportedMediaTypeMessage(contentType), {
+        cause: error,
+      });
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return new IdMintError('INVALID_ARGUMENT', 'request body is not valid JSON', { cause: error });
+      return new IdMintError('INVALID_ARGUMENT', 'request body is not valid JSON', {
+        cause: error,
+      });
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new IdMintError('INVALID_ARGUMENT', 'request body is empty; send a JSON object', { cause: error });
+      return new IdMintError('INVALID_ARGUMENT', 'request body is empty; send a JSON object', {
+        cause: error,
+      });
     case 'FST_ERR_VALIDATION':
       return new IdMintError('INVALID_ARGUMENT', validationMessage(fastify), { cause: error });
     default:
@@ -141,11 +185,18 @@ export function toIdMintError(error: unknown, contentType?: string): IdMintError
   }
   // JSON.parse failures and the other 4xx conditions Fastify detects (invalid content length,
   // bad URL encoding, prototype poisoning) are the client's to fix.
-  if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
-    const text = error instanceof SyntaxError ? `request body is not valid JSON: ${message}` : message;
+  if (
+    typeof fastify.statusCode === 'number' &&
+    fastify.statusCode >= 400 &&
+    fastify.statusCode < 500
+  ) {
+    const text =
+      error instanceof SyntaxError ? `request body is not valid JSON: ${message}` : message;
     return new IdMintError('INVALID_ARGUMENT', text, { cause: error });
   }
-  return new IdMintError('INTERNAL_ERROR', 'internal error; the server log has the details', { cause: error });
+  return new IdMintError('INTERNAL_ERROR', 'internal error; the server log has the details', {
+    cause: error,
+  });
 }
 
 /**
@@ -153,7 +204,8 @@ export function toIdMintError(error: unknown, contentType?: string): IdMintError
  * -H 'content-type: application/json') is the usual case.
  */
 function unsupportedMediaTypeMessage(contentType: string | undefined): string {
-  const sent = contentType === undefined || contentType.trim() === '' ? 'none' : clip(contentType.trim());
+  const sent =
+    contentType === undefined || contentType.trim() === '' ? 'none' : clip(contentType.trim());
   return `request body must be JSON sent with Content-Type: application/json (Content-Type was ${sent})`;
 }
 
@@ -165,8 +217,14 @@ interface ValidationIssue {
 }
 
 /** "body.step must be integer" -> a sentence naming the field and what is allowed. */
-function validationMessage(error: { validation?: unknown; validationContext?: string; message?: string }): string {
-  const issue = Array.isArray(error.validation) ? (error.validation[0] as ValidationIssue | undefined) : undefined;
+function validationMessage(error: {
+  validation?: unknown;
+  validationContext?: string;
+  message?: string;
+}): string {
+  const issue = Array.isArray(error.validation)
+    ? (error.validation[0] as ValidationIssue | undefined)
+    : undefined;
   if (issue === undefined) return error.message ?? 'invalid request';
   const where = error.validationContext ?? 'request';
   const path = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
@@ -174,7 +232,8 @@ function validationMessage(error: { validation?: unknown; validationContext?: st
     return `${where} has an unknown field "${String(issue.params?.['additionalProperty'])}"`;
   }
   if (issue.keyword === 'minProperties') return `${where} must set at least one field`;
-  if (issue.keyword === 'required') return `${where} is missing the field "${String(issue.params?.['missingProperty'])}"`;
+  if (issue.keyword === 'required')
+    return `${where} is missing the field "${String(issue.params?.['missingProperty'])}"`;
   const subject = path === '' ? where : `${where}.${path}`;
   return `${subject} ${issue.message ?? 'is invalid'}`;
 }
@@ -203,7 +262,8 @@ class LogThrottle {
       entry.suppressed++;
       return entry.reqId;
     }
-    const suppressed = entry === undefined || entry.suppressed === 0 ? {} : { suppressed: entry.suppressed };
+    const suppressed =
+      entry === undefined || entry.suppressed === 0 ? {} : { suppressed: entry.suppressed };
     this.#log.error({ reqId, ...fields, ...suppressed }, message);
     this.#last.set(key, { at: now, reqId, suppressed: 0 });
     return reqId;

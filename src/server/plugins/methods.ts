@@ -35,7 +35,13 @@ export function methodNotAllowed(app: FastifyInstance): { install(): void } {
         const refuse = (request: FastifyRequest, reply: FastifyReply): void => {
           reply.header('allow', allow);
           const path = clip(request.url.split('?')[0] ?? '');
-          sendError(reply, new IdMintError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; it takes ${allow}`));
+          sendError(
+            reply,
+            new IdMintError(
+              'METHOD_NOT_ALLOWED',
+              `${request.method} is not allowed on ${path}; it takes ${allow}`,
+            ),
+          );
         };
         app.route({
           method: others,

@@ -42,7 +42,9 @@ export interface MetricsSources {
 }
 
 /** Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the information is. */
-const REQUEST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5];
+const REQUEST_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5,
+];
 /** The `route` label of requests that matched no route. */
 export const UNMATCHED_ROUTE = 'unmatched';
 /** Range load buckets (s): one database round trip, usually a few ms; the store times out at seconds. */
@@ -86,7 +88,11 @@ export class ServerMetrics {
     // prom-client's sums of the labelled active-handle/request/resource gauges end in `_total`,
     // a suffix reserved for counters (`promtool check metrics` refuses them); the labelled gauges
     // stay, and sum() over them gives the same figure.
-    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+    for (const name of [
+      'nodejs_active_handles_total',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources_total',
+    ]) {
       this.registry.removeSingleMetric(`${prefix}${name}`);
     }
     const issued = this.issued;
@@ -97,8 +103,15 @@ export class ServerMetrics {
     this.registry.registerMetric(
       new ComputedMetric(`${prefix}ids_issued_total`, issuedHelp, 'counter', function* () {
         if (hasSnowflake()) yield [{ mode: 'snowflake', tag: '' }, issued.snowflake];
-        for (const [tag, total] of sumByLabel(issued.segmentTotals(), tags, ([name]) => name, ([, n]) => n)) yield [{ mode: 'segment', tag }, total];
-        for (const [family, total] of issued.familyTotals()) yield [{ mode: family, tag: '' }, total];
+        for (const [tag, total] of sumByLabel(
+          issued.segmentTotals(),
+          tags,
+          ([name]) => name,
+          ([, n]) => n,
+        ))
+          yield [{ mode: 'segment', tag }, total];
+        for (const [family, total] of issued.familyTotals())
+          yield [{ mode: family, tag: '' }, total];
       }) as unknown as Metric,
     );
     this.#requests = new LatencyHistogram(
@@ -107,7 +120,11 @@ export class ServerMetrics {
       REQUEST_BUCKETS,
     );
     this.#unmatched = new RouteSeries(this.#requests, UNMATCHED_ROUTE);
-    this.#loads = new LatencyHistogram(`${prefix}segment_range_load_seconds`, 'Time to allocate a range from the store, by tag (successful loads).', LOAD_BUCKETS);
+    this.#loads = new LatencyHistogram(
+      `${prefix}segment_range_load_seconds`,
+      'Time to allocate a range from the store, by tag (successful loads).',
+      LOAD_BUCKETS,
+    );
     this.registry.registerMetric(this.#requests as unknown as Metric);
     this.registry.registerMetric(this.#loads as unknown as Metric);
   }
@@ -161,9 +178,21 @@ export class ServerMetrics {
           this.set({ worker_id: String(state.workerId) }, state.ready ? 1 : 0);
         },
       });
-      readCounter('snowflake_clock_rollbacks_total', 'Times the generator found the clock behind a time it had already used.', () => snowflake.state().clockRollbacks);
-      readCounter('snowflake_lease_renew_failures_total', 'Lease renewals that failed (the node is fenced if they go on past the lease).', () => snowflake.state().renewFailuresTotal);
-      readCounter('snowflake_lease_losses_total', 'Leases lost (expired or taken over); a new worker ID is acquired each time.', () => snowflake.state().leaseLosses);
+      readCounter(
+        'snowflake_clock_rollbacks_total',
+        'Times the generator found the clock behind a time it had already used.',
+        () => snowflake.state().clockRollbacks,
+      );
+      readCounter(
+        'snowflake_lease_renew_failures_total',
+        'Lease renewals that failed (the node is fenced if they go on past the lease).',
+        () => snowflake.state().renewFailuresTotal,
+      );
+      readCounter(
+        'snowflake_lease_losses_total',
+        'Leases lost (expired or taken over); a new worker ID is acquired each time.',
+        () => snowflake.state().leaseLosses,
+      );
       new Gauge({
         name: `${prefix}snowflake_peer_clock_offset_seconds`,
         help: "This node's clock minus the mean of its live peers' clocks, measured at start-up; no sample when there was nothing to compare.",
@@ -188,7 +217,13 @@ export class ServerMetrics {
       inUse = snapshot.tags.filter((tag) => tag.loads + tag.loadFailures > 0);
     };
     // A setting (a step) summed over tags means nothing: such gauges have no `_other` series.
-    const perTag = (type: 'gauge' | 'counter', name: string, help: string, read: (tag: TagStats) => number, options: { fresh?: boolean; setting?: boolean } = {}) =>
+    const perTag = (
+      type: 'gauge' | 'counter',
+      name: string,
+      help: string,
+      read: (tag: TagStats) => number,
+      options: { fresh?: boolean; setting?: boolean } = {},
+    ) =>
       this.registry.registerMetric(
         new ComputedMetric(`${prefix}${name}`, help, type, function* () {
           if (options.fresh === true) take();
@@ -197,13 +232,35 @@ export class ServerMetrics {
           }
         }) as unknown as Metric,
       );
-    const gauge = (name: string, help: string, read: (tag: TagStats) => number, options: { fresh?: boolean; setting?: boolean } = {}) => perTag('gauge', name, help, read, options);
-    const counter = (name: string, help: string, read: (tag: TagStats) => number) => perTag('counter', name, help, read);
-    gauge('segment_step', 'Step of the latest range loaded (the dynamic step).', (t) => t.step, { fresh: true, setting: true });
-    gauge('segment_tag_step', "The tag's configured step: the dynamic step's floor.", (t) => t.tagStep, { setting: true });
-    gauge('segment_remaining_ids', 'IDs buffered: the rest of the current range plus the next one.', (t) => t.remaining);
+    const gauge = (
+      name: string,
+      help: string,
+      read: (tag: TagStats) => number,
+      options: { fresh?: boolean; setting?: boolean } = {},
+    ) => perTag('gauge', name, help, read, options);
+    const counter = (name: string, help: string, read: (tag: TagStats) => number) =>
+      perTag('counter', name, help, read);
+    gauge('segment_step', 'Step of the latest range loaded (the dynamic step).', (t) => t.step, {
+      fresh: true,
+      setting: true,
+    });
+    gauge(
+      'segment_tag_step',
+      "The tag's configured step: the dynamic step's floor.",
+      (t) => t.tagStep,
+      { setting: true },
+    );
+    gauge(
+      'segment_remaining_ids',
+      'IDs buffered: the rest of the current range plus the next one.',
+      (t) => t.remaining,
+    );
     counter('segment_range_loads_total', 'Ranges loaded from the store.', (t) => t.loads);
-    counter('segment_range_load_failures_total', 'Range loads that failed or were abandoned after the timeout.', (t) => t.loadFailures);
+    counter(
+      'segment_range_load_failures_total',
+      'Range loads that failed or were abandoned after the timeout.',
+      (t) => t.loadFailures,
+    );
     counter(
       'segment_heals_total',
       'Ranges refused for starting below IDs this node had already loaded (the store went back further than fenced); ' +
@@ -223,8 +280,16 @@ export class ServerMetrics {
       () => this.#storeHistoryChanges,
     );
     // Counters of the whole service, read from the scrape's snapshot.
-    readCounter('segment_tag_refresh_failures_total', 'Times re-reading the tag list from the store failed.', () => snapshot.tagRefreshFailures);
-    readCounter('segment_tag_rows_read_total', 'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.', () => snapshot.tagRowsRead);
+    readCounter(
+      'segment_tag_refresh_failures_total',
+      'Times re-reading the tag list from the store failed.',
+      () => snapshot.tagRefreshFailures,
+    );
+    readCounter(
+      'segment_tag_rows_read_total',
+      'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.',
+      () => snapshot.tagRowsRead,
+    );
   }
 
   /**
@@ -260,7 +325,8 @@ export class ServerMetrics {
         series.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
         done();
       };
-      route.onResponse = route.onResponse === undefined ? [hook] : [...[route.onResponse].flat(), hook];
+      route.onResponse =
+        route.onResponse === undefined ? [hook] : [...[route.onResponse].flat(), hook];
     });
   }
 }
@@ -299,7 +365,11 @@ class RouteSeries {
 export interface RequestHistogramView {
   /** Upper bounds of the buckets, in s; counts have one slot more (above every bound). */
   readonly bounds: readonly number[];
-  readonly series: readonly { readonly labels: Readonly<Record<string, string>>; readonly counts: Float64Array; readonly count: number }[];
+  readonly series: readonly {
+    readonly labels: Readonly<Record<string, string>>;
+    readonly counts: Float64Array;
+    readonly count: number;
+  }[];
 }
 
 /** One label set's counts in a {@link LatencyHistogram}. */
@@ -340,7 +410,12 @@ class ComputedMetric {
   readonly aggregator = 'sum';
   readonly #samples: () => Iterable<readonly [Record<string, string>, number]>;
 
-  constructor(name: string, help: string, type: 'gauge' | 'counter', samples: () => Iterable<readonly [Record<string, string>, number]>) {
+  constructor(
+    name: string,
+    help: string,
+    type: 'gauge' | 'counter',
+    samples: () => Iterable<readonly [Record<string, string>, number]>,
+  ) {
     this.name = name;
     this.help = help;
     this.type = type;
@@ -350,7 +425,13 @@ class ComputedMetric {
   get() {
     const values: { value: number; labels: Record<string, string> }[] = [];
     for (const [labels, value] of this.#samples()) values.push({ value, labels });
-    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      values,
+      aggregator: this.aggregator,
+    };
   }
 
   /** Part of prom-client's metric interface (`registry.resetMetrics()`): nothing is kept between reads. */
@@ -415,18 +496,41 @@ class LatencyHistogram {
   }
 
   #data(seriesList: readonly LatencySeries[]) {
-    const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
+    const values: { labels: Record<string, string | number>; value: number; metricName: string }[] =
+      [];
     for (const series of seriesList) {
       let cumulative = 0;
       this.#bounds.forEach((bound, i) => {
         cumulative += series.counts[i] ?? 0;
-        values.push({ labels: { ...series.labels, le: bound }, value: cumulative, metricName: `${this.name}_bucket` });
+        values.push({
+          labels: { ...series.labels, le: bound },
+          value: cumulative,
+          metricName: `${this.name}_bucket`,
+        });
       });
-      values.push({ labels: { ...series.labels, le: '+Inf' }, value: series.count, metricName: `${this.name}_bucket` });
-      values.push({ labels: { ...series.labels }, value: series.sum, metricName: `${this.name}_sum` });
-      values.push({ labels: { ...series.labels }, value: series.count, metricName: `${this.name}_count` });
+      values.push({
+        labels: { ...series.labels, le: '+Inf' },
+        value: series.count,
+        metricName: `${this.name}_bucket`,
+      });
+      values.push({
+        labels: { ...series.labels },
+        value: series.sum,
+        metricName: `${this.name}_sum`,
+      });
+      values.push({
+        labels: { ...series.labels },
+        value: series.count,
+        metricName: `${this.name}_count`,
+      });
     }
-    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      values,
+      aggregator: this.aggregator,
+    };
   }
 
   view(): RequestHistogramView {

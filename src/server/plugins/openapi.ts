@@ -33,7 +33,11 @@ export interface ApiInfo {
  * so and the others say `security: []` (open, or TinyId's routes, which take the token as a
  * parameter); with auth off every route says `security: []` and no scheme is declared.
  */
-export async function installOpenApi(app: FastifyInstance, info: ApiInfo, authEnabled: boolean): Promise<void> {
+export async function installOpenApi(
+  app: FastifyInstance,
+  info: ApiInfo,
+  authEnabled: boolean,
+): Promise<void> {
   app.addSchema(ErrorAnswer);
   await app.register(swagger, {
     openapi: {
@@ -41,24 +45,42 @@ export async function installOpenApi(app: FastifyInstance, info: ApiInfo, authEn
       info: {
         title: 'idmint',
         version: info.version,
-        description: 'Unique IDs: segment mode (dense per-tag ranges) and snowflake mode (64-bit, time-ordered). IDs are decimal strings in JSON.',
+        description:
+          'Unique IDs: segment mode (dense per-tag ranges) and snowflake mode (64-bit, time-ordered). IDs are decimal strings in JSON.',
         license: { name: info.license, identifier: info.license },
       },
       // Relative to where the document is served: the server that serves it.
       servers: [{ url: '/', description: 'The server this document was read from.' }],
       tags: [...SECTIONS],
-      components: authEnabled ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token from auth.tokens or auth.adminToken.' } } } : {},
+      components: authEnabled
+        ? {
+            securitySchemes: {
+              bearer: {
+                type: 'http',
+                scheme: 'bearer',
+                description: 'A token from auth.tokens or auth.adminToken.',
+              },
+            },
+          }
+        : {},
     },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json['$id'] ?? `def-${i}`) },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => String(json['$id'] ?? `def-${i}`),
+    },
     transform: ({ schema, url, route }) => {
       const docs = route.config?.docs;
       const access = route.config?.access;
       const merged: FastifySchema & { security?: unknown } = { ...schema, ...docs };
-      merged.security = authEnabled && access !== undefined && needsBearer(access) ? [{ bearer: [] }] : [];
+      merged.security =
+        authEnabled && access !== undefined && needsBearer(access) ? [{ bearer: [] }] : [];
       return { schema: merged, url };
     },
   });
-  app.get('/openapi.json', { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
-    reply.send(app.swagger());
-  });
+  app.get(
+    '/openapi.json',
+    { config: { access: 'open' }, schema: { hide: true } },
+    (_request, reply) => {
+      reply.send(app.swagger());
+    },
+  );
 }

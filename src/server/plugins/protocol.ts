@@ -1,4 +1,12 @@
-import { STATUS_CODES, createServer, maxHeaderSize, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import {
+  STATUS_CODES,
+  createServer,
+  maxHeaderSize,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { Duplex } from 'node:stream';
 import { IdMintError } from '../../core/errors.ts';
 import { clip } from '../input.ts';
@@ -26,7 +34,9 @@ export interface HttpServerSettings {
  * request to the limit plus a second; the check walks only connections with a request in progress.
  */
 export function connectionsCheckingIntervalMs(requestTimeoutMs: number): number {
-  return requestTimeoutMs === 0 ? 30_000 : Math.min(1000, Math.max(10, Math.ceil(requestTimeoutMs / 10)));
+  return requestTimeoutMs === 0
+    ? 30_000
+    : Math.min(1000, Math.max(10, Math.ceil(requestTimeoutMs / 10)));
 }
 
 /**
@@ -47,8 +57,15 @@ export function createHttpServer(settings: HttpServerSettings, handler: RequestL
     (request, response) => {
       // RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host. Node has
       // already built request.headers to look for `Expect`, so this costs one property read.
-      if (request.headers.host === undefined && request.httpVersionMajor === 1 && request.httpVersionMinor === 1) {
-        answer(response, new IdMintError('INVALID_ARGUMENT', 'an HTTP/1.1 request must carry a Host header'));
+      if (
+        request.headers.host === undefined &&
+        request.httpVersionMajor === 1 &&
+        request.httpVersionMinor === 1
+      ) {
+        answer(
+          response,
+          new IdMintError('INVALID_ARGUMENT', 'an HTTP/1.1 request must carry a Host header'),
+        );
         return;
       }
       handler(request, response);
@@ -57,12 +74,22 @@ export function createHttpServer(settings: HttpServerSettings, handler: RequestL
   // Without a listener Node answers 417 with an empty body.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     const expectation = clip(String(request.headers.expect));
-    answer(response, new IdMintError('EXPECTATION_FAILED', `Expect: ${expectation} is not supported; the only expectation this server meets is 100-continue`));
+    answer(
+      response,
+      new IdMintError(
+        'EXPECTATION_FAILED',
+        `Expect: ${expectation} is not supported; the only expectation this server meets is 100-continue`,
+      ),
+    );
   });
   // Without a listener Node drops a CONNECT without a word. No resource here takes CONNECT, so
   // the Allow header of the 405 is empty (RFC 9110 10.2.1: the resource allows no methods).
   server.on('connect', (_request: IncomingMessage, socket: Duplex) => {
-    answerSocket(socket, new IdMintError('METHOD_NOT_ALLOWED', 'CONNECT is not supported: idmint is not a proxy'), 'Allow: \r\n');
+    answerSocket(
+      socket,
+      new IdMintError('METHOD_NOT_ALLOWED', 'CONNECT is not supported: idmint is not a proxy'),
+      'Allow: \r\n',
+    );
   });
   return server;
 }
@@ -72,14 +99,20 @@ export function createHttpServer(settings: HttpServerSettings, handler: RequestL
  * arrive whole within `requestTimeoutMs`, in idmint's shape, then closes the connection. These
  * are the client's mistakes (4xx), so nothing is logged, as for every 4xx.
  */
-export function clientErrorHandler(requestTimeoutMs: number): (error: Error & { code?: string; reason?: string }, socket: Duplex) => void {
+export function clientErrorHandler(
+  requestTimeoutMs: number,
+): (error: Error & { code?: string; reason?: string }, socket: Duplex) => void {
   return (error, socket) => {
     // A reset connection has nobody to answer.
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     // As Node's own handler: answer only if no response on this connection has begun, or the
     // answer would land in the middle of another one.
-    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
-    if (socket.writable && (inFlight === undefined || inFlight === null || inFlight.headersSent !== true)) {
+    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })
+      ._httpMessage;
+    if (
+      socket.writable &&
+      (inFlight === undefined || inFlight === null || inFlight.headersSent !== true)
+    ) {
       writeAndClose(socket, rawResponse(clientError(error, requestTimeoutMs), ''));
     } else {
       socket.destroy();
@@ -88,20 +121,38 @@ export function clientErrorHandler(requestTimeoutMs: number): (error: Error & { 
 }
 
 /** The IdMintError for a request Node's parser refused. */
-function clientError(error: Error & { code?: string; reason?: string }, requestTimeoutMs: number): IdMintError {
+function clientError(
+  error: Error & { code?: string; reason?: string },
+  requestTimeoutMs: number,
+): IdMintError {
   switch (error.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return new IdMintError('REQUEST_TIMEOUT', `the request did not arrive whole within ${requestTimeoutMs} ms (api.requestTimeoutMs); send it again, whole`);
+      return new IdMintError(
+        'REQUEST_TIMEOUT',
+        `the request did not arrive whole within ${requestTimeoutMs} ms (api.requestTimeoutMs); send it again, whole`,
+      );
     case 'HPE_HEADER_OVERFLOW':
-      return new IdMintError('HEADERS_TOO_LARGE', `the request line and headers are larger than ${maxHeaderSize} bytes`);
+      return new IdMintError(
+        'HEADERS_TOO_LARGE',
+        `the request line and headers are larger than ${maxHeaderSize} bytes`,
+      );
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
-      return new IdMintError('PAYLOAD_TOO_LARGE', 'the chunk extensions of the request body are too large');
+      return new IdMintError(
+        'PAYLOAD_TOO_LARGE',
+        'the chunk extensions of the request body are too large',
+      );
     case 'HPE_PAUSED_H2_UPGRADE':
-      return new IdMintError('INVALID_ARGUMENT', 'HTTP/2 without TLS (prior knowledge) is not supported; send HTTP/1.1');
+      return new IdMintError(
+        'INVALID_ARGUMENT',
+        'HTTP/2 without TLS (prior knowledge) is not supported; send HTTP/1.1',
+      );
     default: {
       // llhttp's reason is a fixed phrase ("Invalid character in Content-Length"), never request data.
       const reason = error.reason ?? error.message;
-      return new IdMintError('INVALID_ARGUMENT', `the request is not valid HTTP/1.1: ${clip(reason)}${error.code === undefined ? '' : ` (${error.code})`}`);
+      return new IdMintError(
+        'INVALID_ARGUMENT',
+        `the request is not valid HTTP/1.1: ${clip(reason)}${error.code === undefined ? '' : ` (${error.code})`}`,
+      );
     }
   }
 }

@@ -57,7 +57,8 @@ export class RequestWindow {
         sums = new Float64Array(view.bounds.length + 2);
         routes.set(route, sums);
       }
-      for (let i = 0; i < series.counts.length; i++) sums[i] = (sums[i] as number) + (series.counts[i] as number);
+      for (let i = 0; i < series.counts.length; i++)
+        sums[i] = (sums[i] as number) + (series.counts[i] as number);
       sums[sums.length - 1] = (sums[sums.length - 1] as number) + series.count;
       total += series.count;
     }
@@ -70,25 +71,42 @@ export class RequestWindow {
     const snapshots = this.#snapshots;
     const newest = snapshots.at(-1);
     const oldest = snapshots[0];
-    if (newest === undefined || oldest === undefined) return { routes: [], requestsPerSecond: 0, rates: [] };
+    if (newest === undefined || oldest === undefined)
+      return { routes: [], requestsPerSecond: 0, rates: [] };
     const span = (newest.at - oldest.at) / 1000;
     const bounds = this.#source().bounds;
     const routes: RouteActivity[] = [];
     for (const [route, now] of newest.routes) {
       const before = oldest.routes.get(route);
       const requests = now[now.length - 1] as number;
-      const inWindow = Math.max(0, requests - (before === undefined ? 0 : (before[before.length - 1] as number)));
-      const buckets = Array.from({ length: bounds.length + 1 }, (_, i) => Math.max(0, (now[i] as number) - (before === undefined ? 0 : (before[i] as number))));
-      routes.push({ route, requests, requestsPerSecond: span > 0 ? inWindow / span : 0, p99Ms: quantileMs(0.99, bounds, buckets) });
+      const inWindow = Math.max(
+        0,
+        requests - (before === undefined ? 0 : (before[before.length - 1] as number)),
+      );
+      const buckets = Array.from({ length: bounds.length + 1 }, (_, i) =>
+        Math.max(0, (now[i] as number) - (before === undefined ? 0 : (before[i] as number))),
+      );
+      routes.push({
+        route,
+        requests,
+        requestsPerSecond: span > 0 ? inWindow / span : 0,
+        p99Ms: quantileMs(0.99, bounds, buckets),
+      });
     }
-    routes.sort((a, b) => b.requestsPerSecond - a.requestsPerSecond || (a.route < b.route ? -1 : 1));
+    routes.sort(
+      (a, b) => b.requestsPerSecond - a.requestsPerSecond || (a.route < b.route ? -1 : 1),
+    );
     const rates: number[] = [];
     for (let i = 1; i < snapshots.length; i++) {
       const a = snapshots[i - 1] as Snapshot;
       const b = snapshots[i] as Snapshot;
       rates.push(Math.max(0, b.total - a.total) / ((b.at - a.at) / 1000));
     }
-    return { routes, requestsPerSecond: span > 0 ? Math.max(0, newest.total - oldest.total) / span : 0, rates };
+    return {
+      routes,
+      requestsPerSecond: span > 0 ? Math.max(0, newest.total - oldest.total) / span : 0,
+      rates,
+    };
   }
 }
 
@@ -97,7 +115,11 @@ export class RequestWindow {
  * Prometheus's histogram_quantile does (the lowest bucket from 0; a quantile in the bucket above
  * every bound is that highest bound). Null without observations.
  */
-export function quantileMs(q: number, bounds: readonly number[], buckets: readonly number[]): number | null {
+export function quantileMs(
+  q: number,
+  bounds: readonly number[],
+  buckets: readonly number[],
+): number | null {
   const total = buckets.reduce((sum, count) => sum + count, 0);
   if (total === 0) return null;
   const rank = q * total;

@@ -14,9 +14,18 @@ async function scrapeText(registry: Registry): Promise<string> {
 describe('scrape', () => {
   it('writes what registry.metrics() writes, and lets the event loop run between metrics', async () => {
     const registry = new Registry();
-    new Counter({ name: 'a_total', help: 'A.', labelNames: ['tag'], registers: [registry] }).inc({ tag: 'x' }, 3);
+    new Counter({ name: 'a_total', help: 'A.', labelNames: ['tag'], registers: [registry] }).inc(
+      { tag: 'x' },
+      3,
+    );
     new Gauge({ name: 'b', help: 'B.', registers: [registry] }).set(7);
-    const histogram = new Histogram({ name: 'c_seconds', help: 'C.', labelNames: ['tag'], buckets: [0.1, 1], registers: [registry] });
+    const histogram = new Histogram({
+      name: 'c_seconds',
+      help: 'C.',
+      labelNames: ['tag'],
+      buckets: [0.1, 1],
+      registers: [registry],
+    });
     // More samples than one step formats (100), with label values that need escaping.
     for (let i = 0; i < 120; i++) histogram.observe({ tag: `t"${i}\\\n` }, i / 100);
     // Bytes, not code units: a label outside ASCII encodes as UTF-8 as the string would.
@@ -39,9 +48,17 @@ describe('scrape', () => {
 describe('scrape with ServerMetrics', () => {
   it('reads the load histogram a few series at a time: never whole, no piece over LINES_PER_STEP samples, the loop free between pieces, the text unchanged', async () => {
     const metrics = new ServerMetrics({ maxTagSeries: 500 });
-    for (let i = 0; i < 500; i++) metrics.segmentEvent({ type: 'load', tag: `tag-${i}`, ms: i % 40, range: { start: 1n, end: 2n } } as SegmentEvent);
+    for (let i = 0; i < 500; i++)
+      metrics.segmentEvent({
+        type: 'load',
+        tag: `tag-${i}`,
+        ms: i % 40,
+        range: { start: 1n, end: 2n },
+      } as SegmentEvent);
     const expected = await metrics.registry.metrics();
-    const histogram = metrics.registry.getSingleMetric('idmint_segment_range_load_seconds') as unknown as PiecewiseMetric & { get(): unknown };
+    const histogram = metrics.registry.getSingleMetric(
+      'idmint_segment_range_load_seconds',
+    ) as unknown as PiecewiseMetric & { get(): unknown };
     let wholeReads = 0;
     const sizes: number[] = [];
     const get = histogram.get.bind(histogram);
@@ -58,7 +75,8 @@ describe('scrape with ServerMetrics', () => {
     };
     const { value: text, turns } = await turnsDuring(() => scrapeText(metrics.registry));
     // The process metrics move between two reads; the histogram's lines do not.
-    const histogramLines = (all: string) => all.split('\n').filter((line) => line.includes('segment_range_load_seconds'));
+    const histogramLines = (all: string) =>
+      all.split('\n').filter((line) => line.includes('segment_range_load_seconds'));
     assert.equal(histogramLines(text).length, 2 + 500 * 16);
     assert.deepEqual(histogramLines(text), histogramLines(expected));
     const helpLines = (all: string) => all.split('\n').filter((line) => line.startsWith('# HELP'));
@@ -66,7 +84,13 @@ describe('scrape with ServerMetrics', () => {
     assert.equal(wholeReads, 0, 'the histogram is never read whole');
     // 500 series of 16 samples (13 bounds, +Inf, sum, count): 6 series a piece.
     assert.equal(sizes.length, Math.ceil(500 / 6));
-    assert.ok(sizes.every((size) => size > 0 && size <= LINES_PER_STEP), `piece sizes ${sizes.join(',')}`);
-    assert.ok(turns >= sizes.length, `the event loop turned ${turns} times for ${sizes.length} pieces`);
+    assert.ok(
+      sizes.every((size) => size > 0 && size <= LINES_PER_STEP),
+      `piece sizes ${sizes.join(',')}`,
+    );
+    assert.ok(
+      turns >= sizes.length,
+      `the event loop turned ${turns} times for ${sizes.length} pieces`,
+    );
   });
 });

@@ -27,7 +27,9 @@ export interface PiecewiseMetric {
   pieces(maxValues: number): Iterable<MetricData>;
 }
 
-type AnyMetric = { get(): MetricData | Promise<MetricData> } | (PiecewiseMetric & { get(): MetricData });
+type AnyMetric =
+  | { get(): MetricData | Promise<MetricData> }
+  | (PiecewiseMetric & { get(): MetricData });
 
 /**
  * The registry's text, as `registry.metrics()` writes it, as UTF-8 bytes a step at a time, with

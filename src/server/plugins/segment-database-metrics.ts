@@ -7,7 +7,11 @@ import type { SetDatabaseStats } from '../../stores/multi/multi-segment-store.ts
  * calls that failed on it. Labelled by index (r: it issues IDs ≡ r mod N) and backend; the URL is
  * left out, as it may name a host operators keep private.
  */
-export function watchSegmentDatabases(registry: Registry, databases: { stats(): SetDatabaseStats[] }, prefix = 'idmint_'): void {
+export function watchSegmentDatabases(
+  registry: Registry,
+  databases: { stats(): SetDatabaseStats[] },
+  prefix = 'idmint_',
+): void {
   const registers = [registry];
   // The gauge, collected first in a scrape, takes the snapshot the counters read.
   let snapshot = databases.stats();
@@ -34,6 +38,14 @@ export function watchSegmentDatabases(registry: Registry, databases: { stats(): 
         for (const db of snapshot) this.inc(labels(db), read(db));
       },
     });
-  counter('segment_database_allocations_total', 'Ranges a database of the set allocated.', (db) => db.allocations);
-  counter('segment_database_failures_total', 'Calls that failed on a database of the set (unavailable or timed out).', (db) => db.failures);
+  counter(
+    'segment_database_allocations_total',
+    'Ranges a database of the set allocated.',
+    (db) => db.allocations,
+  );
+  counter(
+    'segment_database_failures_total',
+    'Calls that failed on a database of the set (unavailable or timed out).',
+    (db) => db.failures,
+  );
 }

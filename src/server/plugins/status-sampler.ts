@@ -33,7 +33,9 @@ export class StatusSampler {
   /** `now`: a monotonic time in ms (default performance.now): rates divide by the time that really passed. */
   constructor(now: () => number = () => performance.now()) {
     this.#now = now;
-    this.segments = new SegmentActivity({ issuedByTag: () => this.#sources.segments?.issuedByTag() ?? new Map() });
+    this.segments = new SegmentActivity({
+      issuedByTag: () => this.#sources.segments?.issuedByTag() ?? new Map(),
+    });
   }
 
   /** Pass every segment event (a range load goes into the tag's step history). */
@@ -44,7 +46,8 @@ export class StatusSampler {
   /** Names what to sample. Call once, before {@link start}. */
   watch(sources: SamplerSources): void {
     this.#sources = sources;
-    this.#requests = sources.requests === undefined ? undefined : new RequestWindow(sources.requests);
+    this.#requests =
+      sources.requests === undefined ? undefined : new RequestWindow(sources.requests);
   }
 
   /** The request window; undefined when metrics are off (there is no histogram to read). */
@@ -71,7 +74,8 @@ export class StatusSampler {
     const now = this.#now();
     this.segments.sample(now);
     const snowflakeIssued = this.#sources.snowflakeIssued;
-    if (snowflakeIssued !== undefined) this.snowflake.record(now, [['snowflake', snowflakeIssued()]]);
+    if (snowflakeIssued !== undefined)
+      this.snowflake.record(now, [['snowflake', snowflakeIssued()]]);
     this.#requests?.sample(now);
   }
 }

@@ -27,7 +27,12 @@ export class TagLabels {
 }
 
 /** Sums `value` per label: the shape every per-tag metric takes once tags share `_other`. */
-export function sumByLabel<T>(items: Iterable<T>, labels: TagLabels, tagOf: (item: T) => string, value: (item: T) => number): Map<string, number> {
+export function sumByLabel<T>(
+  items: Iterable<T>,
+  labels: TagLabels,
+  tagOf: (item: T) => string,
+  value: (item: T) => number,
+): Map<string, number> {
   const sums = new Map<string, number>();
   for (const item of items) {
     const label = labels.label(tagOf(item));

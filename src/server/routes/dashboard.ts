@@ -25,7 +25,8 @@ const TYPES: Readonly<Record<string, string>> = {
  * The page may load only its own files and talk only to this server: no CDN, no inline script,
  * and no other site may frame it (the page holds a token).
  */
-const CONTENT_SECURITY_POLICY = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CONTENT_SECURITY_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 interface Asset {
   readonly body: Buffer;
@@ -40,7 +41,10 @@ interface Asset {
  * revalidated. The routes are open: the page holds no data, and asks for a token when the API
  * needs one. When the files are missing (a checkout run without a build) the routes say so.
  */
-export function dashboardRoutes(app: FastifyInstance, options: { readonly dir?: string | undefined; readonly authEnabled: boolean }): void {
+export function dashboardRoutes(
+  app: FastifyInstance,
+  options: { readonly dir?: string | undefined; readonly authEnabled: boolean },
+): void {
   const dir = options.dir ?? defaultDashboardDir();
   const assets = new Map<string, Asset>();
   if (existsSync(join(dir, 'index.html'))) {
@@ -52,8 +56,25 @@ export function dashboardRoutes(app: FastifyInstance, options: { readonly dir?: 
   // The page learns from its own HTML whether auth is on, so it asks for a token before its first
   // call instead of drawing a 401 (which the browser would log as an error).
   const built = assets.get('index.html');
-  const page = built === undefined ? undefined : { ...built, body: Buffer.from(built.body.toString('utf8').replace('<meta name="idmint-auth" content="off" />', `<meta name="idmint-auth" content="${options.authEnabled ? 'on' : 'off'}" />`)) };
-  const notBuilt = () => new IdMintError('ROUTE_NOT_FOUND', 'the dashboard is not built on this server: run `npm run build`, then restart');
+  const page =
+    built === undefined
+      ? undefined
+      : {
+          ...built,
+          body: Buffer.from(
+            built.body
+              .toString('utf8')
+              .replace(
+                '<meta name="idmint-auth" content="off" />',
+                `<meta name="idmint-auth" content="${options.authEnabled ? 'on' : 'off'}" />`,
+              ),
+          ),
+        };
+  const notBuilt = () =>
+    new IdMintError(
+      'ROUTE_NOT_FOUND',
+      'the dashboard is not built on this server: run `npm run build`, then restart',
+    );
   // Open: the page and its scripts hold no data (the page asks for a token when the API needs one).
   const hidden = { config: { access: 'open' }, schema: { hide: true } } as const;
 
@@ -70,10 +91,20 @@ export function dashboardRoutes(app: FastifyInstance, options: { readonly dir?: 
     });
   }
   app.get<{ Params: { file: string } }>('/dashboard/:file', hidden, (request, reply) => {
-    const asset = request.params.file === 'index.html' ? undefined : assets.get(request.params.file);
+    const asset =
+      request.params.file === 'index.html' ? undefined : assets.get(request.params.file);
     if (asset === undefined) {
-      return sendError(reply, page === undefined ? notBuilt() : new IdMintError('ROUTE_NOT_FOUND', 'no such dashboard file; open /dashboard'));
+      return sendError(
+        reply,
+        page === undefined
+          ? notBuilt()
+          : new IdMintError('ROUTE_NOT_FOUND', 'no such dashboard file; open /dashboard'),
+      );
     }
-    return reply.header('x-content-type-options', 'nosniff').header('cache-control', 'public, max-age=31536000, immutable').type(asset.type).send(asset.body);
+    return reply
+      .header('x-content-type-options', 'nosniff')
+      .header('cache-control', 'public, max-age=31536000, immutable')
+      .type(asset.type)
+      .send(asset.body);
   });
 }

@@ -67,33 +67,37 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
     );
   }
 
-  contractRoute(app, DECODE_ANY).handle(
-    (request) => {
-      const id = request.params.id;
-      if (/^[1-9][0-9]{24}$/.test(id)) {
-        throw new IdMintError('INVALID_ID',
-          `"${id}" has the shape of an opaque snowflake ID (${OPAQUE_SNOWFLAKE_DIGITS} digits): only the keys can ` +
-          `decode it, at /v1/opaque/snowflake/{id} with the admin token`);
-      }
-      const { date, ...parts } = decodeAny(id, { layout });
-      return { ...parts, ...(date === undefined ? {} : { date: date.toISOString() }) };
-    },
-  );
+  contractRoute(app, DECODE_ANY).handle((request) => {
+    const id = request.params.id;
+    if (/^[1-9][0-9]{24}$/.test(id)) {
+      throw new IdMintError(
+        'INVALID_ID',
+        `"${id}" has the shape of an opaque snowflake ID (${OPAQUE_SNOWFLAKE_DIGITS} digits): only the keys can ` +
+          `decode it, at /v1/opaque/snowflake/{id} with the admin token`,
+      );
+    }
+    const { date, ...parts } = decodeAny(id, { layout });
+    return { ...parts, ...(date === undefined ? {} : { date: date.toISOString() }) };
+  });
 
   const keys = (what: string): OpaqueIds => deps.opaque ?? failNoKeys(what);
   const worker = (): SnowflakeWorker => {
     if (deps.worker === undefined) {
-      throw new IdMintError('MODE_DISABLED',
+      throw new IdMintError(
+        'MODE_DISABLED',
         'snowflake mode is turned off on this server (snowflake.enabled / IDMINT_SNOWFLAKE_ENABLED), and with it ' +
-        'opaque snowflake IDs');
+          'opaque snowflake IDs',
+      );
     }
     return deps.worker;
   };
   const store = (): SegmentStore => {
     if (deps.store === undefined) {
-      throw new IdMintError('MODE_DISABLED',
+      throw new IdMintError(
+        'MODE_DISABLED',
         'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED), and with it opaque ' +
-        'segment IDs');
+          'segment IDs',
+      );
     }
     return deps.store;
   };
@@ -101,43 +105,56 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
   const layoutBound = deps.worker?.maxBatch ?? maxBatchFor(layout);
   const snowflakeLimit = Math.min(maxBatch, layoutBound);
   const opaqueBound = { bound: maxBatchBound(snowflakeLimit) };
-  contractRoute<typeof OPAQUE_SNOWFLAKE_BATCH, string>(app, OPAQUE_SNOWFLAKE_BATCH, opaqueBound).handle(
-    async (request, reply) => {
-      let count: number;
-      try {
-        count = parseCount(request.query.count, snowflakeLimit);
-      } catch (error) {
-        if (snowflakeLimit < maxBatch && isIdMintError(error, 'INVALID_ARGUMENT')) throw new IdMintError('INVALID_ARGUMENT', `${error.message}: ${batchBoundReason(layout, snowflakeLimit)}`);
-        throw error;
-      }
-      const codec = keys('opaque snowflake IDs');
-      const ids = await worker().nextBatchAsync(count);
-      issued.snowflake += count;
-      return reply.type(JSON_TYPE).send(idsJson('{', codec.snowflakeIds(ids)));
-    },
-  );
+  contractRoute<typeof OPAQUE_SNOWFLAKE_BATCH, string>(
+    app,
+    OPAQUE_SNOWFLAKE_BATCH,
+    opaqueBound,
+  ).handle(async (request, reply) => {
+    let count: number;
+    try {
+      count = parseCount(request.query.count, snowflakeLimit);
+    } catch (error) {
+      if (snowflakeLimit < maxBatch && isIdMintError(error, 'INVALID_ARGUMENT'))
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `${error.message}: ${batchBoundReason(layout, snowflakeLimit)}`,
+        );
+      throw error;
+    }
+    const codec = keys('opaque snowflake IDs');
+    const ids = await worker().nextBatchAsync(count);
+    issued.snowflake += count;
+    return reply.type(JSON_TYPE).send(idsJson('{', codec.snowflakeIds(ids)));
+  });
 
-  contractRoute(app, DECODE_OPAQUE_SNOWFLAKE).handle(
-    (request) => {
-      const id = request.params.id;
-      const decoded = keys('decoding opaque IDs').decodeSnowflake(id, layout, deps.clock.now());
-      const parts = decomposeId(decoded.dense, layout);
-      return { id, dense: decoded.dense.toString(), keyId: decoded.keyId, layout: layout.name, ...parts, date: parts.date.toISOString() };
-    },
-  );
+  contractRoute(app, DECODE_OPAQUE_SNOWFLAKE).handle((request) => {
+    const id = request.params.id;
+    const decoded = keys('decoding opaque IDs').decodeSnowflake(id, layout, deps.clock.now());
+    const parts = decomposeId(decoded.dense, layout);
+    return {
+      id,
+      dense: decoded.dense.toString(),
+      keyId: decoded.keyId,
+      layout: layout.name,
+      ...parts,
+      date: parts.date.toISOString(),
+    };
+  });
 
-  contractRoute(app, DECODE_OPAQUE_SEGMENT).handle(
-    async (request) => {
-      const tag = checkTag(request.params.tag);
-      const codec = keys('decoding opaque IDs');
-      const record = await store().getTag(tag);
-      if (record === undefined) throw tagNotFound(tag);
-      // A plain tag never issued an opaque ID (tags only ever turn opaque, never back).
-      if (record.opaque !== true) throw new IdMintError('INVALID_ID', `tag "${tag}" is not opaque: its IDs are its dense IDs, and none of them is an opaque ID`);
-      const decoded = codec.decodeSegment(tag, request.params.id, record.maxId);
-      return { tag, id: decoded.id, dense: decoded.dense.toString(), keyId: decoded.keyId };
-    },
-  );
+  contractRoute(app, DECODE_OPAQUE_SEGMENT).handle(async (request) => {
+    const tag = checkTag(request.params.tag);
+    const codec = keys('decoding opaque IDs');
+    const record = await store().getTag(tag);
+    if (record === undefined) throw tagNotFound(tag);
+    // A plain tag never issued an opaque ID (tags only ever turn opaque, never back).
+    if (record.opaque !== true)
+      throw new IdMintError(
+        'INVALID_ID',
+        `tag "${tag}" is not opaque: its IDs are its dense IDs, and none of them is an opaque ID`,
+      );
+    const decoded = codec.decodeSegment(tag, request.params.id, record.maxId);
+    return { tag, id: decoded.id, dense: decoded.dense.toString(), keyId: decoded.keyId };
+  });
 }
 
 function failNoKeys(what: string): never {

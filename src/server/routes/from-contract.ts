@@ -34,11 +34,17 @@ export function routeOptions(contract: RouteContract, extras: RouteExtras = {}) 
   let querystring = contract.querystring;
   if (typeof querystring === 'function') {
     if (extras.bound === undefined) {
-      throw new IdMintError('INTERNAL_ERROR', `route ${contract.url} documents a bounded query: give its bound`);
+      throw new IdMintError(
+        'INTERNAL_ERROR',
+        `route ${contract.url} documents a bounded query: give its bound`,
+      );
     }
     querystring = querystring(extras.bound);
   }
-  const docs = { ...(params === undefined ? {} : { params }), ...(querystring === undefined ? {} : { querystring }) };
+  const docs = {
+    ...(params === undefined ? {} : { params }),
+    ...(querystring === undefined ? {} : { querystring }),
+  };
   const head = extras.exposeHead === true;
   return {
     config: {

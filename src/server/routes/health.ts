@@ -22,33 +22,33 @@ const WITH_HEAD = { exposeHead: true } as const;
  * `/metrics`. None needs a token: probes and scrapers have none, and no ID leaves here (metrics
  * carry tag names: keep the port to your network).
  */
-export function healthRoutes(app: FastifyInstance, checks: readonly ReadinessCheck[], metrics: Registry | undefined): void {
-  contractRoute(app, LIVENESS, WITH_HEAD).handle(
-    (_request, reply) => {
-      reply.send({ status: 'ok' });
-    },
-  );
+export function healthRoutes(
+  app: FastifyInstance,
+  checks: readonly ReadinessCheck[],
+  metrics: Registry | undefined,
+): void {
+  contractRoute(app, LIVENESS, WITH_HEAD).handle((_request, reply) => {
+    reply.send({ status: 'ok' });
+  });
 
-  contractRoute(app, READINESS, WITH_HEAD).handle(
-    (_request, reply) => {
-      const results: Record<string, string> = {};
-      let ready = true;
-      for (const { name, check } of checks) {
-        const result = check();
-        results[name] = result.ok ? 'ok' : (result.detail ?? 'failing');
-        ready &&= result.ok;
-      }
-      reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks: results });
-    },
-  );
+  contractRoute(app, READINESS, WITH_HEAD).handle((_request, reply) => {
+    const results: Record<string, string> = {};
+    let ready = true;
+    for (const { name, check } of checks) {
+      const result = check();
+      results[name] = result.ok ? 'ok' : (result.detail ?? 'failing');
+      ready &&= result.ok;
+    }
+    reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks: results });
+  });
 
   if (metrics !== undefined) {
-    contractRoute<typeof METRICS, Readable>(app, METRICS).handle(
-      (_request, reply) => {
-        // Streamed as it is made (see scrapeChunks); a failure part way ends the answer early,
-        // which Prometheus counts as a failed scrape, as it would a 500.
-        reply.type(metrics.contentType).send(Readable.from(scrapeChunks(metrics), { objectMode: false }));
-      },
-    );
+    contractRoute<typeof METRICS, Readable>(app, METRICS).handle((_request, reply) => {
+      // Streamed as it is made (see scrapeChunks); a failure part way ends the answer early,
+      // which Prometheus counts as a failed scrape, as it would a 500.
+      reply
+        .type(metrics.contentType)
+        .send(Readable.from(scrapeChunks(metrics), { objectMode: false }));
+    });
   }
 }

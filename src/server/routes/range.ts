@@ -21,7 +21,10 @@ export interface RangeRouteDeps {
 /** The segment service, or MODE_DISABLED. */
 export function segmentsOn(service: SegmentService | undefined): SegmentService {
   if (service === undefined) {
-    throw new IdMintError('MODE_DISABLED', 'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)');
+    throw new IdMintError(
+      'MODE_DISABLED',
+      'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)',
+    );
   }
   return service;
 }
@@ -32,7 +35,11 @@ export function segmentsOn(service: SegmentService | undefined): SegmentService 
  */
 export function refuseOpaque(service: SegmentService, tag: string): void {
   if (service.isOpaque(tag)) {
-    throw new IdMintError('OPAQUE_RANGE_REFUSED', `tag "${tag}" is opaque: its IDs are handed out only in their opaque form, one by one or in batches (/v1/segment/{tag}), never as a range of dense IDs`, { details: { tag } });
+    throw new IdMintError(
+      'OPAQUE_RANGE_REFUSED',
+      `tag "${tag}" is opaque: its IDs are handed out only in their opaque form, one by one or in batches (/v1/segment/{tag}), never as a range of dense IDs`,
+      { details: { tag } },
+    );
   }
 }
 
@@ -41,7 +48,11 @@ export function refuseOpaque(service: SegmentService, tag: string): void {
  * (a tag first looked up by the draw is known as opaque only then): a run drawn for a tag found
  * opaque afterwards is dropped, its IDs never issued to anyone.
  */
-export async function drawRun(service: SegmentService, tag: string, size: number | 'step'): Promise<SegmentRun> {
+export async function drawRun(
+  service: SegmentService,
+  tag: string,
+  size: number | 'step',
+): Promise<SegmentRun> {
   refuseOpaque(service, tag);
   const run = await service.nextRange(tag, size);
   refuseOpaque(service, tag);
@@ -57,14 +68,23 @@ export async function drawRun(service: SegmentService, tag: string, size: number
  */
 export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
   const { maxBatch, issued } = deps;
-  contractRoute(app, SEGMENT_RANGE, { bound: maxBatchBound(maxBatch) }).handle(
-    async (request) => {
-      const tag = checkTag(request.params.tag);
-      if (request.query.size === undefined) throw new IdMintError('INVALID_ARGUMENT', `size is required: how many IDs the range holds at most, 1 to ${maxBatch}`);
-      const size = parseCount(request.query.size, maxBatch, 'size');
-      const run = await drawRun(segmentsOn(deps.service), tag, size);
-      issued.addSegment(tag, run.count);
-      return { tag, start: run.start.toString(), end: run.end.toString(), last: (run.end - BigInt(run.stride)).toString(), stride: run.stride, size: run.count };
-    },
-  );
+  contractRoute(app, SEGMENT_RANGE, { bound: maxBatchBound(maxBatch) }).handle(async (request) => {
+    const tag = checkTag(request.params.tag);
+    if (request.query.size === undefined)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `size is required: how many IDs the range holds at most, 1 to ${maxBatch}`,
+      );
+    const size = parseCount(request.query.size, maxBatch, 'size');
+    const run = await drawRun(segmentsOn(deps.service), tag, size);
+    issued.addSegment(tag, run.count);
+    return {
+      tag,
+      start: run.start.toString(),
+      end: run.end.toString(),
+      last: (run.end - BigInt(run.stride)).toString(),
+      stride: run.stride,
+      size: run.count,
+    };
+  });
 }

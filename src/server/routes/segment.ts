@@ -4,13 +4,26 @@ import { LEAF_SEGMENT_ID, SEGMENT_BATCH } from '../../contract/segment.ts';
 import { IdMintError } from '../../core/errors.ts';
 import type { SegmentRun } from '../../core/segment-buffer.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
-import { failOpaqueTag, segmentIdText, segmentIdTexts, type OpaqueIds } from '../../service/opaque-ids.ts';
+import {
+  failOpaqueTag,
+  segmentIdText,
+  segmentIdTexts,
+  type OpaqueIds,
+} from '../../service/opaque-ids.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import { parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { contractRoute } from './from-contract.ts';
-import { idsJson, idsOctets, leafContentType, leafRoute, runsJson, wantsOctets, writeRunOctets } from './shared.ts';
+import {
+  idsJson,
+  idsOctets,
+  leafContentType,
+  leafRoute,
+  runsJson,
+  wantsOctets,
+  writeRunOctets,
+} from './shared.ts';
 
 /** What the segment routes need. */
 export interface SegmentRouteDeps {
@@ -37,7 +50,10 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   const { maxBatch, issued } = deps;
   const service = (): SegmentService => {
     if (deps.service === undefined) {
-      throw new IdMintError('MODE_DISABLED', 'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)');
+      throw new IdMintError(
+        'MODE_DISABLED',
+        'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)',
+      );
     }
     return deps.service;
   };
@@ -50,7 +66,11 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     return opaque;
   };
 
-  const slowSingle = async (tag: string, request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+  const slowSingle = async (
+    tag: string,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<void> => {
     const segments = service();
     const wasOpaque = checkKeys(segments, checkTag(tag));
     const id = await segments.next(tag);
@@ -60,21 +80,19 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     reply.type(leafContentType(request.headers.accept)).send(text);
   };
 
-  leafRoute(app, LEAF_SEGMENT_ID).handle(
-    (request, reply) => {
-      const tag = request.params.tag;
-      const segments = deps.service;
-      // Only tags the service already holds can have a buffered ID, so the fast path needs no tag
-      // check. Drawing and encoding run without a pause: the tag's opaque mark cannot change between.
-      const opaque = segments !== undefined && checkKeys(segments, tag);
-      const id = segments?.nextSync(tag);
-      if (id === undefined) return slowSingle(tag, request, reply);
-      const text = segmentIdText(keys, tag, id, opaque);
-      issued.addSegment(tag, 1);
-      reply.type(leafContentType(request.headers.accept)).send(text);
-      return undefined;
-    },
-  );
+  leafRoute(app, LEAF_SEGMENT_ID).handle((request, reply) => {
+    const tag = request.params.tag;
+    const segments = deps.service;
+    // Only tags the service already holds can have a buffered ID, so the fast path needs no tag
+    // check. Drawing and encoding run without a pause: the tag's opaque mark cannot change between.
+    const opaque = segments !== undefined && checkKeys(segments, tag);
+    const id = segments?.nextSync(tag);
+    if (id === undefined) return slowSingle(tag, request, reply);
+    const text = segmentIdText(keys, tag, id, opaque);
+    issued.addSegment(tag, 1);
+    reply.type(leafContentType(request.headers.accept)).send(text);
+    return undefined;
+  });
 
   /**
    * A binary batch of a tag not known as opaque, taken from the buffer as runs (the range route's
@@ -82,7 +100,11 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
    * a batch crossing a boundary takes several, as a JSON batch would. A tag first looked up here
    * that turns out opaque gets its opaque IDs, never its dense ones.
    */
-  const octetBatch = async (segments: SegmentService, tag: string, count: number): Promise<Buffer> => {
+  const octetBatch = async (
+    segments: SegmentService,
+    tag: string,
+    count: number,
+  ): Promise<Buffer> => {
     const runs = await takeRuns(segments, tag, count);
     let bytes: Buffer;
     if (segments.isOpaque(tag)) bytes = idsOctets(segmentIdTexts(keys, tag, runIds(runs), true));
@@ -100,35 +122,48 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
    * straight into the answer's bytes (runsJson): BigInts joined into one string cost several times
    * more per ID at 100,000 IDs than at 10,000, and held the event loop for the whole batch.
    */
-  const jsonBatch = async (segments: SegmentService, tag: string, count: number): Promise<Buffer | string> => {
+  const jsonBatch = async (
+    segments: SegmentService,
+    tag: string,
+    count: number,
+  ): Promise<Buffer | string> => {
     const runs = await takeRuns(segments, tag, count);
     // A tag may hold quotes, backslashes and control characters: escaped as JSON.
     const head = `{"tag":${JSON.stringify(tag)},`;
-    const json = segments.isOpaque(tag) ? idsJson(head, segmentIdTexts(keys, tag, runIds(runs), true)) : await runsJson(head, runs);
+    const json = segments.isOpaque(tag)
+      ? idsJson(head, segmentIdTexts(keys, tag, runIds(runs), true))
+      : await runsJson(head, runs);
     issued.addSegment(tag, count);
     return json;
   };
 
-  contractRoute<typeof SEGMENT_BATCH, string | Buffer>(app, SEGMENT_BATCH, { bound: maxBatchBound(maxBatch) }).handle(
-    async (request, reply) => {
-      const tag = checkTag(request.params.tag);
-      const count = parseCount(request.query.count, maxBatch);
-      const segments = service();
-      const wasOpaque = checkKeys(segments, tag);
-      const octets = wantsOctets(request.headers.accept);
-      if (!wasOpaque) return octets ? reply.type(OCTET_TYPE).send(await octetBatch(segments, tag, count)) : reply.type(JSON_TYPE).send(await jsonBatch(segments, tag, count));
-      // A tag known as opaque: its IDs encoded one by one (FF1) whatever the form.
-      const ids = segments.nextBatchSync(tag, count) ?? (await segments.nextBatch(tag, count));
-      const texts = segmentIdTexts(keys, tag, ids, true);
-      issued.addSegment(tag, count);
-      if (octets) return reply.type(OCTET_TYPE).send(idsOctets(texts));
-      return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
-    },
-  );
+  contractRoute<typeof SEGMENT_BATCH, string | Buffer>(app, SEGMENT_BATCH, {
+    bound: maxBatchBound(maxBatch),
+  }).handle(async (request, reply) => {
+    const tag = checkTag(request.params.tag);
+    const count = parseCount(request.query.count, maxBatch);
+    const segments = service();
+    const wasOpaque = checkKeys(segments, tag);
+    const octets = wantsOctets(request.headers.accept);
+    if (!wasOpaque)
+      return octets
+        ? reply.type(OCTET_TYPE).send(await octetBatch(segments, tag, count))
+        : reply.type(JSON_TYPE).send(await jsonBatch(segments, tag, count));
+    // A tag known as opaque: its IDs encoded one by one (FF1) whatever the form.
+    const ids = segments.nextBatchSync(tag, count) ?? (await segments.nextBatch(tag, count));
+    const texts = segmentIdTexts(keys, tag, ids, true);
+    issued.addSegment(tag, count);
+    if (octets) return reply.type(OCTET_TYPE).send(idsOctets(texts));
+    return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
+  });
 }
 
 /** The tag's next `count` IDs as runs (the range route's form), waiting for ranges as a batch does. */
-async function takeRuns(segments: SegmentService, tag: string, count: number): Promise<SegmentRun[]> {
+async function takeRuns(
+  segments: SegmentService,
+  tag: string,
+  count: number,
+): Promise<SegmentRun[]> {
   const runs: SegmentRun[] = [];
   for (let taken = 0; taken < count; ) {
     const run = await segments.nextRange(tag, count - taken);
@@ -140,5 +175,7 @@ async function takeRuns(segments: SegmentService, tag: string, count: number): P
 
 /** Every ID of `runs`, in order, as BigInts (for the opaque encoding, which takes them so). */
 function runIds(runs: readonly SegmentRun[]): bigint[] {
-  return runs.flatMap((run) => Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)));
+  return runs.flatMap((run) =>
+    Array.from({ length: run.count }, (_, i) => run.start + BigInt(i * run.stride)),
+  );
 }

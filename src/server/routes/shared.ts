@@ -49,12 +49,24 @@ export function leafRoute<C extends RouteContract, Answer = AnswerOf<C>>(
     handle(handler) {
       app.register(async (leaf) => {
         leaf.removeAllContentTypeParsers();
-        leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
+        leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) =>
+          done(null, undefined),
+        );
         leaf.get<RouteTypes<C, Answer>>(url, routeOptions(contract), handler);
-        leaf.route<RouteTypes<C, Answer>>({ method: others, url, config: { access }, schema: { hide: true }, handler });
-        leaf.options(url, { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
-          reply.header('allow', LEAF_ALLOW).code(200).send();
+        leaf.route<RouteTypes<C, Answer>>({
+          method: others,
+          url,
+          config: { access },
+          schema: { hide: true },
+          handler,
         });
+        leaf.options(
+          url,
+          { config: { access: 'open' }, schema: { hide: true } },
+          (_request, reply) => {
+            reply.header('allow', LEAF_ALLOW).code(200).send();
+          },
+        );
       });
     },
   };
@@ -75,7 +87,11 @@ export function leafContentType(accept: string | undefined): string {
   // The hot path: no Accept, or one naming no application type (curl's `*/*`), is text/plain.
   if (accept === undefined || !accept.includes('application/')) return TEXT_TYPE;
   for (const { type, subtype } of acceptRanges(accept)) {
-    if (type === 'application' && (subtype === 'json' || subtype.endsWith('+json') || subtype === '*')) return JSON_TYPE;
+    if (
+      type === 'application' &&
+      (subtype === 'json' || subtype.endsWith('+json') || subtype === '*')
+    )
+      return JSON_TYPE;
     if (type === 'text' || type === '*') return TEXT_TYPE;
   }
   return TEXT_TYPE;
@@ -109,7 +125,12 @@ export function wantsOctets(accept: string | undefined): boolean {
   if (accept === undefined || !accept.includes('application/octet-stream')) return false;
   for (const { type, subtype } of acceptRanges(accept)) {
     if (type === 'application' && subtype === 'octet-stream') return true;
-    if (type === '*' || (type === 'application' && (subtype === 'json' || subtype.endsWith('+json') || subtype === '*'))) return false;
+    if (
+      type === '*' ||
+      (type === 'application' &&
+        (subtype === 'json' || subtype.endsWith('+json') || subtype === '*'))
+    )
+      return false;
   }
   return false;
 }
@@ -137,7 +158,8 @@ const TWO_32 = 4_294_967_296;
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /** A 32-bit word's bytes reversed, as an int32 (a Uint32Array stores it as the same bits). */
-const swapBytes = (word: number): number => ((word & 0xff) << 24) | ((word & 0xff00) << 8) | ((word >>> 8) & 0xff00) | (word >>> 24);
+const swapBytes = (word: number): number =>
+  ((word & 0xff) << 24) | ((word & 0xff00) << 8) | ((word >>> 8) & 0xff00) | (word >>> 24);
 
 /** A 32-bit value as the word whose bytes in memory read big-endian. */
 const bigEndianWord: (word: number) => number = LITTLE_ENDIAN_HOST ? swapBytes : (word) => word | 0;
@@ -151,7 +173,11 @@ const bigEndianWord: (word: number) => number = LITTLE_ENDIAN_HOST ? swapBytes :
  * of IDs per second in memory (a DataView with a double split per ID ran at about 57 million,
  * which capped a 1,000,000-ID batch over HTTP near 40 million).
  */
-export function writeRunOctets(bytes: Buffer, at: number, run: { readonly start: bigint; readonly stride: number; readonly count: number }): number {
+export function writeRunOctets(
+  bytes: Buffer,
+  at: number,
+  run: { readonly start: bigint; readonly stride: number; readonly count: number },
+): number {
   const { stride, count } = run;
   if ((bytes.byteOffset + at * 8) % 4 !== 0) {
     // A Uint32Array needs 4-byte alignment; Node's Buffers are 8-aligned, a subarray may not be.
@@ -199,12 +225,17 @@ const CLOSE_OBJECT = 0x7d;
  * times more per ID than 10,000, from the garbage collector, where this stays flat. The event
  * loop runs every {@link JSON_SLICE} IDs.
  */
-export async function runsJson(head: string, runs: readonly { readonly start: bigint; readonly stride: number; readonly count: number }[]): Promise<Buffer> {
+export async function runsJson(
+  head: string,
+  runs: readonly { readonly start: bigint; readonly stride: number; readonly count: number }[],
+): Promise<Buffer> {
   const opening = Buffer.from(`${head}"ids":[`, 'utf8');
   let size = opening.length + 2;
   for (const run of runs) {
     // IDs grow within a run: the last one has the most digits; 3 more bytes for `"",`.
-    if (run.count > 0) size += run.count * (String(run.start + BigInt(run.stride) * BigInt(run.count - 1)).length + 3);
+    if (run.count > 0)
+      size +=
+        run.count * (String(run.start + BigInt(run.stride) * BigInt(run.count - 1)).length + 3);
   }
   const out = Buffer.allocUnsafe(size);
   let at = opening.copy(out, 0);

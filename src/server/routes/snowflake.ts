@@ -1,7 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { OCTET_TYPE } from '../../contract/common.ts';
 import type { CountBound } from '../../contract/route.ts';
-import { LEAF_DECODE, LEAF_SNOWFLAKE_ID, SNOWFLAKE_BATCH, SNOWFLAKE_DECODE } from '../../contract/snowflake.ts';
+import {
+  LEAF_DECODE,
+  LEAF_SNOWFLAKE_ID,
+  SNOWFLAKE_BATCH,
+  SNOWFLAKE_DECODE,
+} from '../../contract/snowflake.ts';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { decomposeId, type Layout } from '../../core/layout.ts';
@@ -12,7 +17,14 @@ import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import { contractRoute } from './from-contract.ts';
-import { JSON_SLICE, idsJson, idsOctets, leafContentType, leafRoute, wantsOctets } from './shared.ts';
+import {
+  JSON_SLICE,
+  idsJson,
+  idsOctets,
+  leafContentType,
+  leafRoute,
+  wantsOctets,
+} from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -42,26 +54,30 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     } catch (error) {
       // The same words as the library's nextBatchAsync, when the layout is what bounds it.
       if (batchLimit < maxBatch && isIdMintError(error, 'INVALID_ARGUMENT')) {
-        throw new IdMintError('INVALID_ARGUMENT', `${error.message}: ${batchBoundReason(layout, batchLimit)}`);
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `${error.message}: ${batchBoundReason(layout, batchLimit)}`,
+        );
       }
       throw error;
     }
   };
   const worker = (): SnowflakeWorker => {
     if (deps.worker === undefined) {
-      throw new IdMintError('MODE_DISABLED', 'snowflake mode is turned off on this server (snowflake.enabled / IDMINT_SNOWFLAKE_ENABLED)');
+      throw new IdMintError(
+        'MODE_DISABLED',
+        'snowflake mode is turned off on this server (snowflake.enabled / IDMINT_SNOWFLAKE_ENABLED)',
+      );
     }
     return deps.worker;
   };
 
-  leafRoute(app, LEAF_SNOWFLAKE_ID).handle(
-    (request, reply) => {
-      checkTag(request.params.tag);
-      const id = worker().nextString();
-      issued.snowflake++;
-      reply.type(leafContentType(request.headers.accept)).send(id);
-    },
-  );
+  leafRoute(app, LEAF_SNOWFLAKE_ID).handle((request, reply) => {
+    checkTag(request.params.tag);
+    const id = worker().nextString();
+    issued.snowflake++;
+    reply.type(leafContentType(request.headers.accept)).send(id);
+  });
 
   const bound = { bound: batchBound(batchLimit, maxBatch, layout) };
   contractRoute<typeof SNOWFLAKE_BATCH, string | Buffer>(app, SNOWFLAKE_BATCH, bound).handle(
@@ -73,40 +89,47 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
       const ids = await source.nextBatchAsync(count);
       issued.snowflake += count;
       if (wantsOctets(request.headers.accept)) return reply.type(OCTET_TYPE).send(idsOctets(ids));
-      return reply.type(JSON_TYPE).send(await idsJsonInSlices(`{"workerId":${decomposeId(ids[0] ?? 0n, layout).workerId},`, ids));
+      return reply
+        .type(JSON_TYPE)
+        .send(
+          await idsJsonInSlices(`{"workerId":${decomposeId(ids[0] ?? 0n, layout).workerId},`, ids),
+        );
     },
   );
 
-  contractRoute(app, SNOWFLAKE_DECODE).handle(
-    (request) => {
-      const parts = decomposeId(request.params.id, layout);
-      return { id: request.params.id, layout: layout.name, ...parts, date: parts.date.toISOString() };
-    },
-  );
+  contractRoute(app, SNOWFLAKE_DECODE).handle((request) => {
+    const parts = decomposeId(request.params.id, layout);
+    return { id: request.params.id, layout: layout.name, ...parts, date: parts.date.toISOString() };
+  });
 
   // Any method, as Leaf's mapping; the ID is read from the query string only (Spring would also
   // read it from a form body).
-  leafRoute(app, LEAF_DECODE).handle(
-    (request) => {
-      const raw = request.query.snowflakeId;
-      if (typeof raw !== 'string') throw new IdMintError('INVALID_ID', 'snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>');
-      const parts = decomposeId(raw, layout);
-      // Leaf prints "ms(yyyy-MM-dd HH:mm:ss.SSS)" in the server's zone; idmint always uses UTC so
-      // the answer does not depend on where the server runs.
-      const date = parts.date.toISOString().replace('T', ' ').replace('Z', '');
-      return {
-        timestamp: `${parts.timestamp}(${date})`,
-        ...(parts.datacenterId === undefined ? {} : { datacenterId: String(parts.datacenterId) }),
-        workerId: String(parts.workerId),
-        sequenceId: String(parts.sequence),
-      };
-    },
-  );
+  leafRoute(app, LEAF_DECODE).handle((request) => {
+    const raw = request.query.snowflakeId;
+    if (typeof raw !== 'string')
+      throw new IdMintError(
+        'INVALID_ID',
+        'snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>',
+      );
+    const parts = decomposeId(raw, layout);
+    // Leaf prints "ms(yyyy-MM-dd HH:mm:ss.SSS)" in the server's zone; idmint always uses UTC so
+    // the answer does not depend on where the server runs.
+    const date = parts.date.toISOString().replace('T', ' ').replace('Z', '');
+    return {
+      timestamp: `${parts.timestamp}(${date})`,
+      ...(parts.datacenterId === undefined ? {} : { datacenterId: String(parts.datacenterId) }),
+      workerId: String(parts.workerId),
+      sequenceId: String(parts.sequence),
+    };
+  });
 }
 
 /** The bound on a snowflake batch: api.maxBatch, or what the layout issues in a batch window when that is less. */
 export function batchBound(limit: number, maxBatch: number, layout: Layout): CountBound {
-  const bound = limit < maxBatch ? `${limit}: what layout "${layout.name}" issues in ${BATCH_WINDOW_MS} ms` : `${limit} (api.maxBatch)`;
+  const bound =
+    limit < maxBatch
+      ? `${limit}: what layout "${layout.name}" issues in ${BATCH_WINDOW_MS} ms`
+      : `${limit} (api.maxBatch)`;
   return { max: limit, bound };
 }
 

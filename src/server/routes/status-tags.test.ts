@@ -4,7 +4,13 @@ import type { SegmentTagStats } from '../../core/segment-buffer.ts';
 import { idleStats } from '../../service/segment-service.ts';
 import { SortedTagNames } from '../../service/sorted-tag-names.ts';
 import { SELECTIONS, SORTS } from '../../contract/status.ts';
-import { fill, tagPage, type TagPageContext, type TagPageQuery, type TagSource } from './status-tags.ts';
+import {
+  fill,
+  tagPage,
+  type TagPageContext,
+  type TagPageQuery,
+  type TagSource,
+} from './status-tags.ts';
 
 /** A deterministic pseudo-random sequence (the test must not depend on luck). */
 function random(seed: number): () => number {
@@ -76,10 +82,18 @@ class FakeSource implements TagSource {
 }
 
 /** The list as the route built it before: an object per tag, every tag, filtered, then sorted. */
-function reference(source: FakeSource, query: TagPageQuery, context: TagPageContext): { total: number; matched: number; tags: string[] } {
-  const every = [...source.active.values(), ...[...source.idle].map((tag) => idleStats(tag, 10))].sort((a, b) => (a.tag < b.tag ? -1 : 1));
+function reference(
+  source: FakeSource,
+  query: TagPageQuery,
+  context: TagPageContext,
+): { total: number; matched: number; tags: string[] } {
+  const every = [
+    ...source.active.values(),
+    ...[...source.idle].map((tag) => idleStats(tag, 10)),
+  ].sort((a, b) => (a.tag < b.tag ? -1 : 1));
   const visible = every.filter((tag) => context.allows === undefined || context.allows(tag.tag));
-  const selected = query.tags === 'in-use' ? visible.filter((tag) => source.active.has(tag.tag)) : visible;
+  const selected =
+    query.tags === 'in-use' ? visible.filter((tag) => source.active.has(tag.tag)) : visible;
   const matched = selected.filter((tag) => tag.tag.toLowerCase().includes(query.q));
   const key = (tag: SegmentTagStats): number => {
     switch (query.sort) {
@@ -100,11 +114,28 @@ function reference(source: FakeSource, query: TagPageQuery, context: TagPageCont
     }
   };
   const sign = query.desc ? -1 : 1;
-  const sorted = query.sort === 'tag' ? (query.desc ? [...matched].reverse() : matched) : [...matched].sort((a, b) => sign * (key(a) - key(b)) || (a.tag < b.tag ? -1 : 1));
-  return { total: visible.length, matched: matched.length, tags: sorted.slice(query.offset, query.offset + query.limit).map((tag) => tag.tag) };
+  const sorted =
+    query.sort === 'tag'
+      ? query.desc
+        ? [...matched].reverse()
+        : matched
+      : [...matched].sort((a, b) => sign * (key(a) - key(b)) || (a.tag < b.tag ? -1 : 1));
+  return {
+    total: visible.length,
+    matched: matched.length,
+    tags: sorted.slice(query.offset, query.offset + query.limit).map((tag) => tag.tag),
+  };
 }
 
-const QUERY: TagPageQuery = { q: '', sort: 'tag', desc: false, offset: 0, after: undefined, limit: 50, tags: 'all' };
+const QUERY: TagPageQuery = {
+  q: '',
+  sort: 'tag',
+  desc: false,
+  offset: 0,
+  after: undefined,
+  limit: 50,
+  tags: 'all',
+};
 
 /** Rates and latencies for some tags in use (a tag with none sorts as -1, like an idle tag). */
 function figures(source: FakeSource): Pick<TagPageContext, 'rate' | 'latency'> {
@@ -129,12 +160,22 @@ describe('tagPage', () => {
         for (const sort of SORTS) {
           for (const desc of [false, true]) {
             for (const q of ['', 'pay', '-1', 'äh', 'big', '.b*c(d)[e]\\', 'b.c']) {
-              for (const [offset, limit] of [[0, 50], [40, 30], [120, 500], [690, 50], [5000, 10]] as const) {
+              for (const [offset, limit] of [
+                [0, 50],
+                [40, 30],
+                [120, 500],
+                [690, 50],
+                [5000, 10],
+              ] as const) {
                 const query = { ...QUERY, q, sort, desc, offset, limit, tags };
                 const page = tagPage(source, query, context);
                 const expected = reference(source, query, context);
                 const what = JSON.stringify({ ...query, allows: allows !== undefined });
-                assert.deepEqual(page.tags.map((tag) => tag.tag), expected.tags, what);
+                assert.deepEqual(
+                  page.tags.map((tag) => tag.tag),
+                  expected.tags,
+                  what,
+                );
                 assert.equal(page.matched, expected.matched, what);
                 assert.equal(page.total, expected.total, what);
               }
@@ -149,12 +190,18 @@ describe('tagPage', () => {
     const source = new FakeSource(100_000, 100, 2);
     const context: TagPageContext = { allows: undefined, ...figures(source) };
     for (const sort of SORTS) {
-      for (const query of [{ ...QUERY, sort }, { ...QUERY, sort, desc: true, offset: 50_000 }]) {
+      for (const query of [
+        { ...QUERY, sort },
+        { ...QUERY, sort, desc: true, offset: 50_000 },
+      ]) {
         source.built = 0;
         const page = tagPage(source, query, context);
         assert.equal(page.tags.length, 50);
         assert.equal(page.matched, source.tagCounts().known);
-        assert.ok(source.built <= 50, `${sort}: built ${source.built} tag objects for a page of 50`);
+        assert.ok(
+          source.built <= 50,
+          `${sort}: built ${source.built} tag objects for a page of 50`,
+        );
       }
     }
     const inUse = tagPage(source, { ...QUERY, tags: 'in-use', limit: 500 }, context);
@@ -188,8 +235,15 @@ describe('tagPage', () => {
     }
     // A cursor that names no tag starts where the name would be.
     const names = source.tagNames();
-    const page = tagPage(source, { ...QUERY, after: `${names[10]}\u0000`, limit: 2 }, { ...context, allows: undefined });
-    assert.deepEqual(page.tags.map((tag) => tag.tag), names.slice(11, 13));
+    const page = tagPage(
+      source,
+      { ...QUERY, after: `${names[10]}\u0000`, limit: 2 },
+      { ...context, allows: undefined },
+    );
+    assert.deepEqual(
+      page.tags.map((tag) => tag.tag),
+      names.slice(11, 13),
+    );
   });
 });
 

@@ -65,8 +65,14 @@ export function tagPage(source: TagSource, query: TagPageQuery, context: TagPage
   const { allows } = context;
   const search = query.q;
   const contains = containsIgnoringCase(search);
-  const matches = search === '' ? allows : (tag: string) => (allows === undefined || allows(tag)) && contains(tag);
-  const active = allows === undefined ? source.activeStats().tags : source.activeStats().tags.filter((tag) => allows(tag.tag));
+  const matches =
+    search === ''
+      ? allows
+      : (tag: string) => (allows === undefined || allows(tag)) && contains(tag);
+  const active =
+    allows === undefined
+      ? source.activeStats().tags
+      : source.activeStats().tags.filter((tag) => allows(tag.tag));
   const counts = source.tagCounts();
   const names = source.tagNames();
   const total = allows === undefined ? counts.known : count(names, allows);
@@ -74,17 +80,45 @@ export function tagPage(source: TagSource, query: TagPageQuery, context: TagPage
   if (query.tags === 'in-use') {
     const listed = matches === undefined ? [...active] : active.filter((tag) => matches(tag.tag));
     listed.sort(query.sort === 'tag' ? byName : byKey(key, query.desc));
-    if (query.sort !== 'tag') return { total, inUse: active.length, matched: listed.length, tags: listed.slice(query.offset, query.offset + query.limit), nextAfter: null };
-    const page = namePage(listed.map((tag) => tag.tag), undefined, query);
+    if (query.sort !== 'tag')
+      return {
+        total,
+        inUse: active.length,
+        matched: listed.length,
+        tags: listed.slice(query.offset, query.offset + query.limit),
+        nextAfter: null,
+      };
+    const page = namePage(
+      listed.map((tag) => tag.tag),
+      undefined,
+      query,
+    );
     const statsOf = new Map(listed.map((tag) => [tag.tag, tag]));
-    return { total, inUse: active.length, matched: page.matched, tags: page.tags.map((tag) => statsOf.get(tag) as SegmentTagStats), nextAfter: page.nextAfter };
+    return {
+      total,
+      inUse: active.length,
+      matched: page.matched,
+      tags: page.tags.map((tag) => statsOf.get(tag) as SegmentTagStats),
+      nextAfter: page.nextAfter,
+    };
   }
   const statsOf = (tag: string) => source.tagStats(tag) as SegmentTagStats;
   if (query.sort === 'tag') {
     const page = namePage(names, matches, query);
-    return { total, inUse: active.length, matched: page.matched, tags: page.tags.map(statsOf), nextAfter: page.nextAfter };
+    return {
+      total,
+      inUse: active.length,
+      matched: page.matched,
+      tags: page.tags.map(statsOf),
+      nextAfter: page.nextAfter,
+    };
   }
-  return { total, inUse: active.length, ...byFigure(source, names, active, matches, key, query, total), nextAfter: null };
+  return {
+    total,
+    inUse: active.length,
+    ...byFigure(source, names, active, matches, key, query, total),
+    nextAfter: null,
+  };
 }
 
 /**
@@ -109,7 +143,11 @@ function count(names: readonly string[], accept: (tag: string) => boolean): numb
 }
 
 /** A page of `names` (sorted ascending) in name order, ascending or descending. */
-function namePage(names: readonly string[], accept: ((tag: string) => boolean) | undefined, query: TagPageQuery): { matched: number; tags: string[]; nextAfter: string | null } {
+function namePage(
+  names: readonly string[],
+  accept: ((tag: string) => boolean) | undefined,
+  query: TagPageQuery,
+): { matched: number; tags: string[]; nextAfter: string | null } {
   const n = names.length;
   const at = (position: number) => names[query.desc ? n - 1 - position : position] as string;
   const tags: string[] = [];
@@ -119,8 +157,10 @@ function namePage(names: readonly string[], accept: ((tag: string) => boolean) |
     matched = n;
     // Positions in the view (ascending or descending) where the page starts.
     let start = query.offset;
-    if (query.after !== undefined) start = query.desc ? n - lowerBound(names, query.after) : upperBound(names, query.after);
-    for (let position = start; position < n && tags.length < query.limit; position++) tags.push(at(position));
+    if (query.after !== undefined)
+      start = query.desc ? n - lowerBound(names, query.after) : upperBound(names, query.after);
+    for (let position = start; position < n && tags.length < query.limit; position++)
+      tags.push(at(position));
     more = start + tags.length < n;
   } else {
     // Counting the matches needs every name; only the page's are kept.
@@ -174,17 +214,20 @@ function byFigure(
   const middle = matchedAll - before.length - after.length;
   const end = Math.min(query.offset + query.limit, matchedAll);
   const tags: SegmentTagStats[] = [];
-  for (let position = query.offset; position < Math.min(end, before.length); position++) tags.push(before[position] as SegmentTagStats);
+  for (let position = query.offset; position < Math.min(end, before.length); position++)
+    tags.push(before[position] as SegmentTagStats);
   if (end > before.length && query.offset < before.length + middle) {
     let position = before.length;
     for (const tag of names) {
       if (position >= end) break;
-      if ((source.inUse(tag) && !tied.has(tag)) || (matches !== undefined && !matches(tag))) continue;
+      if ((source.inUse(tag) && !tied.has(tag)) || (matches !== undefined && !matches(tag)))
+        continue;
       if (position >= query.offset) tags.push(source.tagStats(tag) as SegmentTagStats);
       position++;
     }
   }
-  for (let position = Math.max(query.offset, before.length + middle); position < end; position++) tags.push(after[position - before.length - middle] as SegmentTagStats);
+  for (let position = Math.max(query.offset, before.length + middle); position < end; position++)
+    tags.push(after[position - before.length - middle] as SegmentTagStats);
   return { matched: matchedAll, tags };
 }
 
@@ -193,7 +236,10 @@ function byName(a: SegmentTagStats, b: SegmentTagStats): number {
 }
 
 /** By figure, ties by name ascending in either order. */
-function byKey(key: (tag: SegmentTagStats) => number, desc: boolean): (a: SegmentTagStats, b: SegmentTagStats) => number {
+function byKey(
+  key: (tag: SegmentTagStats) => number,
+  desc: boolean,
+): (a: SegmentTagStats, b: SegmentTagStats) => number {
   const sign = desc ? -1 : 1;
   return (a, b) => sign * (key(a) - key(b)) || byName(a, b);
 }

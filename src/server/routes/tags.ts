@@ -25,7 +25,10 @@ export interface TagRouteDeps {
 export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   const store = (): SegmentStore => {
     if (deps.store === undefined) {
-      throw new IdMintError('MODE_DISABLED', 'segment mode, and with it tag administration, is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)');
+      throw new IdMintError(
+        'MODE_DISABLED',
+        'segment mode, and with it tag administration, is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)',
+      );
     }
     return deps.store;
   };
@@ -35,65 +38,61 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   };
   app.addSchema(Tag);
 
-  contractRoute(app, LIST_TAGS).handle(
-    async (request) => {
-      const records = await store().listTags();
-      const principal = request.principal;
-      const visible = principal === undefined ? records : records.filter((record) => principal.allows(record.tag));
-      return { tags: visible.map(tagJson) };
-    },
-  );
+  contractRoute(app, LIST_TAGS).handle(async (request) => {
+    const records = await store().listTags();
+    const principal = request.principal;
+    const visible =
+      principal === undefined ? records : records.filter((record) => principal.allows(record.tag));
+    return { tags: visible.map(tagJson) };
+  });
 
-  contractRoute(app, GET_TAG).handle(
-    async (request) => {
-      const tag = checkTag(request.params.tag);
-      const record = await store().getTag(tag);
-      if (record === undefined) throw tagNotFound(tag);
-      return tagJson(record);
-    },
-  );
+  contractRoute(app, GET_TAG).handle(async (request) => {
+    const tag = checkTag(request.params.tag);
+    const record = await store().getTag(tag);
+    if (record === undefined) throw tagNotFound(tag);
+    return tagJson(record);
+  });
 
-  contractRoute(app, CREATE_TAG).handle(
-    async (request, reply) => {
-      const { tag, step, startId, description, opaque } = request.body;
-      const segments = store();
-      if (opaque === true) checkKeys(tag);
-      const record = await segments.createTag({
-        tag,
-        step,
-        ...(startId === undefined ? {} : { startId: BigInt(startId) }),
-        ...(description === undefined ? {} : { description: checkDescription(description) }),
-        ...(opaque === true ? { opaque } : {}),
-      });
-      await deps.onTagChanged?.(record);
-      return reply.code(201).send(tagJson(record));
-    },
-  );
+  contractRoute(app, CREATE_TAG).handle(async (request, reply) => {
+    const { tag, step, startId, description, opaque } = request.body;
+    const segments = store();
+    if (opaque === true) checkKeys(tag);
+    const record = await segments.createTag({
+      tag,
+      step,
+      ...(startId === undefined ? {} : { startId: BigInt(startId) }),
+      ...(description === undefined ? {} : { description: checkDescription(description) }),
+      ...(opaque === true ? { opaque } : {}),
+    });
+    await deps.onTagChanged?.(record);
+    return reply.code(201).send(tagJson(record));
+  });
 
-  contractRoute(app, UPDATE_TAG).handle(
-    async (request) => {
-      const tag = checkTag(request.params.tag);
-      const { step, description, opaque } = request.body;
-      const segments = store();
-      if (opaque !== undefined) {
-        const current = await segments.getTag(tag);
-        if (current === undefined) throw tagNotFound(tag);
-        if (opaque === false && current.opaque === true) {
-          throw new IdMintError('INVALID_ARGUMENT', `tag "${tag}" is opaque and stays opaque: its opaque IDs are numbers its dense IDs could one day reach, so turning it back could repeat an ID; create a new tag instead`);
-        }
-        if (opaque === true && current.opaque !== true) {
-          checkKeys(tag);
-          // The next range starts at max_id: its IDs must still have an opaque form.
-          checkOpaqueStart(tag, current.maxId);
-        }
+  contractRoute(app, UPDATE_TAG).handle(async (request) => {
+    const tag = checkTag(request.params.tag);
+    const { step, description, opaque } = request.body;
+    const segments = store();
+    if (opaque !== undefined) {
+      const current = await segments.getTag(tag);
+      if (current === undefined) throw tagNotFound(tag);
+      if (opaque === false && current.opaque === true) {
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `tag "${tag}" is opaque and stays opaque: its opaque IDs are numbers its dense IDs could one day reach, so turning it back could repeat an ID; create a new tag instead`,
+        );
       }
-      const record = await segments.updateTag(tag, {
-        ...(step === undefined ? {} : { step }),
-        ...(description === undefined ? {} : { description: checkDescription(description) }),
-        ...(opaque === true ? { opaque } : {}),
-      });
-      await deps.onTagChanged?.(record);
-      return tagJson(record);
-    },
-  );
+      if (opaque === true && current.opaque !== true) {
+        checkKeys(tag);
+        // The next range starts at max_id: its IDs must still have an opaque form.
+        checkOpaqueStart(tag, current.maxId);
+      }
+    }
+    const record = await segments.updateTag(tag, {
+      ...(step === undefined ? {} : { step }),
+      ...(description === undefined ? {} : { description: checkDescription(description) }),
+      ...(opaque === true ? { opaque } : {}),
+    });
+    await deps.onTagChanged?.(record);
+    return tagJson(record);
+  });
 }

@@ -64,7 +64,9 @@ interface TinyIdParams {
 }
 
 function paramsOf(request: FastifyRequest): TinyIdParams {
-  const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
+  const query = new URLSearchParams(
+    request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '',
+  );
   const form = typeof request.body === 'string' ? new URLSearchParams(request.body) : undefined;
   const get = (name: string) => query.get(name) ?? form?.get(name) ?? undefined;
   return { bizType: get('bizType'), token: get('token'), batchSize: get('batchSize') };
@@ -79,7 +81,10 @@ function batchSizeOf(raw: string | undefined, max: number): number {
   if (raw === undefined || raw.trim() === '') return 1;
   const text = raw.trim();
   if (!/^[-+]?[0-9]{1,10}$/.test(text) || Math.abs(Number(text)) > 2 ** 31 - 1) {
-    throw new IdMintError('INVALID_ARGUMENT', `batchSize must be an integer (TinyId's Integer), got "${clip(raw)}"`);
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `batchSize must be an integer (TinyId's Integer), got "${clip(raw)}"`,
+    );
   }
   return Math.min(Number(text), max);
 }
@@ -89,10 +94,22 @@ function batchSizeOf(raw: string | undefined, max: number): number {
  * remainder (mod delta)`, and TinyId's client loads the next segment once it passes `loadingId`
  * (20% in, TinyId's LOADING_PERCENT). currentId is one stride below the first ID.
  */
-export function tinyIdSegment(run: SegmentRun): { currentId: bigint; loadingId: bigint; maxId: bigint; delta: number; remainder: number } {
+export function tinyIdSegment(run: SegmentRun): {
+  currentId: bigint;
+  loadingId: bigint;
+  maxId: bigint;
+  delta: number;
+  remainder: number;
+} {
   const stride = BigInt(run.stride);
   const currentId = run.start - stride;
-  return { currentId, loadingId: currentId + ((run.end - run.start) * 20n) / 100n, maxId: run.end - stride, delta: run.stride, remainder: Number(run.start % stride) };
+  return {
+    currentId,
+    loadingId: currentId + ((run.end - run.start) * 20n) / 100n,
+    maxId: run.end - stride,
+    delta: run.stride,
+    remainder: Number(run.start % stride),
+  };
 }
 
 /**
@@ -119,7 +136,11 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
   };
 
   /** Runs `draw` for an allowed token and a served tag: its result, a bad token, or a failure. */
-  const serve = async <T>(request: FastifyRequest, ids: boolean, draw: (service: SegmentService, tag: string, params: TinyIdParams) => Promise<T>): Promise<{ ok: T } | { token: false } | { error: IdMintError; tag: string }> => {
+  const serve = async <T>(
+    request: FastifyRequest,
+    ids: boolean,
+    draw: (service: SegmentService, tag: string, params: TinyIdParams) => Promise<T>,
+  ): Promise<{ ok: T } | { token: false } | { error: IdMintError; tag: string }> => {
     const params = paramsOf(request);
     // TinyId binds and bounds batchSize before it checks the token (nextSegmentId takes none).
     if (ids) batchSizeOf(params.batchSize, maxBatch);
@@ -133,12 +154,20 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     } catch (error) {
       const failure = toIdMintError(error);
       onError(failure.code);
-      if (failure.status >= 500) log.error({ reqId: request.id, code: failure.code, err: failure.message }, 'tinyid route failed');
+      if (failure.status >= 500)
+        log.error(
+          { reqId: request.id, code: failure.code, err: failure.message },
+          'tinyid route failed',
+        );
       return { error: failure, tag };
     }
   };
 
-  const drawIds = async (service: SegmentService, tag: string, params: TinyIdParams): Promise<bigint[]> => {
+  const drawIds = async (
+    service: SegmentService,
+    tag: string,
+    params: TinyIdParams,
+  ): Promise<bigint[]> => {
     const count = batchSizeOf(params.batchSize, maxBatch);
     refuseOpaque(service, tag);
     if (count < 1) return [];
@@ -148,7 +177,10 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     return ids;
   };
 
-  const drawSegment = async (service: SegmentService, tag: string): Promise<ReturnType<typeof tinyIdSegment>> => {
+  const drawSegment = async (
+    service: SegmentService,
+    tag: string,
+  ): Promise<ReturnType<typeof tinyIdSegment>> => {
     // A segment of the tag's configured step, as TinyId's is (the rest of the buffered range when
     // fewer are left).
     const run = await drawRun(service, tag, 'step');
@@ -156,45 +188,86 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     return tinyIdSegment(run);
   };
 
-  const route = (contract: RouteContract, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<void>) => {
+  const route = (
+    contract: RouteContract,
+    handler: (request: FastifyRequest, reply: FastifyReply) => Promise<void>,
+  ) => {
     const { url } = contract;
     app.register(async (scope) => {
       // Spring reads form parameters from the body; any other body is read and ignored.
       scope.removeAllContentTypeParsers();
-      scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => done(null, body));
-      scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
+      scope.addContentTypeParser(
+        'application/x-www-form-urlencoded',
+        { parseAs: 'string' },
+        (_request, body, done) => done(null, body),
+      );
+      scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) =>
+        done(null, undefined),
+      );
       // GET is the one the OpenAPI document shows; the other methods answer the same, hidden beside it.
       scope.get(url, routeOptions(contract), handler);
       const others = LEAF_METHODS.filter((method) => method !== 'GET');
-      scope.route({ method: others, url, config: { access: contract.access }, schema: { hide: true }, handler });
-      scope.options(url, { config: { access: 'open' }, schema: { hide: true } }, (_request, reply) => {
-        reply.header('allow', LEAF_ALLOW).code(200).send();
+      scope.route({
+        method: others,
+        url,
+        config: { access: contract.access },
+        schema: { hide: true },
+        handler,
       });
+      scope.options(
+        url,
+        { config: { access: 'open' }, schema: { hide: true } },
+        (_request, reply) => {
+          reply.header('allow', LEAF_ALLOW).code(200).send();
+        },
+      );
     });
   };
 
   route(TINYID_NEXT_ID, async (request, reply) => {
     const result = await serve(request, true, drawIds);
-    const body = 'ok' in result ? tinyIdJson(`[${result.ok.join(',')}]`) : 'token' in result ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message) : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
+    const body =
+      'ok' in result
+        ? tinyIdJson(`[${result.ok.join(',')}]`)
+        : 'token' in result
+          ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message)
+          : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
     reply.type(JSON_TYPE).send(body);
   });
 
   route(TINYID_NEXT_ID_SIMPLE, async (request, reply) => {
     const result = await serve(request, true, drawIds);
     // TinyId joins with commas; an empty list fails in its StringBuilder and answers "".
-    reply.type(leafContentType(request.headers.accept)).send('ok' in result ? result.ok.join(',') : '');
+    reply
+      .type(leafContentType(request.headers.accept))
+      .send('ok' in result ? result.ok.join(',') : '');
   });
 
   route(TINYID_NEXT_SEGMENT_ID, async (request, reply) => {
     const result = await serve(request, false, drawSegment);
-    const segment = (s: ReturnType<typeof tinyIdSegment>) => `{"maxId":${s.maxId},"loadingId":${s.loadingId},"currentId":${s.currentId},"delta":${s.delta},"remainder":${s.remainder}}`;
-    const body = 'ok' in result ? tinyIdJson(segment(result.ok)) : 'token' in result ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message) : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
+    const segment = (s: ReturnType<typeof tinyIdSegment>) =>
+      `{"maxId":${s.maxId},"loadingId":${s.loadingId},"currentId":${s.currentId},"delta":${s.delta},"remainder":${s.remainder}}`;
+    const body =
+      'ok' in result
+        ? tinyIdJson(segment(result.ok))
+        : 'token' in result
+          ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message)
+          : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
     reply.type(JSON_TYPE).send(body);
   });
 
   route(TINYID_NEXT_SEGMENT_ID_SIMPLE, async (request, reply) => {
     const result = await serve(request, false, drawSegment);
-    const text = 'ok' in result ? [result.ok.currentId, result.ok.loadingId, result.ok.maxId, result.ok.delta, result.ok.remainder].join(',') : '';
+    const text =
+      'ok' in result
+        ? [
+            result.ok.currentId,
+            result.ok.loadingId,
+            result.ok.maxId,
+            result.ok.delta,
+            result.ok.remainder,
+          ].join(',')
+        : '';
     reply.type(leafContentType(request.headers.accept)).send(text);
   });
 }

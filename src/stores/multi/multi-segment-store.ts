@@ -1,5 +1,11 @@
 import { IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
-import { MAX_SEGMENT_DATABASES, checkDescription, checkStep, checkTag, tagNotFound } from '../../core/segment-limits.ts';
+import {
+  MAX_SEGMENT_DATABASES,
+  checkDescription,
+  checkStep,
+  checkTag,
+  tagNotFound,
+} from '../../core/segment-limits.ts';
 import type {
   FenceReport,
   FenceRequest,
@@ -24,8 +30,21 @@ import {
   sameResidue,
 } from '../store-support.ts';
 import { SetHighs, type MarkAccess, type MarkStore } from './set-highs.ts';
-import { checkJoin, membershipProblems, type ListedMember, type MemberRecords } from './set-membership.ts';
-import { SELF_KEY, SET_KEY, formatSelf, formatSet, newMemberId, parseSelf, parseSet } from './set-records.ts';
+import {
+  checkJoin,
+  membershipProblems,
+  type ListedMember,
+  type MemberRecords,
+} from './set-membership.ts';
+import {
+  SELF_KEY,
+  SET_KEY,
+  formatSelf,
+  formatSet,
+  newMemberId,
+  parseSelf,
+  parseSet,
+} from './set-records.ts';
 import type { SetEntry } from './set-records.ts';
 
 /**
@@ -35,7 +54,11 @@ import type { SetEntry } from './set-records.ts';
 export interface SetMemberStore extends SegmentStore {
   readonly residue?: SegmentResidue;
   /** Sets the row's max_id and residue class to `to` if they are still exactly `from`; true when set. */
-  reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean>;
+  reassign(
+    tag: string,
+    from: { maxId: bigint; residue: SegmentResidue },
+    to: { maxId: bigint; residue: SegmentResidue },
+  ): Promise<boolean>;
   /**
    * The set's own records (set-records.ts) under `keys`: each entry's text and version, undefined
    * where there is none (all of them where the store has no place for them yet).
@@ -97,7 +120,11 @@ export interface SetDatabaseStats {
 
 /** What {@link MultiSegmentStore.join} did to each tag. */
 export interface SetJoinReport {
-  readonly tags: readonly { readonly tag: string; readonly action: 'unchanged' | 'completed' | 'reformed'; readonly maxId: bigint }[];
+  readonly tags: readonly {
+    readonly tag: string;
+    readonly action: 'unchanged' | 'completed' | 'reformed';
+    readonly maxId: bigint;
+  }[];
 }
 
 /** What {@link MultiSegmentStore.join} did to one tag. */
@@ -161,18 +188,39 @@ export class MultiSegmentStore implements SegmentStore {
 
   constructor(options: MultiSegmentStoreOptions) {
     const databases = options?.databases;
-    if (!Array.isArray(databases) || databases.length < 1 || databases.length > MAX_SEGMENT_DATABASES) {
-      throw new IdMintError('INVALID_ARGUMENT', `a set needs 1 to ${MAX_SEGMENT_DATABASES} databases, got ${Array.isArray(databases) ? databases.length : String(databases)}`);
+    if (
+      !Array.isArray(databases) ||
+      databases.length < 1 ||
+      databases.length > MAX_SEGMENT_DATABASES
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `a set needs 1 to ${MAX_SEGMENT_DATABASES} databases, got ${Array.isArray(databases) ? databases.length : String(databases)}`,
+      );
     }
     const n = databases.length;
     databases.forEach((db: SetDatabase, index) => {
       const residue = db?.store?.residue;
-      if (residue === undefined || residue.offset !== index || residue.increment !== n || typeof db.store.reassign !== 'function') {
-        throw new IdMintError('INVALID_ARGUMENT', `database ${index} of the set (${String(db?.name)}) must be a store opened with residue { offset: ${index}, increment: ${n} }, got ${JSON.stringify(residue)}`);
+      if (
+        residue === undefined ||
+        residue.offset !== index ||
+        residue.increment !== n ||
+        typeof db.store.reassign !== 'function'
+      ) {
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `database ${index} of the set (${String(db?.name)}) must be a store opened with residue { offset: ${index}, increment: ${n} }, got ${JSON.stringify(residue)}`,
+        );
       }
     });
     this.#databases = [...databases];
-    this.#health = databases.map(() => ({ failuresInRow: 0, retryAt: 0, allocations: 0, failures: 0, lastError: null }));
+    this.#health = databases.map(() => ({
+      failuresInRow: 0,
+      retryAt: 0,
+      allocations: 0,
+      failures: 0,
+      lastError: null,
+    }));
     this.#backoffMs = checkMs('backoffMs', options.backoffMs ?? 1000);
     this.#maxBackoffMs = checkMs('maxBackoffMs', options.maxBackoffMs ?? 10_000);
     this.#now = options.now ?? (() => performance.now());
@@ -248,8 +296,13 @@ export class MultiSegmentStore implements SegmentStore {
 
   /** Each database's history (each has its own, recorded in its own table). Every database must answer. */
   async history(): Promise<StoreHistory[]> {
-    const lists = this.#all('reading the histories', await this.#each(this.#indexes(), (db) => db.store.history()));
-    return lists.flatMap((list, index) => list.map((entry) => ({ ...entry, database: this.#name(index) })));
+    const lists = this.#all(
+      'reading the histories',
+      await this.#each(this.#indexes(), (db) => db.store.history()),
+    );
+    return lists.flatMap((list, index) =>
+      list.map((entry) => ({ ...entry, database: this.#name(index) })),
+    );
   }
 
   /**
@@ -258,8 +311,13 @@ export class MultiSegmentStore implements SegmentStore {
    * may be run again (the others are fenced once more, which is safe).
    */
   async fence(request?: FenceRequest): Promise<FenceReport[]> {
-    const reports = this.#all('fencing', await this.#each(this.#indexes(), (db) => db.store.fence(request)));
-    return reports.flatMap((list, index) => list.map((entry) => ({ ...entry, database: this.#name(index) })));
+    const reports = this.#all(
+      'fencing',
+      await this.#each(this.#indexes(), (db) => db.store.fence(request)),
+    );
+    return reports.flatMap((list, index) =>
+      list.map((entry) => ({ ...entry, database: this.#name(index) })),
+    );
   }
 
   /** Raises the tag in the database of `atLeast`'s class (`atLeast mod N`), as a give-back goes. */
@@ -287,8 +345,11 @@ export class MultiSegmentStore implements SegmentStore {
     const { order, skipped } = this.#round();
     const outcomes = await this.#each(order, (db) => db.store.listTags());
     // By index, so a merged record takes step and description from the lowest database.
-    const answered = outcomes.filter((o) => o.value !== undefined).sort((a, b) => a.index - b.index);
-    if (answered.length === 0) throw this.#combined('listing tags: no database of the set answered', outcomes, skipped);
+    const answered = outcomes
+      .filter((o) => o.value !== undefined)
+      .sort((a, b) => a.index - b.index);
+    if (answered.length === 0)
+      throw this.#combined('listing tags: no database of the set answered', outcomes, skipped);
     return mergeByName(answered.map((o) => o.value ?? [])).sort(byTag);
   }
 
@@ -299,13 +360,22 @@ export class MultiSegmentStore implements SegmentStore {
    * first cursor was taken) starts one. STORE_UNAVAILABLE only when none answers.
    */
   async listTagChanges(since: string | undefined): Promise<TagChanges> {
-    const previous = since === undefined ? this.#indexes().map(() => null) : this.#parseChangeCursor(since);
-    const outcomes = await this.#each(this.#indexes(), (db, index) => db.store.listTagChanges(previous[index] ?? undefined));
-    const answered = outcomes.filter((o) => o.value !== undefined).sort((a, b) => a.index - b.index);
-    if (answered.length === 0) throw this.#combined('reading tag changes: no database of the set answered', outcomes, []);
+    const previous =
+      since === undefined ? this.#indexes().map(() => null) : this.#parseChangeCursor(since);
+    const outcomes = await this.#each(this.#indexes(), (db, index) =>
+      db.store.listTagChanges(previous[index] ?? undefined),
+    );
+    const answered = outcomes
+      .filter((o) => o.value !== undefined)
+      .sort((a, b) => a.index - b.index);
+    if (answered.length === 0)
+      throw this.#combined('reading tag changes: no database of the set answered', outcomes, []);
     const cursors = [...previous];
     for (const { index, value } of answered) cursors[index] = value?.cursor ?? null;
-    return { records: mergeByName(answered.map((o) => o.value?.records ?? [])), cursor: JSON.stringify(cursors) };
+    return {
+      records: mergeByName(answered.map((o) => o.value?.records ?? [])),
+      cursor: JSON.stringify(cursors),
+    };
   }
 
   /**
@@ -316,7 +386,8 @@ export class MultiSegmentStore implements SegmentStore {
    */
   async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
     checkPageLimit(limit);
-    const [index, inner, answeredBefore] = after === undefined ? [0, null, false] : this.#parsePageCursor(after);
+    const [index, inner, answeredBefore] =
+      after === undefined ? [0, null, false] : this.#parsePageCursor(after);
     const db = this.#databases[index] as SetDatabase;
     let page: TagPage = { records: [], next: undefined };
     let answered = answeredBefore;
@@ -327,25 +398,56 @@ export class MultiSegmentStore implements SegmentStore {
     } catch (cause) {
       const error = asStoreError(cause, db.name, 'listTagPage');
       this.#failed(index, error);
-      if (index === this.size - 1 && !answered) throw new IdMintError('STORE_UNAVAILABLE', `reading the tag list: no database of the set answered; database ${index} (${db.name}): ${error.message}`, { cause: error, details: { databases: this.size } });
+      if (index === this.size - 1 && !answered)
+        throw new IdMintError(
+          'STORE_UNAVAILABLE',
+          `reading the tag list: no database of the set answered; database ${index} (${db.name}): ${error.message}`,
+          { cause: error, details: { databases: this.size } },
+        );
     }
     // The same database's next page, else the next database's first, else the end.
-    const next = page.next !== undefined ? [index, page.next] : index + 1 < this.size ? [index + 1, null] : undefined;
-    return { records: page.records, next: next === undefined ? undefined : JSON.stringify([...next, answered]) };
+    const next =
+      page.next !== undefined
+        ? [index, page.next]
+        : index + 1 < this.size
+          ? [index + 1, null]
+          : undefined;
+    return {
+      records: page.records,
+      next: next === undefined ? undefined : JSON.stringify([...next, answered]),
+    };
   }
 
   #parseChangeCursor(cursor: string): (string | null)[] {
     const parsed = parseJson(cursor);
-    if (!Array.isArray(parsed) || parsed.length !== this.size || !parsed.every((c) => c === null || typeof c === 'string')) {
-      throw new IdMintError('INVALID_ARGUMENT', `a tag change cursor of this set is a list of ${this.size} database cursors, got ${JSON.stringify(cursor)}`);
+    if (
+      !Array.isArray(parsed) ||
+      parsed.length !== this.size ||
+      !parsed.every((c) => c === null || typeof c === 'string')
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `a tag change cursor of this set is a list of ${this.size} database cursors, got ${JSON.stringify(cursor)}`,
+      );
     }
     return parsed as (string | null)[];
   }
 
   #parsePageCursor(cursor: string): [number, string | null, boolean] {
     const parsed = parseJson(cursor);
-    if (!Array.isArray(parsed) || parsed.length !== 3 || !Number.isSafeInteger(parsed[0]) || parsed[0] < 0 || parsed[0] >= this.size || !(parsed[1] === null || typeof parsed[1] === 'string') || typeof parsed[2] !== 'boolean') {
-      throw new IdMintError('INVALID_ARGUMENT', `a tag page cursor of this set is one it returned, got ${JSON.stringify(cursor)}`);
+    if (
+      !Array.isArray(parsed) ||
+      parsed.length !== 3 ||
+      !Number.isSafeInteger(parsed[0]) ||
+      parsed[0] < 0 ||
+      parsed[0] >= this.size ||
+      !(parsed[1] === null || typeof parsed[1] === 'string') ||
+      typeof parsed[2] !== 'boolean'
+    ) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `a tag page cursor of this set is one it returned, got ${JSON.stringify(cursor)}`,
+      );
     }
     return parsed as [number, string | null, boolean];
   }
@@ -360,8 +462,15 @@ export class MultiSegmentStore implements SegmentStore {
     checkTag(tag);
     const { order, skipped } = this.#round();
     const outcomes = await this.#each(order, (db) => db.store.getTag(tag));
-    const answered = outcomes.filter((o) => o.error === undefined).sort((a, b) => a.index - b.index);
-    if (answered.length === 0) throw this.#combined(`looking up tag "${tag}": no database of the set answered`, outcomes, skipped);
+    const answered = outcomes
+      .filter((o) => o.error === undefined)
+      .sort((a, b) => a.index - b.index);
+    if (answered.length === 0)
+      throw this.#combined(
+        `looking up tag "${tag}": no database of the set answered`,
+        outcomes,
+        skipped,
+      );
     const found = answered.flatMap((o) => (o.value === undefined ? [] : [o.value]));
     return found.length === 0 ? undefined : merge(found);
   }
@@ -377,24 +486,42 @@ export class MultiSegmentStore implements SegmentStore {
     // Every database's start must have room for a range (it starts up to N - 1 higher), checked
     // before anything is written, so a bad start is refused whole, never created in some databases.
     for (const index of this.#indexes()) checkNewTag(tag, { offset: index, increment: this.size });
-    const existing = this.#all(`creating tag "${values.tag}"`, await this.#each(this.#indexes(), (db) => db.store.getTag(values.tag)));
+    const existing = this.#all(
+      `creating tag "${values.tag}"`,
+      await this.#each(this.#indexes(), (db) => db.store.getTag(values.tag)),
+    );
     const present = existing.filter((record): record is TagRecord => record !== undefined);
-    if (present.length === this.size) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
-    const floor = present.reduce((highest, record) => (record.maxId > highest ? record.maxId : highest), values.startId);
+    if (present.length === this.size)
+      throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, {
+        details: { tag: values.tag },
+      });
+    const floor = present.reduce(
+      (highest, record) => (record.maxId > highest ? record.maxId : highest),
+      values.startId,
+    );
     const missing = this.#indexes().filter((index) => existing[index] === undefined);
     // A database lacking a row that others have may replace one whose IDs only the high-water
     // marks still bound: its row starts above them too.
     const marks = this.size > 1 ? await this.#highs.highest(values.tag, this.size) : [];
     const created = await this.#each(missing, (db, index) =>
-      db.store.createTag({ ...tag, startId: max(floor, marks[index] ?? 0n) }).catch(async (error: unknown) => {
-        // Created meanwhile by another caller: what matters is that the row exists.
-        if (isIdMintError(error, 'TAG_EXISTS')) return (await db.store.getTag(values.tag)) ?? Promise.reject(error);
-        throw error;
-      }),
+      db.store
+        .createTag({ ...tag, startId: max(floor, marks[index] ?? 0n) })
+        .catch(async (error: unknown) => {
+          // Created meanwhile by another caller: what matters is that the row exists.
+          if (isIdMintError(error, 'TAG_EXISTS'))
+            return (await db.store.getTag(values.tag)) ?? Promise.reject(error);
+          throw error;
+        }),
     );
-    const made = this.#all(`creating tag "${values.tag}" (created in ${describeIndexes(created.filter((o) => o.value !== undefined))}; run it again when every database answers, to complete it)`, created);
+    const made = this.#all(
+      `creating tag "${values.tag}" (created in ${describeIndexes(created.filter((o) => o.value !== undefined))}; run it again when every database answers, to complete it)`,
+      created,
+    );
     // `made` is indexed by database: the ones that already had the tag are holes.
-    return merge([...present, ...made.filter((record): record is TagRecord => record !== undefined)]);
+    return merge([
+      ...present,
+      ...made.filter((record): record is TagRecord => record !== undefined),
+    ]);
   }
 
   /**
@@ -405,8 +532,17 @@ export class MultiSegmentStore implements SegmentStore {
     checkTag(tag);
     if (update?.step !== undefined) checkStep(update.step);
     if (update?.description !== undefined) checkDescription(update.description);
-    const outcomes = await this.#each(this.#indexes(), (db) => db.store.updateTag(tag, update).catch((error: unknown) => (isIdMintError(error, 'TAG_NOT_FOUND') ? undefined : Promise.reject(error))));
-    const updated = this.#all(`updating tag "${tag}" (updated in ${describeIndexes(outcomes.filter((o) => o.value !== undefined))}; run it again when every database answers)`, outcomes);
+    const outcomes = await this.#each(this.#indexes(), (db) =>
+      db.store
+        .updateTag(tag, update)
+        .catch((error: unknown) =>
+          isIdMintError(error, 'TAG_NOT_FOUND') ? undefined : Promise.reject(error),
+        ),
+    );
+    const updated = this.#all(
+      `updating tag "${tag}" (updated in ${describeIndexes(outcomes.filter((o) => o.value !== undefined))}; run it again when every database answers)`,
+      outcomes,
+    );
     const found = updated.filter((record): record is TagRecord => record !== undefined);
     if (found.length === 0) throw tagNotFound(tag);
     return merge(found);
@@ -456,15 +592,30 @@ export class MultiSegmentStore implements SegmentStore {
     for (const { index, value } of outcomes) {
       const expected = { offset: index, increment: this.size };
       for (const record of value?.rows ?? []) {
-        if (!sameResidue(record.residue, expected)) problems.push(`database ${index} (${this.#name(index)}) holds tag "${record.tag}" as ${residueText(record.residue)}`);
+        if (!sameResidue(record.residue, expected))
+          problems.push(
+            `database ${index} (${this.#name(index)}) holds tag "${record.tag}" as ${residueText(record.residue)}`,
+          );
       }
     }
-    const records = this.#indexes().map((index) => outcomes.find((o) => o.index === index)?.value?.records);
-    outcomes.forEach(({ index, value }) => value === undefined || (this.#identities[index] = value.records.id));
+    const records = this.#indexes().map(
+      (index) => outcomes.find((o) => o.index === index)?.value?.records,
+    );
+    outcomes.forEach(
+      ({ index, value }) => value === undefined || (this.#identities[index] = value.records.id),
+    );
     const anyRows = outcomes.some((o) => (o.value?.rows.length ?? 0) > 0);
-    problems.push(...membershipProblems(this.#databases.map((db) => db.name), records, anyRows));
+    problems.push(
+      ...membershipProblems(
+        this.#databases.map((db) => db.name),
+        records,
+        anyRows,
+      ),
+    );
     if (problems.length > 0) {
-      const shown = problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; and ${problems.length - 5} more` : '');
+      const shown =
+        problems.slice(0, 5).join('; ') +
+        (problems.length > 5 ? `; and ${problems.length - 5} more` : '');
       throw new IdMintError(
         'CONFIG_INVALID',
         `the set of ${this.size} segment databases disagrees with their rows and records, so it is not used: ` +
@@ -473,7 +624,9 @@ export class MultiSegmentStore implements SegmentStore {
         { details: { key: 'segment.stores', databases: this.size, problems: problems.length } },
       );
     }
-    return { unreachable: outcomes.filter((o) => o.error !== undefined).map((o) => this.#name(o.index)) };
+    return {
+      unreachable: outcomes.filter((o) => o.error !== undefined).map((o) => this.#name(o.index)),
+    };
   }
 
   /**
@@ -505,9 +658,14 @@ export class MultiSegmentStore implements SegmentStore {
    */
   async join(options: SetJoinOptions = {}): Promise<SetJoinReport> {
     await this.init();
-    const lists = this.#all('joining the set', await this.#each(this.#indexes(), (db) => db.store.listTags()));
+    const lists = this.#all(
+      'joining the set',
+      await this.#each(this.#indexes(), (db) => db.store.listTags()),
+    );
     const ids = await this.#recordMembers(lists, options.replace);
-    const names = [...new Set(lists.flatMap((records) => records.map((record) => record.tag)))].sort();
+    const names = [
+      ...new Set(lists.flatMap((records) => records.map((record) => record.tag))),
+    ].sort();
     const tags: JoinedTag[] = [];
     for (const tag of names) tags.push(await this.#joinTag(tag, ids));
     return { tags };
@@ -517,9 +675,14 @@ export class MultiSegmentStore implements SegmentStore {
    * Gives every database an identity where it has none, checks the list against the sets they
    * record (checkJoin), and records the list in every database: the identities, by index.
    */
-  async #recordMembers(lists: readonly (readonly TagRecord[])[], replace: number | undefined): Promise<string[]> {
+  async #recordMembers(
+    lists: readonly (readonly TagRecord[])[],
+    replace: number | undefined,
+  ): Promise<string[]> {
     for (let attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
-      const reads = await this.#each(this.#indexes(), (db) => db.store.readSetEntries([SELF_KEY, SET_KEY]));
+      const reads = await this.#each(this.#indexes(), (db) =>
+        db.store.readSetEntries([SELF_KEY, SET_KEY]),
+      );
       const read = this.#all('reading the set records', reads);
       const unnamed = this.#indexes().filter((index) => read[index]?.[0] === undefined);
       if (unnamed.length > 0) {
@@ -539,10 +702,13 @@ export class MultiSegmentStore implements SegmentStore {
       });
       if (!listed.some((member) => member.set !== undefined)) {
         if (replace !== undefined) {
-          const why = "no database of the list records a set, so nothing bounds a lost database's IDs";
+          const why =
+            "no database of the list records a set, so nothing bounds a lost database's IDs";
           const first = `run "idmint db init" with the set's whole list first (${DOCS})`;
           const details = { key: 'segment.stores', replace };
-          throw new IdMintError('INVALID_ARGUMENT', `--replace ${replace}: ${why}; ${first}`, { details });
+          throw new IdMintError('INVALID_ARGUMENT', `--replace ${replace}: ${why}; ${first}`, {
+            details,
+          });
         }
         this.#checkNoEmptyMember(lists);
       }
@@ -564,11 +730,21 @@ export class MultiSegmentStore implements SegmentStore {
   async #joinTag(tag: string, ids: readonly string[]): Promise<JoinedTag> {
     const n = this.size;
     const target = (index: number): SegmentResidue => ({ offset: index, increment: n });
-    const read = async () => this.#all(`joining tag "${tag}"`, await this.#each(this.#indexes(), (db) => db.store.getTag(tag)));
-    const highest = (rows: readonly (TagRecord | undefined)[]) => rows.reduce((h, row) => (row !== undefined && row.maxId > h ? row.maxId : h), 0n);
+    const read = async () =>
+      this.#all(
+        `joining tag "${tag}"`,
+        await this.#each(this.#indexes(), (db) => db.store.getTag(tag)),
+      );
+    const highest = (rows: readonly (TagRecord | undefined)[]) =>
+      rows.reduce((h, row) => (row !== undefined && row.maxId > h ? row.maxId : h), 0n);
     // Last: every mark at least its row's max_id (see join).
     const seed = async (action: JoinedTag['action'], maxId: bigint): Promise<JoinedTag> => {
-      if (n > 1) await this.#highs.settle(tag, ids, (await read()).map((row) => row?.maxId ?? 0n));
+      if (n > 1)
+        await this.#highs.settle(
+          tag,
+          ids,
+          (await read()).map((row) => row?.maxId ?? 0n),
+        );
       return { tag, action, maxId };
     };
     for (let attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
@@ -576,35 +752,52 @@ export class MultiSegmentStore implements SegmentStore {
       const template = rows.find((row) => row !== undefined);
       if (template === undefined) return { tag, action: 'unchanged', maxId: 0n }; // deleted meanwhile
       const create = (index: number, floor: bigint) =>
-        (this.#databases[index] as SetDatabase).store.createTag({ tag, step: template.step, description: template.description, startId: floor, opaque: template.opaque === true }).then(
-          () => true,
-          (error: unknown) => (isIdMintError(error, 'TAG_EXISTS') ? false : Promise.reject(error)),
-        );
-      const complete = rows.every((row, index) => row === undefined || sameResidue(row.residue, target(index)));
-      if (complete && rows.every((row) => row !== undefined)) return seed('unchanged', highest(rows));
+        (this.#databases[index] as SetDatabase).store
+          .createTag({
+            tag,
+            step: template.step,
+            description: template.description,
+            startId: floor,
+            opaque: template.opaque === true,
+          })
+          .then(
+            () => true,
+            (error: unknown) =>
+              isIdMintError(error, 'TAG_EXISTS') ? false : Promise.reject(error),
+          );
+      const complete = rows.every(
+        (row, index) => row === undefined || sameResidue(row.residue, target(index)),
+      );
+      if (complete && rows.every((row) => row !== undefined))
+        return seed('unchanged', highest(rows));
       // The marks move to this list's databases first (no database left out raises one from
       // then on); their values stay. A row missing at index r starts above r's marks: they bound
       // what the database there before (a lost one, replaced) handed out, even after a run cut
       // short moved them to the new one.
-      const { highest: marks, lost } = n > 1 ? await this.#highs.settle(tag, ids) : { highest: [], lost: 0n };
+      const { highest: marks, lost } =
+        n > 1 ? await this.#highs.settle(tag, ids) : { highest: [], lost: 0n };
       const missing = this.#indexes().filter((index) => rows[index] === undefined);
       const unrowed = missing.reduce((high, index) => max(high, marks[index] ?? 0n), lost);
       if (complete) {
         const floors = missing.map((index) => max(max(highest(rows), marks[index] ?? 0n), lost));
-        const created = await Promise.all(missing.map((index, k) => create(index, floors[k] as bigint)));
+        const created = await Promise.all(
+          missing.map((index, k) => create(index, floors[k] as bigint)),
+        );
         if (created.every(Boolean)) return seed('completed', floors.reduce(max, 0n));
         continue;
       }
       // The rows' own word, for a set formed before idmint recorded its members: read before this
       // run fences anything (a fenced row no longer says its set's size; the records keep it).
-      if (attempt === 0 && !rows.some((row) => row?.residue?.increment === 0)) this.#checkWholeSets(tag, rows);
+      if (attempt === 0 && !rows.some((row) => row?.residue?.increment === 0))
+        this.#checkWholeSets(tag, rows);
       // Fence: no allocation from any row while max_id is read.
       let changed = false;
       for (const [index, row] of rows.entries()) {
         if (row === undefined || row.residue?.increment === 0) continue;
         const residue = row.residue ?? { offset: 0, increment: 1 };
         const fenced = { maxId: row.maxId, residue: { offset: residue.offset, increment: 0 } };
-        if (!(await this.#reassign(index, tag, { maxId: row.maxId, residue }, fenced))) changed = true;
+        if (!(await this.#reassign(index, tag, { maxId: row.maxId, residue }, fenced)))
+          changed = true;
       }
       if (changed) continue;
       rows = await read();
@@ -612,12 +805,24 @@ export class MultiSegmentStore implements SegmentStore {
       const floor = max(highest(rows), unrowed);
       for (const [index, row] of rows.entries()) {
         const to = { maxId: alignUp(floor, target(index)), residue: target(index) };
-        const done = row === undefined ? await create(index, floor) : await this.#reassign(index, tag, { maxId: row.maxId, residue: row.residue as SegmentResidue }, to);
+        const done =
+          row === undefined
+            ? await create(index, floor)
+            : await this.#reassign(
+                index,
+                tag,
+                { maxId: row.maxId, residue: row.residue as SegmentResidue },
+                to,
+              );
         if (!done) changed = true;
       }
       if (!changed) return seed('reformed', floor);
     }
-    throw new IdMintError('STORE_UNAVAILABLE', `joining tag "${tag}": its rows changed under every one of ${JOIN_ATTEMPTS} attempts; stop the nodes that allocate it outside idmint (Leaf) and run it again`, { details: { tag } });
+    throw new IdMintError(
+      'STORE_UNAVAILABLE',
+      `joining tag "${tag}": its rows changed under every one of ${JOIN_ATTEMPTS} attempts; stop the nodes that allocate it outside idmint (Leaf) and run it again`,
+      { details: { tag } },
+    );
   }
 
   /**
@@ -628,7 +833,8 @@ export class MultiSegmentStore implements SegmentStore {
     const sets = new Map<number, Set<number>>();
     for (const row of rows) {
       const residue = row?.residue;
-      if (residue === undefined || residue.increment < 2 || residue.increment === this.size) continue;
+      if (residue === undefined || residue.increment < 2 || residue.increment === this.size)
+        continue;
       sets.set(residue.increment, (sets.get(residue.increment) ?? new Set()).add(residue.offset));
     }
     for (const [increment, offsets] of sets) {
@@ -649,7 +855,11 @@ export class MultiSegmentStore implements SegmentStore {
    * row created above the others' max_id could repeat them.
    */
   #checkNoEmptyMember(lists: readonly (readonly TagRecord[])[]): void {
-    const formed = lists.some((records, index) => records.some((record) => sameResidue(record.residue, { offset: index, increment: this.size })));
+    const formed = lists.some((records, index) =>
+      records.some((record) =>
+        sameResidue(record.residue, { offset: index, increment: this.size }),
+      ),
+    );
     const empty = this.#indexes().filter((index) => (lists[index] ?? []).length === 0);
     if (!formed || empty.length === 0 || this.size === 1) return;
     throw new IdMintError(
@@ -666,7 +876,10 @@ export class MultiSegmentStore implements SegmentStore {
   /** What database `db` records of itself (set-membership.ts), for the start-up check. */
   async #readRecords(db: SetDatabase): Promise<MemberRecords> {
     const [self, set] = await db.store.readSetEntries([SELF_KEY, SET_KEY]);
-    return { id: self === undefined ? null : parseSelf(self, db.name), set: set && parseSet(set, db.name) };
+    return {
+      id: self === undefined ? null : parseSelf(self, db.name),
+      set: set && parseSet(set, db.name),
+    };
   }
 
   /** How the high-water marks reach the databases: one call at a time, counted in their health. */
@@ -679,7 +892,8 @@ export class MultiSegmentStore implements SegmentStore {
         const known = this.#identities[index];
         if (!fresh && known !== undefined) return known;
         const [self] = await this.#callOne(index, (store) => store.readSetEntries([SELF_KEY]));
-        const id = self === undefined ? null : parseSelf(self, `database ${index} (${this.#name(index)})`);
+        const id =
+          self === undefined ? null : parseSelf(self, `database ${index} (${this.#name(index)})`);
         this.#identities[index] = id;
         return id;
       },
@@ -706,7 +920,12 @@ export class MultiSegmentStore implements SegmentStore {
     return undefined;
   }
 
-  async #reassign(index: number, tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+  async #reassign(
+    index: number,
+    tag: string,
+    from: { maxId: bigint; residue: SegmentResidue },
+    to: { maxId: bigint; residue: SegmentResidue },
+  ): Promise<boolean> {
     const db = this.#databases[index] as SetDatabase;
     try {
       return await db.store.reassign(tag, from, to);
@@ -735,8 +954,11 @@ export class MultiSegmentStore implements SegmentStore {
     const now = this.#now();
     const rotated = Array.from({ length: n }, (_, k) => (start + k) % n);
     const up = rotated.filter((index) => (this.#health[index] as Health).retryAt <= now);
-    if (up.length > 0) return { order: up, skipped: rotated.filter((index) => !up.includes(index)) };
-    const soonest = rotated.reduce((a, b) => ((this.#health[a] as Health).retryAt <= (this.#health[b] as Health).retryAt ? a : b));
+    if (up.length > 0)
+      return { order: up, skipped: rotated.filter((index) => !up.includes(index)) };
+    const soonest = rotated.reduce((a, b) =>
+      (this.#health[a] as Health).retryAt <= (this.#health[b] as Health).retryAt ? a : b,
+    );
     return { order: [soonest], skipped: rotated.filter((index) => index !== soonest) };
   }
 
@@ -754,11 +976,16 @@ export class MultiSegmentStore implements SegmentStore {
     h.failures++;
     h.failuresInRow++;
     h.lastError = error.message;
-    h.retryAt = this.#now() + Math.min(this.#maxBackoffMs, this.#backoffMs * 2 ** Math.min(h.failuresInRow - 1, 30));
+    h.retryAt =
+      this.#now() +
+      Math.min(this.#maxBackoffMs, this.#backoffMs * 2 ** Math.min(h.failuresInRow - 1, 30));
   }
 
   /** Runs `run` on each database of `indexes` at once; each outcome is its value or its IdMintError (health updated). */
-  async #each<T>(indexes: readonly number[], run: (db: SetDatabase, index: number) => Promise<T>): Promise<Outcome<T>[]> {
+  async #each<T>(
+    indexes: readonly number[],
+    run: (db: SetDatabase, index: number) => Promise<T>,
+  ): Promise<Outcome<T>[]> {
     return Promise.all(
       indexes.map(async (index): Promise<Outcome<T>> => {
         const db = this.#databases[index] as SetDatabase;
@@ -778,7 +1005,8 @@ export class MultiSegmentStore implements SegmentStore {
   /** Every outcome's value at its database's index (holes where `outcomes` skipped one), or the combined error when any database failed. */
   #all<T>(what: string, outcomes: readonly Outcome<T>[]): T[] {
     const failed = outcomes.filter((o) => o.error !== undefined);
-    if (failed.length > 0) throw this.#combined(`${what}: every database of the set must answer`, failed, []);
+    if (failed.length > 0)
+      throw this.#combined(`${what}: every database of the set must answer`, failed, []);
     const values: T[] = [];
     for (const o of outcomes) values[o.index] = o.value as T;
     return values;
@@ -790,17 +1018,39 @@ export class MultiSegmentStore implements SegmentStore {
    * it may serve once back; else the databases' own answer (TAG_MISCONFIGURED, ID_SPACE_EXHAUSTED,
    * TAG_NOT_FOUND).
    */
-  #combined(what: string, failed: readonly Outcome<unknown>[], skipped: readonly number[]): IdMintError {
-    const errors = failed.flatMap((o) => (o.error === undefined ? [] : [{ index: o.index, error: o.error }]));
-    const order: ErrorCode[] = ['STORE_UNAVAILABLE', 'TAG_MISCONFIGURED', 'ID_SPACE_EXHAUSTED', 'TAG_EXISTS', 'TAG_NOT_FOUND', 'INVALID_ARGUMENT'];
+  #combined(
+    what: string,
+    failed: readonly Outcome<unknown>[],
+    skipped: readonly number[],
+  ): IdMintError {
+    const errors = failed.flatMap((o) =>
+      o.error === undefined ? [] : [{ index: o.index, error: o.error }],
+    );
+    const order: ErrorCode[] = [
+      'STORE_UNAVAILABLE',
+      'TAG_MISCONFIGURED',
+      'ID_SPACE_EXHAUSTED',
+      'TAG_EXISTS',
+      'TAG_NOT_FOUND',
+      'INVALID_ARGUMENT',
+    ];
     const codes = new Set(errors.map((e) => e.error.code));
-    const code: ErrorCode = skipped.length > 0 ? 'STORE_UNAVAILABLE' : (order.find((c) => codes.has(c)) ?? errors[0]?.error.code ?? 'STORE_UNAVAILABLE');
+    const code: ErrorCode =
+      skipped.length > 0
+        ? 'STORE_UNAVAILABLE'
+        : (order.find((c) => codes.has(c)) ?? errors[0]?.error.code ?? 'STORE_UNAVAILABLE');
     const parts = [
       ...errors.map((e) => `database ${e.index} (${this.#name(e.index)}): ${e.error.message}`),
-      ...skipped.map((index) => `database ${index} (${this.#name(index)}): down, retried in ${Math.max(0, Math.ceil((this.#health[index] as Health).retryAt - this.#now()))} ms`),
+      ...skipped.map(
+        (index) =>
+          `database ${index} (${this.#name(index)}): down, retried in ${Math.max(0, Math.ceil((this.#health[index] as Health).retryAt - this.#now()))} ms`,
+      ),
     ];
     const first = errors.find((e) => e.error.code === code)?.error;
-    return new IdMintError(code, `${what}: ${parts.join('; ')}`, { ...(first === undefined ? {} : { cause: first }), details: { ...(first?.details ?? {}), databases: this.size } });
+    return new IdMintError(code, `${what}: ${parts.join('; ')}`, {
+      ...(first === undefined ? {} : { cause: first }),
+      details: { ...(first?.details ?? {}), databases: this.size },
+    });
   }
 }
 
@@ -811,7 +1061,8 @@ function max(a: bigint, b: bigint): bigint {
 /** The databases' lists (lowest database first) as one record per tag, each merged as {@link merge}. */
 function mergeByName(lists: readonly (readonly TagRecord[])[]): TagRecord[] {
   const byName = new Map<string, TagRecord[]>();
-  for (const list of lists) for (const record of list) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
+  for (const list of lists)
+    for (const record of list) byName.set(record.tag, [...(byName.get(record.tag) ?? []), record]);
   return [...byName.values()].map(merge);
 }
 
@@ -825,16 +1076,28 @@ function merge(records: readonly TagRecord[]): TagRecord {
   let opaque = false;
   for (const record of records) {
     if (record.maxId > maxId) maxId = record.maxId;
-    if (record.updatedAt !== null && (updatedAt === null || record.updatedAt > updatedAt)) updatedAt = record.updatedAt;
+    if (record.updatedAt !== null && (updatedAt === null || record.updatedAt > updatedAt))
+      updatedAt = record.updatedAt;
     if (record.opaque === true) opaque = true;
   }
-  return { tag: first.tag, maxId, step: first.step, description: first.description, updatedAt, opaque };
+  return {
+    tag: first.tag,
+    maxId,
+    step: first.step,
+    description: first.description,
+    updatedAt,
+    opaque,
+  };
 }
 
 /** An error from a database's store as an IdMintError (a store throws only those; anything else is an outage). */
 function asStoreError(cause: unknown, name: string, operation: string): IdMintError {
   if (isIdMintError(cause)) return cause;
-  return new IdMintError('STORE_UNAVAILABLE', `${name}: ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  return new IdMintError(
+    'STORE_UNAVAILABLE',
+    `${name}: ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+    { cause },
+  );
 }
 
 function parseJson(text: string): unknown {
@@ -846,10 +1109,16 @@ function parseJson(text: string): unknown {
 }
 
 function describeIndexes(outcomes: readonly Outcome<unknown>[]): string {
-  return outcomes.length === 0 ? 'no database' : `database${outcomes.length === 1 ? '' : 's'} ${outcomes.map((o) => o.index).join(', ')}`;
+  return outcomes.length === 0
+    ? 'no database'
+    : `database${outcomes.length === 1 ? '' : 's'} ${outcomes.map((o) => o.index).join(', ')}`;
 }
 
 function checkMs(name: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value < 0 || value > 2 ** 31 - 1) throw new IdMintError('INVALID_ARGUMENT', `${name} must be an integer from 0 to ${2 ** 31 - 1} ms, got ${String(value)}`);
+  if (!Number.isSafeInteger(value) || value < 0 || value > 2 ** 31 - 1)
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `${name} must be an integer from 0 to ${2 ** 31 - 1} ms, got ${String(value)}`,
+    );
   return value;
 }

@@ -112,7 +112,11 @@ export class SetHighs {
    * marks' values over every read (a mark's value is never lost by moving it). Forgets what this
    * process knew of the tag's marks.
    */
-  async settle(tag: string, ids: readonly string[], floors: readonly bigint[] = []): Promise<SettledMarks> {
+  async settle(
+    tag: string,
+    ids: readonly string[],
+    floors: readonly bigint[] = [],
+  ): Promise<SettledMarks> {
     this.#known.delete(tag);
     let highest: bigint[] = ids.map(() => 0n);
     let lost = 0n;
@@ -120,7 +124,8 @@ export class SetHighs {
       const marks = await this.#read(tag, ids.length);
       highest = highestOf(marks, ids.length).map((high, index) => max(high, highest[index] ?? 0n));
       for (const { mark } of marks.flat()) {
-        if (mark !== undefined && mark.member !== null && !ids.includes(mark.member)) lost = max(lost, mark.high);
+        if (mark !== undefined && mark.member !== null && !ids.includes(mark.member))
+          lost = max(lost, mark.high);
       }
       const writes = marks.flatMap((member, holder) =>
         member.flatMap(({ entry, mark }, index) => {
@@ -129,13 +134,17 @@ export class SetHighs {
           if (mark !== undefined && mark.member === id && mark.high >= floor) return [];
           const value = formatHigh({ member: id, high: max(mark?.high ?? 0n, floor) });
           const key = highKey(index, tag);
-          return [this.#access.call(holder, (store) => store.writeSetEntry(key, entry?.version, value))];
+          return [
+            this.#access.call(holder, (store) => store.writeSetEntry(key, entry?.version, value)),
+          ];
         }),
       );
       if ((await Promise.all(writes)).every(Boolean)) return { highest, lost };
     }
     const why = `its high-water marks changed under every one of ${MARK_ATTEMPTS} attempts to settle them`;
-    throw new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": ${why}; run it again`, { details: { tag } });
+    throw new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": ${why}; run it again`, {
+      details: { tag },
+    });
   }
 
   /** Every member's marks for `tag` at indexes 0 to `indexes` - 1: `[member][index]`. */
@@ -144,7 +153,10 @@ export class SetHighs {
     const read = async (member: number): Promise<ReadMark[]> => {
       const entries = await this.#access.call(member, (store) => store.readSetEntries(keys));
       const where = this.#where(member);
-      return entries.map((entry, index) => ({ entry, mark: entry && parseHigh(entry, where, keys[index] as string) }));
+      return entries.map((entry, index) => ({
+        entry,
+        mark: entry && parseHigh(entry, where, keys[index] as string),
+      }));
     };
     return Promise.all(Array.from({ length: this.#access.size }, (_, member) => read(member)));
   }
@@ -163,18 +175,29 @@ export class SetHighs {
    */
   async #raise(index: number, tag: string, target: bigint): Promise<IdMintError | undefined> {
     const key = highKey(index, tag);
-    const others = Array.from({ length: this.#access.size }, (_, member) => member).filter((m) => m !== index);
-    const kept = await firstRaised(others.map((member) => this.#raiseOn(member, index, key, target)));
+    const others = Array.from({ length: this.#access.size }, (_, member) => member).filter(
+      (m) => m !== index,
+    );
+    const kept = await firstRaised(
+      others.map((member) => this.#raiseOn(member, index, key, target)),
+    );
     if (kept !== 'raised') return this.#notKept(index, tag, kept, others);
     const own = await this.#raiseOn(index, index, key, target).then(
       (value): Settled => ({ status: 'fulfilled', value }),
       (reason: unknown): Settled => ({ status: 'rejected', reason }),
     );
-    return own.status === 'fulfilled' && own.value === 'raised' ? undefined : this.#notKept(index, tag, [own], [index]);
+    return own.status === 'fulfilled' && own.value === 'raised'
+      ? undefined
+      : this.#notKept(index, tag, [own], [index]);
   }
 
   /** Raises database index's mark on `member` to at least `target`; 'replaced' when the mark names another database. */
-  async #raiseOn(member: number, index: number, key: string, target: bigint): Promise<RaiseOutcome> {
+  async #raiseOn(
+    member: number,
+    index: number,
+    key: string,
+    target: bigint,
+  ): Promise<RaiseOutcome> {
     let fresh = false;
     for (let attempt = 0; attempt < MARK_ATTEMPTS; attempt++) {
       const id = await this.#access.identity(index, fresh);
@@ -188,14 +211,22 @@ export class SetHighs {
       }
       if (mark !== undefined && mark.high >= target) return 'raised';
       const value = formatHigh({ member: id ?? mark?.member ?? null, high: target });
-      if (await this.#access.call(member, (store) => store.writeSetEntry(key, entry?.version, value))) return 'raised';
+      if (
+        await this.#access.call(member, (store) => store.writeSetEntry(key, entry?.version, value))
+      )
+        return 'raised';
     }
     const why = `the high-water mark "${key}" changed under every one of ${MARK_ATTEMPTS} attempts to raise it`;
     throw new IdMintError('STORE_UNAVAILABLE', `${this.#where(member)}: ${why}`);
   }
 
   /** Why the mark of database `index` was not raised, from the outcomes on `members`. */
-  #notKept(index: number, tag: string, outcomes: readonly Settled[], members: readonly number[]): IdMintError {
+  #notKept(
+    index: number,
+    tag: string,
+    outcomes: readonly Settled[],
+    members: readonly number[],
+  ): IdMintError {
     if (outcomes.some((o) => o.status === 'fulfilled' && o.value === 'replaced')) {
       return new IdMintError(
         'TAG_MISCONFIGURED',
@@ -207,7 +238,12 @@ export class SetHighs {
     }
     const reasons = outcomes.map((o, k) => {
       const failure = o.status === 'rejected' ? o.reason : undefined;
-      const why = o.status === 'fulfilled' ? 'not raised' : isIdMintError(failure) ? failure.message : String(failure);
+      const why =
+        o.status === 'fulfilled'
+          ? 'not raised'
+          : isIdMintError(failure)
+            ? failure.message
+            : String(failure);
       return `${this.#where(members[k] as number)}: ${why}`;
     });
     const where = members.includes(index) ? 'it' : 'any other database of the set';
@@ -227,7 +263,8 @@ export class SetHighs {
 
 /** Per index, the highest mark any member keeps (0 where none). */
 function highestOf(marks: readonly (readonly ReadMark[])[], indexes: number): bigint[] {
-  const at = (index: number) => marks.reduce((high, member) => max(high, member[index]?.mark?.high ?? 0n), 0n);
+  const at = (index: number) =>
+    marks.reduce((high, member) => max(high, member[index]?.mark?.high ?? 0n), 0n);
   return Array.from({ length: indexes }, (_, index) => at(index));
 }
 
@@ -241,7 +278,11 @@ function max(a: bigint, b: bigint): bigint {
  */
 function firstRaised(outcomes: readonly Promise<RaiseOutcome>[]): Promise<'raised' | Settled[]> {
   return new Promise((resolve) => {
-    for (const outcome of outcomes) outcome.then((value) => value === 'raised' && resolve('raised'), () => undefined);
+    for (const outcome of outcomes)
+      outcome.then(
+        (value) => value === 'raised' && resolve('raised'),
+        () => undefined,
+      );
     Promise.allSettled(outcomes).then((settled) => resolve(settled));
   });
 }

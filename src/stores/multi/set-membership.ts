@@ -81,7 +81,11 @@ export function checkJoin(list: readonly ListedMember[], replace: number | undef
   );
 }
 
-function checkReplacement(list: readonly ListedMember[], replace: number, missing: readonly Missing[]): void {
+function checkReplacement(
+  list: readonly ListedMember[],
+  replace: number,
+  missing: readonly Missing[],
+): void {
   const refuse = (why: string) =>
     new IdMintError('INVALID_ARGUMENT', `--replace ${replace}: ${why} (${DOCS})`, {
       details: { key: 'segment.stores', replace },
@@ -110,7 +114,9 @@ function checkReplacement(list: readonly ListedMember[], replace: number, missin
   const newcomer = list[replace] as ListedMember;
   if (newcomer.set !== undefined || newcomer.hasRows) {
     const holds = newcomer.hasRows ? 'tag rows' : 'the record of a set';
-    throw refuse(`${newcomer.name} must be an empty database (no tag rows, no set record); it holds ${holds}`);
+    throw refuse(
+      `${newcomer.name} must be an empty database (no tag rows, no set record); it holds ${holds}`,
+    );
   }
 }
 
@@ -161,11 +167,15 @@ export function membershipProblems(
           `if that database is lost for good, run "${initCommand(names, index)}" to replace it`,
       );
     } else if (at < 0) {
-      problems.push(`${where} is not in the set of ${recorded.length} its databases record: ${form}`);
+      problems.push(
+        `${where} is not in the set of ${recorded.length} its databases record: ${form}`,
+      );
     }
   }
   if (recorded.length !== names.length && problems.length === 0) {
-    problems.push(`the list has ${names.length} databases, the set its databases record ${recorded.length}: ${form}`);
+    problems.push(
+      `the list has ${names.length} databases, the set its databases record ${recorded.length}: ${form}`,
+    );
   }
   return problems;
 }
@@ -178,7 +188,10 @@ function mostRecorded(answered: readonly MemberRecords[]): readonly RecordedMemb
   let recorded: readonly RecordedMember[] | undefined;
   let votes = 0;
   for (const { set } of answered) {
-    const count = set === undefined ? 0 : answered.filter((r) => r.set !== undefined && sameSet(r.set, set)).length;
+    const count =
+      set === undefined
+        ? 0
+        : answered.filter((r) => r.set !== undefined && sameSet(r.set, set)).length;
     if (count > votes) [recorded, votes] = [set, count];
   }
   return recorded;

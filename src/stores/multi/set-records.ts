@@ -64,7 +64,8 @@ export function formatHigh(mark: HighMark): string {
 /** The identity in a `self` record. CONFIG_INVALID for text idmint did not write. */
 export function parseSelf(entry: SetEntry, where: string): string {
   const parsed = parseJson(entry.value) as { id?: unknown } | undefined;
-  if (typeof parsed?.id !== 'string' || parsed.id.length === 0) throw malformed(where, SELF_KEY, entry.value);
+  if (typeof parsed?.id !== 'string' || parsed.id.length === 0)
+    throw malformed(where, SELF_KEY, entry.value);
   return parsed.id;
 }
 
@@ -84,16 +85,21 @@ export function parseHigh(entry: SetEntry, where: string, key: string): HighMark
   const parsed = parseJson(entry.value) as { member?: unknown; high?: unknown } | undefined;
   const { member, high } = parsed ?? {};
   const decimal = typeof high === 'string' && /^(0|[1-9][0-9]{0,18})$/.test(high);
-  const valid = (member === null || typeof member === 'string') && decimal && BigInt(high) <= MAX_SEGMENT_ID;
+  const valid =
+    (member === null || typeof member === 'string') && decimal && BigInt(high) <= MAX_SEGMENT_ID;
   if (!valid) throw malformed(where, key, entry.value);
   return { member, high: BigInt(high) };
 }
 
 function malformed(where: string, key: string, value: string): IdMintError {
   const shown = JSON.stringify(value.slice(0, 100));
-  return new IdMintError('CONFIG_INVALID', `${where}: the set record "${key}" is not one idmint wrote: ${shown}`, {
-    details: { key },
-  });
+  return new IdMintError(
+    'CONFIG_INVALID',
+    `${where}: the set record "${key}" is not one idmint wrote: ${shown}`,
+    {
+      details: { key },
+    },
+  );
 }
 
 function parseJson(text: string): unknown {

@@ -1,8 +1,16 @@
 import { MysqlDriver, openMysqlPool, type MysqlPoolLike } from '../../sql/mysql-driver.ts';
-import { SqlSegmentStore, type ConnectSegmentStoreOptions, type PooledSegmentStoreOptions } from '../sql/sql-segment-store.ts';
+import {
+  SqlSegmentStore,
+  type ConnectSegmentStoreOptions,
+  type PooledSegmentStoreOptions,
+} from '../sql/sql-segment-store.ts';
 import { resolveStoreOptions } from '../store-support.ts';
 
-export type { MysqlConnectionLike, MysqlPoolLike, MysqlQueryOptions } from '../../sql/mysql-driver.ts';
+export type {
+  MysqlConnectionLike,
+  MysqlPoolLike,
+  MysqlQueryOptions,
+} from '../../sql/mysql-driver.ts';
 
 /** Options for {@link MysqlSegmentStore}: `pool`, `closePool`, `table`, `timeoutMs`. */
 export type MysqlSegmentStoreOptions = PooledSegmentStoreOptions<MysqlPoolLike>;
@@ -18,7 +26,10 @@ export class MysqlSegmentStore extends SqlSegmentStore {
   }
 
   /** Opens a pool of its own on `url` (`mysql://user@host:3306/db`), ended by close(). Loads `mysql2` on first use. */
-  static async connect(url: string, options: ConnectSegmentStoreOptions = {}): Promise<MysqlSegmentStore> {
+  static async connect(
+    url: string,
+    options: ConnectSegmentStoreOptions = {},
+  ): Promise<MysqlSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
     const pool = await openMysqlPool(url, { poolSize: options.poolSize ?? 10, timeoutMs });
     return new MysqlSegmentStore({ ...options, pool, closePool: true });

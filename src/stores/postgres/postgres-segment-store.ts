@@ -1,5 +1,9 @@
 import { PostgresDriver, openPostgresPool, type PgPoolLike } from '../../sql/postgres-driver.ts';
-import { SqlSegmentStore, type ConnectSegmentStoreOptions, type PooledSegmentStoreOptions } from '../sql/sql-segment-store.ts';
+import {
+  SqlSegmentStore,
+  type ConnectSegmentStoreOptions,
+  type PooledSegmentStoreOptions,
+} from '../sql/sql-segment-store.ts';
 import { resolveStoreOptions } from '../store-support.ts';
 
 export type { PgClientLike, PgPoolLike, PgTypesLike } from '../../sql/postgres-driver.ts';
@@ -17,7 +21,10 @@ export class PostgresSegmentStore extends SqlSegmentStore {
   }
 
   /** Opens a pool of its own on `url` (`postgres://user@host:5432/db`), ended by close(). Loads `pg` on first use. */
-  static async connect(url: string, options: ConnectSegmentStoreOptions = {}): Promise<PostgresSegmentStore> {
+  static async connect(
+    url: string,
+    options: ConnectSegmentStoreOptions = {},
+  ): Promise<PostgresSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
     const pool = await openPostgresPool(url, { poolSize: options.poolSize ?? 10, timeoutMs });
     return new PostgresSegmentStore({ ...options, pool, closePool: true });

@@ -361,9 +361,12 @@ export class RedisSegmentStore implements SegmentStore {
   constructor(options: RedisSegmentStoreOptions) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
     if (residue !== undefined) this.residue = residue;
-    this.#residueArgs = residue === undefined ? ['', ''] : [String(residue.offset), String(residue.increment)];
+    this.#residueArgs =
+      residue === undefined ? ['', ''] : [String(residue.offset), String(residue.increment)];
     if (options.client === undefined || typeof options.client.eval !== 'function') {
-      throw new TypeError('RedisSegmentStore needs { client } (an ioredis client); use RedisSegmentStore.connect(url) to open one');
+      throw new TypeError(
+        'RedisSegmentStore needs { client } (an ioredis client); use RedisSegmentStore.connect(url) to open one',
+      );
     }
     this.table = table;
     this.#client = options.client;
@@ -386,7 +389,11 @@ export class RedisSegmentStore implements SegmentStore {
   static async connect(url: string, options: SegmentStoreOptions = {}): Promise<RedisSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
     const target = redisConnectOptions(url);
-    const { Redis } = await loadDriver('ioredis', 'a redis:// segment store', () => import('ioredis'));
+    const { Redis } = await loadDriver(
+      'ioredis',
+      'a redis:// segment store',
+      () => import('ioredis'),
+    );
     const client = new Redis({
       ...target,
       connectTimeout: timeoutMs,
@@ -417,9 +424,18 @@ export class RedisSegmentStore implements SegmentStore {
     if (step !== undefined) checkStep(step);
     for (let attempt = 1; ; attempt++) {
       const args = [step === undefined ? '' : String(step), ...this.#residueArgs];
-      const reply = await this.#run('allocate', ALLOCATE, [this.#key(tag), this.#historyKey, this.#changedKey], args);
+      const reply = await this.#run(
+        'allocate',
+        ALLOCATE,
+        [this.#key(tag), this.#historyKey, this.#changedKey],
+        args,
+      );
       if (reply[0] !== 'history') return this.#allocated(tag, step, reply);
-      const retry: AllocateRetry = { retry: 'history', live: String(reply[1]), recorded: optionalText(reply[2]) };
+      const retry: AllocateRetry = {
+        retry: 'history',
+        live: String(reply[1]),
+        recorded: optionalText(reply[2]),
+      };
       if (attempt >= ALLOCATE_ATTEMPTS) throw historyUnsettled(this.backend, tag, retry);
       await this.#history.verify();
     }
@@ -428,8 +444,10 @@ export class RedisSegmentStore implements SegmentStore {
   /** The range an ALLOCATE reply (other than 'history') carries, or the error it names. */
   #allocated(tag: string, step: number | undefined, reply: unknown[]): SegmentRange {
     if (reply[0] === 'not_found') throw tagNotFound(tag);
-    if (reply[0] === 'residue') throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
-    if (reply[0] === 'misconfigured') throw tagMisconfigured(tag, reply[1] === 'step' ? 'step' : 'max_id', reply[2]);
+    if (reply[0] === 'residue')
+      throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
+    if (reply[0] === 'misconfigured')
+      throw tagMisconfigured(tag, reply[1] === 'step' ? 'step' : 'max_id', reply[2]);
     if (reply[0] === 'exhausted') {
       // HINCRBY fails only on overflow or on a max_id Redis does not read as an integer ("007").
       if (!String(reply[3]).includes('overflow')) throw tagMisconfigured(tag, 'max_id', reply[1]);
@@ -448,7 +466,12 @@ export class RedisSegmentStore implements SegmentStore {
     checkTag(tag);
     checkRelease(from, to, this.residue);
     const args = [from.toString(), to.toString(), ...this.#residueArgs];
-    const reply = await this.#run('release', RELEASE, [this.#key(tag), this.#historyKey, this.#changedKey], args);
+    const reply = await this.#run(
+      'release',
+      RELEASE,
+      [this.#key(tag), this.#historyKey, this.#changedKey],
+      args,
+    );
     return Number(reply[0]) === 1;
   }
 
@@ -468,7 +491,14 @@ export class RedisSegmentStore implements SegmentStore {
       ...(request.tag === undefined ? {} : { tag: request.tag }),
       ...(ifFences === undefined ? {} : { ifFences }),
     });
-    return [{ fenced: outcome.fenced, tags: outcome.tags, history: outcome.history, fences: outcome.fences }];
+    return [
+      {
+        fenced: outcome.fenced,
+        tags: outcome.tags,
+        history: outcome.history,
+        fences: outcome.fences,
+      },
+    ];
   }
 
   async raise(tag: string, atLeast: bigint): Promise<boolean> {
@@ -482,7 +512,8 @@ export class RedisSegmentStore implements SegmentStore {
   /** Runs the FENCE script, bounded by the fence timeout (it raises every tag at once). */
   async #fenceScript(call: FenceCall): Promise<FenceOutcome> {
     const { margin: m } = call;
-    const margin = 'ids' in m ? ['ids', m.ids.toString(), ''] : ['ranges', String(m.ranges), String(m.maxStep)];
+    const margin =
+      'ids' in m ? ['ids', m.ids.toString(), ''] : ['ranges', String(m.ranges), String(m.maxStep)];
     const expected = call.ifFences === undefined ? '' : String(call.ifFences);
     const args = [call.automatic ? '1' : '0', expected, ...margin, call.tag ?? '', this.#key('')];
     const keys = [this.#historyKey, `${this.table}:tags`, this.#changedKey];
@@ -500,15 +531,28 @@ export class RedisSegmentStore implements SegmentStore {
   }
 
   /** Re-forms a set, for MultiSegmentStore.join only: see SqlSegmentStore.reassign. */
-  async reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+  async reassign(
+    tag: string,
+    from: { maxId: bigint; residue: SegmentResidue },
+    to: { maxId: bigint; residue: SegmentResidue },
+  ): Promise<boolean> {
     checkTag(tag);
-    const args = [from.maxId, from.residue.offset, from.residue.increment, to.maxId, to.residue.offset, to.residue.increment].map(String);
+    const args = [
+      from.maxId,
+      from.residue.offset,
+      from.residue.increment,
+      to.maxId,
+      to.residue.offset,
+      to.residue.increment,
+    ].map(String);
     const reply = await this.#run('reassign', REASSIGN, [this.#key(tag), this.#changedKey], args);
     return Number(reply[0]) === 1;
   }
 
   /** The set's own records in the hash `<prefix>:set`: see SqlSegmentStore.readSetEntries. */
-  async readSetEntries(keys: readonly string[]): Promise<({ version: number; value: string } | undefined)[]> {
+  async readSetEntries(
+    keys: readonly string[],
+  ): Promise<({ version: number; value: string } | undefined)[]> {
     const entries: ({ version: number; value: string } | undefined)[] = [];
     // In chunks: one script holds the server while it runs.
     for (let i = 0; i < keys.length; i += 500) {
@@ -517,7 +561,11 @@ export class RedisSegmentStore implements SegmentStore {
       chunk.forEach((_, k) => {
         const version = reply[2 * k];
         const value = String(reply[2 * k + 1] ?? '');
-        entries.push(version === null || version === undefined ? undefined : { version: Number(version), value });
+        entries.push(
+          version === null || version === undefined
+            ? undefined
+            : { version: Number(version), value },
+        );
       });
     }
     return entries;
@@ -526,12 +574,19 @@ export class RedisSegmentStore implements SegmentStore {
   /** Writes a set record if its version is still `version`: see SqlSegmentStore.writeSetEntry. */
   async writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean> {
     const expected = version === undefined ? '' : String(version);
-    const reply = await this.#run('writeSetEntry', WRITE_SET, [this.#setKey], [key, expected, value]);
+    const reply = await this.#run(
+      'writeSetEntry',
+      WRITE_SET,
+      [this.#setKey],
+      [key, expected, value],
+    );
     return Number(reply[0]) === 1;
   }
 
   async listTags(): Promise<TagRecord[]> {
-    return this.#records(await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')])).sort(byTag);
+    return this.#records(
+      await this.#run('listTags', LIST, [`${this.table}:tags`], [this.#key('')]),
+    ).sort(byTag);
   }
 
   /**
@@ -541,16 +596,33 @@ export class RedisSegmentStore implements SegmentStore {
    * full read.
    */
   async listTagChanges(since: string | undefined): Promise<TagChanges> {
-    const from = since === undefined ? '' : String(Math.max(0, parseChangeCursor(since) - changeOverlapMs(this.#timeoutMs)));
-    const reply = await this.#run('listTagChanges', CHANGES, [this.#changedKey], [from, this.#key('')]);
+    const from =
+      since === undefined
+        ? ''
+        : String(Math.max(0, parseChangeCursor(since) - changeOverlapMs(this.#timeoutMs)));
+    const reply = await this.#run(
+      'listTagChanges',
+      CHANGES,
+      [this.#changedKey],
+      [from, this.#key('')],
+    );
     return { cursor: changeCursor(Number(reply[0])), records: this.#records(reply.slice(1)) };
   }
 
   /** SSCAN steps of the tag set: about `limit` tags a page (a small set comes whole), in no order. */
   async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
     checkPageLimit(limit);
-    if (after !== undefined && !/^[1-9]\d{0,19}$/.test(after)) throw new IdMintError('INVALID_ARGUMENT', `a tag page cursor is one this store returned, got ${JSON.stringify(after)}`);
-    const reply = await this.#run('listTagPage', PAGE, [`${this.table}:tags`], [after ?? '0', String(limit), this.#key('')]);
+    if (after !== undefined && !/^[1-9]\d{0,19}$/.test(after))
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `a tag page cursor is one this store returned, got ${JSON.stringify(after)}`,
+      );
+    const reply = await this.#run(
+      'listTagPage',
+      PAGE,
+      [`${this.table}:tags`],
+      [after ?? '0', String(limit), this.#key('')],
+    );
     const next = String(reply[0]);
     return { records: this.#records(reply.slice(1)), next: next === '0' ? undefined : next };
   }
@@ -566,26 +638,40 @@ export class RedisSegmentStore implements SegmentStore {
     // A prefix's first tag records its history first (Redis needs no `db init`): a prefix idmint
     // fills from empty is never fenced at its first allocation.
     await this.#history.verify();
-    const reply = await this.#run('createTag', CREATE, [this.#key(v.tag), `${this.table}:tags`, this.#changedKey], [
-      v.tag,
-      v.startId.toString(),
-      String(v.step),
-      v.description ?? '',
-      v.description === null ? '0' : '1',
-      ...this.#residueArgs,
-      v.opaque ? '1' : '0',
-    ]);
-    if (reply[0] === 'exists') throw new IdMintError('TAG_EXISTS', `tag "${v.tag}" already exists`, { details: { tag: v.tag } });
+    const reply = await this.#run(
+      'createTag',
+      CREATE,
+      [this.#key(v.tag), `${this.table}:tags`, this.#changedKey],
+      [
+        v.tag,
+        v.startId.toString(),
+        String(v.step),
+        v.description ?? '',
+        v.description === null ? '0' : '1',
+        ...this.#residueArgs,
+        v.opaque ? '1' : '0',
+      ],
+    );
+    if (reply[0] === 'exists')
+      throw new IdMintError('TAG_EXISTS', `tag "${v.tag}" already exists`, {
+        details: { tag: v.tag },
+      });
     return this.#record(v.tag, reply.slice(1));
   }
 
   async updateTag(tag: string, update: TagUpdate): Promise<TagRecord> {
     checkTag(tag);
     const step = update.step === undefined ? '' : String(checkStep(update.step));
-    const description = update.description === undefined ? undefined : checkDescription(update.description);
+    const description =
+      update.description === undefined ? undefined : checkDescription(update.description);
     const mode = description === undefined ? 'keep' : description === null ? 'clear' : 'set';
     const opaque = checkOpaqueUpdate(update.opaque) ? '1' : '0';
-    const reply = await this.#run('updateTag', UPDATE, [this.#key(tag), this.#changedKey], [step, mode, description ?? '', opaque]);
+    const reply = await this.#run(
+      'updateTag',
+      UPDATE,
+      [this.#key(tag), this.#changedKey],
+      [step, mode, description ?? '', opaque],
+    );
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     return this.#record(tag, reply.slice(1));
   }
@@ -595,7 +681,11 @@ export class RedisSegmentStore implements SegmentStore {
     // QUIT waits for Redis's reply; a Redis that accepts connections but never answers would
     // keep close() (and the process) waiting forever. Wait as long as for any call, then drop
     // the connection either way.
-    await withTimeout(this.#client.quit(), this.#timeoutMs, () => new Error('QUIT timed out')).catch(() => undefined);
+    await withTimeout(
+      this.#client.quit(),
+      this.#timeoutMs,
+      () => new Error('QUIT timed out'),
+    ).catch(() => undefined);
     this.#client.disconnect();
   }
 
@@ -621,7 +711,8 @@ export class RedisSegmentStore implements SegmentStore {
   /** Records from a flat reply of tag + {@link FIELDS} fields each. */
   #records(flat: unknown[]): TagRecord[] {
     const records: TagRecord[] = [];
-    for (let i = 0; i + FIELDS < flat.length; i += FIELDS + 1) records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + FIELDS + 1)));
+    for (let i = 0; i + FIELDS < flat.length; i += FIELDS + 1)
+      records.push(this.#record(String(flat[i]), flat.slice(i + 1, i + FIELDS + 1)));
     return records;
   }
 
@@ -646,7 +737,9 @@ export class RedisSegmentStore implements SegmentStore {
   ): Promise<unknown[]> {
     const nonce = `${this.#nonceId}:${++this.#commands}`;
     return storeCall(this.backend, operation, timeoutMs, () =>
-      this.#client.eval(script, keys.length, ...keys, ...args, nonce).then((reply) => this.#answerTo(operation, nonce, reply)),
+      this.#client
+        .eval(script, keys.length, ...keys, ...args, nonce)
+        .then((reply) => this.#answerTo(operation, nonce, reply)),
     );
   }
 
@@ -654,12 +747,25 @@ export class RedisSegmentStore implements SegmentStore {
   #answerTo(operation: string, nonce: string, reply: unknown): unknown[] {
     if (Array.isArray(reply) && reply[0] === nonce) return reply.slice(1);
     this.#client.disconnect(true);
-    throw new IdMintError('STORE_UNAVAILABLE', `redis store: ${operation} got a reply meant for another command (the connection lost data on the way); the connection was reset`, {
-      details: { backend: this.backend, operation },
-    });
+    throw new IdMintError(
+      'STORE_UNAVAILABLE',
+      `redis store: ${operation} got a reply meant for another command (the connection lost data on the way); the connection was reset`,
+      {
+        details: { backend: this.backend, operation },
+      },
+    );
   }
 
   #record(tag: string, fields: unknown[]): TagRecord {
-    return tagRecord({ biz_tag: tag, max_id: fields[0], step: fields[1], description: fields[2] ?? null, update_time: fields[3], id_offset: fields[4], id_increment: fields[5], opaque: fields[6] });
+    return tagRecord({
+      biz_tag: tag,
+      max_id: fields[0],
+      step: fields[1],
+      description: fields[2] ?? null,
+      update_time: fields[3],
+      id_offset: fields[4],
+      id_increment: fields[5],
+      opaque: fields[6],
+    });
   }
 }

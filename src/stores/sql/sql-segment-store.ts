@@ -1,5 +1,15 @@
 import { IdMintError } from '../../core/errors.ts';
-import { MAX_SEGMENT_ID, MAX_TAG_STEP, checkDescription, checkStep, checkTag, idSpaceExhausted, storedStep, tagMisconfigured, tagNotFound } from '../../core/segment-limits.ts';
+import {
+  MAX_SEGMENT_ID,
+  MAX_TAG_STEP,
+  checkDescription,
+  checkStep,
+  checkTag,
+  idSpaceExhausted,
+  storedStep,
+  tagMisconfigured,
+  tagNotFound,
+} from '../../core/segment-limits.ts';
 import type {
   FenceMargin,
   FenceReport,
@@ -15,7 +25,13 @@ import type {
   TagRecord,
   TagUpdate,
 } from '../../ports/segment-store.ts';
-import type { SqlConnection, SqlDialect, SqlDriver, SqlRow, SqlValue } from '../../sql/sql-driver.ts';
+import type {
+  SqlConnection,
+  SqlDialect,
+  SqlDriver,
+  SqlRow,
+  SqlValue,
+} from '../../sql/sql-driver.ts';
 import {
   HISTORY_TABLE,
   byTag,
@@ -192,9 +208,14 @@ export class SqlSegmentStore implements SegmentStore {
     if (step !== undefined) checkStep(step);
     const returning = this.#driver.dialect.supportsReturning;
     for (let attempt = 1; ; attempt++) {
-      const outcome = await this.#call('allocate', !returning, (db) => this.#allocateOnce(db, tag, step), () => {
-        throw tagNotFound(tag);
-      }).catch((error: unknown) => {
+      const outcome = await this.#call(
+        'allocate',
+        !returning,
+        (db) => this.#allocateOnce(db, tag, step),
+        () => {
+          throw tagNotFound(tag);
+        },
+      ).catch((error: unknown) => {
         // Thrown inside the call so that a transaction rolls back: the allocation did not happen.
         const cause = (error as { cause?: unknown }).cause;
         if (cause instanceof HistoryMismatch) return cause.retry;
@@ -213,7 +234,11 @@ export class SqlSegmentStore implements SegmentStore {
    * One allocation, guarded by the history check in the same statement (or transaction): a range,
    * or why to try again (the history is not the recorded one, or a fence landed meanwhile).
    */
-  async #allocateOnce(db: SqlConnection, tag: string, step: number | undefined): Promise<Allocated | AllocateRetry> {
+  async #allocateOnce(
+    db: SqlConnection,
+    tag: string,
+    step: number | undefined,
+  ): Promise<Allocated | AllocateRetry> {
     const bound = step ?? null;
     let row: SqlRow | undefined;
     try {
@@ -227,7 +252,11 @@ export class SqlSegmentStore implements SegmentStore {
         const recorded = row?.[RECORDED_COLUMN];
         if (row !== undefined && recorded !== row[HISTORY_COLUMN]) {
           const found = recorded === null || recorded === undefined ? undefined : String(recorded);
-          throw new HistoryMismatch({ retry: 'history', live: String(row[HISTORY_COLUMN]), recorded: found });
+          throw new HistoryMismatch({
+            retry: 'history',
+            live: String(row[HISTORY_COLUMN]),
+            recorded: found,
+          });
         }
       }
     } catch (error) {
@@ -313,19 +342,36 @@ export class SqlSegmentStore implements SegmentStore {
     };
     if (request.automatic && found.recorded === found.live) return unchanged;
     if (request.ifFences !== undefined && found.fences !== request.ifFences) return unchanged;
-    if (request.tag !== undefined && (await this.#read(db, request.tag)) === undefined) throw tagNotFound(request.tag);
-    const raise = fenceStatement(this.table, this.#driver.dialect, request.margin, request.tag !== undefined);
-    const tags = (await db.query(raise, request.tag === undefined ? [] : [request.tag])).affectedRows;
+    if (request.tag !== undefined && (await this.#read(db, request.tag)) === undefined)
+      throw tagNotFound(request.tag);
+    const raise = fenceStatement(
+      this.table,
+      this.#driver.dialect,
+      request.margin,
+      request.tag !== undefined,
+    );
+    const tags = (await db.query(raise, request.tag === undefined ? [] : [request.tag]))
+      .affectedRows;
     const claimed =
       found.recorded === undefined
         ? (await db.query(this.#sql.recordHistory, [found.live])).affectedRows === 1
-        : (await db.query(this.#sql.claimHistory, [found.live, found.recorded, found.fences])).affectedRows === 1;
+        : (await db.query(this.#sql.claimHistory, [found.live, found.recorded, found.fences]))
+            .affectedRows === 1;
     if (!claimed) throw new FenceRaced({ ...unchanged, raced: true });
-    return { fenced: true, raced: false, tags, history: found.live, from: found.recorded, fences: found.fences + 1 };
+    return {
+      fenced: true,
+      raced: false,
+      tags,
+      history: found.live,
+      from: found.recorded,
+      fences: found.fences + 1,
+    };
   }
 
   /** The live history and the record (none when the table has no row in the history table). */
-  async #readHistory(db: SqlConnection): Promise<{ live: string; recorded: string | undefined; fences: number }> {
+  async #readHistory(
+    db: SqlConnection,
+  ): Promise<{ live: string; recorded: string | undefined; fences: number }> {
     const row = (await db.query(this.#sql.readHistory, [])).rows[0];
     const recorded = row?.['recorded'];
     const fences = row?.['fences'];
@@ -368,7 +414,14 @@ export class SqlSegmentStore implements SegmentStore {
       // Another fence claimed the record between the read and the claim: read it again (with
       // ifFences, the count it names is gone: nothing to do).
       if (outcome.raced && ifFences === undefined && attempt < ALLOCATE_ATTEMPTS) continue;
-      return [{ fenced: outcome.fenced, tags: outcome.tags, history: outcome.history, fences: outcome.fences }];
+      return [
+        {
+          fenced: outcome.fenced,
+          tags: outcome.tags,
+          history: outcome.history,
+          fences: outcome.fences,
+        },
+      ];
     }
   }
 
@@ -384,7 +437,12 @@ export class SqlSegmentStore implements SegmentStore {
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
     checkTag(tag);
     checkRelease(from, to, this.residue);
-    return this.#call('release', false, async (db) => (await db.query(this.#sql.release, [from, tag, to])).affectedRows === 1, () => false);
+    return this.#call(
+      'release',
+      false,
+      async (db) => (await db.query(this.#sql.release, [from, tag, to])).affectedRows === 1,
+      () => false,
+    );
   }
 
   /**
@@ -392,10 +450,27 @@ export class SqlSegmentStore implements SegmentStore {
    * and residue class to `to` if they are still exactly `from` (compare-and-set). Resolves true
    * when set. The table must have the residue columns (a store of a set adds them in init()).
    */
-  async reassign(tag: string, from: { maxId: bigint; residue: SegmentResidue }, to: { maxId: bigint; residue: SegmentResidue }): Promise<boolean> {
+  async reassign(
+    tag: string,
+    from: { maxId: bigint; residue: SegmentResidue },
+    to: { maxId: bigint; residue: SegmentResidue },
+  ): Promise<boolean> {
     checkTag(tag);
-    const params = [to.maxId, to.residue.offset, to.residue.increment, tag, from.maxId, from.residue.offset, from.residue.increment];
-    return this.#call('reassign', false, async (db) => (await db.query(this.#sql.reassign, params)).affectedRows === 1, () => false);
+    const params = [
+      to.maxId,
+      to.residue.offset,
+      to.residue.increment,
+      tag,
+      from.maxId,
+      from.residue.offset,
+      from.residue.increment,
+    ];
+    return this.#call(
+      'reassign',
+      false,
+      async (db) => (await db.query(this.#sql.reassign, params)).affectedRows === 1,
+      () => false,
+    );
   }
 
   /**
@@ -404,7 +479,9 @@ export class SqlSegmentStore implements SegmentStore {
    * undefined where there is none. Undefined for all of them when the table does not exist (a
    * table of a store of its own, or of a set `idmint db init` has not recorded yet).
    */
-  async readSetEntries(keys: readonly string[]): Promise<({ version: number; value: string } | undefined)[]> {
+  async readSetEntries(
+    keys: readonly string[],
+  ): Promise<({ version: number; value: string } | undefined)[]> {
     return this.#call('readSetEntries', false, async (db) => {
       const found = new Map<string, { version: number; value: string }>();
       for (let i = 0; i < keys.length; i += SET_READ_CHUNK) {
@@ -414,11 +491,20 @@ export class SqlSegmentStore implements SegmentStore {
           rows = (await db.query(this.#setSql.read(chunk.length), [this.table, ...chunk])).rows;
         } catch (error) {
           // The database answers, but the table is not there (or cannot be read): no entries.
-          if (await db.query('SELECT 1', []).then(() => true, () => false)) return keys.map(() => undefined);
+          if (
+            await db.query('SELECT 1', []).then(
+              () => true,
+              () => false,
+            )
+          )
+            return keys.map(() => undefined);
           throw error;
         }
         for (const row of rows) {
-          found.set(String(row['entry']), { version: Number(row['version']), value: String(row['value']) });
+          found.set(String(row['entry']), {
+            version: Number(row['version']),
+            value: String(row['value']),
+          });
         }
       }
       return keys.map((key) => found.get(key));
@@ -441,7 +527,9 @@ export class SqlSegmentStore implements SegmentStore {
   }
 
   listTags(): Promise<TagRecord[]> {
-    return this.#call('listTags', false, async (db) => (await db.query(this.#sql.list, [])).rows.map(asRecord).sort(byTag));
+    return this.#call('listTags', false, async (db) =>
+      (await db.query(this.#sql.list, [])).rows.map(asRecord).sort(byTag),
+    );
   }
 
   /**
@@ -451,11 +539,16 @@ export class SqlSegmentStore implements SegmentStore {
    * same connection, so a write stamped after it is in this read or the next.
    */
   async listTagChanges(since: string | undefined): Promise<TagChanges> {
-    const from = since === undefined ? undefined : parseChangeCursor(since) - changeOverlapMs(this.#timeoutMs);
+    const from =
+      since === undefined ? undefined : parseChangeCursor(since) - changeOverlapMs(this.#timeoutMs);
     return this.#call('listTagChanges', false, async (db) => {
       const now = Number((await db.query(this.#sql.clock, [])).rows[0]?.['now_ms']);
-      if (!Number.isSafeInteger(now)) throw new IdMintError('STORE_UNAVAILABLE', `the database clock read as ${String(now)}`);
-      const records = from === undefined ? [] : (await db.query(this.#sql.changedSince, [Math.max(0, from)])).rows.map(asRecord);
+      if (!Number.isSafeInteger(now))
+        throw new IdMintError('STORE_UNAVAILABLE', `the database clock read as ${String(now)}`);
+      const records =
+        from === undefined
+          ? []
+          : (await db.query(this.#sql.changedSince, [Math.max(0, from)])).rows.map(asRecord);
       return { records, cursor: changeCursor(now) };
     });
   }
@@ -467,17 +560,30 @@ export class SqlSegmentStore implements SegmentStore {
     return this.#call('listTagPage', false, async (db) => {
       // Only the listing's columns (see TagListing). The opaque column is looked for at each full
       // read's first page: a Leaf table has none, and `idmint db init` may add it meanwhile.
-      if (after === undefined || this.#listsOpaque === undefined) this.#listsOpaque = await this.#hasOpaqueColumn(db);
+      if (after === undefined || this.#listsOpaque === undefined)
+        this.#listsOpaque = await this.#hasOpaqueColumn(db);
       const page = this.#listsOpaque ? this.#sql.pageWithOpaque : this.#sql.page;
-      const rows = (after === undefined ? await db.query(`${page.first} LIMIT ${limit}`, []) : await db.query(`${page.next} LIMIT ${limit}`, [after])).rows;
+      const rows = (
+        after === undefined
+          ? await db.query(`${page.first} LIMIT ${limit}`, [])
+          : await db.query(`${page.next} LIMIT ${limit}`, [after])
+      ).rows;
       const records = rows.map(asListing);
-      return { records, next: records.length < limit ? undefined : records[records.length - 1]?.tag };
+      return {
+        records,
+        next: records.length < limit ? undefined : records[records.length - 1]?.tag,
+      };
     });
   }
 
   async getTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
-    return this.#call('getTag', false, (db) => this.#read(db, tag), () => undefined);
+    return this.#call(
+      'getTag',
+      false,
+      (db) => this.#read(db, tag),
+      () => undefined,
+    );
   }
 
   async createTag(tag: NewTag): Promise<TagRecord> {
@@ -489,10 +595,20 @@ export class SqlSegmentStore implements SegmentStore {
     return this.#call('createTag', false, async (db) => {
       try {
         // The opaque column is named only when it is set: a Leaf table without it takes plain tags.
-        await db.query(values.opaque ? this.#sql.insertOpaque : this.#sql.insert, [values.tag, values.startId, values.step, values.description, ...residue]);
+        await db.query(values.opaque ? this.#sql.insertOpaque : this.#sql.insert, [
+          values.tag,
+          values.startId,
+          values.step,
+          values.description,
+          ...residue,
+        ]);
       } catch (error) {
-        if (this.#driver.dialect.isDuplicateKey(error)) throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, { details: { tag: values.tag } });
-        if (values.opaque && !(await this.#hasOpaqueColumn(db))) throw this.#noOpaqueColumn(values.tag, error);
+        if (this.#driver.dialect.isDuplicateKey(error))
+          throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, {
+            details: { tag: values.tag },
+          });
+        if (values.opaque && !(await this.#hasOpaqueColumn(db)))
+          throw this.#noOpaqueColumn(values.tag, error);
         throw this.#refusedValue(error, values.tag);
       }
       return (await this.#read(db, values.tag)) ?? failRead(values.tag);
@@ -514,22 +630,31 @@ export class SqlSegmentStore implements SegmentStore {
     const opaque = checkOpaqueUpdate(update.opaque);
     // Only ever set to 1, never back to 0 (see TagUpdate.opaque).
     if (opaque) sets.push(`${OPAQUE_COLUMN} = 1`);
-    return this.#call('updateTag', false, async (db) => {
-      if (sets.length > 0) {
-        try {
-          await db.query(`UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`, [...params, tag]);
-        } catch (error) {
-          if (opaque && !(await this.#hasOpaqueColumn(db))) throw this.#noOpaqueColumn(tag, error);
-          throw this.#refusedValue(error, tag);
+    return this.#call(
+      'updateTag',
+      false,
+      async (db) => {
+        if (sets.length > 0) {
+          try {
+            await db.query(
+              `UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`,
+              [...params, tag],
+            );
+          } catch (error) {
+            if (opaque && !(await this.#hasOpaqueColumn(db)))
+              throw this.#noOpaqueColumn(tag, error);
+            throw this.#refusedValue(error, tag);
+          }
         }
-      }
-      // Read back rather than trust affectedRows: MySQL counts only rows whose values changed.
-      const record = await this.#read(db, tag);
-      if (record === undefined) throw tagNotFound(tag);
-      return record;
-    }, () => {
-      throw tagNotFound(tag);
-    });
+        // Read back rather than trust affectedRows: MySQL counts only rows whose values changed.
+        const record = await this.#read(db, tag);
+        if (record === undefined) throw tagNotFound(tag);
+        return record;
+      },
+      () => {
+        throw tagNotFound(tag);
+      },
+    );
   }
 
   close(): Promise<void> {
@@ -559,7 +684,8 @@ export class SqlSegmentStore implements SegmentStore {
               throw error;
             }
           };
-    const call = (signal: AbortSignal) => this.#driver.withConnection(guarded, { transaction, signal });
+    const call = (signal: AbortSignal) =>
+      this.#driver.withConnection(guarded, { transaction, signal });
     return storeCall(this.backend, operation, timeoutMs, call);
   }
 
@@ -571,7 +697,10 @@ export class SqlSegmentStore implements SegmentStore {
   async #addOpaqueColumn(db: SqlConnection): Promise<void> {
     if (await this.#hasOpaqueColumn(db)) return;
     try {
-      await db.query(`ALTER TABLE ${this.table} ADD COLUMN ${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`, []);
+      await db.query(
+        `ALTER TABLE ${this.table} ADD COLUMN ${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`,
+        [],
+      );
     } catch (error) {
       if (!(await this.#hasOpaqueColumn(db))) throw error;
     }
@@ -584,7 +713,10 @@ export class SqlSegmentStore implements SegmentStore {
   async #addChangeIndex(db: SqlConnection): Promise<void> {
     const { dialect } = this.#driver;
     try {
-      await db.query(dialect.createIndex(this.table, changeIndexName(this.table), 'update_time'), []);
+      await db.query(
+        dialect.createIndex(this.table, changeIndexName(this.table), 'update_time'),
+        [],
+      );
     } catch (error) {
       if (!dialect.isDuplicateIndex(error)) throw error;
     }
@@ -598,20 +730,28 @@ export class SqlSegmentStore implements SegmentStore {
   }
 
   #noOpaqueColumn(tag: string, cause: unknown): IdMintError {
-    return new IdMintError('OPAQUE_UNAVAILABLE', `tag "${tag}" cannot be made opaque: table ${this.table} has no ${OPAQUE_COLUMN} column (a Leaf table); run "idmint db init" on it to add the column (plain tags keep working without it)`, {
-      cause,
-      details: { tag },
-    });
+    return new IdMintError(
+      'OPAQUE_UNAVAILABLE',
+      `tag "${tag}" cannot be made opaque: table ${this.table} has no ${OPAQUE_COLUMN} column (a Leaf table); run "idmint db init" on it to add the column (plain tags keep working without it)`,
+      {
+        cause,
+        details: { tag },
+      },
+    );
   }
 
   /** A write the database refused because the table cannot hold a value: bad input, not an outage. */
   #refusedValue(error: unknown, tag: string): unknown {
     if (!this.#driver.dialect.isValueRefused(error)) return error;
     const reason = error instanceof Error ? error.message : String(error);
-    return new IdMintError('INVALID_ARGUMENT', `tag "${tag}": table ${this.table} cannot store this tag or description (${reason}); on MySQL, a table in the utf8mb4 character set holds every tag`, {
-      cause: error,
-      details: { tag },
-    });
+    return new IdMintError(
+      'INVALID_ARGUMENT',
+      `tag "${tag}": table ${this.table} cannot store this tag or description (${reason}); on MySQL, a table in the utf8mb4 character set holds every tag`,
+      {
+        cause: error,
+        details: { tag },
+      },
+    );
   }
 
   async #read(db: SqlConnection, tag: string): Promise<TagRecord | undefined> {
@@ -633,7 +773,10 @@ export class SqlSegmentStore implements SegmentStore {
     for (const [column, plain] of RESIDUE_COLUMNS) {
       if (await has(column)) continue;
       try {
-        await db.query(`ALTER TABLE ${this.table} ADD COLUMN ${column} int NOT NULL DEFAULT ${plain}`, []);
+        await db.query(
+          `ALTER TABLE ${this.table} ADD COLUMN ${column} int NOT NULL DEFAULT ${plain}`,
+          [],
+        );
       } catch (error) {
         if (!(await has(column))) throw error;
       }
@@ -654,14 +797,20 @@ export class SqlSegmentStore implements SegmentStore {
    * another class, a row no range can come from, or the step would pass 2^63-1; else the row
    * changed between the two statements (a fence landed, the tag was created): try again.
    */
-  async #whyNotAllocated(db: SqlConnection, tag: string, step: number | undefined): Promise<NotAllocated> {
+  async #whyNotAllocated(
+    db: SqlConnection,
+    tag: string,
+    step: number | undefined,
+  ): Promise<NotAllocated> {
     const history = await this.#readHistory(db);
-    if (history.recorded !== history.live) return { retry: 'history', live: history.live, recorded: history.recorded };
+    if (history.recorded !== history.live)
+      return { retry: 'history', live: history.live, recorded: history.recorded };
     const row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
     if (row === undefined) return tagNotFound(tag);
     const residue = this.residue;
     const found = storedResidue(row['id_offset'], row['id_increment']);
-    if (residue !== undefined && !sameResidue(found, residue)) return residueMismatch(tag, found, residue);
+    if (residue !== undefined && !sameResidue(found, residue))
+      return residueMismatch(tag, found, residue);
     const stored = storedStep(row['step']);
     if (stored === undefined) return tagMisconfigured(tag, 'step', row['step']);
     const maxId = toBigInt(row['max_id'], 'max_id');
@@ -669,7 +818,9 @@ export class SqlSegmentStore implements SegmentStore {
     const used = step ?? stored;
     // Room for the range and, in a set, for raising max_id to the class first (at most increment - 1).
     const needed = residue === undefined ? BigInt(used) : residueRoom(used, residue);
-    return maxId > MAX_SEGMENT_ID - needed ? idSpaceExhausted(tag, maxId, used) : { retry: 'raced' };
+    return maxId > MAX_SEGMENT_ID - needed
+      ? idSpaceExhausted(tag, maxId, used)
+      : { retry: 'raced' };
   }
 }
 
@@ -696,12 +847,11 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
       `SELECT ${live} AS live, (SELECT history FROM ${record}) AS recorded, ` +
       `(SELECT fences FROM ${record}) AS fences`,
     readLiveHistory: `SELECT ${live} AS live`,
-    recordHistory: dialect.insertIfAbsent(HISTORY_TABLE, ['segment_table', 'history', 'fences', 'update_time'], [
-      `'${table}'`,
-      '?',
-      '1',
-      now,
-    ]),
+    recordHistory: dialect.insertIfAbsent(
+      HISTORY_TABLE,
+      ['segment_table', 'history', 'fences', 'update_time'],
+      [`'${table}'`, '?', '1', now],
+    ),
     claimHistory:
       `UPDATE ${HISTORY_TABLE} SET history = ?, fences = fences + 1, update_time = ${now} ` +
       `WHERE segment_table = '${table}' AND history = ? AND fences = ?`,
@@ -800,7 +950,11 @@ function setStatements(table: string, dialect: SqlDialect) {
     create: `CREATE TABLE IF NOT EXISTS ${name} (${columns.join(', ')})${dialect.tableOptions}`,
     read: (keys: number) =>
       `SELECT entry, version, value FROM ${name} WHERE segment_table = ? AND entry IN (${marks(keys)})`,
-    insert: dialect.insertIfAbsent(name, ['segment_table', 'entry', 'version', 'value'], ['?', '?', '1', '?']),
+    insert: dialect.insertIfAbsent(
+      name,
+      ['segment_table', 'entry', 'version', 'value'],
+      ['?', '?', '1', '?'],
+    ),
     update: `UPDATE ${name} SET value = ?, version = version + 1 WHERE segment_table = ? AND entry = ? AND version = ?`,
   };
 }
@@ -812,7 +966,12 @@ function setStatements(table: string, dialect: SqlDialect) {
  * is the dynamic step's floor). Computed in 64 bits: at most 10^6 * (2^31 - 1), below 2^53. The
  * margin is validated numbers, written as literals. A row with a negative max_id is left alone.
  */
-function fenceStatement(table: string, dialect: SqlDialect, margin: FenceMargin, oneTag: boolean): string {
+function fenceStatement(
+  table: string,
+  dialect: SqlDialect,
+  margin: FenceMargin,
+  oneTag: boolean,
+): string {
   const amount =
     'ids' in margin
       ? dialect.castToBigint(margin.ids.toString())
@@ -831,13 +990,23 @@ export function changeIndexName(table: string): string {
 }
 
 /** The first page and the next ones (after a biz_tag) of `columns`, in biz_tag order; the caller adds LIMIT. */
-function pageQueries(table: string, columns: string): { readonly first: string; readonly next: string } {
-  return { first: `SELECT ${columns} FROM ${table} ORDER BY biz_tag`, next: `SELECT ${columns} FROM ${table} WHERE biz_tag > ? ORDER BY biz_tag` };
+function pageQueries(
+  table: string,
+  columns: string,
+): { readonly first: string; readonly next: string } {
+  return {
+    first: `SELECT ${columns} FROM ${table} ORDER BY biz_tag`,
+    next: `SELECT ${columns} FROM ${table} WHERE biz_tag > ? ORDER BY biz_tag`,
+  };
 }
 
 /** A page's row (biz_tag, step and, where the table has it, opaque) as a TagListing. */
 function asListing(row: SqlRow): TagListing {
-  return { tag: String(row['biz_tag']), step: toStep(row['step']), opaque: toOpaqueFlag(row[OPAQUE_COLUMN]) };
+  return {
+    tag: String(row['biz_tag']),
+    step: toStep(row['step']),
+    opaque: toOpaqueFlag(row[OPAQUE_COLUMN]),
+  };
 }
 
 function asRecord(row: SqlRow): TagRecord {

@@ -17,7 +17,11 @@ export interface SqliteSegmentStoreOptions extends SegmentStoreOptions {
 export class SqliteSegmentStore extends SqlSegmentStore {
   constructor(options: SqliteSegmentStoreOptions) {
     // Opened here, synchronously: node:sqlite is imported by this module, which only SQLite users load.
-    const db = openSqliteDatabase(DatabaseSync, options.path, resolveStoreOptions(options).timeoutMs);
+    const db = openSqliteDatabase(
+      DatabaseSync,
+      options.path,
+      resolveStoreOptions(options).timeoutMs,
+    );
     super(new SqliteDriver(db, { closeDatabase: true }), options);
   }
 }
