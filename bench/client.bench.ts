@@ -28,7 +28,7 @@ const TAG = 'bench';
 const TARGET = 30_000_000;
 
 /** Where timed loops leave their last value, so no engine can treat the work as dead. */
-let sink: unknown;
+let _sink: unknown;
 
 // ---- 1. Warm buffer, in the caller ------------------------------------------------------------
 
@@ -65,7 +65,7 @@ async function warm(): Promise<{ rows: string[][]; rate: number }> {
   });
   /** Waits until a whole burst is held, so the timed loop never meets an empty buffer. */
   const fill = async () => {
-    sink = await client.nextId(TAG);
+    _sink = await client.nextId(TAG);
     for (let i = 0; i < 200 && (client.localStats().tags[0]?.buffered ?? 0) < BURST + 1; i++)
       await pause(5);
     if ((client.localStats().tags[0]?.buffered ?? 0) < BURST + 1)
@@ -84,7 +84,7 @@ async function warm(): Promise<{ rows: string[][]; rate: number }> {
       note: '`id++`: the least an ID can cost',
       run: async (n) => {
         for (let i = 0; i < n; i++) bare++;
-        sink = bare;
+        _sink = bare;
       },
     },
     {
@@ -96,7 +96,7 @@ async function warm(): Promise<{ rows: string[][]; rate: number }> {
           const counter = counters.get(TAG);
           if (counter !== undefined) last = counter.value++;
         }
-        sink = last;
+        _sink = last;
       },
     },
     {
@@ -107,7 +107,7 @@ async function warm(): Promise<{ rows: string[][]; rate: number }> {
         let last: bigint | undefined;
         for (let i = 0; i < n; i++) last = client.nextIdSync(TAG);
         if (last === undefined) throw new Error('the buffer ran dry inside a timed burst');
-        sink = last;
+        _sink = last;
       },
     },
     {
@@ -117,7 +117,7 @@ async function warm(): Promise<{ rows: string[][]; rate: number }> {
       run: async (n) => {
         let last = 0n;
         for (let i = 0; i < n; i++) last = await client.nextId(TAG);
-        sink = last;
+        _sink = last;
       },
     },
   ];
@@ -188,14 +188,17 @@ async function throughServer(): Promise<string[][]> {
           let last: bigint | undefined;
           for (let i = 0; i < 65_536; i++)
             last = local.nextIdSync(TAG) ?? (await local.nextId(TAG));
-          sink = last;
+          _sink = last;
           return 65_536;
         },
       },
       {
         name: 'per-request client: `await segment(tag)`',
         note: 'one ID per HTTP request, one in flight',
-        draw: async () => ((sink = await perRequest.segment(TAG)), 1),
+        draw: async () => {
+          _sink = await perRequest.segment(TAG);
+          return 1;
+        },
       },
       {
         name: 'per-request client: `await segmentBatch(tag, 1000)`',

@@ -51,7 +51,14 @@ async function service(options: {
     waitTimeoutMs: 10_000,
   });
   await segments.start();
-  return { segments, store, close: async () => (await segments.close(), await sqlite.close()) };
+  return {
+    segments,
+    store,
+    close: async () => {
+      await segments.close();
+      await sqlite.close();
+    },
+  };
 }
 
 // ---- 1. Throughput with a warm buffer ---------------------------------------------------------

@@ -126,7 +126,7 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
     const server = await startServe(['--no-segment-enabled'], { cwd: workdir('redis'), env });
     try {
       const listening = server.logs.find((line) => line['msg'] === 'idmint listening');
-      const serverWorker = (listening?.['snowflake'] as { workerId: number }).workerId;
+      const serverWorker = (listening!['snowflake'] as { workerId: number }).workerId;
       const drawing = delay(1500);
       const drawn = drawSnowflakes(server.url, drawing);
       const cli = await runIdmint(['next', '--count', '200000'], {

@@ -369,6 +369,7 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await page
         .getByRole('heading', { name: 'This server needs a token' })
         .waitFor({ timeout: WAIT_MS });
+      // biome-ignore lint/performance/useDomNodeTextContent: what is shown, not hidden text
       const shown = async () => (await page.locator('body').innerText()).toLowerCase();
       for (const secret of [
         'secret.alpha',

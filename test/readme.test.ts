@@ -206,7 +206,7 @@ it('the README library tour runs as written, and shows what its comments say', a
     );
     assert.equal(blocks.length, 4);
     assert.match(String(snowflake?.get('generator.nextString()')), /^[1-9][0-9]{15,18}$/);
-    assert.equal((snowflake?.get('generator.nextBatch(1000)') as unknown[]).length, 1000);
+    assert.equal((snowflake!.get('generator.nextBatch(1000)') as unknown[]).length, 1000);
     const parts = snowflake?.get('decomposeId(id)') as {
       workerId: number;
       timestamp: number;
@@ -226,7 +226,7 @@ it('the README library tour runs as written, and shows what its comments say', a
     assert.deepEqual(families?.get('new UuidV7Generator().next()'), { bytes: 16 });
     assert.match(String(families?.get("opaque.encode(1234n, 'orders')")), /^[0-9]{19}$/);
     assert.equal(
-      (families?.get("decodeAny('01K7ZJ3F2V0Q8X3N6W1T5R9B4M')") as { format: string }).format,
+      (families!.get("decodeAny('01K7ZJ3F2V0Q8X3N6W1T5R9B4M')") as { format: string }).format,
       'ulid',
     );
   } finally {

@@ -129,6 +129,7 @@ describe('Dockerfile', () => {
 
 describe('the Kubernetes manifests in docs/operations.md', () => {
   const block = /## Containers and Kubernetes[\s\S]*?```yaml\n([\s\S]*?)```/.exec(operations)?.[1];
+  // biome-ignore lint/suspicious/noExplicitAny: Kubernetes manifests, walked by the assertions below
   const documents = parseAllDocuments(block ?? '').map((d) => d.toJS() as Record<string, any>);
   const byKind = (kind: string) => documents.find((d) => d['kind'] === kind);
 

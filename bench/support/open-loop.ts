@@ -148,7 +148,10 @@ class Connection {
             16,
           );
           this.#pending = this.#pending.subarray(end + LINE_END.length);
-          if (!(size >= 0)) return this.#broken();
+          if (!(size >= 0)) {
+            this.#broken();
+            return;
+          }
           this.#left = size + LINE_END.length;
           this.#state = size === 0 ? 'trailers' : 'chunk-data';
           break;

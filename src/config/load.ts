@@ -216,7 +216,10 @@ function nest(flat: ReadonlyMap<string, unknown>): Record<string, unknown> {
   for (const [key, value] of flat) {
     const parts = key.split('.');
     let node = root;
-    for (const part of parts.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
+    for (const part of parts.slice(0, -1)) {
+      node[part] ??= {};
+      node = node[part] as Record<string, unknown>;
+    }
     node[parts[parts.length - 1] ?? key] = value;
   }
   return root;

@@ -194,9 +194,9 @@ describe('OpaqueCodec: keys and rotation', () => {
     const fresh = rotated.encode(101n, 'orders');
     assert.equal(fresh[0], '2');
     assert.deepEqual(rotated.decode(fresh, 'orders'), { dense: 101n, keyId: 2 });
-    old.forEach((id, i) =>
-      assert.deepEqual(rotated.decode(id, 'orders'), { dense: BigInt(i + 1), keyId: 1 }),
-    );
+    old.forEach((id, i) => {
+      assert.deepEqual(rotated.decode(id, 'orders'), { dense: BigInt(i + 1), keyId: 1 });
+    });
     assert.equal(rotated.encode(5n, 'orders', 1), old[4], 'the old key still encodes the same');
     const dropped = new OpaqueCodec({ keys: [key(2, 32)] });
     throwsCode(
@@ -310,8 +310,8 @@ describe('OpaqueCodec: domains', () => {
     throwsCode(() => codec.encode(2n ** 63n, 'snowflake'), 'OPAQUE_DOMAIN_EXHAUSTED');
     const range = codec.encodeRange(2n ** 62n, 1000, 'snowflake');
     assert.equal(new Set(range).size, 1000);
-    range.forEach((opaque, i) =>
-      assert.equal(codec.decode(opaque, 'snowflake').dense, 2n ** 62n + BigInt(i)),
-    );
+    range.forEach((opaque, i) => {
+      assert.equal(codec.decode(opaque, 'snowflake').dense, 2n ** 62n + BigInt(i));
+    });
   });
 });

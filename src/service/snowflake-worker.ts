@@ -417,7 +417,7 @@ export class SnowflakeWorker {
    */
   async #checkPeers(): Promise<void> {
     if (this.#peerCheck === 'off') return;
-    let peers;
+    let peers: Awaited<ReturnType<WorkerRegistry['peers']>>;
     const report = {
       check: this.#peerCheck,
       checkedAt: this.#clock.now(),

@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { modulesLoadedBy, packagesIn } from '../../test/support/modules-loaded.ts';
-import { fileURLToPath } from 'node:url';
 import { isIdMintError } from '../core/errors.ts';
 import { DEFAULT_SEGMENT_STORE_URL, openSegmentStore } from './open-segment-store.ts';
 

@@ -5,7 +5,7 @@ import { after, before, beforeEach, it } from 'node:test';
 import { ManualClock } from '../../src/clocks/manual-clock.ts';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { decomposeId, getLayout } from '../../src/core/layout.ts';
-import type { WorkerRegistry } from '../../src/ports/worker-registry.ts';
+import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
 import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
 import { SnowflakeWorker } from '../../src/service/snowflake-worker.ts';
 import {
@@ -227,7 +227,7 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     });
     // Another node, which can reach the coordinator, gets the ID once the old lease expired.
     const other = await open(undefined);
-    let taken;
+    let taken: WorkerLease | undefined;
     while (taken === undefined)
       taken = await other
         .acquire({ identity: { host: 'other', port: 1 }, maxWorkers: 1 })

@@ -59,9 +59,10 @@ const sqlite: SegmentBackend = {
   async sql(url, statement) {
     const db = new DatabaseSync(url.slice('sqlite:'.length));
     try {
-      return /^\s*select/i.test(statement)
-        ? (db.prepare(statement).all() as Record<string, unknown>[])
-        : (db.exec(statement), []);
+      if (/^\s*select/i.test(statement))
+        return db.prepare(statement).all() as Record<string, unknown>[];
+      db.exec(statement);
+      return [];
     } finally {
       db.close();
     }

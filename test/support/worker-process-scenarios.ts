@@ -135,11 +135,11 @@ export async function runWorkerProcessScenarios(
           const count = assertNoDuplicates(nodes);
           assert.ok(count >= 20 * 50, `only ${count} IDs`);
           const idmint = getLayout('idmint');
-          nodes.forEach((node, i) =>
+          nodes.forEach((node, i) => {
             assert.ok(
               node.ids.every(({ id }) => decomposeId(id, idmint).workerId === workerIds[i]),
-            ),
-          );
+            );
+          });
         });
       }
 

@@ -333,7 +333,10 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       const link = await proxy();
       // Without a network (SQLite) the cut is injected at the port instead.
       const faulty = new FaultyRegistry(await open(name, link));
-      const cut = () => (link === undefined ? (faulty.unreachable = true) : link.hang());
+      const cut = () => {
+        if (link === undefined) faulty.unreachable = true;
+        else link.hang();
+      };
       // When the network returns, connections that hung through the outage are reset (the
       // proxy dropped what they sent), as a real one resets them after a long outage.
       const restore = () => {

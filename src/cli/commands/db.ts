@@ -27,7 +27,7 @@ import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFromFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
 import type { MultiSegmentStore, SetJoinReport } from '../../stores/multi/multi-segment-store.ts';
-import type { CliCommand, CliIo } from '../io.ts';
+import type { CliCommand } from '../io.ts';
 
 const SUBCOMMANDS = ['init', 'history', 'fence'] as const;
 

@@ -10,6 +10,7 @@ import {
 import { OPAQUE_SNOWFLAKE_DOMAIN } from '../../core/opaque.ts';
 import { checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import { OpaqueIds, noOpaqueKeys } from '../../service/opaque-ids.ts';
+import type { SegmentStore } from '../../ports/segment-store.ts';
 import { openSegmentStore } from '../../stores/open-segment-store.ts';
 import { parseCommandArgs } from '../args.ts';
 import { configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
@@ -178,7 +179,7 @@ async function decodeOpaqueSegment(
       : flags['segment-store'] !== undefined
         ? '--segment-store'
         : 'IDMINT_SEGMENT_STORE';
-  let record;
+  let record: Awaited<ReturnType<SegmentStore['getTag']>>;
   try {
     const store = await openSegmentStore(url, { table, timeoutMs, poolSize, source, init: false });
     try {

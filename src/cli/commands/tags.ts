@@ -202,13 +202,13 @@ async function print(io: CliIo, records: readonly TagRecord[], json: boolean): P
   ];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((row) => (row[i] ?? '').length)) + 2);
   await io.out(
-    rows
+    `${rows
       .map((row) =>
         row
           .map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell))
           .join('')
           .trimEnd(),
       )
-      .join('\n') + '\n',
+      .join('\n')}\n`,
   );
 }

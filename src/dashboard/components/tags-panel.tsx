@@ -272,6 +272,7 @@ function TagRow(props: {
         )}
       </td>
       <td data-label="Buffer">
+        {/* biome-ignore lint/a11y/useSemanticElements: a styled bar; <meter> cannot be styled alike across browsers */}
         <div
           class="fill"
           role="meter"

@@ -202,8 +202,9 @@ export class CachedWorkerRegistry implements WorkerRegistry {
       ttlMs: lease.ttlMs,
       write: async (kind, report) => {
         await file.sending(kind, report);
-        const ttlMs =
-          kind === 'renew' ? await lease.renew(report) : (await lease.release(report), 0);
+        let ttlMs = 0;
+        if (kind === 'renew') ttlMs = await lease.renew(report);
+        else await lease.release(report);
         await file.confirmed(kind, report);
         return ttlMs;
       },
@@ -270,8 +271,9 @@ export class CachedWorkerRegistry implements WorkerRegistry {
             once: true,
           });
         }
-        const ttlMs =
-          kind === 'renew' ? await reclaimed.renew(report) : (await reclaimed.release(report), 0);
+        let ttlMs = 0;
+        if (kind === 'renew') ttlMs = await reclaimed.renew(report);
+        else await reclaimed.release(report);
         await file.confirmed(kind, report);
         return ttlMs;
       },

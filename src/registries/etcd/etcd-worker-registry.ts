@@ -63,9 +63,7 @@ export interface EtcdLike {
     cmp: '==',
     value: string | number,
   ): EtcdTransactionLike;
-  put(
-    key: string,
-  ): EtcdOperationLike & {
+  put(key: string): EtcdOperationLike & {
     value(value: string): EtcdOperationLike & { lease(id: string): EtcdOperationLike };
   };
   delete(): { key(key: string): EtcdOperationLike };

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
-import { ERROR_CODES, IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
+import { type ERROR_CODES, IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
 import { clip } from '../input.ts';
 
 /** Content type of every JSON answer. */

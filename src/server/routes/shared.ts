@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { OCTET_TYPE } from '../../contract/common.ts';
 import type { AnswerOf, RouteContract, RouteTypes } from '../../contract/route.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import { routeOptions, type ContractHandler } from './from-contract.ts';

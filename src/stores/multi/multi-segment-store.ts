@@ -601,9 +601,8 @@ export class MultiSegmentStore implements SegmentStore {
     const records = this.#indexes().map(
       (index) => outcomes.find((o) => o.index === index)?.value?.records,
     );
-    outcomes.forEach(
-      ({ index, value }) => value === undefined || (this.#identities[index] = value.records.id),
-    );
+    for (const { index, value } of outcomes)
+      if (value !== undefined) this.#identities[index] = value.records.id;
     const anyRows = outcomes.some((o) => (o.value?.rows.length ?? 0) > 0);
     problems.push(
       ...membershipProblems(
@@ -720,7 +719,7 @@ export class MultiSegmentStore implements SegmentStore {
         return db.store.writeSetEntry(SET_KEY, current?.version, value);
       });
       if (!this.#all('recording the set', writes).every(Boolean)) continue;
-      listed.forEach((member, index) => (this.#identities[index] = member.id));
+      for (const [index, member] of listed.entries()) this.#identities[index] = member.id;
       return listed.map((member) => member.id as string);
     }
     const why = `its records changed under every one of ${JOIN_ATTEMPTS} attempts (another "idmint db init" running?)`;

@@ -62,7 +62,10 @@ export function checkJoin(list: readonly ListedMember[], replace: number | undef
       missing.set(member.id, { member, index, set: listed.set ?? [], by });
     });
   });
-  if (replace !== undefined) return checkReplacement(list, replace, [...missing.values()]);
+  if (replace !== undefined) {
+    checkReplacement(list, replace, [...missing.values()]);
+    return;
+  }
   const [first] = missing.values();
   if (first === undefined) return;
   const { member, index, set, by } = first;
