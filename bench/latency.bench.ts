@@ -4,6 +4,8 @@
 //   npm run bench:latency -- --write                    (--write: update docs/benchmarks.md)
 //   DURATION=5 PROCESSES=1,2 npm run bench:latency      (PROCESSES: idmint serve --processes N)
 //   PIN=1 npm run bench:latency                          (generator on CPU 0, servers on CPU 1)
+//   PEERS='leaf=http://127.0.0.1:8081/api/segment/get/leaf-segment-test' npm run bench:latency
+//                                       (any HTTP ID service beside idmint: name=URL, comma-separated)
 //
 // 1. Validation: the bare route at a fixed rate while its process is paused (SIGSTOP) for 100 ms,
 //    measured by the open-loop generator and by autocannon (closed loop): the open loop must show
@@ -60,6 +62,22 @@ if (PIN) {
 }
 const SERVER_CPU = PIN ? 1 : undefined;
 
+/** Other ID services measured beside idmint's routes, as `name=URL` pairs (any GET route). */
+function parsePeers(spec: string): { readonly name: string; readonly url: string }[] {
+  return spec
+    .split(',')
+    .filter((pair) => pair.trim() !== '')
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      const name = pair.slice(0, at).trim();
+      const url = pair.slice(at + 1).trim();
+      if (at <= 0 || !URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol))
+        throw new Error(`PEERS: "${pair}" is not name=http://host:port/path`);
+      return { name, url };
+    });
+}
+const PEERS = parsePeers(process.env['PEERS'] ?? '');
+
 /** Targets from issue 13. */
 const TARGETS = { p999Ratio: 1.2, p999Ms: 1, batchIdsPerSecond: 50_000_000 };
 
@@ -96,12 +114,13 @@ try {
  * placement, so idmint's routes against it show their own per-request cost without the bias
  * of one process against another.
  */
-type Role = 'reference' | 'control' | 'twin' | 'idmint';
+type Role = 'reference' | 'control' | 'twin' | 'idmint' | 'peer';
 interface Route {
   readonly name: string;
   readonly url: string;
   readonly processes: number;
-  readonly target: Target;
+  /** The server's process, started here; none for a peer (its CPU time is not measured). */
+  readonly target?: Target;
   readonly role: Role;
 }
 const routes: Route[] = [
@@ -146,6 +165,13 @@ const routes: Route[] = [
       role: 'idmint' as const,
     },
   ]),
+  // A peer is measured exactly as idmint's routes are; its server is not ours, so no CPU figure.
+  ...PEERS.map(({ name, url }) => ({
+    name: `${name} (peer, ${new URL(url).pathname})`,
+    url,
+    processes: 0,
+    role: 'peer' as const,
+  })),
 ];
 
 /** Sends SIGSTOP to the bare server after `atMs`, and SIGCONT {@link PAUSE_MS} later. */
@@ -268,7 +294,8 @@ try {
     for (const rate of rates) {
       for (const route of order) {
         await openLoop({ url: route.url, rate, seconds: WARMUP, connections: CONNECTIONS });
-        const cpuBefore = treeCpuMs(route.target.child.pid ?? 0);
+        const pid = route.target?.child.pid;
+        const cpuBefore = pid === undefined ? Number.NaN : treeCpuMs(pid);
         const run = await openLoop({
           url: route.url,
           rate,
@@ -277,7 +304,8 @@ try {
         });
         const m = {
           ...run,
-          cpuUsPerRequest: ((treeCpuMs(route.target.child.pid ?? 0) - cpuBefore) * 1000) / run.ok,
+          cpuUsPerRequest:
+            pid === undefined ? Number.NaN : ((treeCpuMs(pid) - cpuBefore) * 1000) / run.ok,
         };
         const byRate = fixed.get(route) ?? new Map<number, FixedRun[]>();
         fixed.set(route, byRate.set(rate, [...runsOf(route, rate), m]));
@@ -294,7 +322,12 @@ try {
    * p99.9 ratios over the rates the bare route kept up with: to the bare route, by role; and
    * (`inProcess`) of idmint's one-process routes to the twin in their process.
    */
-  const ratios = { control: [] as number[], idmint: [] as number[], inProcess: [] as number[] };
+  const ratios = {
+    control: [] as number[],
+    idmint: [] as number[],
+    peer: [] as number[],
+    inProcess: [] as number[],
+  };
   const fixedRows = rates.flatMap((rate) => {
     const bareRuns = runsOf(reference, rate);
     const bareP999 = pick(bareRuns, (m) => m.p999);
@@ -317,7 +350,9 @@ try {
           ? 'A/A control (a second bare process)'
           : route.role === 'twin'
             ? "the bare app in idmint's process (twin)"
-            : `${route.name}, ${route.processes} process(es)`;
+            : route.role === 'peer'
+              ? route.name
+              : `${route.name}, ${route.processes} process(es)`;
       // Against the twin: the same process, so the same loop, heap and placement.
       const inProcess =
         route.role === 'idmint' && route.processes === 1 && Number.isFinite(twinP999)
@@ -325,7 +360,8 @@ try {
           : undefined;
       if (route.role !== 'reference' && bareBehind) {
         // The reference itself could not keep up: its queue, not its latency, sets its p99.9.
-        target = achieved < rate * 0.98 ? '**missed** (behind)' : 'not judged (bare route behind)';
+        const behind = route.role === 'peer' ? 'behind' : '**missed** (behind)';
+        target = achieved < rate * 0.98 ? behind : 'not judged (bare route behind)';
         checks.push(`${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms; ${target}`);
       } else if (route.role === 'twin') {
         target = 'reference in its process';
@@ -339,6 +375,8 @@ try {
           // Two equal servers: any ratio away from 1, either way, is the machine's.
           const within = ratio <= TARGETS.p999Ratio && ratio >= 1 / TARGETS.p999Ratio;
           target = `A/A: ${within ? 'within' : 'outside'} 1.2x either way`;
+        } else if (route.role === 'peer') {
+          target = 'peer (no target)';
         } else {
           const withinRatio = ratio <= TARGETS.p999Ratio && achieved >= rate * 0.98;
           const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
@@ -463,6 +501,12 @@ try {
     `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${Number.isFinite(noise) ? `${noise.toFixed(2)}x either way` : 'any factor'} from the machine; ` +
       `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.idmint.length} cases, beyond the control's spread in ${ratios.idmint.filter((r) => r > noise).length}`,
   );
+  if (ratios.peer.length > 0) {
+    checks.push(
+      `peers: ${PEERS.map((peer) => peer.name).join(', ')} measured ${span(ratios.peer)} ` +
+        `the bare route's p99.9 in the same run (idmint's routes: ${span(ratios.idmint)})`,
+    );
+  }
   if (ratios.inProcess.length > 0) {
     checks.push(
       `in one process: idmint's routes measured ${span(ratios.inProcess)} the bare app serving beside them in the same process (the twin), within 1.2x in ${ratios.inProcess.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.inProcess.length} cases: ` +
