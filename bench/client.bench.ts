@@ -156,7 +156,10 @@ function startTarget(): Promise<{ url: string; child: ChildProcess }> {
   });
 }
 
-/** IDs per second that `draw` (which returns how many IDs it got) reaches in SECONDS, with `parallel` callers. */
+/**
+ * IDs per second that `draw` (which returns how many IDs it got) reaches in SECONDS, with
+ * `parallel` callers.
+ */
 async function drawFor(draw: () => Promise<number>, parallel = 1): Promise<number> {
   const until = performance.now() + SECONDS * 1000;
   const start = performance.now();

@@ -253,7 +253,8 @@ with cores of its own; the shape of each curve is the comparable part. Answers o
 ${formatRate(CLIENT_SWITCH)} IDs are read by autocannon, larger ones by a node:http loop (autocannon's
 client caps large bodies). Latencies in ms.
 
-**Batch size**, ${BATCH_CONNECTIONS} connections. "µs/request" and "ns/ID" are wall time at saturation
+**Batch size**, ${BATCH_CONNECTIONS} connections. "µs/request" and "ns/ID" are wall time at
+* saturation
 (1 / req/s, 1 / IDs/s); "x per ID" is the cost per ID against the previous size (above 1: per-ID
 cost grows with the batch).
 

@@ -34,7 +34,10 @@ interface Candidate {
   readonly ordered: boolean;
   /** IDs per timed round (slow peers take fewer, so a round stays near a second). */
   readonly burst: number;
-  /** Timed: draws `n` IDs, keeping only the last. Each loop is written out so call sites stay monomorphic. */
+  /**
+   * Timed: draws `n` IDs, keeping only the last. Each loop is written out so call sites stay
+   * monomorphic.
+   */
   run(n: number): unknown;
   /** Untimed: `n` consecutive IDs, for the order and uniqueness checks (strings only). */
   sample?(n: number): string[];
@@ -233,7 +236,8 @@ interface Result {
 
 function measure(): Result[] {
   const results: Result[] = candidates().map((candidate) => ({ candidate, rates: [] }));
-  for (const r of results) r.candidate.run(Math.min(r.candidate.burst, 100_000)); // warm-up: let the JIT settle
+  // warm-up: let the JIT settle
+  for (const r of results) r.candidate.run(Math.min(r.candidate.burst, 100_000));
   for (let round = 0; round < ROUNDS; round++) {
     // Rotate the order each round so no candidate always runs right after a garbage-heavy one.
     const order = results.map((_, i) => results[(i + round) % results.length] as Result);

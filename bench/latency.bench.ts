@@ -13,9 +13,10 @@
 // 2. Saturation (autocannon, closed loop): the bare route's ceiling, which sets the third rate.
 // 3. Fixed rates (bench/support/open-loop.ts): 10,000 and 25,000 req/s and half the bare route's
 //    saturation rate, on the bare route and on the single-ID Leaf routes; p99.9 against the bare
-//    route's in the same run, and each server's CPU time per request (bench/support/process-cpu.ts).
-//    A second bare server (the A/A control) is measured the same way: its ratio to the first is
-//    what the machine alone makes of two equal servers, the resolution of the run's ratios.
+//    route's in the same run, and each server's CPU time per request
+//    (bench/support/process-cpu.ts). A second bare server (the A/A control) is measured the same
+//    way: its ratio to the first is what the machine alone makes of two equal servers, the
+//    resolution of the run's ratios.
 // 4. Batches: `Accept: application/octet-stream` against JSON, closed loop, IDs/s, beside the bare
 //    server answering the same number of prebuilt bytes (the transfer ceiling); for segment tags
 //    also the range form (`/v1/segment/{tag}/range?size=N`: a start and an end per answer).
@@ -342,7 +343,8 @@ try {
       const cpu = pick(runs, (m) => m.cpuUsPerRequest);
       let target = '-';
       const bareBehind = pick(bareRuns, (m) => m.achievedRate) < rate * 0.98;
-      // Where the bare route kept up: past saturation, requests queue and CPU per request changes regime.
+      // Where the bare route kept up: past saturation, requests queue and CPU per request changes
+      // regime.
       if (route.role === 'idmint' && !bareBehind && Number.isFinite(cpu))
         cpuRatios.push(cpu / bareCpu);
       const label =
@@ -419,7 +421,8 @@ try {
     for (const [name, path, count] of [
       ['segment', '/v1/segment/bench-batch', 100_000],
       ['segment', '/v1/segment/bench-batch', 1_000_000],
-      // A worker issues at most 4,096 IDs per ms under the default layout: the route's bound is 409,600.
+      // A worker issues at most 4,096 IDs per ms under the default layout: the route's bound is
+      // 409,600.
       ['snowflake', '/v1/snowflake', 100_000],
     ] as const) {
       // The bare route's prebuilt body of the same size first: what HTTP carries here at most.
@@ -433,7 +436,8 @@ try {
           : []),
       ] as const;
       for (const [form, url, headers] of forms) {
-        // A range may hold fewer than asked (the rest of a buffered range): count what each carried.
+        // A range may hold fewer than asked (the rest of a buffered range): count what each
+        // carried.
         let rangeIds = 0;
         const onBody =
           form === 'range'
@@ -532,7 +536,8 @@ ${ms(floor.maxGapMs)} ms apart (p99.9 ${ms(floor.p999GapMs)} ms): the host's sch
 below it can be judged. Each server in its own process; the generator (this process) runs on the same 2 cores
 and takes CPU from the server under test${PIN ? ' (pinned: the generator on CPU 0, the servers on CPU 1)' : ''}. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
 
-**Validation** on the bare route at ${formatRate(VALIDATE_RATE)} req/s, ${CONNECTIONS} connections, the server
+**Validation** on the bare route at ${formatRate(VALIDATE_RATE)} req/s, ${CONNECTIONS} connections,
+* the server
 process paused (SIGSTOP/SIGCONT) for ${PAUSE_MS} ms in the middle of the run:
 
 ${markdownTable(['Measurement', 'req/s', 'p50', 'p99', 'p99.9', 'max', 'requests >= 50 ms'], validationRows)}
@@ -541,7 +546,8 @@ ${markdownTable(['Measurement', 'req/s', 'p50', 'p99', 'p99.9', 'max', 'requests
 
 ${markdownTable(['Route', 'Processes', 'req/s', 'vs bare'], saturationRows)}
 
-**Fixed rates** (open loop, ${CONNECTIONS} connections, latency from each request's intended send time;
+**Fixed rates** (open loop, ${CONNECTIONS} connections, latency from each request's intended send
+* time;
 "generator lag": how late the generator's loop got to each due request, sent or queued, its own
 event-loop delay on the shared cores, included in the latencies; "server CPU": user and system CPU
 time of the server's processes per answered request, from /proc, and its ratio to the bare route's;
@@ -550,7 +556,8 @@ process, so "vs twin" holds no difference between two processes' placement):
 
 ${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'server CPU us/request (vs bare)', 'p99.9 vs bare', 'p99.9 vs twin', 'Failures', 'Target'], fixedRows)}
 
-**Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over node:http, each
+**Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over
+* node:http, each
 reading whole bodies; autocannon's client is too slow for bodies this large). "bare route, prebuilt body":
 the bare Fastify server answering the same number of bytes, built once, as the ceiling of the transfer
 itself on this machine ("vs bare" is against it). "range": \`GET /v1/segment/{tag}/range?size=N\`, up to N of

@@ -291,7 +291,9 @@ async function redisNamespaceScripts(): Promise<() => Promise<number>> {
   };
 }
 
-/** Redis: commands run other than the scripts themselves and INFO: what the scripts read and wrote. */
+/**
+ * Redis: commands run other than the scripts themselves and INFO: what the scripts read and wrote.
+ */
 async function redisScriptCommands(): Promise<number> {
   let total = 0;
   for (const [command, calls] of await redisCommandStats())
@@ -659,7 +661,8 @@ if (startupRows.length > 0) {
   );
 }
 const markdown = sections.join('\n\n');
-// What docs/benchmarks.md keeps: the acquire table, and the renewal load and the start-up in a line each.
+// What docs/benchmarks.md keeps: the acquire table, and the renewal load and the start-up in a line
+// each.
 const takenList = [
   TAKEN.slice(0, -1)
     .map((t) => f(t))

@@ -1,7 +1,7 @@
 // Cost curves by tag count (issue 13): what a node pays for the tags that exist against the tags
 // in use. Each size runs in a child process of its own, so RSS is that size's alone.
-//   npm run bench:scale                                   1,000 and 100,000 tags in SQLite and PostgreSQL
-//   npm run bench:scale -- --tags 1000,1000000 --stores sqlite   other sizes and stores
+//   npm run bench:scale                                   1,000 and 100,000 tags in SQLite and
+//   PostgreSQL npm run bench:scale -- --tags 1000,1000000 --stores sqlite   other sizes and stores
 //   npm run bench:scale -- --write                        (--write: update docs/benchmarks.md)
 // Registries, batch sizes and connections have benches of their own (docs/benchmarks.md).
 import { spawnSync } from 'node:child_process';
@@ -155,7 +155,10 @@ async function fill(kind: StoreKind, url: string, table: string, tags: number): 
   await client.end();
 }
 
-/** Runs one size on one store: fill, start a server, draw from IN_USE tags, refresh, scrape, read the status. */
+/**
+ * Runs one size on one store: fill, start a server, draw from IN_USE tags, refresh, scrape, read
+ * the status.
+ */
 async function child(kind: StoreKind, tags: number): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-bench-scale-'));
   const table = kind === 'sqlite' ? 'leaf_alloc' : `bench_scale_${process.pid}`;
@@ -395,7 +398,8 @@ ${refresh}
 Single-ID requests (\`/api/segment/get/tag-0\`) to a real \`idmint serve\` on the same store, open loop at ${f(RATE)} req/s for ${SECONDS} s after ${WARMUP} s of warm-up (bench/support/open-loop.ts, latency from each request's intended send time), p99.9 in ms: a node doing nothing else, one scraped every 100 ms (150 times Prometheus's usual rate), and one reading every tag back to back (\`segment.tagRefreshMs\` 1 ms, every refresh a full read: the hourly read, without pause); the bare Fastify route at the same rate beside them. Each in a fresh process. The generator shares the 2 cores with the server.
 
 ${latency}`;
-  // What docs/benchmarks.md keeps: the cost table, and the refresh and the latency as ranges over the rows.
+  // What docs/benchmarks.md keeps: the cost table, and the refresh and the latency as ranges over
+  // the rows.
   const range = (values: readonly number[], digits: number) => {
     const [low, high] = [f(Math.min(...values), digits), f(Math.max(...values), digits)];
     return low === high ? low : `${low} to ${high}`;

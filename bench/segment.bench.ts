@@ -66,7 +66,10 @@ async function service(options: {
 interface Candidate {
   readonly name: string;
   readonly note: string;
-  /** Draws `n` IDs, keeping only the last. Each loop is written out so every call site stays monomorphic. */
+  /**
+   * Draws `n` IDs, keeping only the last. Each loop is written out so every call site stays
+   * monomorphic.
+   */
   run(n: number): Promise<unknown>;
 }
 
@@ -141,7 +144,8 @@ async function throughput(): Promise<{ rows: string[][]; nextSyncRate: number; b
     },
   ];
   const rates = candidates.map(() => [] as number[]);
-  for (const candidate of candidates) sink = await candidate.run(Math.min(BURST, 200_000)); // warm-up
+  // warm-up
+  for (const candidate of candidates) sink = await candidate.run(Math.min(BURST, 200_000));
   for (let round = 0; round < ROUNDS; round++) {
     for (let k = 0; k < candidates.length; k++) {
       // Rotate the order each round so no candidate always follows a garbage-heavy one.
@@ -175,7 +179,10 @@ interface LatencyResult {
   readonly waited: number;
   /** Call to ID in hand: what `next(tag)` itself costs. */
   readonly service: Quantiles;
-  /** Scheduled arrival to ID in hand: includes waiting behind a stalled request, as a client sees it. */
+  /**
+   * Scheduled arrival to ID in hand: includes waiting behind a stalled request, as a client sees
+   * it.
+   */
   readonly response: Quantiles;
 }
 
@@ -357,11 +364,15 @@ ${markdownTable(
   ]),
 )}
 
-**Allocation round trip** (one \`store.allocate(tag)\`, ${ALLOCATIONS} in a row, loopback, shared services):
+**Allocation round trip** (one \`store.allocate(tag)\`, ${ALLOCATIONS} in a row, loopback, shared
+* services):
 
 ${markdownTable(['Backend', 'p50', 'p99', 'How'], allocations)}`;
 
-/** What docs/benchmarks.md keeps: the throughput table, the latency target and the round trips in lines. */
+/**
+ * What docs/benchmarks.md keeps: the throughput table, the latency target and the round trips in
+ * lines.
+ */
 const switchRatio = hidden.service.p999 / steady.service.p999;
 const roundTripLine = allocations.map(([backend, p50, p99]) =>
   p99 === '' ? `${backend} unreachable` : `${backend} ${p50} / ${p99}`,

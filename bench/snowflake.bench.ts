@@ -41,7 +41,9 @@ interface Candidate {
   run(n: number): unknown;
   /** Untimed: one ID, for the uniqueness check. */
   one(): unknown;
-  /** Called before each round; idmint waits here until the clock has caught up with borrowed time. */
+  /**
+   * Called before each round; idmint waits here until the clock has caught up with borrowed time.
+   */
   ready?(): Promise<void>;
 }
 
@@ -303,7 +305,8 @@ generators.
 
 ${markdownTable(['Candidate', 'IDs/s', 'vs fastest peer', 'Unique', 'Notes'], rows)}
 
-**Sustained, strict real time** (idmint \`next()\`, default \`wait\` policy, ${SUSTAINED_MS / 1000} s): ${formatRate(sustained.rate)} IDs/s,
+**Sustained, strict real time** (idmint \`next()\`, default \`wait\` policy, ${SUSTAINED_MS / 1000}
+* s): ${formatRate(sustained.rate)} IDs/s,
 ${((sustained.rate / sustained.limit) * 100).toFixed(1)}% of the layout limit of ${formatRate(sustained.limit)} IDs/s
 (2^12 IDs per 1 ms unit); strictly increasing: ${sustained.increasing ? 'yes' : '**no**'}.`;
 

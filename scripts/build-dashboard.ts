@@ -14,11 +14,11 @@ export async function buildDashboard(
 ): Promise<string[]> {
   rmSync(outdir, { recursive: true, force: true });
   mkdirSync(outdir, { recursive: true });
-  // esbuild's build() and worker-thread buildSync() leave its service process running, unreferenced:
-  // this script exits without reaping it and, under a PID 1 that does not reap, it stays a zombie in
-  // `npm start`'s process group (scripts/check-start.sh fails on it). Without worker threads,
-  // buildSync runs esbuild with execFileSync, which waits for its exit. The variable is read when
-  // esbuild is loaded, hence the import here.
+  // esbuild's build() and worker-thread buildSync() leave its service process running,
+  // unreferenced: this script exits without reaping it and, under a PID 1 that does not reap, it
+  // stays a zombie in `npm start`'s process group (scripts/check-start.sh fails on it). Without
+  // worker threads, buildSync runs esbuild with execFileSync, which waits for its exit. The
+  // variable is read when esbuild is loaded, hence the import here.
   process.env['ESBUILD_WORKER_THREADS'] ??= '0';
   const { buildSync } = await import('esbuild');
   const result = buildSync({

@@ -9,11 +9,16 @@ import { openWorkerRegistry } from '../src/registries/open-worker-registry.ts';
 import { openSegmentStore } from '../src/stores/open-segment-store.ts';
 import { BlackHole } from './support/black-hole.ts';
 
-/** The call's timeout; bounds below are generous multiples of it (a loaded machine is slow), a hang is forever. */
+/**
+ * The call's timeout; bounds below are generous multiples of it (a loaded machine is slow), a hang
+ * is forever.
+ */
 const TIMEOUT_MS = 300;
 const BOUND_MS = 5000;
 
-/** Settles like `promise`, or rejects when it has not settled within `ms`: a hang becomes a failure. */
+/**
+ * Settles like `promise`, or rejects when it has not settled within `ms`: a hang becomes a failure.
+ */
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   return Promise.race([

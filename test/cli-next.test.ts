@@ -183,7 +183,10 @@ function shell(command: string, env: NodeJS.ProcessEnv): Promise<CliResult> {
   });
 }
 
-/** Starts `idmint <args>`, sends SIGTERM once it printed its first ID, and resolves with how it ended. */
+/**
+ * Starts `idmint <args>`, sends SIGTERM once it printed its first ID, and resolves with how it
+ * ended.
+ */
 function stopAfterFirstLine(
   args: readonly string[],
   env: NodeJS.ProcessEnv,

@@ -144,13 +144,19 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
   }
 }
 
-/** Ends whatever a test left running: the supervisor and any child still alive (one stopped with SIGSTOP included). */
+/**
+ * Ends whatever a test left running: the supervisor and any child still alive (one stopped with
+ * SIGSTOP included).
+ */
 async function killAll(serve: ServeChild, childPids: readonly number[]): Promise<void> {
   for (const pid of childPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
   await serve.kill('SIGKILL');
 }
 
-/** A configuration file that every child reads again when it starts; `broken()` makes that start fail (exit 2). */
+/**
+ * A configuration file that every child reads again when it starts; `broken()` makes that start
+ * fail (exit 2).
+ */
 function configFile(cwd: string): { args: string[]; broken(): void; repaired(): void } {
   const path = join(cwd, 'idmint.json');
   const repaired = () => writeFileSync(path, JSON.stringify({ log: { level: 'info' } }));

@@ -66,7 +66,8 @@ describe('idmint serve, config check, tags (CLI)', () => {
         'idmint stopped',
       ],
     );
-    // The shutdown result: the tag's 999 unissued IDs (range 1..1000, one issued) went back to the store.
+    // The shutdown result: the tag's 999 unissued IDs (range 1..1000, one issued) went back to the
+    // store.
     const given = server.logs.find(
       (line) => line['msg'] === 'segment IDs given back to the store at shutdown',
     );

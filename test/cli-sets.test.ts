@@ -227,7 +227,8 @@ await describeWithServices(
         metrics,
         /\nidmint_segment_database_allocations_total\{database="2",backend="mysql"\} [1-9]/,
       );
-      // Prometheus's own linter on the output with a set's metrics in it (as test/server-metrics.test.ts does without).
+      // Prometheus's own linter on the output with a set's metrics in it (as
+      // test/server-metrics.test.ts does without).
       const lint = spawnSync('promtool', ['check', 'metrics'], {
         input: metrics,
         encoding: 'utf8',

@@ -140,7 +140,8 @@ describe('idmint serve against a store or registry that accepts connections but 
         const ended = await serve.kill(signal);
         const ms = Date.now() - sent;
         assert.ok(ms < SIGNAL_BOUND_MS, `took ${ms} ms to stop`);
-        // It ends by the signal, as an interrupted program should (a shell reports 128 + its number).
+        // It ends by the signal, as an interrupted program should (a shell reports 128 + its
+        // number).
         assert.deepEqual(ended, { code: null, signal }, serve.stderr());
         assert.equal(
           serve.stderr(),

@@ -236,7 +236,10 @@ await describeWithServices(
   },
 );
 
-/** A TLS server on 127.0.0.1 that forwards to `target`, with a self-signed certificate for 127.0.0.1. */
+/**
+ * A TLS server on 127.0.0.1 that forwards to `target`, with a self-signed certificate for
+ * 127.0.0.1.
+ */
 async function startTlsProxy(target: {
   host: string;
   port: number;

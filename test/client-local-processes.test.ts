@@ -133,7 +133,8 @@ await describeWithServices(
       const clients = Array.from({ length: CLIENTS }, () => drawInProcess(urls));
       await Promise.all(clients.map((client) => client.ready));
       await sleep(1500);
-      // Each server in turn: killed (no give-back), then started again on its port while clients draw.
+      // Each server in turn: killed (no give-back), then started again on its port while clients
+      // draw.
       for (const index of [0, 1]) {
         await servers[index]?.stop('SIGKILL');
         await sleep(1000);

@@ -105,7 +105,8 @@ describe('IdMintClient local mode', () => {
       const seen = new Set<bigint>();
       const last = { id: 0n };
       await drawChecked(client, 1, seen, last);
-      // The first range holds at most 50 (the rest of the server's stored range); the rest of it is synchronous.
+      // The first range holds at most 50 (the rest of the server's stored range); the rest of it is
+      // synchronous.
       let sync = 0;
       while (client.nextIdSync('orders') !== undefined && sync < 10_000) sync++;
       assert.ok(sync >= 1, 'IDs of a held range come without a Promise');
@@ -133,7 +134,8 @@ describe('IdMintClient local mode', () => {
       });
       const seen = new Set<bigint>();
       const last = { id: 0n };
-      // The slow server is asked first: it reserves a range, the client gives up on it and moves on.
+      // The slow server is asked first: it reserves a range, the client gives up on it and moves
+      // on.
       await drawChecked(client, 500, seen, last);
       await new Promise((resolve) => setTimeout(resolve, 700)); // the slow answers arrive, unread
       await drawChecked(client, 100, seen, last);
@@ -263,7 +265,8 @@ describe('IdMintClient local mode', () => {
       const local = { initialSize: 37, minSize: 37, maxSize: 37, prefetchThreshold: 1 };
       const client = new IdMintClient({ url, fetch: recording, local });
       const mine: bigint[] = [];
-      // Each ID checked when returned: one of a range already received (a later range may hold it too).
+      // Each ID checked when returned: one of a range already received (a later range may hold it
+      // too).
       const outside: bigint[] = [];
       const draw = async () => {
         const id = client.nextIdSync('orders') ?? (await client.nextId('orders'));

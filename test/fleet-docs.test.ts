@@ -53,7 +53,9 @@ function metricNames(expr: string): string[] {
   return [...expr.matchAll(/\bidmint_[a-z0-9_]+/g)].map((match) => match[0]);
 }
 
-/** The series names /metrics exports, from a server with both modes on and every family exercised. */
+/**
+ * The series names /metrics exports, from a server with both modes on and every family exercised.
+ */
 async function exportedNames(): Promise<Set<string>> {
   const server = await testServer();
   try {
@@ -214,7 +216,8 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
         name: 'a tag with 20 s of IDs buffered, beside one with 1000 s',
         input: [
           series('idmint_segment_remaining_ids', { tag: 'orders' }, '1000x10'),
-          series('idmint_ids_issued_total', { mode: 'segment', tag: 'orders' }, '0+3000x10'), // 50 IDs/s
+          // 50 IDs/s
+          series('idmint_ids_issued_total', { mode: 'segment', tag: 'orders' }, '0+3000x10'),
           series('idmint_segment_remaining_ids', { tag: 'users' }, '1000x10'),
           series('idmint_ids_issued_total', { mode: 'segment', tag: 'users' }, '0+60x10'), // 1 ID/s
         ],
@@ -246,7 +249,8 @@ describe('docs/prometheus/alerts.yml and docs/grafana/idmint.json', () => {
       {
         name: '2% of requests answered 503',
         input: [
-          // The rule sums over routes and methods: 20 of 1,000 a minute answered 503, over two methods.
+          // The rule sums over routes and methods: 20 of 1,000 a minute answered 503, over two
+          // methods.
           series(
             'idmint_http_request_duration_seconds_count',
             { ...segmentGet, status: '200' },

@@ -13,7 +13,10 @@ const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'idmint-readme-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-/** The shell lines of the README's quick start that talk to the server, with their `# expected` comments. */
+/**
+ * The shell lines of the README's quick start that talk to the server, with their `# expected`
+ * comments.
+ */
 function quickStart(): { command: string; expected: string | undefined }[] {
   const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
   const section = readme.slice(
@@ -70,7 +73,10 @@ it('the README quick start works as written: create a tag, IDs from both modes, 
   }
 });
 
-/** Install-time lifecycle scripts: npm runs them (or, for `prepare`, flags them) when installing a package. */
+/**
+ * Install-time lifecycle scripts: npm runs them (or, for `prepare`, flags them) when installing a
+ * package.
+ */
 const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall', 'prepare'];
 const PACKAGE = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -90,7 +96,9 @@ it('the package has no install-time script; packing builds it, and so does npm s
   assert.match(scripts['start'] ?? '', /^npm run build --silent && /);
 });
 
-/** The system's own Node and npx, as a newcomer's shell finds them (not this repository's Node 24). */
+/**
+ * The system's own Node and npx, as a newcomer's shell finds them (not this repository's Node 24).
+ */
 const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin';
 const systemEnv = { ...process.env, PATH: SYSTEM_PATH };
 const systemNode = spawnSync('node', ['--version'], { encoding: 'utf8', env: systemEnv });
@@ -248,7 +256,9 @@ function tourNextLines(): { command: string; comment: string }[] {
     });
 }
 
-/** What a tour line's IDs must look like: the worker it names, the layout's bound, a family's form. */
+/**
+ * What a tour line's IDs must look like: the worker it names, the layout's bound, a family's form.
+ */
 function checkTourOutput(command: string, stdout: string): void {
   const lines = stdout.trim().split('\n');
   assert.equal(lines.length, Number(/--count (\d+)/.exec(command)?.[1] ?? 1), command);

@@ -27,7 +27,9 @@ async function until(condition: () => boolean, what: string, ms = 20_000): Promi
   }
 }
 
-/** Runs `attempt` until it succeeds, at most `times` times, calling `between` after each failure. */
+/**
+ * Runs `attempt` until it succeeds, at most `times` times, calling `between` after each failure.
+ */
 async function eventually<T>(
   attempt: () => Promise<T>,
   between: () => void = () => undefined,
@@ -43,7 +45,10 @@ async function eventually<T>(
   }
 }
 
-/** A fixture with `tag`, plus a second store on the same table through a TcpProxy to cut, hang or restore. */
+/**
+ * A fixture with `tag`, plus a second store on the same table through a TcpProxy to cut, hang or
+ * restore.
+ */
 async function behindProxy(
   t: TestContext,
   backend: SegmentBackend,

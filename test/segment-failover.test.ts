@@ -41,7 +41,9 @@ function serverEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, IDMINT_LOG_LEVEL: 'info', ...settings };
 }
 
-/** Draws batches from `url` until `done(ids)` says so; a failed request is counted, never retried. */
+/**
+ * Draws batches from `url` until `done(ids)` says so; a failed request is counted, never retried.
+ */
 type Failures = Map<string, number>;
 type Done = (ids: readonly bigint[]) => boolean;
 
@@ -89,7 +91,10 @@ async function metricSum(nodes: readonly ServeProcess[], name: string): Promise<
 
 const max = (ids: readonly bigint[]) => ids.reduce((a, b) => (a > b ? a : b), -1n);
 
-/** One node that ran before the switch: the IDs it issued before and after, and when it served from the new primary. */
+/**
+ * One node that ran before the switch: the IDs it issued before and after, and when it served from
+ * the new primary.
+ */
 interface OldNode {
   readonly node: ServeProcess;
   readonly before: bigint[];
@@ -306,7 +311,8 @@ await describeWithReplication(UNCOVERED, 'postgres', () => {
       );
     }
     assertRecovered(run);
-    // The first to allocate heals (past its own IDs); the other may then find the row above its own.
+    // The first to allocate heals (past its own IDs); the other may then find the row above its
+    // own.
     assert.ok((await metricSum(run.nodes, 'idmint_segment_heals_total')) >= 1, 'a node healed');
   });
 });

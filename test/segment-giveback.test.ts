@@ -165,7 +165,8 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         // B goes first and gives its whole next range back: max_id is A's `to` again.
         assert.deepEqual(await b.close(), { releasedIds: 10, wastedIds: 8, failedReleases: [] });
         assert.equal(await check('B gave back [31, 41)'), 31n);
-        // A's compare-and-set succeeds: max_id drops below the range B saw. Safe: B issued none of it.
+        // A's compare-and-set succeeds: max_id drops below the range B saw. Safe: B issued none of
+        // it.
         assert.deepEqual(await a.close(), { releasedIds: 18, wastedIds: 0, failedReleases: [] });
         assert.equal(await check('A gave back [13, 31)'), 13n);
         const c = node('C');

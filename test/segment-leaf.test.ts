@@ -98,7 +98,8 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
             `${tag}: max_id unchanged`,
           );
         }
-        // The service answers the same, and keeps answering it (no range is ever made from the row).
+        // The service answers the same, and keeps answering it (no range is ever made from the
+        // row).
         const service = new SegmentService({
           store: fixture.store,
           clock: new MonotonicClock(),

@@ -27,7 +27,8 @@ async function open(t: TestContext, backend: SegmentBackend, init = true): Promi
   return fixture;
 }
 
-// Leaf's own DDL (MySQL, as scripts/leaf_alloc.sql has it) and the portable one elsewhere: no opaque column.
+// Leaf's own DDL (MySQL, as scripts/leaf_alloc.sql has it) and the portable one elsewhere: no
+// opaque column.
 const LEAF_MYSQL_DDL = (table: string) => `CREATE TABLE \`${table}\` (
   \`biz_tag\` varchar(128)  NOT NULL DEFAULT '',
   \`max_id\` bigint(20) NOT NULL DEFAULT '1',
@@ -236,7 +237,8 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
             fixture.url,
             `insert into ${fixture.table}(biz_tag, max_id, step, description) values('leaf-tag', 1, 100, 'Leaf row')`,
           );
-          // A first sight: fenced once by 1 range of max(maxStep 100, step 100), so IDs start at 101.
+          // A first sight: fenced once by 1 range of max(maxStep 100, step 100), so IDs start at
+          // 101.
           const segment = {
             store: fixture.url,
             table: fixture.table,

@@ -16,7 +16,10 @@ import { TcpProxy } from './support/tcp-proxy.ts';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** A real ioredis client (through `proxy`), wrapped to hold back chosen commands and count disconnects. */
+/**
+ * A real ioredis client (through `proxy`), wrapped to hold back chosen commands and count
+ * disconnects.
+ */
 async function wrappedClient(t: TestContext, proxy: TcpProxy) {
   const { Redis } = await import('ioredis');
   const { port } = hostPort(SERVICES.redis.url);
@@ -82,7 +85,8 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     // times out in the middle of its flight (1 s of margin on every side, for a loaded machine).
     proxy.delay(1000);
     client.holdFor = ':tag:slow';
-    client.holdMs = 5000; // sent at 5 s: after the proxy is back to normal at ~4 s (a delayed chunk must not overtake)
+    // sent at 5 s: after the proxy is back to normal at ~4 s (a delayed chunk must not overtake)
+    client.holdMs = 5000;
     const slow = store.allocate('slow');
     client.holdFor = undefined;
     await sleep(2000);

@@ -135,7 +135,10 @@ async function servicesPool(): Promise<Pool> {
   };
 }
 
-/** `count` IDs of `orders` through a SegmentService on `store`, with a small fixed step; failures counted by code. */
+/**
+ * `count` IDs of `orders` through a SegmentService on `store`, with a small fixed step; failures
+ * counted by code.
+ */
 async function draw(
   store: SegmentStore,
   count: number,

@@ -1,7 +1,8 @@
 // The claim of a set of segment databases, proven with OS processes on real services: two
 // PostgreSQL databases and one MariaDB database, each behind a TCP proxy; several processes draw
 // at once while one database is cut for seconds and then restored. The service never stops, no ID
-// repeats, each ID comes from its own database's class, and the database cut serves again once back.
+// repeats, each ID comes from its own database's class, and the database cut serves again once
+// back.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

@@ -49,7 +49,10 @@ const BACKENDS: { name: string; services: ServiceName[]; url: () => string }[] =
   { name: 'redis', services: ['redis'], url: () => SET_URLS.redis },
 ];
 
-/** Stores a test opened, closed when it ends however it ends (an open pool would keep the process alive). */
+/**
+ * Stores a test opened, closed when it ends however it ends (an open pool would keep the process
+ * alive).
+ */
 const opened = new Set<SegmentStore>();
 afterEach(async () => {
   for (const store of opened) await store.close().catch(() => undefined);
@@ -159,7 +162,8 @@ for (const backend of BACKENDS) {
         stride: 3,
         tagStep: 5,
       });
-      // Moved off its class (a Leaf node, a hand edit): raised to the class, skipping only class-1 IDs no one issued.
+      // Moved off its class (a Leaf node, a hand edit): raised to the class, skipping only class-1
+      // IDs no one issued.
       await setMaxId(url, table, 'a', 122n);
       assert.deepEqual(await one.allocate('a'), {
         tag: 'a',
@@ -352,7 +356,8 @@ await describeWithServices(
       await leaf.createTag({ tag: 'orders', step: 100 });
       await leaf.createTag({ tag: 'users', step: 10, startId: 7n, description: 'people' });
       for (let i = 0; i < 50; i++) await leaf.allocate('orders');
-      const issued = (await leaf.getTag('orders'))?.maxId as bigint; // 5001: every ID issued is below it
+      // 5001: every ID issued is below it
+      const issued = (await leaf.getTag('orders'))?.maxId as bigint;
       await leaf.close();
 
       const urls = [SET_URLS.postgresA, SET_URLS.postgresB, SET_URLS.mariadb];

@@ -51,7 +51,10 @@ class SteppedServer {
     this.offsetFile = offsetFile;
   }
 
-  /** `idmint serve --clock system <args>` (unless args name another clock) under libfaketime, in a directory of its own. */
+  /**
+   * `idmint serve --clock system <args>` (unless args name another clock) under libfaketime, in a
+   * directory of its own.
+   */
   static async start(name: string, args: readonly string[]): Promise<SteppedServer> {
     assert.ok(faketime !== undefined, `IDMINT_REQUIRE_SERVICES=1 but ${noFaketime}`);
     const cwd = mkdtempSync(join(root, `${name}-`));
@@ -76,7 +79,10 @@ class SteppedServer {
     return new SteppedServer(server, offsetFile);
   }
 
-  /** Sets the wall clock `seconds` behind the real time (atomically: libfaketime reads the file on every clock read). */
+  /**
+   * Sets the wall clock `seconds` behind the real time (atomically: libfaketime reads the file on
+   * every clock read).
+   */
   stepBack(seconds: number): void {
     const temporary = `${this.offsetFile}.tmp`;
     writeFileSync(temporary, `-${seconds}\n`);
@@ -276,7 +282,8 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
         inside.length >= 3 && inside.every((a) => a.status === 200),
         JSON.stringify(inside.map((a) => a.code ?? a.status)),
       );
-      // The sequences of earlier milliseconds continue: IDs below the highest issued, none repeated.
+      // The sequences of earlier milliseconds continue: IDs below the highest issued, none
+      // repeated.
       assert.ok(
         inside.flatMap((a) => a.ids).some((id) => id < before),
         'history issued no ID below the earlier ones',

@@ -21,7 +21,9 @@ interface Instruction {
   readonly args: string;
 }
 
-/** The Dockerfile's instructions, continuation lines joined, comments dropped, split into stages. */
+/**
+ * The Dockerfile's instructions, continuation lines joined, comments dropped, split into stages.
+ */
 function stages(): Instruction[][] {
   const joined = dockerfile.replace(/\\\n/g, ' ');
   const result: Instruction[][] = [];
@@ -129,7 +131,7 @@ describe('Dockerfile', () => {
 
 describe('the Kubernetes manifests in docs/operations.md', () => {
   const block = /## Containers and Kubernetes[\s\S]*?```yaml\n([\s\S]*?)```/.exec(operations)?.[1];
-  // biome-ignore lint/suspicious/noExplicitAny: Kubernetes manifests, walked by the assertions below
+  // biome-ignore lint/suspicious/noExplicitAny: Kubernetes manifests, walked by the tests below
   const documents = parseAllDocuments(block ?? '').map((d) => d.toJS() as Record<string, any>);
   const byKind = (kind: string) => documents.find((d) => d['kind'] === kind);
 

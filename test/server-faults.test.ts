@@ -131,7 +131,8 @@ await describeWithServices(
         const line = server.logs.find((entry) => entry['reqId'] === requestId);
         assert.ok(line !== undefined, `no log line for ${requestId}`);
         assert.match(JSON.stringify(line['err']), /postgres store: /);
-        // Health stays up and so does readiness: every node shares the outage, and buffers still serve.
+        // Health stays up and so does readiness: every node shares the outage, and buffers still
+        // serve.
         assert.equal((await server.app.inject('/healthz')).statusCode, 200);
         assert.equal((await server.app.inject('/readyz')).statusCode, 200);
       } finally {

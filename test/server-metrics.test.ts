@@ -286,7 +286,9 @@ describe('/metrics', () => {
   });
 });
 
-/** `idmint_http_request_duration_seconds_count` of one route, method and status in a scrape's text. */
+/**
+ * `idmint_http_request_duration_seconds_count` of one route, method and status in a scrape's text.
+ */
 function requestCount(
   text: string,
   route: string,

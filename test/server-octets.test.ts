@@ -59,7 +59,8 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
         await fetch(`${url}/v1/segment/order?count=1`, { headers: OCTETS }),
         1,
       );
-      // Dense from the start: the JSON batch took 5000-5002, the binary one the next 250 across three ranges.
+      // Dense from the start: the JSON batch took 5000-5002, the binary one the next 250 across
+      // three ranges.
       assert.deepEqual(json.ids, ['5000', '5001', '5002']);
       assert.deepEqual(
         first,

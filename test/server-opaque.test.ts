@@ -32,7 +32,9 @@ const storeFile = () => `sqlite:${join(root, `store-${++files}.db`)}`;
 
 type Server = Awaited<ReturnType<typeof testServer>>;
 
-/** A GET with the admin token: auth is on in these servers (the admin token may use every route). */
+/**
+ * A GET with the admin token: auth is on in these servers (the admin token may use every route).
+ */
 function get(server: Server, url: string) {
   return server.app.inject({ url, headers: admin });
 }

@@ -10,7 +10,9 @@ import { testServer, type TestServer } from './support/server.ts';
 // before Fastify sees them, and the timeouts of the listening socket. Every failure is answered
 // in idmint's one error shape (docs/api.md), and the connection is closed after it.
 
-/** Asserts the exchange is one idmint error answer followed by the server closing the connection. */
+/**
+ * Asserts the exchange is one idmint error answer followed by the server closing the connection.
+ */
 function assertClosedWithError(
   exchange: Awaited<ReturnType<typeof rawExchange>>,
   status: number,
@@ -218,7 +220,10 @@ describe('api.requestTimeoutMs bounds a request that stops arriving', () => {
 });
 
 describe('the listening socket holds a burst of connections', () => {
-  /** Linux caps the listen backlog at net.core.somaxconn; elsewhere, or below 1,024, this cannot be seen. */
+  /**
+   * Linux caps the listen backlog at net.core.somaxconn; elsewhere, or below 1,024, this cannot be
+   * seen.
+   */
   const somaxconn = (() => {
     try {
       return Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));

@@ -264,7 +264,8 @@ describe("TinyId's routes", () => {
         body: `bizType=orders&token=${ORDERS}&batchSize=2`,
       });
       assert.equal(form.body, '9,10');
-      // TinyId's own client: a POST of an empty form (HttpURLConnection's default type), parameters in the query.
+      // TinyId's own client: a POST of an empty form (HttpURLConnection's default type), parameters
+      // in the query.
       const client = await call(url, `/tinyid/id/nextIdSimple?token=${ORDERS}&bizType=orders`, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -291,7 +292,8 @@ describe("TinyId's routes", () => {
         (await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body,
         '201',
       );
-      // batchSize past the maximum is lowered to it, as TinyId's checkBatchSize does; 0 asks for none.
+      // batchSize past the maximum is lowered to it, as TinyId's checkBatchSize does; 0 asks for
+      // none.
       const lowered = JSON.parse(
         (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=20000`)).body,
       ) as { data: number[] };

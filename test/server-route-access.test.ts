@@ -223,7 +223,8 @@ describe('every route declares its access, and answers by it (auth on)', () => {
               );
               break;
             case 'tinyid-token': {
-              // The header is not TinyId's way: without the token parameter, a bearer header changes nothing.
+              // The header is not TinyId's way: without the token parameter, a bearer header
+              // changes nothing.
               assertLetThrough(
                 await call(server, method, `${path}?bizType=${ALLOWED_TAG}`, ADMIN),
                 what,

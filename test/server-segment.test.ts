@@ -98,7 +98,8 @@ describe('segment routes (in-process, SQLite)', () => {
     try {
       await createTag(server, 'bulk', 30_000, '9007199254000000');
       await leafId(server, 'bulk');
-      // Counts the event loop's turns while the batch is answered: one slice of IDs per turn at most.
+      // Counts the event loop's turns while the batch is answered: one slice of IDs per turn at
+      // most.
       const { value: ids, turns } = await turnsDuring(() => batch(server, 'bulk', 100_000));
       // Four ranges of 30,000 (the first one drawn from), dense, and near 2^53, where a double
       // still holds every ID exactly.
@@ -304,7 +305,8 @@ describe('segment routes (in-process, SQLite)', () => {
   it('serves any tag a Leaf table holds, percent-encoded as Leaf clients send it, on the Leaf and JSON routes; the JSON API creates only plain names', async () => {
     const file = join(dir, 'leaf-tags.db');
     const server = await testServer({ segment: { store: `sqlite:${file}`, table: 'leaf_tags' } });
-    // Rows a migrated Leaf table may hold, written beside the server as another node (or Leaf) would.
+    // Rows a migrated Leaf table may hold, written beside the server as another node (or Leaf)
+    // would.
     const store = new SqliteSegmentStore({ path: file, table: 'leaf_tags' });
     try {
       const tags = [

@@ -73,7 +73,9 @@ async function status(
   return response.json() as Status;
 }
 
-/** Polls `read` until `done` accepts its result (bounded): the sampler runs on its own 1 s timer. */
+/**
+ * Polls `read` until `done` accepts its result (bounded): the sampler runs on its own 1 s timer.
+ */
 async function until<T>(
   read: () => Promise<T>,
   done: (value: T) => boolean,
@@ -110,7 +112,8 @@ describe('GET /v1/status (in-process, SQLite)', () => {
       ).segment?.tags[0];
       assert.equal(tag?.tag, 'orders');
       assert.equal(tag?.serving, 'memory');
-      // 12 IDs from ranges of 10: the second range [11, 21) is current, position 13, the third waits.
+      // 12 IDs from ranges of 10: the second range [11, 21) is current, position 13, the third
+      // waits.
       assert.deepEqual(tag?.range, { start: '11', end: '21', position: '13' });
       assert.equal(tag?.next?.start, '21');
       assert.equal(tag?.remaining, Number(tag?.next?.end) - 13);

@@ -116,7 +116,8 @@ describe('tag administration routes (in-process, SQLite)', () => {
           /body\.description must NOT have more than 256 characters/,
         ],
         [{ tag: 'x', step: 1, owner: 'me' }, /unknown field "owner"/],
-        // PostgreSQL refuses NUL with a driver error (a 503 before), SQLite stored it: one rule, a 400.
+        // PostgreSQL refuses NUL with a driver error (a 503 before), SQLite stored it: one rule, a
+        // 400.
         [{ tag: 'x', step: 1, description: 'a\u0000b' }, /^description .*U\+0000/],
         [['x'], /body must be object/],
       ];
@@ -179,7 +180,8 @@ describe('tag administration routes (in-process, SQLite)', () => {
         415,
         'UNSUPPORTED_MEDIA_TYPE',
       );
-      // JSON sent as text/plain (curl -d without a content type header) is refused, saying what to send.
+      // JSON sent as text/plain (curl -d without a content type header) is refused, saying what to
+      // send.
       assert.equal(
         assertError(await raw('{"tag":"a","step":1}', 'text/plain'), 415, 'UNSUPPORTED_MEDIA_TYPE'),
         'request body must be JSON sent with Content-Type: application/json (Content-Type was text/plain)',

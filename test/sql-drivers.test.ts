@@ -27,7 +27,10 @@ interface DriverCase {
   readonly name: string;
   readonly services: readonly ServiceName[];
   open(): Promise<SqlDriver>;
-  /** Network backends: their URL, a statement that outlasts the test's deadline, and the server session's ID. */
+  /**
+   * Network backends: their URL, a statement that outlasts the test's deadline, and the server
+   * session's ID.
+   */
   readonly url?: string;
   readonly slow?: string;
   readonly session?: string;

@@ -8,7 +8,10 @@ import {
 } from '../src/cli/restart-policy.ts';
 import { StderrRelay } from '../src/cli/stderr-relay.ts';
 
-/** The supervisor's restart policy and stderr relay, without processes (test/cli-processes.test.ts runs them for real). */
+/**
+ * The supervisor's restart policy and stderr relay, without processes (test/cli-processes.test.ts
+ * runs them for real).
+ */
 
 describe('restart policy of serve --processes', () => {
   it('restarts after 100 ms doubling, and gives up at the sixth end in a row', () => {

@@ -77,7 +77,10 @@ export interface ClosedLoopOptions {
   readonly headers?: Record<string, string>;
 }
 
-/** autocannon against `url` for `seconds`: each connection sends its next request when the last is answered. */
+/**
+ * autocannon against `url` for `seconds`: each connection sends its next request when the last is
+ * answered.
+ */
 export async function closedLoop(
   url: string,
   seconds: number,
@@ -95,7 +98,8 @@ export async function closedLoop(
     ...(options.headers === undefined ? {} : { headers: options.headers }),
   }) as unknown as Promise<autocannon.Result> & EventEmitter;
   if (options.keepLatencies === true) {
-    // autocannon's summary rounds to whole milliseconds, too coarse here: each response's own timing.
+    // autocannon's summary rounds to whole milliseconds, too coarse here: each response's own
+    // timing.
     instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
       if (count === latencies.length) {
         const grown = new Float64Array(latencies.length * 2);

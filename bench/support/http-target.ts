@@ -29,7 +29,10 @@ let stop: () => Promise<void>;
 
 /** idmint processes: 1 runs the server in this process; more start the CLI's `--processes`. */
 const PROCESSES = Number(process.env['BENCH_PROCESSES'] ?? 1);
-/** Batches up to 1,000,000 IDs per request (the default api.maxBatch is 10,000; 1,000,000 is its bound). */
+/**
+ * Batches up to 1,000,000 IDs per request (the default api.maxBatch is 10,000; 1,000,000 is its
+ * bound).
+ */
 const MAX_BATCH = 1_000_000;
 /** A throwaway key for the opaque tag (never a real one in a benchmark). */
 const OPAQUE_KEY = '000102030405060708090a0b0c0d0e0f';
@@ -40,7 +43,10 @@ const TAGS = [
   { tag: 'bench-batch', step: 10_000_000 },
 ];
 
-/** A port free now, for a server that cannot be told to pick one itself (several processes share it). */
+/**
+ * A port free now, for a server that cannot be told to pick one itself (several processes share
+ * it).
+ */
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();

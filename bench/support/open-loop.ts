@@ -45,7 +45,10 @@ export interface OpenLoopResult {
   readonly failures: number;
   /** Answers per second over the run (from the first due time to the last answer). */
   readonly achievedRate: number;
-  /** Latency from each request's intended send time, ms, sorted ascending (every answer, 2xx or not). */
+  /**
+   * Latency from each request's intended send time, ms, sorted ascending (every answer, 2xx or
+   * not).
+   */
   readonly latencies: Float64Array;
   readonly p50: number;
   readonly p99: number;
@@ -59,11 +62,17 @@ export interface OpenLoopResult {
    */
   readonly sendLagP999: number;
   readonly sendLagMax: number;
-  /** Connections opened during the run to replace ones that closed (the server's choice, or a broken one). */
+  /**
+   * Connections opened during the run to replace ones that closed (the server's choice, or a broken
+   * one).
+   */
   readonly reconnects: number;
 }
 
-/** The value at percentile `p` (0-100) of ascending `sorted`: the smallest with at least p% at or below it. */
+/**
+ * The value at percentile `p` (0-100) of ascending `sorted`: the smallest with at least p% at or
+ * below it.
+ */
 export function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   // Rounded first so 99.9% of 1,000 is 999, not 999.0000000000001 (which would ceil to 1,000).
@@ -71,7 +80,10 @@ export function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] ?? Number.NaN;
 }
 
-/** How many of the requests spaced `intervalMs` apart from time 0 are due at `elapsedMs` (request 0 is due at once). */
+/**
+ * How many of the requests spaced `intervalMs` apart from time 0 are due at `elapsedMs` (request 0
+ * is due at once).
+ */
 export function dueCount(elapsedMs: number, intervalMs: number, total: number): number {
   if (elapsedMs < 0) return 0;
   return Math.min(total, Math.floor(elapsedMs / intervalMs) + 1);
@@ -181,7 +193,8 @@ class Connection {
     const version = head.slice(0, 8);
     this.#status = Number(head.slice(9, 12));
     const connection = /\r\nconnection:[ \t]*([^\r]*)/i.exec(head)?.[1]?.toLowerCase() ?? '';
-    // HTTP/1.1 keeps the connection unless the server says close; HTTP/1.0 only if it says keep-alive.
+    // HTTP/1.1 keeps the connection unless the server says close; HTTP/1.0 only if it says
+    // keep-alive.
     this.#reusable =
       version === 'HTTP/1.1' ? !/\bclose\b/.test(connection) : /\bkeep-alive\b/.test(connection);
     const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head);
@@ -205,7 +218,10 @@ class Connection {
     if (intended !== undefined) this.#answered(this, intended, this.#status, this.#reusable);
   }
 
-  /** An answer this client cannot read: the connection is dropped (its request is lost) and replaced. */
+  /**
+   * An answer this client cannot read: the connection is dropped (its request is lost) and
+   * replaced.
+   */
   #broken(): void {
     this.#pending = Buffer.alloc(0);
     this.socket.destroy();
@@ -318,7 +334,8 @@ export async function openLoop(options: OpenLoopOptions): Promise<OpenLoopResult
         reconnects++;
         ready(adopt(socket));
       },
-      // Refused or reset (the server restarting): try again shortly; waiting requests age meanwhile.
+      // Refused or reset (the server restarting): try again shortly; waiting requests age
+      // meanwhile.
       () => setTimeout(replace, 50).unref(),
     );
   };

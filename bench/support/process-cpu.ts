@@ -4,10 +4,14 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
-/** Clock ticks per second of /proc's utime and stime (`getconf CLK_TCK`; 100 on Linux in practice). */
+/**
+ * Clock ticks per second of /proc's utime and stime (`getconf CLK_TCK`; 100 on Linux in practice).
+ */
 let ticksPerSecond: number | undefined;
 
-/** The fields after the command name of /proc/PID/stat (the name may hold spaces and parentheses). */
+/**
+ * The fields after the command name of /proc/PID/stat (the name may hold spaces and parentheses).
+ */
 function statFields(pid: string): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

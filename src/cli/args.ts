@@ -1,7 +1,10 @@
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { IdMintError } from '../core/errors.ts';
 
-/** Flag values as parsed: strings for string flags, booleans for boolean ones; absent when not given. */
+/**
+ * Flag values as parsed: strings for string flags, booleans for boolean ones; absent when not
+ * given.
+ */
 export type FlagValues<T extends ParseArgsOptionsConfig> = {
   [K in keyof T]?: T[K]['type'] extends 'boolean' ? boolean : string;
 } & { help?: boolean };

@@ -67,7 +67,10 @@ export function configFlagRows(keys: readonly ConfigKey[]): string[] {
   });
 }
 
-/** Loads the configuration from `--config`/IDMINT_CONFIG, the process environment and the flags given. */
+/**
+ * Loads the configuration from `--config`/IDMINT_CONFIG, the process environment and the flags
+ * given.
+ */
 export function configFromFlags(
   values: Readonly<Record<string, string | boolean | undefined>>,
 ): LoadedConfig {

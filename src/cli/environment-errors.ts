@@ -13,7 +13,10 @@ import { CommandFailure } from './io.ts';
 /** How long a host name may take to resolve when explaining a failure. */
 const LOOKUP_TIMEOUT_MS = 2000;
 
-/** Why `listen(host, port)` failed, in one line naming IDMINT_HOST or IDMINT_PORT; undefined for an error it does not know. */
+/**
+ * Why `listen(host, port)` failed, in one line naming IDMINT_HOST or IDMINT_PORT; undefined for an
+ * error it does not know.
+ */
 export function listenFailure(
   error: unknown,
   host: string,
@@ -74,7 +77,8 @@ export async function backendFailure(
       EXIT_FAILURE,
       { cause: error },
     );
-  // A message that names its setting already (`cannot open SQLite file ... (IDMINT_SEGMENT_STORE)`) stays as it is.
+  // A message that names its setting already (`cannot open SQLite file ... (IDMINT_SEGMENT_STORE)`)
+  // stays as it is.
   if (error.message.includes(setting.name))
     return new CommandFailure(error.message, EXIT_FAILURE, { cause: error });
   return new CommandFailure(`${what} (${setting.name}): ${error.message}`, EXIT_FAILURE, {

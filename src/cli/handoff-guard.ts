@@ -55,9 +55,9 @@ function isClosable(handle: unknown): handle is Closable {
 
 /**
  * Closes the connection a child was handed and never acknowledged once the child is gone and its
- * IPC channel read to the end (its last acknowledgement included), so the client sees the connection close at once, as for the
- * connections the dead child held, and retries, instead of waiting for nothing. Nothing was read
- * from such a connection, so no ID was issued on it.
+ * IPC channel read to the end (its last acknowledgement included), so the client sees the
+ * connection close at once, as for the connections the dead child held, and retries, instead of
+ * waiting for nothing. Nothing was read from such a connection, so no ID was issued on it.
  *
  * It watches the child's side of Node's internal protocol described above: the handoff through
  * `child.send` (the instance's own method, which Node's cluster calls), the acknowledgement

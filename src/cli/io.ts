@@ -27,7 +27,8 @@ export interface CliCommand {
 /**
  * A failure a command has already put in one line, with the exit code it calls for: 1 when the
  * environment is at fault (a port in use, a host that does not resolve, a store that does not
- * answer), 2 when the invocation or configuration is. `runCli` prints it after `idmint <command>: `.
+ * answer), 2 when the invocation or configuration is. `runCli` prints it after `idmint <command>:
+ * `.
  */
 export class CommandFailure extends Error {
   readonly exitCode: number;

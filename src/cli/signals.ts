@@ -15,7 +15,10 @@ export function firstSignal(signal: NodeJS.Signals): FirstSignal {
   return { signal, at: performance.now() };
 }
 
-/** Whether `signal`, arriving after `first`, asks for a forced stop rather than being a copy of the first. */
+/**
+ * Whether `signal`, arriving after `first`, asks for a forced stop rather than being a copy of the
+ * first.
+ */
 export function isSecondSignal(first: FirstSignal, signal: NodeJS.Signals): boolean {
   return signal !== first.signal || performance.now() - first.at >= DUPLICATE_SIGNAL_MS;
 }

@@ -22,7 +22,8 @@ import { ServerPool, type ServerState } from './server-pool.ts';
 import { sleep } from '../shared/time.ts';
 
 // The answers' types are the HTTP contract's (src/contract/): what the server's routes are
-// typed and serialized by. Only types come from there, and the family list (a file with no imports).
+// typed and serialized by. Only types come from there, and the family list (a file with no
+// imports).
 export type { LocalModeOptions, LocalTagStats } from './local-ranges.ts';
 export type { ServerState } from './server-pool.ts';
 export type { DecodedAnyId, DecodedOpaqueSegmentId, DecodedOpaqueSnowflakeId, Tag };
@@ -217,7 +218,10 @@ export class IdMintClient {
     return this.#request('GET', `/v1/snowflake/decode/${encodeURIComponent(String(id))}`);
   }
 
-  /** `count` IDs of a family (UUIDv7, UUIDv4, ULID, ObjectId: ID_FAMILIES), in the order the server made them. */
+  /**
+   * `count` IDs of a family (UUIDv7, UUIDv4, ULID, ObjectId: ID_FAMILIES), in the order the server
+   * made them.
+   */
   async ids(family: IdFamilyName, count = 1): Promise<string[]> {
     if (!FAMILIES.has(family)) {
       const allowed = ID_FAMILIES.join(', ');
@@ -259,7 +263,10 @@ export class IdMintClient {
     return (await this.#request<IdBatch>('GET', `/v1/opaque/snowflake?count=${count}`)).ids;
   }
 
-  /** The dense ID behind an opaque ID of `tag` (admin token); INVALID_ID if it is not one of the tag's. */
+  /**
+   * The dense ID behind an opaque ID of `tag` (admin token); INVALID_ID if it is not one of the
+   * tag's.
+   */
   async decodeOpaque(tag: string, id: string | bigint): Promise<DecodedOpaqueSegmentId> {
     return this.#request(
       'GET',

@@ -8,7 +8,9 @@ export interface LocalModeOptions {
   readonly minSize?: number;
   /** Largest range asked for; at most the servers' `api.maxBatch`. Default 10000 (its default). */
   readonly maxSize?: number;
-  /** Fraction of a range issued before the next one is fetched, 0 to 1. Default 0.2 (TinyId's 20%). */
+  /**
+   * Fraction of a range issued before the next one is fetched, 0 to 1. Default 0.2 (TinyId's 20%).
+   */
   readonly prefetchThreshold?: number;
   /**
    * Target lifetime of a range: a range used up in less than this doubles the next size, one
@@ -26,7 +28,10 @@ export interface LocalModeOptions {
    * of databases, whose classes run at different heights, is trend-increasing only).
    */
   readonly ordering?: 'increasing' | 'any';
-  /** Index in `urls` of the server asked first; default a random one, so clients spread over the servers. */
+  /**
+   * Index in `urls` of the server asked first; default a random one, so clients spread over the
+   * servers.
+   */
   readonly firstServer?: number;
 }
 
@@ -139,7 +144,9 @@ export class TagRanges {
   #cursor = 0n;
   #end = 0n;
   #stride = 1n;
-  /** IDs the fast path may issue before #refill must look; never more than the current range holds. */
+  /**
+   * IDs the fast path may issue before #refill must look; never more than the current range holds.
+   */
   #left = 0;
   #next: HeldRange | undefined;
   #loading: Promise<void> | undefined;
@@ -221,7 +228,8 @@ export class TagRanges {
       this.#end = next.end;
       this.#stride = next.stride;
       const ids = idsIn(next);
-      // Up to the threshold nothing needs a look; past it the next range is fetched (1: when empty).
+      // Up to the threshold nothing needs a look; past it the next range is fetched (1: when
+      // empty).
       this.#left = Math.floor(ids * this.#s.prefetchThreshold);
       if (this.#left > 0) {
         this.#left--;
@@ -239,7 +247,9 @@ export class TagRanges {
     return id;
   }
 
-  /** Starts a fetch unless a range is held or on its way; false while backing off after a failure. */
+  /**
+   * Starts a fetch unless a range is held or on its way; false while backing off after a failure.
+   */
   #prefetch(): boolean {
     if (this.#next !== undefined || this.#loading !== undefined) return true;
     if (this.#failure !== undefined && this.#now() < this.#failure.retryAt) return false;

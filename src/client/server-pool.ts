@@ -6,7 +6,9 @@ export interface ServerPoolOptions {
   /** Base URLs, already checked (http or https, no trailing slash). */
   readonly bases: readonly string[];
   readonly headers: Readonly<Record<string, string>>;
-  /** Each attempt is abandoned after this many ms; its answer, if one comes later, is never read. */
+  /**
+   * Each attempt is abandoned after this many ms; its answer, if one comes later, is never read.
+   */
   readonly timeoutMs: number;
   /** First backoff of a failing server, doubled on each further failure up to maxBackoffMs. */
   readonly backoffMs: number;
@@ -14,7 +16,9 @@ export interface ServerPoolOptions {
   readonly fetch: typeof fetch;
   /** Milliseconds on a monotonic-enough clock (tests inject one). */
   readonly now: () => number;
-  /** Which server to prefer first; default a random one, so many clients spread over the servers. */
+  /**
+   * Which server to prefer first; default a random one, so many clients spread over the servers.
+   */
   readonly preferred?: number;
 }
 

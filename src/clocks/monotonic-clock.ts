@@ -20,11 +20,12 @@ export interface MonotonicClockOptions {
  *
  * Time is `anchor + performance.now()`: the monotonic timer cannot be stepped by NTP or an
  * operator, so a wall-clock step backwards cannot move IDs back at all. Once a second the clock is
- * compared with `Date.now()`: if the wall clock is ahead (drift, or a forward step) the anchor moves
- * forwards to it; if it is behind, the anchor stays, and the clock runs ahead of the wall clock by
- * `lagMs()` until the wall clock catches up. This turns every in-process rollback into "time stands
- * still relative to the wall clock", which no ID can notice. Across restarts the wall clock is what
- * counts, which is why the worker registry checks the last recorded timestamp at start-up.
+ * compared with `Date.now()`: if the wall clock is ahead (drift, or a forward step) the anchor
+ * moves forwards to it; if it is behind, the anchor stays, and the clock runs ahead of the wall
+ * clock by `lagMs()` until the wall clock catches up. This turns every in-process rollback into
+ * "time stands still relative to the wall clock", which no ID can notice. Across restarts the wall
+ * clock is what counts, which is why the worker registry checks the last recorded timestamp at
+ * start-up.
  */
 export class MonotonicClock implements Clock {
   readonly #wallNow: () => number;

@@ -14,7 +14,8 @@ export const MIN_TOKEN_LENGTH = 16;
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const TOKEN_RULE = `at least ${MIN_TOKEN_LENGTH} characters of A-Z a-z 0-9 - . _ ~ + / (optionally ending in =)`;
 
-// A tag name, or a prefix of one ending in `*`, or `*` alone: TAG_PATTERN's body with an optional star.
+// A tag name, or a prefix of one ending in `*`, or `*` alone: TAG_PATTERN's body with an optional
+// star.
 const TAG_BODY = TAG_PATTERN.source.replace(/^\^/, '').replace(/\$$/, '');
 const TAG_OR_PREFIX = new RegExp(`^(?:\\*|${TAG_BODY}\\*?)$`);
 

@@ -29,7 +29,10 @@ export type TextForm = 'integer' | 'decimal' | 'on-off' | 'trimmed' | 'token-lis
 
 /** What a configuration key adds to its JSON Schema. */
 export interface KeyInfo {
-  /** Environment variable; the CLI flag is derived from it (`IDMINT_SEGMENT_STORE` is `--segment-store`). */
+  /**
+   * Environment variable; the CLI flag is derived from it (`IDMINT_SEGMENT_STORE` is
+   * `--segment-store`).
+   */
   readonly env: string;
   /** A variable read only when `env` is unset: platform conventions such as `PORT`. */
   readonly fallbackEnv?: string;

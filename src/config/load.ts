@@ -118,7 +118,10 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   return { config: frozen, origins };
 }
 
-/** A configuration from an object shaped like a config file, defaults for the rest (tests, embedding). */
+/**
+ * A configuration from an object shaped like a config file, defaults for the rest (tests,
+ * embedding).
+ */
 export function defineConfig(values: unknown = {}): ServerConfig {
   return loadConfig({ values }).config;
 }
@@ -180,7 +183,9 @@ function readConfigFile(file: string): unknown {
   return values ?? {};
 }
 
-/** A typo in a file is an error, not a silently ignored setting: the message lists the known keys. */
+/**
+ * A typo in a file is an error, not a silently ignored setting: the message lists the known keys.
+ */
 function checkKnownKeys(values: unknown, schema: TSchema, prefix: string, where: string): void {
   if (values === null || typeof values !== 'object' || Array.isArray(values)) {
     throw new IdMintError(
@@ -233,7 +238,10 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** What is wrong with a backend URL beyond its scheme (hosts, ports, a Redis database number...); in a list, which one. */
+/**
+ * What is wrong with a backend URL beyond its scheme (hosts, ports, a Redis database number...); in
+ * a list, which one.
+ */
 function urlProblem(key: ConfigKey, value: unknown): string | undefined {
   const role = key.schema['x-idmint'].url;
   if (role === undefined) return undefined;

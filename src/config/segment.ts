@@ -133,7 +133,10 @@ export const SegmentConfig = Type.Object(
   { additionalProperties: false },
 );
 
-/** The margin a store fences a new history with, from the segment keys: fenceRanges of max(maxStep, step). */
+/**
+ * The margin a store fences a new history with, from the segment keys: fenceRanges of max(maxStep,
+ * step).
+ */
 export function segmentFenceMargin(segment: {
   readonly fenceRanges: number;
   readonly maxStep: number;

@@ -16,7 +16,10 @@ export function Nullable<T extends TSchema & { readonly type: string }>(
   return Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type, 'null'] });
 }
 
-/** A `$ref` to a schema the server registers by its `$id` (Fastify's addSchema), typed as that schema. */
+/**
+ * A `$ref` to a schema the server registers by its `$id` (Fastify's addSchema), typed as that
+ * schema.
+ */
 export function Ref<T extends TSchema & { readonly $id?: string }>(
   schema: T,
   options: { readonly description?: string } = {},

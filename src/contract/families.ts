@@ -15,7 +15,10 @@ export interface IdFamilyEntry {
   readonly example: string;
 }
 
-/** Every family, in the order the documents list them; the key is its route (`/v1/<key>`) and its name everywhere. */
+/**
+ * Every family, in the order the documents list them; the key is its route (`/v1/<key>`) and its
+ * name everywhere.
+ */
 export const ID_FAMILY_REGISTRY = {
   uuid7: {
     title: 'UUIDv7',

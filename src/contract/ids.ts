@@ -41,7 +41,9 @@ export const FAMILY_ROUTES: readonly (ReturnType<typeof familyRoute> & {
 /** The formats `/v1/decode/{id}` tells apart (decimal IDs are decoded as snowflake IDs). */
 export const DECODED_FORMATS = ['uuid', 'ulid', 'objectid', 'snowflake'] as const;
 
-/** Every field a decoded ID may have; which ones depends on `format` (docs/formats.md, Decoding). */
+/**
+ * Every field a decoded ID may have; which ones depends on `format` (docs/formats.md, Decoding).
+ */
 export const DecodedAnyId = Type.Object(
   {
     format: Type.Enum(DECODED_FORMATS, { type: 'string' }),

@@ -26,7 +26,8 @@ export const LIVENESS = defineRoute({
 export const Readiness = Type.Object(
   {
     status: Type.Enum(['ready', 'not ready'], { type: 'string' }),
-    // A map of check name to state; written out, as TypeBox's Record would make it a patternProperties.
+    // A map of check name to state; written out, as TypeBox's Record would make it a
+    // patternProperties.
     checks: Type.Unsafe<Record<string, string>>({
       type: 'object',
       additionalProperties: Type.String(),

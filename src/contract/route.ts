@@ -5,8 +5,10 @@ import { familyTitles } from './families.ts';
  * Who may call a route when auth is on. Every route declares one: the server refuses to start
  * with a route that does not (src/server/plugins/auth.ts), so a forgotten declaration can never
  * ship a route open.
- * - `open`: anyone, with or without a token (health, metrics, the OpenAPI document, the dashboard's files);
- * - `any`: any valid bearer token (snowflake IDs, decoding, listing tags, which is filtered per token);
+ * - `open`: anyone, with or without a token (health, metrics, the OpenAPI document, the dashboard's
+ *   files);
+ * - `any`: any valid bearer token (snowflake IDs, decoding, listing tags, which is filtered per
+ *   token);
  * - `tag`: a bearer token allowed the route's `{tag}` (segment IDs, reading a tag);
  * - `admin`: the admin token (creating and changing tags, decoding opaque IDs);
  * - `tinyid-token`: TinyId's protocol: the route checks the token TinyId's clients send in its

@@ -49,7 +49,9 @@ export const SEGMENT_BATCH = defineRoute({
   },
 });
 
-/** A range the caller issues itself: `start`, `start + stride`, ... up to `last`; `end` exclusive. */
+/**
+ * A range the caller issues itself: `start`, `start + stride`, ... up to `last`; `end` exclusive.
+ */
 export const SegmentRange = Type.Object(
   {
     tag: Type.String(),

@@ -4,7 +4,10 @@ import { defineRoute, type CountBound } from './route.ts';
 
 // Snowflake mode's routes: Leaf's single ID and decoding, the JSON batch and decoding.
 
-/** `GET /api/snowflake/get/{tag}`: Leaf's route (the tag is only a label); the ID as text, or a bare JSON number. */
+/**
+ * `GET /api/snowflake/get/{tag}`: Leaf's route (the tag is only a label); the ID as text, or a bare
+ * JSON number.
+ */
 export const LEAF_SNOWFLAKE_ID = defineRoute({
   method: 'GET',
   url: '/api/snowflake/get/:tag',
@@ -39,7 +42,10 @@ export const SnowflakeBatch = Type.Object({
 });
 export type SnowflakeBatch = Static<typeof SnowflakeBatch>;
 
-/** `GET /v1/snowflake?count=N`: a batch, as JSON or binary. The bound may be the layout's, not only api.maxBatch. */
+/**
+ * `GET /v1/snowflake?count=N`: a batch, as JSON or binary. The bound may be the layout's, not only
+ * api.maxBatch.
+ */
 export const SNOWFLAKE_BATCH = defineRoute({
   method: 'GET',
   url: '/v1/snowflake',

@@ -2,7 +2,8 @@ import Type, { type Static } from 'typebox';
 import { ERRORS, Nullable, Ref } from './common.ts';
 import { defineRoute } from './route.ts';
 
-// `GET /v1/status`: what the dashboard shows, in one answer. The dashboard takes its types from here.
+// `GET /v1/status`: what the dashboard shows, in one answer. The dashboard takes its types from
+// here.
 
 /** Sort keys of the tag list. */
 export const SORTS = ['tag', 'fill', 'remaining', 'rate', 'step', 'latency', 'failures'] as const;

@@ -3,7 +3,8 @@ import { Nullable, Ref, ErrorAnswer, textContent } from './common.ts';
 import { defineRoute } from './route.ts';
 
 // Didi TinyId's routes (tinyid-server's IdContronller under `/tinyid`). Their answers are
-// TinyId's, written by hand byte for byte (src/server/routes/tinyid.ts): these schemas document them.
+// TinyId's, written by hand byte for byte (src/server/routes/tinyid.ts): these schemas document
+// them.
 
 const TINYID_QUERY = {
   bizType: Type.Optional(

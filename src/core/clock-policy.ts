@@ -31,9 +31,13 @@ export interface RollbackPolicyOptions {
   readonly policy?: RollbackPolicyName;
   /** `wait`: largest rollback (ms) that is waited out. Default 5 (Leaf's hard-coded value). */
   readonly maxBackwardMs?: number;
-  /** `borrow`: how far (ms) issued time may run ahead of the clock. Default 1000 (a leap second). */
+  /**
+   * `borrow`: how far (ms) issued time may run ahead of the clock. Default 1000 (a leap second).
+   */
   readonly maxLeadMs?: number;
-  /** `borrow`: how long (ms) to block waiting for the clock once the lead is used up. Default 10. */
+  /**
+   * `borrow`: how long (ms) to block waiting for the clock once the lead is used up. Default 10.
+   */
   readonly maxWaitMs?: number;
   /** `history`: window (ms) of time units whose last sequence is remembered. Default 2000. */
   readonly historyMs?: number;
@@ -53,9 +57,9 @@ export interface RollbackPolicy {
 export const DEFAULT_ROLLBACK_POLICY: RollbackPolicyName = 'wait';
 
 // Waits block the calling thread (the generator is synchronous, so it stays a counter increment on
-// the hot path); an hour-long wait would freeze a server, which is Sonyflake's sleep bug. These caps
-// keep every wait short enough to be invisible next to a network round trip. Exported so the server
-// configuration states the same bounds.
+// the hot path); an hour-long wait would freeze a server, which is Sonyflake's sleep bug. These
+// caps keep every wait short enough to be invisible next to a network round trip. Exported so the
+// server configuration states the same bounds.
 export const ROLLBACK_LIMITS = {
   maxBackwardMs: { fallback: 5, max: 1000 },
   maxLeadMs: { fallback: 1000, max: 86_400_000 },

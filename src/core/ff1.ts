@@ -32,11 +32,16 @@ export type Ff1Tweak = Uint8Array | string;
 /** An FF1 cipher for one key and radix. */
 export interface Ff1 {
   readonly radix: number;
-  /** Encrypts a numeral string (each numeral an integer from 0 to radix - 1) to one of the same length. */
+  /**
+   * Encrypts a numeral string (each numeral an integer from 0 to radix - 1) to one of the same
+   * length.
+   */
   encrypt(numerals: ArrayLike<number>, tweak?: Ff1Tweak): number[];
   /** Inverts {@link encrypt} under the same key and tweak. */
   decrypt(numerals: ArrayLike<number>, tweak?: Ff1Tweak): number[];
-  /** {@link encrypt} over text in the alphabet `0-9a-z` (its first `radix` characters); radix <= 36. */
+  /**
+   * {@link encrypt} over text in the alphabet `0-9a-z` (its first `radix` characters); radix <= 36.
+   */
   encryptString(text: string, tweak?: Ff1Tweak): string;
   /** {@link decrypt} over text in the alphabet `0-9a-z`; radix <= 36. */
   decryptString(text: string, tweak?: Ff1Tweak): string;
@@ -63,7 +68,10 @@ export interface Ff1Domain {
   readonly pairs: boolean;
   encrypt(numerals: ArrayLike<number>): number[];
   decrypt(numerals: ArrayLike<number>): number[];
-  /** Encrypts the numeral string whose value is `x` (0 <= x < radix^n), returning the result's value. */
+  /**
+   * Encrypts the numeral string whose value is `x` (0 <= x < radix^n), returning the result's
+   * value.
+   */
   encryptValue(x: bigint): bigint;
   decryptValue(x: bigint): bigint;
   /**
@@ -383,7 +391,8 @@ class PreparedFf1 implements Ff1Domain {
     const iOffset = this.#iOffset;
     const chained = this.#chained;
     // One block per input. Bytes before [i] are the same in every round and every input: write
-    // them once. On this path [i] || NUM(B) fills the rest of the block exactly (iOffset + 1 + b = 16).
+    // them once. On this path [i] || NUM(B) fills the rest of the block exactly (iOffset + 1 + b =
+    // 16).
     const blocks = new Uint8Array(16 * count);
     for (let k = 0; k < count; k++) blocks.set(chained, 16 * k);
     const numStart = 16 - b;

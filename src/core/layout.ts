@@ -23,7 +23,9 @@ export interface LayoutSpec {
   readonly sequenceBits: number;
   /** Start of the time field: ms since the Unix epoch, or an ISO-8601 date string. */
   readonly epoch: number | string;
-  /** Length of one time unit in ms: 1 (default), 10 like Sonyflake, 1000 like Baidu's uid-generator. */
+  /**
+   * Length of one time unit in ms: 1 (default), 10 like Sonyflake, 1000 like Baidu's uid-generator.
+   */
   readonly timeUnitMs?: number;
   /**
    * Bits an ID may use: 63 (a signed 64-bit integer, the default) or 53 (stays below 2^53, so
@@ -32,7 +34,10 @@ export interface LayoutSpec {
   readonly totalBits?: 63 | 53;
 }
 
-/** A validated layout with its derived limits. Create with {@link defineLayout} or {@link getLayout}. */
+/**
+ * A validated layout with its derived limits. Create with {@link defineLayout} or {@link
+ * getLayout}.
+ */
 export interface Layout {
   readonly name: string;
   readonly timeBits: number;
@@ -81,7 +86,8 @@ const TWITTER_EPOCH = 1288834974657; // 2010-11-04T01:42:54.657Z, also Meituan L
 const IDMINT_EPOCH = Date.UTC(2026, 0, 1); // recent, so 41 bits of ms last until 2095
 
 const PRESETS: Readonly<Record<LayoutPresetName, LayoutSpec>> = {
-  // Default: Twitter's 41/10/12 split with a recent epoch, so the 69.7-year time field lasts to 2095.
+  // Default: Twitter's 41/10/12 split with a recent epoch, so the 69.7-year time field lasts to
+  // 2095.
   idmint: { name: 'idmint', timeBits: 41, workerBits: 10, sequenceBits: 12, epoch: IDMINT_EPOCH },
   // Meituan Leaf's layout and epoch: IDs and decoding match Leaf-snowflake exactly (runs out 2080).
   leaf: { name: 'leaf', timeBits: 41, workerBits: 10, sequenceBits: 12, epoch: TWITTER_EPOCH },

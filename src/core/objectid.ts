@@ -44,7 +44,9 @@ export class ObjectIdGenerator extends TimeOrderedGenerator {
   #second = -1;
   /** Counter of the last ObjectId. */
   #counter: number;
-  /** Counter of the current second's first ObjectId: reaching it again means the second is used up. */
+  /**
+   * Counter of the current second's first ObjectId: reaching it again means the second is used up.
+   */
   #secondStart = 0;
   /** The first 18 hex digits: seconds and the per-generator random bytes. */
   #prefix = '';

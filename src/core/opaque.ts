@@ -87,7 +87,9 @@ export interface DecodedOpaqueId {
 export const MAX_OPAQUE_RANGE = 1_000_000;
 /** Prepared (key, tweak) pairs kept by one codec. */
 const PREPARED_LIMIT = 4096;
-/** Inputs per FF1 pass in encodeRange: enough to amortize the native calls, small enough for cache. */
+/**
+ * Inputs per FF1 pass in encodeRange: enough to amortize the native calls, small enough for cache.
+ */
 const CHUNK = 4096;
 
 /**
@@ -296,7 +298,9 @@ export class OpaqueCodec {
     return prepared;
   }
 
-  /** Checks that `dense` .. `dense + count - 1` all lie in the domain; returns `dense` as a bigint. */
+  /**
+   * Checks that `dense` .. `dense + count - 1` all lie in the domain; returns `dense` as a bigint.
+   */
   #checkDense(dense: bigint | number, count: number): bigint {
     let value: bigint;
     if (typeof dense === 'bigint') value = dense;
@@ -326,7 +330,10 @@ export class OpaqueCodec {
   }
 }
 
-/** Encodes dense IDs of one tweak through a window of precomputed opaque IDs; see {@link OpaqueCodec.encoder}. */
+/**
+ * Encodes dense IDs of one tweak through a window of precomputed opaque IDs; see {@link
+ * OpaqueCodec.encoder}.
+ */
 export class OpaqueEncoder {
   readonly tweak: string;
   readonly keyId: number;
@@ -334,7 +341,9 @@ export class OpaqueEncoder {
   readonly #window: number;
   /** Dense ID of `#ids[0]`; -1 while empty. */
   #start = -1n;
-  /** `#start` as a number (exact: windows start below 2^53 on the number path), for the fast check. */
+  /**
+   * `#start` as a number (exact: windows start below 2^53 on the number path), for the fast check.
+   */
   #startNumber = -1;
   #ids: string[] = [];
 

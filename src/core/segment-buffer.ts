@@ -21,7 +21,9 @@ export interface SegmentBufferSettings {
   readonly stepPolicy: StepPolicy;
   /** Fraction of a range issued before the next range is loaded (Leaf: 0.1). */
   readonly prefetchThreshold: number;
-  /** After a failed load, no new load starts for this long; callers with nothing buffered fail fast. */
+  /**
+   * After a failed load, no new load starts for this long; callers with nothing buffered fail fast.
+   */
   readonly retryAfterMs: number;
   /** Called after every load and heal, for logs, metrics and latency histograms. */
   readonly onEvent: ((event: SegmentLoadEvent | SegmentHealEvent) => void) | undefined;
@@ -60,7 +62,9 @@ export interface SegmentTagStats {
   readonly step: number;
   /** The tag's configured step as last seen in the store (an allocation or a tag refresh). */
   readonly tagStep: number;
-  /** IDs that can be issued without touching the store: rest of the current range plus the next one. */
+  /**
+   * IDs that can be issued without touching the store: rest of the current range plus the next one.
+   */
   readonly remaining: number;
   /** True when the next range is loaded and waiting. */
   readonly nextReady: boolean;
@@ -70,7 +74,10 @@ export interface SegmentTagStats {
   readonly loads: number;
   /** Failed range loads (including abandoned ones). */
   readonly loadFailures: number;
-  /** Loads abandoned after the service's load timeout: if the store committed them, their ranges are skipped. */
+  /**
+   * Loads abandoned after the service's load timeout: if the store committed them, their ranges are
+   * skipped.
+   */
   readonly abandonedLoads: number;
   /**
    * Ranges refused because they started below IDs already loaded, each followed by raising max_id
@@ -80,13 +87,22 @@ export interface SegmentTagStats {
   /** Sum and maximum of successful load latencies, in ms. */
   readonly loadMsTotal: number;
   readonly loadMsMax: number;
-  /** Message of the latest load failure while it still blocks loading (within retryAfterMs); else null. */
+  /**
+   * Message of the latest load failure while it still blocks loading (within retryAfterMs); else
+   * null.
+   */
   readonly lastError: string | null;
   /** Code of that failure (`lastError`'s), or null. */
   readonly lastErrorCode: string | null;
-  /** IDs handed out so far (every range loaded, less what is still buffered): its growth is the draw rate. */
+  /**
+   * IDs handed out so far (every range loaded, less what is still buffered): its growth is the draw
+   * rate.
+   */
   readonly issued: number;
-  /** The range IDs are issued from now: `[start, end)`, `position` the next ID; null before the first. */
+  /**
+   * The range IDs are issued from now: `[start, end)`, `position` the next ID; null before the
+   * first.
+   */
   readonly range: {
     readonly start: bigint;
     readonly end: bigint;
@@ -104,7 +120,10 @@ export interface SegmentLeftover {
    * class. Empty when nothing is left.
    */
   readonly tails: readonly SegmentTail[];
-  /** Unissued IDs below a gap (current range remainder when the next range of its class is not adjacent). */
+  /**
+   * Unissued IDs below a gap (current range remainder when the next range of its class is not
+   * adjacent).
+   */
   readonly wasted: number;
 }
 
@@ -124,7 +143,10 @@ export interface SegmentTail {
   readonly ids: number;
 }
 
-/** Why a range is not issued from; `below`, for one below IDs already loaded, is the end of those IDs. */
+/**
+ * Why a range is not issued from; `below`, for one below IDs already loaded, is the end of those
+ * IDs.
+ */
 interface RangeProblem {
   readonly message: string;
   readonly below?: bigint;
@@ -183,7 +205,10 @@ export class SegmentBuffer {
   #minStep = 0;
   /** Clock time of the latest successful load, for the dynamic step. */
   #lastLoadAt = 0;
-  /** Per residue class (`start % stride`), the end of its latest range: a new range of the class below it would repeat IDs. */
+  /**
+   * Per residue class (`start % stride`), the end of its latest range: a new range of the class
+   * below it would repeat IDs.
+   */
   readonly #highest = new Map<bigint, bigint>();
   /** The stride of every range: fixed by the first one loaded (undefined before). */
   #rangeStride: number | undefined;
@@ -332,7 +357,9 @@ export class SegmentBuffer {
     this.#tagStep = step;
   }
 
-  /** IDs handed out so far; read by the dashboard's sampler every second, so it allocates nothing. */
+  /**
+   * IDs handed out so far; read by the dashboard's sampler every second, so it allocates nothing.
+   */
   issued(): number {
     return this.#loadedIds - this.available();
   }
@@ -528,7 +555,8 @@ export class SegmentBuffer {
     if (error.details?.abandoned === true) this.#abandonedLoads++;
     this.#loading = undefined;
     this.#failure = { error, retryAt: this.#s.clock.now() + this.#s.retryAfterMs };
-    this.#left = 0; // the fast path must look again, so a retry happens while IDs are still buffered
+    // the fast path must look again, so a retry happens while IDs are still buffered
+    this.#left = 0;
     this.#loadFailures++;
     this.#s.onEvent?.({ type: 'load', tag: this.tag, ms, error });
     throw error;

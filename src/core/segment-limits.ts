@@ -18,7 +18,10 @@ export const MAX_TAG_STEP = 2 ** 31 - 1;
  */
 export const MAX_SEGMENT_DATABASES = 64;
 
-/** Most characters a tag has: Leaf's `biz_tag varchar(128)`, counted as databases count them (code points). */
+/**
+ * Most characters a tag has: Leaf's `biz_tag varchar(128)`, counted as databases count them (code
+ * points).
+ */
 export const MAX_TAG_LENGTH = 128;
 
 /**
@@ -200,9 +203,10 @@ function describe(value: unknown): string {
 export const TAG_PAGE_SIZE = 500;
 
 /**
- * Defaults and bounds of the options, of SegmentService, checked once by its constructor; the server configuration
- * states the same bounds. Durations end up in timers (or beside them), so none may reach 2^31 ms,
- * which Node would clamp to 1 ms: a 30-day refresh interval would refresh a thousand times a second.
+ * Defaults and bounds of the options, of SegmentService, checked once by its constructor; the
+ * server configuration states the same bounds. Durations end up in timers (or beside them), so none
+ * may reach 2^31 ms, which Node would clamp to 1 ms: a 30-day refresh interval would refresh a
+ * thousand times a second.
  */
 export const SEGMENT_SERVICE_BOUNDS = {
   prefetchThreshold: { min: 0, max: 1, fallback: 0.1 },

@@ -308,7 +308,9 @@ export class SnowflakeGenerator {
     return this.#highUnit < 0 ? -1 : this.#unitStart(this.#highUnit);
   }
 
-  /** How many calls found the clock behind a time it had shown before (or behind `lastTimestamp`). */
+  /**
+   * How many calls found the clock behind a time it had shown before (or behind `lastTimestamp`).
+   */
   rollbackCount(): number {
     return this.#rollbacks;
   }

@@ -9,11 +9,20 @@ import { MAX_TAG_STEP } from './segment-limits.ts';
 
 /** Options for the dynamic step; absent fields take Leaf's values. */
 export interface StepPolicyOptions {
-  /** A range that lasted less than this (ms) grows the step. Default 15 min: Leaf's SEGMENT_DURATION (SegmentIDGenImpl.java). */
+  /**
+   * A range that lasted less than this (ms) grows the step. Default 15 min: Leaf's SEGMENT_DURATION
+   * (SegmentIDGenImpl.java).
+   */
   readonly growBelowMs?: number;
-  /** A range that lasted at least growBelowMs but less than this (ms) keeps the step; longer shrinks it. Default 30 min: twice SEGMENT_DURATION. */
+  /**
+   * A range that lasted at least growBelowMs but less than this (ms) keeps the step; longer shrinks
+   * it. Default 30 min: twice SEGMENT_DURATION.
+   */
   readonly keepBelowMs?: number;
-  /** A step grows only while the result stays at or below this. Default 1,000,000: Leaf's MAX_STEP (SegmentIDGenImpl.java). */
+  /**
+   * A step grows only while the result stays at or below this. Default 1,000,000: Leaf's MAX_STEP
+   * (SegmentIDGenImpl.java).
+   */
   readonly maxStep?: number;
   /** Growth and shrink factor, an integer >= 2. Default 2: Leaf doubles and halves. */
   readonly factor?: number;

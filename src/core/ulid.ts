@@ -24,7 +24,10 @@ const MAX_40 = 2 ** 40 - 1;
 /** Below 2^40 and above this, a 40-bit half is carried by its 20 low bits rolling to 0. */
 const LOW_20 = 0xfffff;
 
-/** `PAIR[v]`: the 10-bit value `v` as two base32 characters. Typed readonly, not frozen (see hex.ts). */
+/**
+ * `PAIR[v]`: the 10-bit value `v` as two base32 characters. Typed readonly, not frozen (see
+ * hex.ts).
+ */
 const PAIR: readonly string[] = Array.from(
   { length: 1024 },
   (_, v) => `${CROCKFORD_BASE32[v >>> 5]}${CROCKFORD_BASE32[v & 31]}`,

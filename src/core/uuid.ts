@@ -67,7 +67,10 @@ export class UuidV7Generator extends TimeOrderedGenerator {
     this.#pool = new RandomPool(options.random);
   }
 
-  /** The next UUIDv7 in canonical form: 36 lowercase characters, `xxxxxxxx-xxxx-7xxx-Vxxx-xxxxxxxxxxxx`. */
+  /**
+   * The next UUIDv7 in canonical form: 36 lowercase characters,
+   * `xxxxxxxx-xxxx-7xxx-Vxxx-xxxxxxxxxxxx`.
+   */
   nextString(): string {
     const now = this.clock.now();
     const counter = this.#counter + 1;
@@ -151,7 +154,9 @@ function uuid7Prefix(ms: number, counter: number): string {
   return `${h(0)}${h(1)}${h(2)}${h(3)}-${h(4)}${h(5)}-${h(6)}${h(7)}-`;
 }
 
-/** Writes bytes 0-9 of a UUIDv7 (time, version, variant, counter); the caller adds 6 random bytes. */
+/**
+ * Writes bytes 0-9 of a UUIDv7 (time, version, variant, counter); the caller adds 6 random bytes.
+ */
 function writeUuid7(target: Uint8Array, offset: number, ms: number, counter: number): void {
   // ms needs 48 bits: split it, as JavaScript's bit operators work on 32.
   const high = Math.floor(ms / 0x10000);
@@ -249,7 +254,9 @@ export interface DecodedUuid {
   readonly date?: Date;
   /** Version 7: the 12-bit rand_a field. */
   readonly randA?: number;
-  /** Version 7: the 62-bit rand_b field, as 16 hex digits (a string, so the result is plain JSON). */
+  /**
+   * Version 7: the 62-bit rand_b field, as 16 hex digits (a string, so the result is plain JSON).
+   */
   readonly randB?: string;
   /**
    * Version 7, as idmint lays it out: the 26-bit counter (rand_a and the 14 high bits of rand_b).

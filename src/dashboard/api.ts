@@ -17,7 +17,10 @@ export class ApiError extends Error {
   }
 }
 
-/** One API call; resolves to the JSON answer, rejects with an ApiError carrying the server's code and message. */
+/**
+ * One API call; resolves to the JSON answer, rejects with an ApiError carrying the server's code
+ * and message.
+ */
 export async function call<T>(
   path: string,
   options: {

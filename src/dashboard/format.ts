@@ -79,7 +79,9 @@ export function statusQueryString(query: TagQuery): string {
   return text === '' ? '' : `?${text}`;
 }
 
-/** A sort column clicked: the same column flips its order, a new one starts with its natural order. */
+/**
+ * A sort column clicked: the same column flips its order, a new one starts with its natural order.
+ */
 export function nextSort(query: TagQuery, sort: TagQuery['sort']): TagQuery {
   if (query.sort === sort)
     return { ...query, order: query.order === 'asc' ? 'desc' : 'asc', offset: 0 };

@@ -46,7 +46,10 @@ export function uuidv7(): string {
   return defaults.uuid7.nextString();
 }
 
-/** A random UUIDv4 (RFC 9562), `xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx`. As bytes: `new UuidV4Generator().next()`. */
+/**
+ * A random UUIDv4 (RFC 9562), `xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx`. As bytes: `new
+ * UuidV4Generator().next()`.
+ */
 export function uuidv4(): string {
   return defaults.uuid4.nextString();
 }

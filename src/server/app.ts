@@ -34,7 +34,9 @@ import { OpaqueIds } from '../service/opaque-ids.ts';
 export interface ServerOptions extends BackendOptions {
   /** Where JSON log lines go; default standard output. */
   readonly logStream?: DestinationStream;
-  /** Directory of the built dashboard; default the package's dist/dashboard (tests build their own). */
+  /**
+   * Directory of the built dashboard; default the package's dist/dashboard (tests build their own).
+   */
   readonly dashboardDir?: string;
   /**
    * The slot of this process under `serve --processes N`: every metric then carries

@@ -25,7 +25,10 @@ export interface RateWindowOptions {
 export interface RateSeries {
   /** Mean rate over the window (per second): the growth of the total over the time sampled. */
   readonly perSecond: number;
-  /** Per-sample rates, oldest first, one per sampling interval; as many as samples taken so far, up to the window. */
+  /**
+   * Per-sample rates, oldest first, one per sampling interval; as many as samples taken so far, up
+   * to the window.
+   */
   readonly rates: readonly number[];
 }
 

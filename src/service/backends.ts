@@ -119,8 +119,9 @@ async function openSegments(
   step: () => void,
 ): Promise<Segments> {
   const s = config.segment;
-  // Settings are named by their variable in messages: `cannot open SQLite file ... (IDMINT_SEGMENT_STORE)`.
-  // The store fences a new history itself (segment.fenceRanges) and tells of it as a segment event.
+  // Settings are named by their variable in messages: `cannot open SQLite file ...
+  // (IDMINT_SEGMENT_STORE)`. The store fences a new history itself (segment.fenceRanges) and tells
+  // of it as a segment event.
   const history = onEvent === undefined ? {} : { onHistory: onEvent };
   const fence = segmentFenceMargin(s);
   const common = {
@@ -130,7 +131,8 @@ async function openSegments(
     fence,
     ...history,
   };
-  // A set of databases is checked before it serves: a database whose rows are of another class is refused.
+  // A set of databases is checked before it serves: a database whose rows are of another class is
+  // refused.
   const store =
     s.stores.length > 0
       ? await openSegmentStores(s.stores, { ...common, source: 'IDMINT_SEGMENT_STORES' })

@@ -33,7 +33,10 @@ const GENERATORS: { readonly [F in IdFamily]: (clock: Clock) => FamilyGenerator 
 export class IdFamilies {
   readonly #generators: ReadonlyMap<IdFamily, FamilyGenerator>;
 
-  /** `clock`: a MonotonicClock in production (it never goes back while the process runs), a ManualClock in tests. */
+  /**
+   * `clock`: a MonotonicClock in production (it never goes back while the process runs), a
+   * ManualClock in tests.
+   */
   constructor(options: { readonly clock: Clock }) {
     const { clock } = options;
     this.#generators = new Map(ID_FAMILIES.map((family) => [family, GENERATORS[family](clock)]));

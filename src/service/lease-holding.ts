@@ -46,7 +46,9 @@ export interface LeaseTerms {
   readonly leadMs: number;
   /** The configured renewal interval; undefined: derived from the TTL (see renewIntervalFor). */
   readonly renewIntervalMs: number | undefined;
-  /** `switch-worker`: a clock behind a worker ID's record moves to another ID instead of refusing. */
+  /**
+   * `switch-worker`: a clock behind a worker ID's record moves to another ID instead of refusing.
+   */
   readonly switchWorker: boolean;
   /** A generator for a worker ID, starting after `lastTimestamp` (when given). */
   readonly createGenerator: (
@@ -57,7 +59,10 @@ export interface LeaseTerms {
 
 /** What establishing a lease needs from the one holding leases over time. */
 export interface EstablishContext {
-  /** The last timestamp this process reached with a worker ID, should it get that ID back; -1 if none. */
+  /**
+   * The last timestamp this process reached with a worker ID, should it get that ID back; -1 if
+   * none.
+   */
   highWater(workerId: number): number;
   /** True once the worker is closing: a wait for the clock gives up. */
   closing(): boolean;

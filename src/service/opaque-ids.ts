@@ -29,7 +29,9 @@ export const OPAQUE_SNOWFLAKE_TWEAK = 'snowflake';
  */
 const SNOWFLAKE_TIME_MARGIN_MS = 86_400_000;
 
-/** Encoders kept at most; beyond this they are dropped and rebuilt on demand (one FF1 pass each). */
+/**
+ * Encoders kept at most; beyond this they are dropped and rebuilt on demand (one FF1 pass each).
+ */
 const ENCODERS_LIMIT = 4096;
 
 /** What {@link OpaqueIds.decodeSegment} returns. */
@@ -76,7 +78,9 @@ export class OpaqueIds {
     }
   }
 
-  /** The opaque forms of segment IDs of `tag`, in order; consecutive runs are encrypted together. */
+  /**
+   * The opaque forms of segment IDs of `tag`, in order; consecutive runs are encrypted together.
+   */
   segmentIds(tag: string, dense: readonly bigint[]): string[] {
     try {
       return encodeRuns(this.#segment, tag, dense);
@@ -135,7 +139,9 @@ export function noOpaqueKeys(what: string, details?: Record<string, string>): Id
   );
 }
 
-/** OPAQUE_DOMAIN_EXHAUSTED with the tag named (in `details` too, so the public sentence names it). */
+/**
+ * OPAQUE_DOMAIN_EXHAUSTED with the tag named (in `details` too, so the public sentence names it).
+ */
 function namingTag(error: unknown, tag: string): unknown {
   if (!isIdMintError(error, 'OPAQUE_DOMAIN_EXHAUSTED')) return error;
   return new IdMintError('OPAQUE_DOMAIN_EXHAUSTED', `tag "${tag}": ${error.message}`, {
@@ -144,7 +150,10 @@ function namingTag(error: unknown, tag: string): unknown {
   });
 }
 
-/** The largest snowflake ID of a time unit up to a day past `nowMs`, capped at the layout's largest ID. */
+/**
+ * The largest snowflake ID of a time unit up to a day past `nowMs`, capped at the layout's largest
+ * ID.
+ */
 export function snowflakeIssuedUpTo(layout: Layout, nowMs: number): bigint {
   const units = Math.floor((nowMs + SNOWFLAKE_TIME_MARGIN_MS - layout.epochMs) / layout.timeUnitMs);
   if (units < 0) return -1n;

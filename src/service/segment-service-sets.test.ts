@@ -22,7 +22,9 @@ const directory = mkdtempSync(join(tmpdir(), 'idmint-segment-sets-'));
 let files = 0;
 after(() => rmSync(directory, { recursive: true, force: true }));
 
-/** A set of `n` real SQLite databases, each behind a fault injector, sharing `clock` for backoffs. */
+/**
+ * A set of `n` real SQLite databases, each behind a fault injector, sharing `clock` for backoffs.
+ */
 async function setOf(n: number, clock: ManualClock, options: { backoffMs?: number } = {}) {
   const paths = Array.from({ length: n }, () => join(directory, `${++files}.db`));
   const members = paths.map(
@@ -252,7 +254,8 @@ describe('SegmentService over a set of databases', () => {
       'nothing is created unless every database answers',
     );
     members[2]!.mode = 'pass';
-    await members[0]!.inner.createTag({ tag: 'orders', step: 10 }); // as if a create had been cut short
+    // as if a create had been cut short
+    await members[0]!.inner.createTag({ tag: 'orders', step: 10 });
     const service = await serviceOn(store, clock, { step: { maxStep: 10 } });
     const ids = await drawMany(service, 60);
     assert.deepEqual(
@@ -295,7 +298,8 @@ describe('SegmentService over a set of databases', () => {
     const clock = new ManualClock(T0);
     const { store, members } = await setOf(2, clock);
     await store.createTag({ tag: 'orders', step: 10, description: 'zero' });
-    await members[1]!.inner.updateTag('orders', { step: 20, description: 'one' }); // a set-step cut short
+    // a set-step cut short
+    await members[1]!.inner.updateTag('orders', { step: 20, description: 'one' });
     await members[1]!.inner.allocate('orders');
     const highest = (await members[1]!.getTag('orders'))?.maxId;
     for (let round = 0; round < 4; round++) {
@@ -315,7 +319,8 @@ describe('SegmentService over a set of databases', () => {
     const { store, members } = await setOf(2, clock);
     await store.createTag({ tag: 'orders', step: 10 });
     const service = await serviceOn(store, clock, { step: { maxStep: 10 } });
-    const ids = await drawMany(service, 3); // the first range's class, three IDs; the prefetch loads the other class
+    // the first range's class, three IDs; the prefetch loads the other class
+    const ids = await drawMany(service, 3);
     await settle();
     const first = ids[0] as bigint;
     const [current, other] = first % 2n === 0n ? [0, 1] : [1, 0];
@@ -357,7 +362,8 @@ describe('MultiSegmentStore.join: interleavings with a node still allocating', (
     await oldSet.join();
     await oldSet.createTag({ tag: 'orders', step: 10 });
     for (let i = 0; i < 4; i++) await oldSet.allocate('orders');
-    // The new set of 3, each database behind a fault injector; database 1's compare-and-sets are held.
+    // The new set of 3, each database behind a fault injector; database 1's compare-and-sets are
+    // held.
     const newMembers = paths.map(
       (path, offset) =>
         new FaultySegmentStore(new SqliteSegmentStore({ path, residue: { offset, increment: 3 } })),

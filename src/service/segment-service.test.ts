@@ -42,7 +42,10 @@ async function sqliteStore() {
       db.exec("UPDATE leaf_alloc SET update_time = datetime('now', '-1 year')");
       db.close();
     },
-    /** Inserts `count` tags `bulk-0`, `bulk-1`, ... in one transaction, as an operator's script would. */
+    /**
+     * Inserts `count` tags `bulk-0`, `bulk-1`, ... in one transaction, as an operator's script
+     * would.
+     */
     bulkInsert(count: number): void {
       const db = new DatabaseSync(path);
       db.exec('BEGIN');
@@ -56,7 +59,10 @@ async function sqliteStore() {
   return store;
 }
 
-/** A service on a real SQLite store behind a fault injector, with a manual clock and no refresh timer. */
+/**
+ * A service on a real SQLite store behind a fault injector, with a manual clock and no refresh
+ * timer.
+ */
 async function setup(
   options: Partial<SegmentServiceOptions> = {},
   tags: NewTag[] = [{ tag: 'orders', step: 100 }],
@@ -405,7 +411,8 @@ describe('SegmentService: outages', () => {
       prefetchThreshold: 1,
     });
     const before = await drawMany(service, 100);
-    assert.equal(await memory.release('orders', 1n, 101n), true); // as if a backup were restored unfenced
+    // as if a backup were restored unfenced
+    assert.equal(await memory.release('orders', 1n, 101n), true);
     // The very next request is served (no retryAfterMs wait), from above every ID loaded before.
     const after = await drawMany(service, 150);
     assert.equal(after[0], 101n);

@@ -30,26 +30,41 @@ import { withTimeout } from '../shared/timeout.ts';
 export interface SegmentServiceOptions {
   /** Where ranges come from. The service never closes it: whoever opened it does. */
   readonly store: SegmentStore;
-  /** Time for the dynamic step, retry delays and the negative cache. Required: core never reads the system time. */
+  /**
+   * Time for the dynamic step, retry delays and the negative cache. Required: core never reads the
+   * system time.
+   */
   readonly clock: Clock;
   /** Dynamic step constants (Leaf's by default). */
   readonly step?: StepPolicyOptions;
-  /** Fraction of a range issued before the next range is loaded, 0 to 1. Default 0.1 (Leaf); 1 loads only when empty. */
+  /**
+   * Fraction of a range issued before the next range is loaded, 0 to 1. Default 0.1 (Leaf); 1 loads
+   * only when empty.
+   */
   readonly prefetchThreshold?: number;
   /** How long a request waits for a range being loaded before SEGMENTS_NOT_READY. Default 2000. */
   readonly waitTimeoutMs?: number;
   /** How long one store call may take before it is abandoned (its range skipped). Default 5000. */
   readonly loadTimeoutMs?: number;
-  /** After a failed load, how long requests that find nothing buffered fail fast before the store is tried again. Default 1000. */
+  /**
+   * After a failed load, how long requests that find nothing buffered fail fast before the store is
+   * tried again. Default 1000.
+   */
   readonly retryAfterMs?: number;
-  /** How often the tag list is re-read from the store (the tags changed since the last read); 0 disables the timer. Default 60000. */
+  /**
+   * How often the tag list is re-read from the store (the tags changed since the last read); 0
+   * disables the timer. Default 60000.
+   */
   readonly tagRefreshMs?: number;
   /**
    * How often a refresh reads every tag instead of the changes, which is how deleted tags are
    * found; 0: every refresh does (as Leaf). Default 3600000.
    */
   readonly tagFullRefreshMs?: number;
-  /** How long a tag the store does not have is answered TAG_NOT_FOUND without asking again. Default 2000. */
+  /**
+   * How long a tag the store does not have is answered TAG_NOT_FOUND without asking again. Default
+   * 2000.
+   */
   readonly negativeCacheMs?: number;
   /** Called after every range load, heal and tag refresh, for logs and metrics. Must not throw. */
   readonly onEvent?: (event: SegmentEvent) => void;
@@ -86,7 +101,10 @@ export interface SegmentServiceStats {
   /** Of those, full reads of every tag (at start-up and every `tagFullRefreshMs`). */
   readonly fullTagRefreshes: number;
   readonly tagRefreshFailures: number;
-  /** Tag records the refreshes read from the store: every tag for a full read, the changed ones otherwise. */
+  /**
+   * Tag records the refreshes read from the store: every tag for a full read, the changed ones
+   * otherwise.
+   */
   readonly tagRowsRead: number;
   /** Clock time of the last successful tag refresh; null before the first. */
   readonly lastTagRefreshAt: number | null;
@@ -98,11 +116,20 @@ export interface SegmentServiceStats {
 
 /** What {@link SegmentService.close} gave back to the store and what it had to waste. */
 export interface SegmentShutdownReport {
-  /** Unissued IDs handed back to the store: the next allocation starts right after the last ID issued. */
+  /**
+   * Unissued IDs handed back to the store: the next allocation starts right after the last ID
+   * issued.
+   */
   readonly releasedIds: number;
-  /** Unissued IDs lost: another node allocated after ours, the store was down, or a gap between ranges. */
+  /**
+   * Unissued IDs lost: another node allocated after ours, the store was down, or a gap between
+   * ranges.
+   */
   readonly wastedIds: number;
-  /** Tags whose give-back failed (the store was down or too slow): their IDs are counted in wastedIds. */
+  /**
+   * Tags whose give-back failed (the store was down or too slow): their IDs are counted in
+   * wastedIds.
+   */
   readonly failedReleases: readonly SegmentReleaseFailure[];
 }
 
@@ -113,7 +140,10 @@ export interface SegmentReleaseFailure {
   readonly error: IdMintError;
 }
 
-/** Unknown names cached at most; beyond this the oldest entry goes, so random names cannot grow memory. */
+/**
+ * Unknown names cached at most; beyond this the oldest entry goes, so random names cannot grow
+ * memory.
+ */
 const NEGATIVE_CACHE_MAX = 10_000;
 /** Largest batch: 10 million bigints are ~0.5 GB; larger requests are a client bug. */
 export const MAX_SEGMENT_BATCH = 10_000_000;
@@ -171,7 +201,10 @@ export class SegmentService {
   #fullTagRefreshes = 0;
   #tagRefreshFailures = 0;
   #tagRowsRead = 0;
-  /** Where the next incremental refresh reads from (the store's clock); undefined before the first full read. */
+  /**
+   * Where the next incremental refresh reads from (the store's clock); undefined before the first
+   * full read.
+   */
   #changeCursor: string | undefined;
   /** Clock time after which the next refresh is a full read. */
   #nextFullReadAt = 0;
@@ -405,7 +438,9 @@ export class SegmentService {
     return this.#names.names();
   }
 
-  /** One known tag's stats (nothing loaded for a tag not in use), or undefined for an unknown tag. */
+  /**
+   * One known tag's stats (nothing loaded for a tag not in use), or undefined for an unknown tag.
+   */
   tagStats(tag: string): SegmentTagStats | undefined {
     const buffer = this.#buffers.get(tag);
     if (buffer !== undefined) return buffer.stats();
@@ -413,7 +448,10 @@ export class SegmentService {
     return entry === undefined ? undefined : idleStats(tag, entryStep(entry));
   }
 
-  /** True when `tag` has a buffer (drawn from since start-up or its last change): what {@link activeStats} lists. */
+  /**
+   * True when `tag` has a buffer (drawn from since start-up or its last change): what {@link
+   * activeStats} lists.
+   */
   inUse(tag: string): boolean {
     return this.#buffers.has(tag);
   }
@@ -480,7 +518,8 @@ export class SegmentService {
         // One tail per residue class: with a set of databases, each goes back to its own database.
         for (const tail of tails) {
           const size = tail.ids;
-          // A release whose outcome is unknown is harmless: we issue nothing from the tail either way.
+          // A release whose outcome is unknown is harmless: we issue nothing from the tail either
+          // way.
           const released = await this.#bounded(
             this.#store.release(buffer.tag, tail.from, tail.to),
             'releasing a range',
@@ -532,7 +571,10 @@ export class SegmentService {
     });
   }
 
-  /** A tag missing from the cache: ask the store (once, however many requests ask) before TAG_NOT_FOUND. */
+  /**
+   * A tag missing from the cache: ask the store (once, however many requests ask) before
+   * TAG_NOT_FOUND.
+   */
   #lookup(tag: string): Promise<SegmentBuffer> {
     checkTag(tag);
     const listed = this.#wake(tag);

@@ -63,7 +63,9 @@ export interface SnowflakeWorkerOptions {
 /** Something a log should say about the lease. */
 export type SnowflakeWorkerEvent = LeaseEvent;
 
-/** What /readyz and metrics read; a fresh object on each call (with the lease holder's counters). */
+/**
+ * What /readyz and metrics read; a fresh object on each call (with the lease holder's counters).
+ */
 export interface SnowflakeWorkerState extends LeaseStats {
   readonly backend: string;
   /** The worker ID in use (the last one, while recovering). */
@@ -82,7 +84,10 @@ export interface SnowflakeWorkerState extends LeaseStats {
   readonly validUntil: number;
   /** Times a generator of this worker found the clock behind a time it had used (all leases). */
   readonly clockRollbacks: number;
-  /** How a clock found behind is handled: the generator's policy (`wait`, `refuse`, `borrow`, `history`) or `switch-worker`. */
+  /**
+   * How a clock found behind is handled: the generator's policy (`wait`, `refuse`, `borrow`,
+   * `history`) or `switch-worker`.
+   */
   readonly rollbackPolicy: string;
   /** The start-up comparison with the live peers' clocks; null when it did not run (check off). */
   readonly peerClock: PeerClockReport | null;
@@ -392,7 +397,10 @@ export class SnowflakeWorker {
     this.#generator = generator;
   }
 
-  /** Turns a generator error into the caller's; a large rollback under `switch-worker` starts a switch. */
+  /**
+   * Turns a generator error into the caller's; a large rollback under `switch-worker` starts a
+   * switch.
+   */
   #failed(error: unknown): unknown {
     if (!isIdMintError(error)) return error;
     if (error.code === 'CLOCK_MOVED_BACKWARDS' && this.#switchWorker) this.#holder.requestSwitch();

@@ -30,7 +30,10 @@ export class SortedTagNames {
     return this.#names;
   }
 
-  /** Folds the pending changes in; called by {@link names}, and by the owner after a bulk change so no request pays for it. */
+  /**
+   * Folds the pending changes in; called by {@link names}, and by the owner after a bulk change so
+   * no request pays for it.
+   */
   fold(): void {
     this.#fold();
   }
@@ -56,7 +59,10 @@ export class SortedTagNames {
   }
 }
 
-/** Up to this many changes are spliced in one by one (each a binary search and a move of the array's tail). */
+/**
+ * Up to this many changes are spliced in one by one (each a binary search and a move of the array's
+ * tail).
+ */
 const SPLICE_LIMIT = 64;
 
 /** The first index whose name is not below `tag` (names.length when all are). */

@@ -61,7 +61,8 @@ describe('connection URLs', () => {
           assert.ok(
             parsed.kind === 'postgres' || parsed.kind === 'mysql' || parsed.kind === 'redis',
           );
-          // A raw password that looks percent-encoded reads as the encoding says, as every URL parser does.
+          // A raw password that looks percent-encoded reads as the encoding says, as every URL
+          // parser does.
           assert.equal(parsed.password, encoded ? password : decodeURIComponentOr(password), url);
           assert.equal(
             connectionTarget(parsed),
@@ -191,7 +192,8 @@ describe('connection URLs', () => {
             error.message,
           );
           assert.match(error.message, problem);
-          // The accepted forms follow when the form is wrong; a value out of range says what is allowed itself.
+          // The accepted forms follow when the form is wrong; a value out of range says what is
+          // allowed itself.
           const forms =
             role === 'segment-store' ? SEGMENT_STORE_URL_FORMS : WORKER_REGISTRY_URL_FORMS;
           for (const form of forms)

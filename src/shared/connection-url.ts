@@ -1,7 +1,8 @@
-// Connection URLs as operators write them (IDMINT_SEGMENT_STORE, IDMINT_WORKER_REGISTRY, `--store`):
-// the one module that parses them, redacts them and lists the forms accepted. The configuration,
-// the store and registry factories and the adapters that hand a URL to a driver all read URLs
-// here, so one URL means the same everywhere and a password never reaches a message or a log.
+// Connection URLs as operators write them (IDMINT_SEGMENT_STORE, IDMINT_WORKER_REGISTRY,
+// `--store`): the one module that parses them, redacts them and lists the forms accepted. The
+// configuration, the store and registry factories and the adapters that hand a URL to a driver all
+// read URLs here, so one URL means the same everywhere and a password never reaches a message or a
+// log.
 //
 // Passwords are read as users paste them: percent-encoded (`p%40ss`) or raw, even with `@`, `/`,
 // `:`, `?` or `#` inside (`postgres://idmint:p@ss/w0rd@db:5432/ids`). The drivers get the parts
@@ -86,7 +87,9 @@ export type ConnectionUrl =
       readonly kind: 'postgres' | 'mysql';
       readonly host: UrlHost;
       readonly database: string;
-      /** The query string as written, without `?` ('' when none): driver options such as sslmode. */
+      /**
+       * The query string as written, without `?` ('' when none): driver options such as sslmode.
+       */
       readonly query: string;
     })
   | (UrlCredentials & {
@@ -199,7 +202,9 @@ export function redactUrl(url: string): string {
   return `${prefix}${colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`}@${after}`;
 }
 
-/** Query values whose name says they are secret (`password=`, `sslpassword=`, `token=`) as `***`. */
+/**
+ * Query values whose name says they are secret (`password=`, `sslpassword=`, `token=`) as `***`.
+ */
 function redactQuery(text: string): string {
   const question = text.indexOf('?');
   if (question < 0) return text;
@@ -227,7 +232,10 @@ export function sqlitePathOf(url: string): string | undefined {
   return path === '' ? undefined : path;
 }
 
-/** `host:port[,host:port]` of a URL, or the file of a `sqlite:` URL: where it points, with no credentials. */
+/**
+ * `host:port[,host:port]` of a URL, or the file of a `sqlite:` URL: where it points, with no
+ * credentials.
+ */
 export function connectionTarget(url: ConnectionUrl): string {
   switch (url.kind) {
     case 'sqlite':
@@ -311,7 +319,10 @@ function credentialsText(url: UrlCredentials): string {
   return url.password === undefined ? `${user}@` : `${user}:${encodeURIComponent(url.password)}@`;
 }
 
-/** Names of zookeeper:// and etcd:// clusters: they become a ZooKeeper path segment and an etcd key part. */
+/**
+ * Names of zookeeper:// and etcd:// clusters: they become a ZooKeeper path segment and an etcd key
+ * part.
+ */
 const CLUSTER_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 
 /** The URL parsed, or why it is refused (one clause). `role` undefined: any backend. */
@@ -389,7 +400,10 @@ function needsPath(kind: ConnectionUrl['kind'] | undefined): boolean {
   return kind === 'postgres' || kind === 'mysql' || kind === 'zookeeper' || kind === 'etcd';
 }
 
-/** Hosts, path and query after the userinfo; `at` is the index of the `@` ending the userinfo, -1 when there is none. */
+/**
+ * Hosts, path and query after the userinfo; `at` is the index of the `@` ending the userinfo, -1
+ * when there is none.
+ */
 interface Authority {
   readonly at: number;
   readonly hosts: string;
@@ -414,7 +428,8 @@ function splitAuthority(
   const candidates: Authority[] = [];
   const consider = (at: number) => {
     const match = AFTER_USERINFO.exec(rest.slice(at + 1));
-    // PostgreSQL alone may name no host, when the query gives a Unix socket directory (`?host=/run/postgresql`).
+    // PostgreSQL alone may name no host, when the query gives a Unix socket directory
+    // (`?host=/run/postgresql`).
     const socket = kind === 'postgres' && /(?:^|&)host=/.test(match?.[3] ?? '');
     if (match !== null && (match[1] !== '' || socket))
       candidates.push({ at, hosts: match[1] ?? '', path: match[2] ?? '', query: match[3] ?? '' });
@@ -463,7 +478,10 @@ function parseUserinfo(userinfo: string): UrlCredentials {
   };
 }
 
-/** Percent-decodes where the text is encoded; a raw `%` that starts no escape (`50%off`) stays as it is. */
+/**
+ * Percent-decodes where the text is encoded; a raw `%` that starts no escape (`50%off`) stays as it
+ * is.
+ */
 function decodePart(text: string): string {
   try {
     return decodeURIComponent(text);

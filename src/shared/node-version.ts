@@ -2,10 +2,15 @@
 // supports, the user gets one line naming the version needed instead of an error from Node's
 // internals (`No such built-in module: node:sqlite`, a bad-option exit) somewhere later.
 
-/** The oldest Node idmint supports: node:sqlite without a flag, and type stripping for the sources. */
+/**
+ * The oldest Node idmint supports: node:sqlite without a flag, and type stripping for the sources.
+ */
 export const MIN_NODE_VERSION = '22.13.0';
 
-/** True when `version` (`process.versions.node`, e.g. `24.21.0`) is at least {@link MIN_NODE_VERSION}. */
+/**
+ * True when `version` (`process.versions.node`, e.g. `24.21.0`) is at least {@link
+ * MIN_NODE_VERSION}.
+ */
 export function isSupportedNode(version: string): boolean {
   const have = version.split('.').map(Number);
   const need = MIN_NODE_VERSION.split('.').map(Number);

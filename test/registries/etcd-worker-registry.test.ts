@@ -50,7 +50,8 @@ describe('etcd worker registry: nodes starting together', () => {
         ),
       );
       assert.equal(new Set(leases.map((lease) => lease.workerId)).size, 20, 'distinct IDs');
-      // Each claim lost is a transaction etcd writes to its log; in order, the n-th node lost n - 1.
+      // Each claim lost is a transaction etcd writes to its log; in order, the n-th node lost n -
+      // 1.
       assert.ok(claims < 100, `${claims} claims for 20 IDs`);
       await Promise.all(leases.map((lease) => lease.release({ lastTimestamp: 1, reportedAt: 1 })));
     } finally {

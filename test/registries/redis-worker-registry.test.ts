@@ -42,7 +42,8 @@ await describeWithServices(
       timeout: 30_000,
     }, async () => {
       const { Redis } = await import('ioredis');
-      // One connection for every lease and call of the registry, as connectRedisWorkerRegistry opens.
+      // One connection for every lease and call of the registry, as connectRedisWorkerRegistry
+      // opens.
       const client = new Redis(url, {
         lazyConnect: true,
         commandTimeout: 2000,
@@ -56,7 +57,8 @@ await describeWithServices(
       try {
         const one = await registry.acquire({ identity: { host: 'h1', port: 1 }, maxWorkers: 4 });
         const two = await registry.acquire({ identity: { host: 'h2', port: 1 }, maxWorkers: 4 });
-        // A slow reply ahead on the connection: a blocking pop holds every reply behind it for 2.5 s.
+        // A slow reply ahead on the connection: a blocking pop holds every reply behind it for 2.5
+        // s.
         const blocked = client.blpop(`idmint:workers:{${name}}:test-block`, 2.5).catch(() => null);
         const timedOut = one.renew({ lastTimestamp: T0 + 1, reportedAt: T0 }).then(
           () => undefined,

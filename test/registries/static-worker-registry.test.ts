@@ -246,7 +246,9 @@ describe('static worker registry: one holder per state file', () => {
 describe('static worker registry: one host, one worker ID (the host lock)', () => {
   const other = { host: '10.0.0.2', port: 9090 };
 
-  /** A registry of `workerId` with its state in `dir/<stateDir>`, its host lock in `dir/<lockDir>`. */
+  /**
+   * A registry of `workerId` with its state in `dir/<stateDir>`, its host lock in `dir/<lockDir>`.
+   */
   const registry = (workerId: number, stateDir: string, lockDir: string, name?: string) =>
     new StaticWorkerRegistry({
       workerId,
@@ -329,7 +331,8 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     '`idmint serve` in two directories of one host, both static:0: the second is refused in one ' +
     'line naming the first, and no ID is issued twice (there were 1,900 in 6,000)';
   it(twoServers, { timeout: 120_000 }, async () => {
-    // Both servers inherit this test process's IDMINT_WORKER_LOCK_DIR (support/lock-dir.ts): one host.
+    // Both servers inherit this test process's IDMINT_WORKER_LOCK_DIR (support/lock-dir.ts): one
+    // host.
     const [a, b] = [join(dir.path, 'serve-a'), join(dir.path, 'serve-b')];
     await Promise.all([mkdir(a, { recursive: true }), mkdir(b, { recursive: true })]);
     const first = await startServe([], { cwd: a });

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-// Every idmint process a test starts takes its static worker-ID locks in a directory of the test's own.
+// Every idmint process a test starts takes its static worker-ID locks in a directory of the test's
+// own.
 import './lock-dir.ts';
 
 /** Path of the `idmint` executable in this checkout. */

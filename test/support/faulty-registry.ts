@@ -89,7 +89,10 @@ export class FaultyRegistry implements WorkerRegistry {
   readonly inner: WorkerRegistry;
   /** While true, renew() fails with REGISTRY_UNAVAILABLE without reaching the coordinator. */
   unreachable = false;
-  /** The next this many renewals fail with LEASE_LOST (a lease that expired before its first renewal). */
+  /**
+   * The next this many renewals fail with LEASE_LOST (a lease that expired before its first
+   * renewal).
+   */
   expireNext = 0;
   /** When set, peers() answers this instead of asking the coordinator. */
   peerTimes: PeerTime[] | undefined;
@@ -101,7 +104,8 @@ export class FaultyRegistry implements WorkerRegistry {
   readonly leases: FaultyLease[] = [];
   /**
    * Calls on one lease that started while another call on the same lease was still in flight (a
-   * release sent while a renewal is on its way): a holder that serializes its transitions makes none.
+   * release sent while a renewal is on its way): a holder that serializes its transitions makes
+   * none.
    */
   readonly overlaps: { lease: number; call: 'renew' | 'release'; during: 'renew' | 'release' }[] =
     [];

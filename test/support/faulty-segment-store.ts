@@ -83,7 +83,10 @@ export class FaultySegmentStore implements SegmentStore {
   >;
   /** The `atLeast` of every raise call, in order. */
   readonly raises: bigint[] = [];
-  /** Tag records the reads of the tag list returned (listTags, listTagChanges, listTagPage): the rows a refresh read. */
+  /**
+   * Tag records the reads of the tag list returned (listTags, listTagChanges, listTagPage): the
+   * rows a refresh read.
+   */
   tagRowsRead = 0;
   /** The `step` argument of every allocate call, in order. */
   readonly requestedSteps: (number | undefined)[] = [];

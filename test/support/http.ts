@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 
-/** The parts of an HTTP answer the assertions below look at (an inject response or a fetch result). */
+/**
+ * The parts of an HTTP answer the assertions below look at (an inject response or a fetch result).
+ */
 export interface Answer {
   readonly statusCode: number;
   readonly headers: Record<string, unknown>;

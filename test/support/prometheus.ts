@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { REQUIRE_SERVICES } from './services.ts';
 
 /**
- * Debian's `prometheus` server (its `prometheus` package, which scripts/services.sh up installs with
- * promtool); IDMINT_TEST_PROMETHEUS names another binary.
+ * Debian's `prometheus` server (its `prometheus` package, which scripts/services.sh up installs
+ * with promtool); IDMINT_TEST_PROMETHEUS names another binary.
  */
 const BINARY = process.env['IDMINT_TEST_PROMETHEUS'] ?? 'prometheus';
 
@@ -54,7 +54,10 @@ export interface TestPrometheus {
   query(expression: string): Promise<QuerySample[]>;
   /** Resolves once a scrape of the target that began at or after `sinceMs` (epoch ms) is stored. */
   scrapedSince(sinceMs: number, timeoutMs?: number): Promise<void>;
-  /** A sample of Prometheus's own /metrics (`prometheus_target_scrapes_sample_duplicate_timestamp_total`). */
+  /**
+   * A sample of Prometheus's own /metrics
+   * (`prometheus_target_scrapes_sample_duplicate_timestamp_total`).
+   */
   ownMetric(name: string): Promise<number | undefined>;
   /** Stops the server (by its PID) and removes its data. */
   stop(): Promise<void>;
@@ -165,7 +168,9 @@ async function waitReady(url: string, child: ChildProcess): Promise<void> {
   throw new Error('not ready within 60 s');
 }
 
-/** SIGTERM to the process this module started (by its PID), SIGKILL if it has not exited after 10 s. */
+/**
+ * SIGTERM to the process this module started (by its PID), SIGKILL if it has not exited after 10 s.
+ */
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -27,11 +27,15 @@ export interface ReplicaPair {
   readonly backend: ReplicatedBackend;
   readonly primary: { readonly host: string; readonly port: number };
   readonly replica: { readonly host: string; readonly port: number };
-  /** A store URL for a server of the pair reached on `port` (its own, or a proxy's in front of it). */
+  /**
+   * A store URL for a server of the pair reached on `port` (its own, or a proxy's in front of it).
+   */
   url(port: number): string;
   /** Resolves once the replica has applied everything the primary has committed. */
   caughtUp(): Promise<void>;
-  /** Stops replication: the link hangs, the primary goes on committing, the replica falls behind. */
+  /**
+   * Stops replication: the link hangs, the primary goes on committing, the replica falls behind.
+   */
   holdReplication(): void;
   /** Kills the primary at once, as a crash would (no shutdown, nothing flushed to the replica). */
   killPrimary(): Promise<void>;

@@ -152,8 +152,8 @@ async function openFixture(
 }
 
 /**
- * Writes the recorded history of `table` (a Redis key prefix) in the database at `url` by hand, as a
- * restore or an operator might; undefined deletes the record (the table's row of idmint_history).
+ * Writes the recorded history of `table` (a Redis key prefix) in the database at `url` by hand, as
+ * a restore or an operator might; undefined deletes the record (the table's row of idmint_history).
  */
 export async function setRecordedHistory(
   url: string,

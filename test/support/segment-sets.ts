@@ -35,7 +35,10 @@ export function rawSql(url: string, statement: string): Promise<Record<string, u
   return (backend.sql as NonNullable<typeof backend.sql>)(url, statement);
 }
 
-/** Drops `table` and the set's own records table (or deletes the Redis prefix) in every database of `urls`. */
+/**
+ * Drops `table` and the set's own records table (or deletes the Redis prefix) in every database of
+ * `urls`.
+ */
 export async function dropSet(urls: readonly string[], table: string): Promise<void> {
   for (const url of urls) {
     if (url.startsWith('redis')) {
@@ -43,7 +46,8 @@ export async function dropSet(urls: readonly string[], table: string): Promise<v
     } else {
       await rawSql(url, `DROP TABLE IF EXISTS ${table}`);
       await rawSql(url, `DROP TABLE IF EXISTS ${setTableName(table)}`);
-      await setRecordedHistory(url, table, undefined).catch(() => undefined); // its row of idmint_history
+      // its row of idmint_history
+      await setRecordedHistory(url, table, undefined).catch(() => undefined);
     }
   }
 }

@@ -474,7 +474,10 @@ export function runSegmentStoreSuite(options: {
     assert.equal((await store.allocate('op-a')).start, 1105n);
   });
 
-  /** The fixture's hooks to reach the database from outside the store; a shared fixture must have them. */
+  /**
+   * The fixture's hooks to reach the database from outside the store; a shared fixture must have
+   * them.
+   */
   const hooks = () => {
     const { setRecordedHistory, openAnother } = fixture;
     const provided = setRecordedHistory !== undefined && openAnother !== undefined;
@@ -505,8 +508,9 @@ export function runSegmentStoreSuite(options: {
         Array.from({ length: 8 }, () => openAnother({ fence: margin, onHistory })),
       );
       // At once, except on SQLite: its stores in one process would wait for each other's write lock
-      // inside one event loop (SQLite nodes are separate processes, which the file lock serialises).
-      // The nodes still run one after another, each finding the history fenced or fencing it.
+      // inside one event loop (SQLite nodes are separate processes, which the file lock
+      // serialises). The nodes still run one after another, each finding the history fenced or
+      // fencing it.
       const twice = (node: SegmentStore) =>
         Promise.all([node.allocate('new-history'), node.allocate('new-history')]);
       const ranges: SegmentRange[] = [];

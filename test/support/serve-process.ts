@@ -16,7 +16,10 @@ export interface ServeChild {
   stderr(): string;
   /** Resolves when the process has ended and closed its pipes. */
   readonly exited: Promise<ServeExit>;
-  /** Resolves with the first log line `match` accepts (already written or to come); rejects if the process ends first. */
+  /**
+   * Resolves with the first log line `match` accepts (already written or to come); rejects if the
+   * process ends first.
+   */
   logLine(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   /**
    * Sends `signal` (to the whole process group when started with `group`, as a terminal's
@@ -43,7 +46,9 @@ export interface ServeOptions {
    * the `--port 0 --host 127.0.0.1` and `args` appended, and its own process group.
    */
   readonly command?: readonly string[];
-  /** Run in a process group of its own, so kill() signals the group (as a terminal's Ctrl-C does). */
+  /**
+   * Run in a process group of its own, so kill() signals the group (as a terminal's Ctrl-C does).
+   */
   readonly group?: boolean;
 }
 

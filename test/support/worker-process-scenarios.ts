@@ -126,7 +126,8 @@ export async function runWorkerProcessScenarios(
             spawn(name, { identity: { host: `10.9.1.${i}`, port: 9000 }, layout: 'idmint' }),
           );
           await Promise.all(nodes.map((node) => node.loaded));
-          for (const node of nodes) node.start(); // all at once: Leaf's cold-start race gave two nodes worker 0
+          // all at once: Leaf's cold-start race gave two nodes worker 0
+          for (const node of nodes) node.start();
           const started = await Promise.all(nodes.map((node) => node.started));
           const workerIds = started.map((s) => s.workerId);
           assert.equal(new Set(workerIds).size, 20, `worker IDs: ${workerIds.join(', ')}`);
@@ -148,7 +149,8 @@ export async function runWorkerProcessScenarios(
       }, async () => {
         const name = namespace();
         const borrow = { policy: 'borrow' as const, maxLeadMs: 1000 };
-        const dead = spawn(name, { layout: leading, rollback: borrow, batch: 4000, everyMs: 20 }); // 200 IDs/ms asked, 32 possible
+        // 200 IDs/ms asked, 32 possible
+        const dead = spawn(name, { layout: leading, rollback: borrow, batch: 4000, everyMs: 20 });
         await dead.loaded;
         dead.start();
         await dead.started;

@@ -42,7 +42,8 @@ export interface RegistryHarness {
   record(name: string, workerId: number): Promise<StoredRecord | undefined>;
   /**
    * Writes a record for `identity` directly, the way the backend can hold one that no registry
-   * call of today leaves behind (ZooKeeper: a record at version 0); the interleavings run on it too.
+   * call of today leaves behind (ZooKeeper: a record at version 0); the interleavings run on it
+   * too.
    */
   seedRecord?(
     name: string,
@@ -180,7 +181,8 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
 
     it('honours workerId, exclude and lastTimestampBelow (what switch-worker asks for)', async () => {
       const registry = await open(namespace());
-      // One after another: uncontended, each takes the lowest free ID (racing, etcd's losers spread out).
+      // One after another: uncontended, each takes the lowest free ID (racing, etcd's losers spread
+      // out).
       const leases: WorkerLease[] = [];
       for (const i of [0, 1, 2])
         leases.push(
@@ -254,7 +256,8 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
         ],
         'released holders are not peers',
       );
-      // etcd measures age in whole seconds of lease TTL; the others in ms of the coordinator's clock.
+      // etcd measures age in whole seconds of lease TTL; the others in ms of the coordinator's
+      // clock.
       assert.ok(
         peers.every((p) => p.ageMs >= 0 && p.ageMs < 2500),
         JSON.stringify(peers),
@@ -306,7 +309,8 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
         [0, T0 + 777, T0 + 700],
       );
       link?.restore();
-      // Reconnecting may take a moment (meanwhile: REGISTRY_UNAVAILABLE); then the lease is lost for good.
+      // Reconnecting may take a moment (meanwhile: REGISTRY_UNAVAILABLE); then the lease is lost
+      // for good.
       await waitFor('the old holder to learn its lease is lost', async () => {
         const error = await lease.renew({ lastTimestamp: T0 + 800, reportedAt: T0 + 800 }).then(
           () => undefined,
@@ -603,8 +607,8 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
               "C's release records its exact last timestamp",
             );
           });
-          // B's clock reads what C's did: C's IDs are in B's current millisecond. Waiting for the clock
-          // to pass C's last timestamp is the right outcome; the test then lets it pass.
+          // B's clock reads what C's did: C's IDs are in B's current millisecond. Waiting for the
+          // clock to pass C's last timestamp is the right outcome; the test then lets it pass.
           const clockB = new ManualClock(T0);
           const b = await startWorker(paused, clockB, (event) => {
             if (event.type === 'waiting-for-clock') clockB.set(T0 + 1);
@@ -719,13 +723,15 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
           workerId: lease.workerId,
         });
         generator.setValidUntil(Number.NEGATIVE_INFINITY);
-        // A renewal gives up (it is slow to land) and the retry, with a higher horizon, lands first.
+        // A renewal gives up (it is slow to land) and the retry, with a higher horizon, lands
+        // first.
         const late = lease.renew({ lastTimestamp: H1, reportedAt: T0 });
         await waitFor('the first renewal to be on its way', () => land !== undefined);
         await lease.renew({ lastTimestamp: H2, reportedAt: T0 + 100 });
         generator.setValidUntil(H2);
         land?.();
-        await late.catch(() => {}); // its outcome does not matter to A any more; where it lands does
+        // its outcome does not matter to A any more; where it lands does
+        await late.catch(() => {});
         const afterLate = await harness.record(name, lease.workerId);
         clockA.set(H2 - 1);
         const fromA = generator.nextBatch(5);

@@ -1,6 +1,7 @@
 // Run by test/sql-drivers.test.ts in a process of its own, with --expose-gc and a young generation
 // large enough that no collection runs by itself during the reads:
-//   node --expose-gc --min-semi-space-size=64 --max-semi-space-size=64 young-survivors.ts <postgres|mariadb> <url>
+//   node --expose-gc --min-semi-space-size=64 --max-semi-space-size=64 young-survivors.ts
+//   <postgres|mariadb> <url>
 // Reads QUERIES result sets of ROWS rows through the driver, drops them, then collects the young
 // generation once and prints the bytes still held as one JSON line: rows a driver keeps reachable
 // after their query is done (they all survive the collection and get copied) show here.

@@ -120,7 +120,9 @@ async function printSnowflake(
   return 0;
 }
 
-/** The keys from the configuration (environment, IDMINT_CONFIG or --config), or OPAQUE_UNAVAILABLE. */
+/**
+ * The keys from the configuration (environment, IDMINT_CONFIG or --config), or OPAQUE_UNAVAILABLE.
+ */
 function keysFrom(
   flags: Readonly<Record<string, string | boolean | undefined>>,
   what: string,

@@ -21,7 +21,10 @@ import { firstSignal, isSecondSignal } from '../signals.ts';
 const MAX_COUNT = 10_000_000;
 /** IDs per write: large enough to be fast, small enough to keep memory flat for 10M IDs. */
 const CHUNK = 65_536;
-/** What `--format` takes: the snowflake IDs of a local generator, the families, and opaque snowflake IDs. */
+/**
+ * What `--format` takes: the snowflake IDs of a local generator, the families, and opaque snowflake
+ * IDs.
+ */
 const FORMATS = ['snowflake', ...ID_FAMILIES, 'opaque'] as const;
 type Format = (typeof FORMATS)[number];
 

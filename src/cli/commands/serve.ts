@@ -77,7 +77,8 @@ ${configFlagHelp()}
     // line written while shutting down has nowhere to go, and must not crash the shutdown.
     if (slot !== undefined) process.stderr.on('error', () => {});
     // Signals are caught before anything is opened. One during start-up aborts it; one while
-    // serving starts the graceful shutdown; a second one exits at once (but for a copy of the first).
+    // serving starts the graceful shutdown; a second one exits at once (but for a copy of the
+    // first).
     const startup = new AbortController();
     const stop = new Promise<NodeJS.Signals>((resolve) => {
       const first = (signal: NodeJS.Signals) => {

@@ -92,7 +92,8 @@ ${configFlagHelp('segment')}
         `--step, --start-id, --description and --opaque belong to "idmint tags create"`,
       );
     }
-    // --store and --table, as for `idmint db init`, are short for --segment-store and --segment-table.
+    // --store and --table, as for `idmint db init`, are short for --segment-store and
+    // --segment-table.
     const flags: Record<string, string | boolean | undefined> = values;
     const { config } = configFromFlags({
       ...flags,

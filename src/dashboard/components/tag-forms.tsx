@@ -45,7 +45,10 @@ function asApiError(caught: unknown): ApiError {
   return caught instanceof ApiError ? caught : new ApiError(0, 'ERROR', String(caught));
 }
 
-/** POST /v1/tags from the page: the same route, the same validation, its errors shown as the server words them. */
+/**
+ * POST /v1/tags from the page: the same route, the same validation, its errors shown as the server
+ * words them.
+ */
 export function NewTagDialog(props: {
   readonly token: string;
   readonly onClose: (created: boolean) => void;
@@ -110,7 +113,9 @@ export function NewTagDialog(props: {
   );
 }
 
-/** PATCH /v1/tags/:tag: change the step or the description; the tag is read first to fill the form. */
+/**
+ * PATCH /v1/tags/:tag: change the step or the description; the tag is read first to fill the form.
+ */
 export function EditTagDialog(props: {
   readonly token: string;
   readonly tag: string;

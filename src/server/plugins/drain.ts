@@ -14,7 +14,9 @@ export const DRAIN_IDLE_GRACE_MS = 2000;
 
 /** How {@link drainHttpServer} bounds the drain. */
 export interface DrainOptions {
-  /** When connections still open are closed, requests in flight or not (`api.shutdownTimeoutMs`). */
+  /**
+   * When connections still open are closed, requests in flight or not (`api.shutdownTimeoutMs`).
+   */
   readonly timeoutMs: number;
   /** Called when `timeoutMs` passes with connections still open, before they are closed. */
   readonly onTimeout?: () => void;

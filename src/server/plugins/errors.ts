@@ -123,8 +123,8 @@ export function sendError(
 
 /**
  * The message a client may see: the error's own for a 4xx; for a 5xx a fixed sentence (naming
- * the tag asked for, where there is one), the request id, and, when this request's failure was not logged on its own line, the request
- * whose line has the details.
+ * the tag asked for, where there is one), the request id, and, when this request's failure was not
+ * logged on its own line, the request whose line has the details.
  */
 export function publicMessage(error: IdMintError, requestId: string, loggedAs?: string): string {
   if (error.status < 500) return error.message;
@@ -254,7 +254,10 @@ class LogThrottle {
     this.#intervalMs = intervalMs;
   }
 
-  /** Logs the failure of request `reqId`, or counts it; returns the request whose line has the details. */
+  /**
+   * Logs the failure of request `reqId`, or counts it; returns the request whose line has the
+   * details.
+   */
   error(key: string, reqId: string, fields: Record<string, unknown>, message: string): string {
     const now = Date.now();
     const entry = this.#last.get(key);

@@ -20,7 +20,8 @@ function section(text: string, name: string): string[] {
 
 describe('ServerMetrics', () => {
   it('prints its computed gauges and counters exactly as prom-client Gauges and Counters holding the same samples', async () => {
-    // Label values that need escaping, more tags than have series of their own (the rest under _other).
+    // Label values that need escaping, more tags than have series of their own (the rest under
+    // _other).
     const tags: SegmentTagStats[] = [];
     for (let i = 0; i < 8; i++)
       tags.push({ ...idleStats(`t"${i}\\\n`, 10), step: 20 + i, remaining: i * 1.5, loads: i + 1 });

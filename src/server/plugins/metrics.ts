@@ -41,13 +41,19 @@ export interface MetricsSources {
   readonly segments?: { activeStats(): SegmentServiceStats };
 }
 
-/** Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the information is. */
+/**
+ * Request latency buckets (s): ID requests take tens of microseconds, so the low end is where the
+ * information is.
+ */
 const REQUEST_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5,
 ];
 /** The `route` label of requests that matched no route. */
 export const UNMATCHED_ROUTE = 'unmatched';
-/** Range load buckets (s): one database round trip, usually a few ms; the store times out at seconds. */
+/**
+ * Range load buckets (s): one database round trip, usually a few ms; the store times out at
+ * seconds.
+ */
 const LOAD_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Default of `metrics.maxTagSeries`: tags with series of their own. */
 export const DEFAULT_MAX_TAG_SERIES = 500;
@@ -56,7 +62,9 @@ export const DEFAULT_MAX_TAG_SERIES = 500;
 export interface ServerMetricsOptions {
   /** Metric name prefix. Default `idmint_`. */
   readonly prefix?: string;
-  /** Tags in use with a `tag` label of their own; the rest are summed under `_other`. Default 500. */
+  /**
+   * Tags in use with a `tag` label of their own; the rest are summed under `_other`. Default 500.
+   */
   readonly maxTagSeries?: number;
 }
 
@@ -302,7 +310,8 @@ export class ServerMetrics {
 
   /**
    * Times a request that matched no route (a 404 from the not-found handler), under the route
-   * label `unmatched`: routes are all paths, so it cannot clash with one. Call once the answer is sent.
+   * label `unmatched`: routes are all paths, so it cannot clash with one. Call once the answer is
+   * sent.
    */
   observeUnmatched(reply: FastifyReply): void {
     this.#unmatched.observe(reply.request.method, reply.statusCode, reply.elapsedTime / 1000);
@@ -361,7 +370,10 @@ class RouteSeries {
   }
 }
 
-/** A read-only look at a latency histogram, for windows over it (see ServerMetrics.requestHistogram). */
+/**
+ * A read-only look at a latency histogram, for windows over it (see
+ * ServerMetrics.requestHistogram).
+ */
 export interface RequestHistogramView {
   /** Upper bounds of the buckets, in s; counts have one slot more (above every bound). */
   readonly bounds: readonly number[];
@@ -434,7 +446,10 @@ class ComputedMetric {
     };
   }
 
-  /** Part of prom-client's metric interface (`registry.resetMetrics()`): nothing is kept between reads. */
+  /**
+   * Part of prom-client's metric interface (`registry.resetMetrics()`): nothing is kept between
+   * reads.
+   */
   reset(): void {}
 }
 

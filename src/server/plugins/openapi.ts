@@ -4,7 +4,10 @@ import type { TSchema } from 'typebox';
 import { ErrorAnswer } from '../../contract/common.ts';
 import { SECTIONS, needsBearer } from '../../contract/route.ts';
 
-/** Path parameters and query strings of a route, for the OpenAPI document only (see input.ts and src/contract/). */
+/**
+ * Path parameters and query strings of a route, for the OpenAPI document only (see input.ts and
+ * src/contract/).
+ */
 export interface RouteDocs {
   readonly params?: TSchema;
   readonly querystring?: TSchema;

@@ -147,7 +147,8 @@ function clientError(
         'HTTP/2 without TLS (prior knowledge) is not supported; send HTTP/1.1',
       );
     default: {
-      // llhttp's reason is a fixed phrase ("Invalid character in Content-Length"), never request data.
+      // llhttp's reason is a fixed phrase ("Invalid character in Content-Length"), never request
+      // data.
       const reason = error.reason ?? error.message;
       return new IdMintError(
         'INVALID_ARGUMENT',

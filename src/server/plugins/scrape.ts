@@ -10,7 +10,10 @@ export const LINES_PER_STEP = 100;
 
 type MetricData = MetricObjectWithValues<MetricValue<string>>;
 
-/** prom-client's formatter of one metric, which its typings leave out; reused so the text is exactly its own. */
+/**
+ * prom-client's formatter of one metric, which its typings leave out; reused so the text is exactly
+ * its own.
+ */
 type Formatter = { getMetricsAsString(metric: { get(): MetricData }): Promise<string> };
 
 /**
@@ -75,7 +78,10 @@ export async function scrape(registry: Registry): Promise<Buffer> {
 const METRIC_SEPARATOR = Buffer.from('\n\n');
 const FINAL_NEWLINE = Buffer.from('\n');
 
-/** A metric's samples, at most {@link LINES_PER_STEP} at a time; pieces after the first are never empty. */
+/**
+ * A metric's samples, at most {@link LINES_PER_STEP} at a time; pieces after the first are never
+ * empty.
+ */
 async function* piecesOf(metric: AnyMetric): AsyncGenerator<MetricData> {
   if ('pieces' in metric) {
     yield* metric.pieces(LINES_PER_STEP);

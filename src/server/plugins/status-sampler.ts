@@ -30,7 +30,10 @@ export class StatusSampler {
   #timer: ReturnType<typeof setInterval> | undefined;
   readonly #now: () => number;
 
-  /** `now`: a monotonic time in ms (default performance.now): rates divide by the time that really passed. */
+  /**
+   * `now`: a monotonic time in ms (default performance.now): rates divide by the time that really
+   * passed.
+   */
   constructor(now: () => number = () => performance.now()) {
     this.#now = now;
     this.segments = new SegmentActivity({

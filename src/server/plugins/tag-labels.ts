@@ -17,7 +17,9 @@ export class TagLabels {
     this.#max = max;
   }
 
-  /** The label value for `tag`: its own name while fewer than `max` tags have one, else `_other`. */
+  /**
+   * The label value for `tag`: its own name while fewer than `max` tags have one, else `_other`.
+   */
   label(tag: string): string {
     if (this.#own.has(tag)) return tag;
     if (this.#own.size >= this.#max || tag === OTHER_TAG) return OTHER_TAG;

@@ -7,7 +7,8 @@ import { sendError } from '../plugins/errors.ts';
 
 /**
  * Where `npm run build` puts the dashboard: `<package>/dist/dashboard/`. This file sits three
- * levels below the package root both as source (src/server/routes/) and as built (dist/server/routes/).
+ * levels below the package root both as source (src/server/routes/) and as built
+ * (dist/server/routes/).
  */
 export function defaultDashboardDir(): string {
   return fileURLToPath(new URL('../../../dist/dashboard/', import.meta.url));

@@ -32,9 +32,14 @@ export interface FamilyRouteDeps {
   readonly maxBatch: number;
   /** The server's snowflake layout, for decimal IDs at /v1/decode and opaque snowflake IDs. */
   readonly layout: Layout;
-  /** Clock of the snowflake bound on decoding opaque snowflake IDs (nothing later than a day ahead decodes). */
+  /**
+   * Clock of the snowflake bound on decoding opaque snowflake IDs (nothing later than a day ahead
+   * decodes).
+   */
   readonly clock: Clock;
-  /** The opaque keys; absent when none are configured (the opaque routes answer OPAQUE_UNAVAILABLE). */
+  /**
+   * The opaque keys; absent when none are configured (the opaque routes answer OPAQUE_UNAVAILABLE).
+   */
   readonly opaque: OpaqueIds | undefined;
   /** Snowflake mode, for opaque snowflake IDs; absent when off (MODE_DISABLED). */
   readonly worker: SnowflakeWorker | undefined;

@@ -31,7 +31,9 @@ export interface SegmentRouteDeps {
   readonly service: SegmentService | undefined;
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
-  /** The opaque keys; absent when none are configured (an opaque tag is then OPAQUE_UNAVAILABLE). */
+  /**
+   * The opaque keys; absent when none are configured (an opaque tag is then OPAQUE_UNAVAILABLE).
+   */
   readonly opaque?: OpaqueIds | undefined;
 }
 
@@ -74,7 +76,8 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     const segments = service();
     const wasOpaque = checkKeys(segments, checkTag(tag));
     const id = await segments.next(tag);
-    // Known as opaque before the draw (a tag dropped meanwhile) or after it (a tag first looked up now).
+    // Known as opaque before the draw (a tag dropped meanwhile) or after it (a tag first looked up
+    // now).
     const text = segmentIdText(keys, tag, id, wasOpaque || segments.isOpaque(tag));
     issued.addSegment(tag, 1);
     reply.type(leafContentType(request.headers.accept)).send(text);
@@ -158,7 +161,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   });
 }
 
-/** The tag's next `count` IDs as runs (the range route's form), waiting for ranges as a batch does. */
+/**
+ * The tag's next `count` IDs as runs (the range route's form), waiting for ranges as a batch does.
+ */
 async function takeRuns(
   segments: SegmentService,
   tag: string,

@@ -24,7 +24,10 @@ export function idsJson(head: string, ids: readonly (bigint | string)[]): string
  */
 export const LEAF_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
-/** What `OPTIONS` on a Leaf route answers in `Allow`, without drawing an ID (Spring's answer for such a mapping). */
+/**
+ * What `OPTIONS` on a Leaf route answers in `Allow`, without drawing an ID (Spring's answer for
+ * such a mapping).
+ */
 export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
 
 /**
@@ -141,7 +144,8 @@ export function wantsOctets(accept: string | undefined): boolean {
  */
 export function idsOctets(ids: readonly (bigint | string)[]): Buffer {
   const bytes = Buffer.allocUnsafe(ids.length * 8);
-  // DataView's setBigUint64 is an intrinsic: 10 times or more faster than Buffer's writeBigUInt64BE.
+  // DataView's setBigUint64 is an intrinsic: 10 times or more faster than Buffer's
+  // writeBigUInt64BE.
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i] as bigint | string;
@@ -153,7 +157,10 @@ export function idsOctets(ids: readonly (bigint | string)[]): Buffer {
 /** 2^32: an ID is written as two 32-bit halves. */
 const TWO_32 = 4_294_967_296;
 
-/** Whether this host stores a Uint32Array's words least significant byte first (every Node target in practice). */
+/**
+ * Whether this host stores a Uint32Array's words least significant byte first (every Node target in
+ * practice).
+ */
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /** A 32-bit word's bytes reversed, as an int32 (a Uint32Array stores it as the same bits). */

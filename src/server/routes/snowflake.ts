@@ -32,7 +32,10 @@ export interface SnowflakeRouteDeps {
   readonly worker: SnowflakeWorker | undefined;
   /** Layout used to decode IDs (the worker's, or the configured one when the mode is off). */
   readonly layout: Layout;
-  /** api.maxBatch; a batch is also bounded by what the layout issues in BATCH_WINDOW_MS (maxBatchFor). */
+  /**
+   * api.maxBatch; a batch is also bounded by what the layout issues in BATCH_WINDOW_MS
+   * (maxBatchFor).
+   */
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
 }
@@ -124,7 +127,10 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
   });
 }
 
-/** The bound on a snowflake batch: api.maxBatch, or what the layout issues in a batch window when that is less. */
+/**
+ * The bound on a snowflake batch: api.maxBatch, or what the layout issues in a batch window when
+ * that is less.
+ */
 export function batchBound(limit: number, maxBatch: number, layout: Layout): CountBound {
   const bound =
     limit < maxBatch

@@ -21,7 +21,10 @@ function random(seed: number): () => number {
   };
 }
 
-/** A tag in use with figures drawn from small ranges, so many tie with each other and with the idle tags. */
+/**
+ * A tag in use with figures drawn from small ranges, so many tie with each other and with the idle
+ * tags.
+ */
 function inUseStats(tag: string, next: () => number): SegmentTagStats {
   const step = [0, 10, 20][Math.floor(next() * 3)] as number;
   const remaining = step === 0 ? 0 : Math.floor(next() * 3) * 5;

@@ -25,7 +25,9 @@ export interface TagPageQuery {
   readonly sort: Sort;
   readonly desc: boolean;
   readonly offset: number;
-  /** Name-order cursor: the page starts after this tag (before it with `desc`); undefined for none. */
+  /**
+   * Name-order cursor: the page starts after this tag (before it with `desc`); undefined for none.
+   */
   readonly after: string | undefined;
   readonly limit: number;
   readonly tags: Selection;
@@ -57,7 +59,10 @@ export interface TagPage {
   /** Tags in the list being paged: visible, in the selection, matching `q`. */
   readonly matched: number;
   readonly tags: readonly SegmentTagStats[];
-  /** In name order, the cursor of the next page (this page's last tag) when more tags follow; else null. */
+  /**
+   * In name order, the cursor of the next page (this page's last tag) when more tags follow; else
+   * null.
+   */
   readonly nextAfter: string | null;
 }
 
@@ -264,7 +269,10 @@ function sortKey(sort: Sort, context: TagPageContext): (tag: SegmentTagStats) =>
   }
 }
 
-/** Buffered IDs over what both buffers hold when full (the current range's size and the next's, or the step when none is loaded). */
+/**
+ * Buffered IDs over what both buffers hold when full (the current range's size and the next's, or
+ * the step when none is loaded).
+ */
 export function fill(tag: SegmentTagStats): number {
   if (tag.range === null) return 0;
   const current = Number(tag.range.end - tag.range.start);

@@ -74,7 +74,10 @@ export function statusRoutes(app: FastifyInstance, deps: StatusRouteDeps): void 
   });
 }
 
-/** The query string, checked by hand as the ID routes' (see input.ts), with messages that say what is allowed. */
+/**
+ * The query string, checked by hand as the ID routes' (see input.ts), with messages that say what
+ * is allowed.
+ */
 function parseQuery(raw: Record<string, unknown>): TagPageQuery {
   const single = (name: string): string | undefined => {
     const value = raw[name];
@@ -232,7 +235,8 @@ function tagStatus(
   const series = deps.sampler.segments.rates.series(tag.tag);
   const loads = deps.sampler.segments.steps.loads(tag.tag);
   const failing = tag.lastErrorCode !== null;
-  // The next range starts loading once this many IDs of the current range are issued (SegmentBuffer#refill).
+  // The next range starts loading once this many IDs of the current range are issued
+  // (SegmentBuffer#refill).
   const loadAt =
     tag.range === null
       ? null

@@ -12,7 +12,10 @@ import { contractRoute } from './from-contract.ts';
 export interface TagRouteDeps {
   /** Absent when segment mode is off: the routes then answer MODE_DISABLED. */
   readonly store: SegmentStore | undefined;
-  /** Called (and awaited) after a tag is created or changed, with the record written, so the ID routes see it at once. */
+  /**
+   * Called (and awaited) after a tag is created or changed, with the record written, so the ID
+   * routes see it at once.
+   */
   readonly onTagChanged?: (record: TagRecord) => Promise<void>;
   /** The opaque keys; absent when none are configured: then no tag can be made opaque here. */
   readonly opaque?: OpaqueIds | undefined;

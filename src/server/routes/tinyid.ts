@@ -22,7 +22,9 @@ import { LEAF_ALLOW, LEAF_METHODS, leafContentType } from './shared.ts';
 /** What the TinyId routes need. */
 export interface TinyIdRouteDeps {
   readonly service: SegmentService | undefined;
-  /** TinyId's `batch.size.max`: a larger batchSize is lowered to it, as TinyId does (not refused). */
+  /**
+   * TinyId's `batch.size.max`: a larger batchSize is lowered to it, as TinyId does (not refused).
+   */
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
   /** Checks TinyId's `token` parameter against idmint's tokens (auth.tokens, auth.adminToken). */
@@ -204,7 +206,8 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
       scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) =>
         done(null, undefined),
       );
-      // GET is the one the OpenAPI document shows; the other methods answer the same, hidden beside it.
+      // GET is the one the OpenAPI document shows; the other methods answer the same, hidden beside
+      // it.
       scope.get(url, routeOptions(contract), handler);
       const others = LEAF_METHODS.filter((method) => method !== 'GET');
       scope.route({
