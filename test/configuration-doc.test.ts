@@ -21,7 +21,7 @@ it('docs/configuration.md lists every configuration key with its variable, flag,
   const doc = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
   const rows = new Map<string, string[]>();
   for (const match of doc.matchAll(
-    /^\| `([a-zA-Z.]+)` \| `(IDMINT_[A-Z0-9_]+)` \| `(--[a-z-]+)` \| ([^|]+) \| (.+) \|$/gm,
+    /^\| `([a-zA-Z.]+)` +\| `(IDMINT_[A-Z0-9_]+)` +\| `(--[a-z-]+)` +\| ([^|]+) \| (.+?) *\|$/gm,
   )) {
     rows.set(match[1] ?? '', [
       match[2] ?? '',
