@@ -12,7 +12,9 @@ import type { ConfigRule, Frozen } from './rules.ts';
 export const MIN_TOKEN_LENGTH = 16;
 // RFC 6750's b64token, so a token can be sent in an Authorization header as is.
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/;
-const TOKEN_RULE = `at least ${MIN_TOKEN_LENGTH} characters of A-Z a-z 0-9 - . _ ~ + / (optionally ending in =)`;
+const TOKEN_RULE =
+  `at least ${MIN_TOKEN_LENGTH} characters of A-Z a-z 0-9 - . _ ~ + / ` +
+  '(optionally ending in =)';
 
 // A tag name, or a prefix of one ending in `*`, or `*` alone: TAG_PATTERN's body with an optional
 // star.
@@ -39,7 +41,9 @@ const tokenEntry = part(Type.Object({ token, tags }, { additionalProperties: fal
 
 const TOKENS_INFO: KeyInfo = {
   env: 'IDMINT_TOKENS',
-  allowed: `a comma-separated list of TOKEN or TOKEN:tag1|tag2|prefix* (in a file also a list of { token, tags }); tokens are at least ${MIN_TOKEN_LENGTH} characters`,
+  allowed:
+    `a comma-separated list of TOKEN or TOKEN:tag1|tag2|prefix* (in a file also a list of { ` +
+    `token, tags }); tokens are at least ${MIN_TOKEN_LENGTH} characters`,
   text: 'token-list',
   secret: true,
 };
@@ -48,14 +52,17 @@ export const AuthConfig = Type.Object(
   {
     tokens: Type.Array(tokenEntry, {
       description:
-        'Bearer tokens for the ID and tag routes; a token may be limited to some tags. None: auth off.',
+        'Bearer tokens for the ID and tag routes; a token may be limited to some tags. ' +
+        'None: auth off.',
       default: [],
       [KEY]: TOKENS_INFO,
     }),
     adminToken: text({
       env: 'IDMINT_ADMIN_TOKEN',
       default: '',
-      doc: 'Bearer token for creating and changing tags over HTTP; it may also use every other route. Empty: with auth on, nobody may.',
+      doc:
+        'Bearer token for creating and changing tags over HTTP; it may also use every other ' +
+        'route. Empty: with auth on, nobody may.',
       pattern: new RegExp(`^$|^(?=.{${MIN_TOKEN_LENGTH},})${TOKEN_PATTERN.source.slice(1)}`),
       allowed: `empty, or ${TOKEN_RULE}`,
       secret: true,

@@ -116,7 +116,8 @@ export function duration(
 ) {
   if (options.max > MAX_TIMER_MS) {
     throw new Error(
-      `${options.env}: a duration's maximum must be at most ${MAX_TIMER_MS} ms (Node clamps longer timers to 1 ms), got ${options.max}`,
+      `${options.env}: a duration's maximum must be at most ${MAX_TIMER_MS} ms (Node clamps ` +
+        `longer timers to 1 ms), got ${options.max}`,
     );
   }
   return integer(options);
@@ -261,7 +262,9 @@ export function backendUrlList(
     maxItems: max,
     ...annotate(doc, options.default, {
       env,
-      allowed: `none, or a comma-separated list (in a file, a list) of up to ${max} URLs, each one of: ${urlFormsText(role)}`,
+      allowed:
+        `none, or a comma-separated list (in a file, a list) of up to ${max} URLs, each one ` +
+        `of: ${urlFormsText(role)}`,
       text: 'url-list',
       url: role,
     }),

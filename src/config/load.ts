@@ -165,7 +165,8 @@ function readConfigFile(file: string): unknown {
   } catch (error) {
     throw new IdMintError(
       'CONFIG_INVALID',
-      `config file ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      `config file ${file}: cannot be read ` +
+        `(${(error as NodeJS.ErrnoException).code ?? String(error)})`,
       { cause: error },
     );
   }
@@ -190,7 +191,8 @@ function checkKnownKeys(values: unknown, schema: TSchema, prefix: string, where:
   if (values === null || typeof values !== 'object' || Array.isArray(values)) {
     throw new IdMintError(
       'CONFIG_INVALID',
-      `${where}: ${prefix === '' ? 'the top level' : `"${prefix}"`} must be an object of keys, got ${describe(values)}`,
+      `${where}: ${prefix === '' ? 'the top level' : `"${prefix}"`} must be an object of ` +
+        `keys, got ${describe(values)}`,
     );
   }
   const properties = propertiesOf(schema) ?? {};
@@ -200,7 +202,9 @@ function checkKnownKeys(values: unknown, schema: TSchema, prefix: string, where:
     if (node === undefined) {
       throw new IdMintError(
         'CONFIG_INVALID',
-        `${where}: unknown key "${key}"; known keys${prefix === '' ? '' : ` under "${prefix}"`}: ${Object.keys(properties).join(', ')}`,
+        `${where}: unknown key "${key}"; known ` +
+          `keys${prefix === '' ? '' : ` under "${prefix}"`}: ` +
+          `${Object.keys(properties).join(', ')}`,
       );
     }
     if (propertiesOf(node) !== undefined) checkKnownKeys(value, node, key, where);
@@ -249,9 +253,15 @@ function urlProblem(key: ConfigKey, value: unknown): string | undefined {
   for (const [index, url] of value.entries()) {
     const problem = connectionUrlProblem(url, role);
     if (problem !== undefined)
-      return `URL ${index} (${JSON.stringify(typeof url === 'string' ? redactUrl(url) : url)}) ${problem}`;
+      return (
+        `URL ${index} (${JSON.stringify(typeof url === 'string' ? redactUrl(url) : url)}) ` +
+        `${problem}`
+      );
     if (value.indexOf(url) !== index)
-      return `URL ${index} (${JSON.stringify(redactUrl(url))}) is listed twice; each database of a set is listed once`;
+      return (
+        `URL ${index} (${JSON.stringify(redactUrl(url))}) is listed twice; each database of a ` +
+        `set is listed once`
+      );
   }
   return undefined;
 }

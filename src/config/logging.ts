@@ -19,7 +19,9 @@ export const MetricsConfig = Type.Object(
       default: 500,
       min: 0,
       max: 100_000,
-      doc: 'Tags in use with metric series of their own (`tag` label); the others are summed under `tag="_other"`. Idle tags have no series.',
+      doc:
+        'Tags in use with metric series of their own (`tag` label); the others are summed ' +
+        'under `tag="_other"`. Idle tags have no series.',
     }),
   },
   { additionalProperties: false },

@@ -21,9 +21,14 @@ export const OpaqueConfig = Type.Object(
     keys: text({
       env: 'IDMINT_OPAQUE_KEYS',
       default: '',
-      doc: 'Secret AES keys of opaque IDs, each with its key ID (the first digit of every opaque ID it makes); the highest ID makes new IDs, the others still decode. Empty: no opaque IDs. Set it in the environment or a file, not as a flag (flags show in ps).',
+      doc:
+        'Secret AES keys of opaque IDs, each with its key ID (the first digit of every opaque ' +
+        'ID it makes); the highest ID makes new IDs, the others still decode. Empty: no ' +
+        'opaque IDs. Set it in the environment or a file, not as a flag (flags show in ps).',
       pattern: new RegExp(`^$|^${ENTRY}(?:\\s*,\\s*${ENTRY})*$`),
-      allowed: `empty, or a comma-separated list of <key ID ${1} to ${MAX_KEY_ID}>:<32, 48 or 64 hex digits> (AES-128, -192, -256); a single key may omit "1:"`,
+      allowed:
+        `empty, or a comma-separated list of <key ID ${1} to ${MAX_KEY_ID}>:<32, 48 or 64 hex ` +
+        `digits> (AES-128, -192, -256); a single key may omit "1:"`,
       secret: true,
     }),
   },
@@ -46,7 +51,8 @@ export const OPAQUE_RULES: readonly ConfigRule<Frozen<Static<typeof OpaqueConfig
     if (twice !== undefined)
       check.fail(
         'opaque.keys',
-        `key ID ${twice} is given twice; each key needs an ID of its own, and an ID once given to a key must never name another`,
+        `key ID ${twice} is given twice; each key needs an ID of its own, and an ID once ` +
+          `given to a key must never name another`,
       );
   },
 ];

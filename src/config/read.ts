@@ -94,7 +94,10 @@ function partProblem(schema: KeySchema, value: unknown, error: SchemaError): str
     const listed = (error.params as { additionalProperties?: string[] })?.additionalProperties?.[0];
     const field = listed ?? instance.at(-1) ?? '?';
     const where = object?.[PART]?.name ?? 'an entry';
-    return `unknown field "${field}" in ${where} (allowed: ${Object.keys(object?.properties ?? {}).join(', ')})`;
+    return (
+      `unknown field "${field}" in ${where} (allowed: ` +
+      `${Object.keys(object?.properties ?? {}).join(', ')})`
+    );
   }
   // The nearest enclosing part with a message of its own.
   for (let n = pointer.length; n >= 0; n--) {

@@ -26,7 +26,9 @@ export const LISTEN_KEYS = {
     default: 8080,
     min: 0,
     max: 65535,
-    doc: 'TCP port to listen on; 0 picks a free one (logged at start). PORT is read when IDMINT_PORT is unset.',
+    doc:
+      'TCP port to listen on; 0 picks a free one (logged at start). PORT is read when ' +
+      'IDMINT_PORT is unset.',
   }),
   // 64: far above the cores of any machine one idmint node should span; each process holds a
   // worker ID of its own, and a layout has as few as 32 (twitter: 5 bits).
@@ -37,7 +39,9 @@ export const LISTEN_KEYS = {
     max: MAX_PROCESSES,
     word: 'auto',
     meaning: 'the number of CPUs',
-    doc: 'Processes serving the one port (docs/operations.md): each holds its own worker ID and its own segment ranges; a supervisor restarts one that dies.',
+    doc:
+      'Processes serving the one port (docs/operations.md): each holds its own worker ID and ' +
+      'its own segment ranges; a supervisor restarts one that dies.',
   }),
 } as const;
 
@@ -48,7 +52,9 @@ export const ApiConfig = Type.Object(
       default: 10_000,
       min: 1,
       max: 1_000_000,
-      doc: 'Largest `count` a batch request may ask for; /v1/snowflake is also bounded by what the layout issues in 100 ms.',
+      doc:
+        'Largest `count` a batch request may ask for; /v1/snowflake is also bounded by what ' +
+        'the layout issues in 100 ms.',
     }),
     bodyLimit: integer({
       env: 'IDMINT_BODY_LIMIT',
@@ -69,14 +75,18 @@ export const ApiConfig = Type.Object(
       default: 72_000,
       min: 1,
       max: 3_600_000,
-      doc: "How long an idle keep-alive connection stays open; keep it above your load balancer's idle timeout.",
+      doc:
+        'How long an idle keep-alive connection stays open; keep it above your load ' +
+        "balancer's idle timeout.",
     }),
     shutdownTimeoutMs: duration({
       env: 'IDMINT_SHUTDOWN_TIMEOUT_MS',
       default: 10_000,
       min: 0,
       max: 600_000,
-      doc: 'On SIGTERM/SIGINT, how long in-flight requests may take before connections are closed anyway.',
+      doc:
+        'On SIGTERM/SIGINT, how long in-flight requests may take before connections are ' +
+        'closed anyway.',
     }),
   },
   { additionalProperties: false },

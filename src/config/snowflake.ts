@@ -50,22 +50,28 @@ export const RollbackConfig = Type.Object(
       env: 'IDMINT_ROLLBACK_POLICY',
       default: 'wait',
       values: WORKER_ROLLBACK_POLICIES,
-      doc: 'What to do when the clock goes back (docs/layouts.md#clock-rollback); `switch-worker` waits out small rollbacks and moves to another worker ID on a larger one. With the monotonic clock only wait, borrow and switch-worker are accepted.',
+      doc:
+        'What to do when the clock goes back (docs/layouts.md#clock-rollback); ' +
+        '`switch-worker` waits out small rollbacks and moves to another worker ID on a larger ' +
+        'one. With the monotonic clock only wait, borrow and switch-worker are accepted.',
     }),
     maxBackwardMs: rollbackBound(
       'maxBackwardMs',
       'IDMINT_ROLLBACK_MAX_BACKWARD_MS',
-      '`wait` and `switch-worker`, with the system clock only: the largest rollback that is waited out.',
+      '`wait` and `switch-worker`, with the system clock only: the largest rollback that is ' +
+        'waited out.',
     ),
     maxLeadMs: rollbackBound(
       'maxLeadMs',
       'IDMINT_ROLLBACK_MAX_LEAD_MS',
-      "`borrow` only: how far issued time may run ahead of the clock (after a rollback, or when a millisecond's sequence is used up).",
+      '`borrow` only: how far issued time may run ahead of the clock (after a rollback, or ' +
+        "when a millisecond's sequence is used up).",
     ),
     maxWaitMs: rollbackBound(
       'maxWaitMs',
       'IDMINT_ROLLBACK_MAX_WAIT_MS',
-      "Every policy: how long a request may wait for the clock beyond the next time unit once a unit's sequence is used up; `borrow`: also once the lead is used up.",
+      'Every policy: how long a request may wait for the clock beyond the next time unit ' +
+        "once a unit's sequence is used up; `borrow`: also once the lead is used up.",
     ),
     historyMs: rollbackBound(
       'historyMs',
@@ -87,13 +93,17 @@ export const SnowflakeConfig = Type.Object(
       env: 'IDMINT_WORKER_REGISTRY',
       default: 'static:0',
       role: 'worker-registry',
-      doc: 'Where the worker ID is leased: static:N, zookeeper://host:2181/name, etcd://host:2379/name, redis://host:6379/0 (or rediss://), or a postgres://, mysql://, mariadb:// or sqlite: URL.',
+      doc:
+        'Where the worker ID is leased: static:N, zookeeper://host:2181/name, ' +
+        'etcd://host:2379/name, redis://host:6379/0 (or rediss://), or a postgres://, ' +
+        'mysql://, mariadb:// or sqlite: URL.',
     }),
     cluster: text({
       env: 'IDMINT_WORKER_CLUSTER',
       default: 'idmint',
       doc:
-        'Cluster name for the redis://, SQL and static registries: worker IDs are unique within it (static: on this ' +
+        'Cluster name for the redis://, SQL and static registries: worker IDs are unique ' +
+        'within it (static: on this ' +
         'host). ZooKeeper and etcd take it from the URL path.',
       pattern: REGISTRY_NAME_PATTERN,
       allowed: REGISTRY_NAME_RULE,
@@ -108,7 +118,9 @@ export const SnowflakeConfig = Type.Object(
     stateDir: text({
       env: 'IDMINT_WORKER_STATE_DIR',
       default: './data',
-      doc: "static: directory of the state file that keeps the worker's last timestamp across restarts.",
+      doc:
+        "static: directory of the state file that keeps the worker's last timestamp across " +
+        'restarts.',
       pattern: /^[^\0]+$/,
       allowed: 'a directory path',
     }),
@@ -116,8 +128,10 @@ export const SnowflakeConfig = Type.Object(
       env: 'IDMINT_WORKER_LOCK_DIR',
       default: DEFAULT_LOCK_DIR,
       doc:
-        'static: host-wide directory of worker-ID locks, the same for every idmint process of the host, so two of ' +
-        'them (two directories, a server and idmint next) never run one worker ID of a cluster (docs/workers.md).',
+        'static: host-wide directory of worker-ID locks, the same for every idmint process ' +
+        'of the host, so two of ' +
+        'them (two directories, a server and idmint next) never run one worker ID of a ' +
+        'cluster (docs/workers.md).',
       pattern: /^[^\0]+$/,
       allowed: 'a directory path',
     }),
@@ -127,7 +141,10 @@ export const SnowflakeConfig = Type.Object(
       min: LEASE_TTL_BOUNDS.min,
       max: LEASE_TTL_BOUNDS.max,
       zero: `the registry's default: ${DEFAULT_TTL_MS}; ${DEFAULT_STATIC_TTL_MS} for static`,
-      doc: `Lease lifetime: a node that cannot renew stops issuing before it ends, and its worker ID is free after it. 0: the registry's default (${DEFAULT_TTL_MS / 1000} s; ${DEFAULT_STATIC_TTL_MS / 1000} s for static).`,
+      doc:
+        `Lease lifetime: a node that cannot renew stops issuing before it ends, and its ` +
+        `worker ID is free after it. 0: the registry's default (${DEFAULT_TTL_MS / 1000} s; ` +
+        `${DEFAULT_STATIC_TTL_MS / 1000} s for static).`,
     }),
     registryTimeoutMs: duration({
       env: 'IDMINT_REGISTRY_TIMEOUT_MS',
@@ -139,7 +156,9 @@ export const SnowflakeConfig = Type.Object(
     cacheFile: text({
       env: 'IDMINT_WORKER_CACHE_FILE',
       default: '',
-      doc: "Leaf's weak dependency: keep the worker ID in this local file so the node can restart while the coordinator is down (read docs/workers.md first). Empty: off.",
+      doc:
+        "Leaf's weak dependency: keep the worker ID in this local file so the node can " +
+        'restart while the coordinator is down (read docs/workers.md first). Empty: off.',
       pattern: /^[^\0]*$/,
       allowed: 'empty, or a file path',
     }),
@@ -147,14 +166,18 @@ export const SnowflakeConfig = Type.Object(
       env: 'IDMINT_PEER_CLOCK_CHECK',
       default: 'refuse',
       values: PEER_CLOCK_CHECKS,
-      doc: "At start-up, compare the clock with the live peers' (Leaf's check): refuse to start, warn, or skip when it is off by more than maxPeerSkewMs.",
+      doc:
+        "At start-up, compare the clock with the live peers' (Leaf's check): refuse to start, " +
+        'warn, or skip when it is off by more than maxPeerSkewMs.',
     }),
     maxPeerSkewMs: integer({
       env: 'IDMINT_MAX_PEER_SKEW_MS',
       default: DEFAULT_MAX_PEER_SKEW_MS,
       min: WORKER_OPTION_BOUNDS.maxPeerSkewMs.min,
       max: WORKER_OPTION_BOUNDS.maxPeerSkewMs.max,
-      doc: "Largest distance allowed from the mean of the live peers' clocks (Leaf: 5 s); not with peerClockCheck off.",
+      doc:
+        "Largest distance allowed from the mean of the live peers' clocks (Leaf: 5 s); not " +
+        'with peerClockCheck off.',
     }),
     layout: oneOf({
       env: 'IDMINT_LAYOUT',
@@ -175,13 +198,18 @@ export const SnowflakeConfig = Type.Object(
       default: 0,
       min: 0,
       max: 2 ** 29,
-      doc: "Start each millisecond's sequence at a random value below this (Leaf uses 100), so low-traffic IDs are not all even.",
+      doc:
+        "Start each millisecond's sequence at a random value below this (Leaf uses 100), so " +
+        'low-traffic IDs are not all even.',
     }),
     clock: oneOf({
       env: 'IDMINT_CLOCK',
       default: 'monotonic',
       values: CLOCK_NAMES,
-      doc: 'The clock snowflake IDs are made from (docs/layouts.md#choosing-the-clock): monotonic never goes back while the server runs; system shows every step of the system clock to the rollback policy.',
+      doc:
+        'The clock snowflake IDs are made from (docs/layouts.md#choosing-the-clock): ' +
+        'monotonic never goes back while the server runs; system shows every step of the ' +
+        'system clock to the rollback policy.',
     }),
     rollback: RollbackConfig,
   },
@@ -249,7 +277,9 @@ export const SNOWFLAKE_RULES: readonly ConfigRule<SnowflakeSection>[] = [
     if (interval < shortest) {
       check.fail(
         'snowflake.leaseTtlMs',
-        `after the ${DEFAULT_SAFETY_MARGIN_MS} ms safety margin the lease would be renewed every ${interval} ms, below the shortest renewal interval (${shortest} ms): raise the TTL`,
+        `after the ${DEFAULT_SAFETY_MARGIN_MS} ms safety margin the lease would be renewed ` +
+          `every ${interval} ms, below the shortest renewal interval (${shortest} ms): raise ` +
+          `the TTL`,
       );
     }
   },
@@ -262,7 +292,8 @@ export const SNOWFLAKE_RULES: readonly ConfigRule<SnowflakeSection>[] = [
     if (fence + s.rollback.maxLeadMs > MAX_START_WAIT_MS) {
       check.fail(
         'snowflake.rollback.maxLeadMs',
-        `with a ${effectiveLeaseTtlMs(s)} ms lease it must be at most ${MAX_START_WAIT_MS - fence}: a node restarted after a crash waits for its clock to pass the lead its predecessor reserved, and start-up waits at most ${MAX_START_WAIT_MS} ms`,
+        `with a ${effectiveLeaseTtlMs(s)} ms lease it must be at most ` +
+          `${MAX_START_WAIT_MS - fence} (start-up waits at most ${MAX_START_WAIT_MS} ms)`,
       );
     }
   },
@@ -272,20 +303,22 @@ export const SNOWFLAKE_RULES: readonly ConfigRule<SnowflakeSection>[] = [
     if (s.clock === 'monotonic' && (policy === 'refuse' || policy === 'history')) {
       check.fail(
         'snowflake.rollback.policy',
-        `"${policy}" acts only when the clock goes back, and snowflake.clock = monotonic never does while the server runs (it would behave exactly as "wait"): set snowflake.clock (IDMINT_CLOCK) to system to use it, or use wait, borrow or switch-worker`,
+        `"${policy}" never acts with snowflake.clock = monotonic: ` +
+          'set snowflake.clock (IDMINT_CLOCK) to system, or use wait, borrow or switch-worker',
       );
     }
     if (policy === 'switch-worker' && s.registry.startsWith('static:')) {
       check.fail(
         'snowflake.rollback.policy',
-        '"switch-worker" moves to another worker ID, and a static registry has only one: use a coordinated registry, or another policy',
+        '"switch-worker" needs a coordinated registry: a static one has a single worker ID',
       );
     }
     for (const [key, scope] of Object.entries(ROLLBACK_BOUND_SCOPE)) {
       if (check.isSet(`snowflake.rollback.${key}`) && !scope.applies(s)) {
         check.fail(
           `snowflake.rollback.${key}`,
-          `applies only to ${scope.where} (here: policy ${policy}, clock ${s.clock}), so it would have no effect`,
+          `applies only to ${scope.where} (here: policy ${policy}, clock ${s.clock}), so it ` +
+            `would have no effect`,
         );
       }
     }

@@ -81,7 +81,8 @@ export function resolveRollbackPolicy(options: RollbackPolicyOptions = {}): Roll
     if (!Number.isInteger(value) || value < 0 || value > ROLLBACK_LIMITS[key].max) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `rollback ${key} must be an integer from 0 to ${ROLLBACK_LIMITS[key].max} ms, got ${String(value)}`,
+        `rollback ${key} must be an integer from 0 to ${ROLLBACK_LIMITS[key].max} ms, got ` +
+          `${String(value)}`,
       );
     }
     return value;

@@ -26,7 +26,8 @@ export const ERROR_CODES = {
     status: 400,
     retryable: false,
     summary:
-      'An ID to decode is malformed for its format (decimal, UUID, ULID, ObjectId), does not fit the layout, or is not an opaque ID of the tag under a configured key.',
+      'An ID to decode is malformed for its format (decimal, UUID, ULID, ObjectId), does ' +
+      'not fit the layout, or is not an opaque ID of the tag under a configured key.',
   },
   LAYOUT_INVALID: {
     status: 500,
@@ -43,7 +44,8 @@ export const ERROR_CODES = {
     status: 500,
     retryable: false,
     summary:
-      'The database or coordinator driver a URL needs is not installed; the message names the npm package.',
+      'The database or coordinator driver a URL needs is not installed; the message names ' +
+      'the npm package.',
   },
   UNAUTHORIZED: {
     status: 401,
@@ -93,7 +95,8 @@ export const ERROR_CODES = {
     status: 417,
     retryable: false,
     summary:
-      'The request has an Expect header other than 100-continue, the only expectation the server meets.',
+      'The request has an Expect header other than 100-continue, the only expectation the ' +
+      'server meets.',
   },
   HEADERS_TOO_LARGE: {
     status: 431,
@@ -125,19 +128,23 @@ export const ERROR_CODES = {
     status: 503,
     retryable: true,
     summary:
-      "The tag's buffered ranges are used up and loading the next one did not finish in time, or the segment service is shutting down.",
+      "The tag's buffered ranges are used up and loading the next one did not finish in " +
+      'time, or the segment service is shutting down.',
   },
   STORE_UNAVAILABLE: {
     status: 503,
     retryable: true,
     summary:
-      'The segment store (database) failed or timed out, and no buffered range is left to serve from.',
+      'The segment store (database) failed or timed out, and no buffered range is left to ' +
+      'serve from.',
   },
   TAG_MISCONFIGURED: {
     status: 500,
     retryable: false,
     summary:
-      "A tag's stored row allows no allocation (a step of 0 or less, a negative max_id, written outside idmint; or a residue class that is not the store's, in a set of databases); fix the row or the configuration.",
+      "A tag's stored row allows no allocation (a step of 0 or less, a negative max_id, " +
+      "written outside idmint; or a residue class that is not the store's, in a set of " +
+      'databases); fix the row or the configuration.',
   },
   ID_SPACE_EXHAUSTED: {
     status: 503,
@@ -166,49 +173,58 @@ export const ERROR_CODES = {
     status: 503,
     retryable: true,
     summary:
-      "The local clock is further from the mean of the live peers' clocks than the configured threshold, so the worker refuses to start.",
+      "The local clock is further from the mean of the live peers' clocks than the " +
+      'configured threshold, so the worker refuses to start.',
   },
   LEASE_LOST: {
     status: 503,
     retryable: true,
     summary:
-      "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs until it is renewed.",
+      "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs " +
+      'until it is renewed.',
   },
   MONOTONIC_OVERFLOW: {
     status: 503,
     retryable: true,
     summary:
-      "A monotonic ULID generator's 80-bit random part would overflow within its millisecond (the ULID spec's error); the next millisecond starts afresh.",
+      "A monotonic ULID generator's 80-bit random part would overflow within its " +
+      "millisecond (the ULID spec's error); the next millisecond starts afresh.",
   },
   OPAQUE_DOMAIN_EXHAUSTED: {
     status: 503,
     retryable: false,
     summary:
-      "A dense ID is past its opaque domain's limit, so it has no opaque form; nothing is issued rather than a wrapped or repeated ID.",
+      "A dense ID is past its opaque domain's limit, so it has no opaque form; nothing is " +
+      'issued rather than a wrapped or repeated ID.',
   },
   OPAQUE_UNAVAILABLE: {
     status: 503,
     retryable: false,
     summary:
-      'Opaque IDs are asked for (an opaque tag, an opaque route) but not set up here: the server has no opaque keys (IDMINT_OPAQUE_KEYS), or the segment table lacks the opaque column (idmint db init adds it).',
+      'Opaque IDs are asked for (an opaque tag, an opaque route) but not set up here: the ' +
+      'server has no opaque keys (IDMINT_OPAQUE_KEYS), or the segment table lacks the ' +
+      'opaque column (idmint db init adds it).',
   },
   OPAQUE_RANGE_REFUSED: {
     status: 409,
     retryable: false,
     summary:
-      "A range of dense IDs (the range route, TinyId's routes) is asked for an opaque tag: a raw range would show what its opaque IDs hide, so none is handed out.",
+      "A range of dense IDs (the range route, TinyId's routes) is asked for an opaque tag: " +
+      'a raw range would show what its opaque IDs hide, so none is handed out.',
   },
   RANGES_EXHAUSTED: {
     status: 503,
     retryable: true,
     summary:
-      "Client side, local mode: the tag's held ranges are used up and no server answered a range request; the client keeps trying by itself.",
+      "Client side, local mode: the tag's held ranges are used up and no server answered a " +
+      'range request; the client keeps trying by itself.',
   },
   TIME_OVERFLOW: {
     status: 503,
     retryable: false,
     summary:
-      'The time field of a layout or an ID family is used up: the next ID would wrap or turn negative, so none is issued.',
+      'The time field of a layout or an ID family is used up: the next ID would wrap or ' +
+      'turn negative, so none is issued.',
   },
 } as const satisfies Record<string, ErrorCodeInfo>;
 

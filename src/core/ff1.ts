@@ -203,7 +203,8 @@ function toNumerals(text: string, radix: number): number[] {
     if (value < 0 || value >= radix) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `"${text[i]}" at position ${i + 1} is not a numeral of radix ${radix} (alphabet ${ALPHABET.slice(0, radix)})`,
+        `"${text[i]}" at position ${i + 1} is not a numeral of radix ${radix} (alphabet ` +
+          `${ALPHABET.slice(0, radix)})`,
       );
     }
     numerals[i] = value;
@@ -265,7 +266,8 @@ class PreparedFf1 implements Ff1Domain {
       const minimum = Math.max(2, Math.ceil(Math.log(MIN_DOMAIN) / Math.log(radix) - 1e-9));
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `FF1 input length must be from ${minimum} to ${MAX_FF1_LENGTH} numerals for radix ${radix} (SP 800-38G Rev. 1 needs radix^length >= 1,000,000), got ${String(n)}`,
+        `FF1 input length must be from ${minimum} to ${MAX_FF1_LENGTH} numerals for radix ` +
+          `${radix} (SP 800-38G Rev. 1 needs radix^length >= 1,000,000), got ${String(n)}`,
       );
     }
     this.#aes = aes;
@@ -348,7 +350,8 @@ class PreparedFf1 implements Ff1Domain {
     if (!this.pairs) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `FF1 pairs need both halves below 2^45; radix ${this.#radix} length ${this.length} is too long, use encryptValue`,
+        `FF1 pairs need both halves below 2^45; radix ${this.#radix} length ${this.length} ` +
+          `is too long, use encryptValue`,
       );
     }
     if (
@@ -520,7 +523,8 @@ class PreparedFf1 implements Ff1Domain {
       ) {
         throw new IdMintError(
           'INVALID_ARGUMENT',
-          `FF1 numeral ${k} must be an integer from 0 to ${this.#radix - 1}, got ${String(numeral)}`,
+          `FF1 numeral ${k} must be an integer from 0 to ${this.#radix - 1}, got ` +
+            `${String(numeral)}`,
         );
       }
       if (k < this.u) a = a * radix + BigInt(numeral);

@@ -76,7 +76,8 @@ export function decodeAny(id: string, options: DecodeAnyOptions = {}): DecodedAn
     case undefined:
       throw new IdMintError(
         'INVALID_ID',
-        `${describeInput(id)} is not an ID idmint can decode: expected a UUID (36 characters, 8-4-4-4-12 hex), an ObjectId (24 hex digits), a ULID (26 Crockford base32 characters) or a decimal ID (up to 19 digits)`,
+        `${describeInput(id)} is not an ID idmint can decode: ` +
+          'expected a UUID, an ObjectId, a ULID or a decimal ID',
       );
     default:
       throw new IdMintError(

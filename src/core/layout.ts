@@ -207,7 +207,8 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
   const sum = timeBits + datacenterBits + workerBits + sequenceBits;
   if (sum !== totalBits) {
     fail(
-      `bits must total ${totalBits} (the sign bit stays 0), got ${timeBits}+${datacenterBits}+${workerBits}+${sequenceBits} = ${sum}`,
+      `bits must total ${totalBits} (the sign bit stays 0), got ` +
+        `${timeBits}+${datacenterBits}+${workerBits}+${sequenceBits} = ${sum}`,
     );
   }
 
@@ -218,7 +219,8 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
   const epochMs = parseEpoch(spec.epoch, fail);
   if (nowMs !== undefined && epochMs > nowMs) {
     fail(
-      `epoch ${new Date(epochMs).toISOString()} is in the future (now ${new Date(nowMs).toISOString()})`,
+      `epoch ${new Date(epochMs).toISOString()} is in the future (now ` +
+        `${new Date(nowMs).toISOString()})`,
     );
   }
   const maxTimeUnits = 2 ** timeBits - 1;
@@ -226,7 +228,8 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
   // 8.64e15 ms is the last instant a JS Date can represent (year 275760).
   if (expiresAtMs > 8.64e15)
     fail(
-      `the time field would outlast year 275760, the end of JS dates; use fewer timeBits or a smaller timeUnitMs`,
+      `the time field would outlast year 275760, the end of JS dates; use fewer timeBits or ` +
+        `a smaller timeUnitMs`,
     );
 
   const workerShift = sequenceBits;
@@ -367,7 +370,8 @@ export function parseId(input: unknown, layoutOrName?: Layout | LayoutSpec | str
   if (id > layout.maxId) {
     throw new IdMintError(
       'INVALID_ID',
-      `ID ${id} is above ${layout.maxId}, the largest ID of layout "${layout.name}" (${layout.totalBits} bits)`,
+      `ID ${id} is above ${layout.maxId}, the largest ID of layout "${layout.name}" ` +
+        `(${layout.totalBits} bits)`,
     );
   }
   return id;

@@ -42,7 +42,8 @@ export function leaseRenewIntervalMs(
   if (interval < 1 || usable < 2 * interval) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `the lease TTL (${ttlMs} ms) minus safetyMarginMs (${marginMs}) must hold at least two renewals of ${interval} ms (renewIntervalMs): raise the TTL or lower the interval or margin`,
+      `the lease TTL (${ttlMs} ms) minus safetyMarginMs (${marginMs}) must hold ` +
+        `at least two renewals of ${interval} ms (renewIntervalMs)`,
     );
   }
   return interval;

@@ -34,7 +34,7 @@ describe('MonotonicTime', () => {
     assert.equal(time.policy.name, 'borrow');
   });
 
-  it('borrow: a step back within maxLeadMs keeps the last unit; beyond it, waits at most maxWaitMs and refuses', () => {
+  it('borrow: keeps the last unit within maxLeadMs; beyond, waits maxWaitMs, refuses', () => {
     const clock = new ManualClock(T0);
     const time = timeline(clock, 1, { maxLeadMs: 50, maxWaitMs: 20 });
     time.current(clock.now());
@@ -53,7 +53,7 @@ describe('MonotonicTime', () => {
     assert.ok(clock.sleptMs - slept <= 21, 'never sleeps for the whole rollback');
   });
 
-  it('following(true) under borrow takes the next unit at once within the lead, and waits beyond it', () => {
+  it('following(true) under borrow: next unit at once within the lead, waits beyond', () => {
     const clock = new ManualClock(T0);
     const time = timeline(clock, 1, { maxLeadMs: 2, maxWaitMs: 10 });
     time.current(clock.now());

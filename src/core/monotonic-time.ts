@@ -59,7 +59,8 @@ export class MonotonicTime {
     if (!FAMILY_ROLLBACK_POLICIES.includes(policy.name)) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `rollback policy for ${options.family} must be one of ${FAMILY_ROLLBACK_POLICIES.join(', ')}, got "${policy.name}" (it gives up strict order, which ${options.family} IDs promise)`,
+        `rollback policy for ${options.family} must be one of ` +
+          `${FAMILY_ROLLBACK_POLICIES.join(', ')} (strict order), got "${policy.name}"`,
       );
     }
     this.policy = policy;
@@ -169,7 +170,8 @@ export class MonotonicTime {
           : 'refuses any rollback';
     return new IdMintError(
       'CLOCK_MOVED_BACKWARDS',
-      `${this.#family}: clock reads ${iso(now)}, ${offset} ms behind the time of the last ID (${iso(last)}); policy "${p.name}" ${tolerance}`,
+      `${this.#family}: clock reads ${iso(now)}, ${offset} ms behind the time of the last ` +
+        `ID (${iso(last)}); policy "${p.name}" ${tolerance}`,
       { details: { offsetMs: offset, policy: p.name, family: this.#family } },
     );
   }
@@ -178,7 +180,8 @@ export class MonotonicTime {
     const limit = (this.#maxUnit + 1) * this.#unitMs;
     return new IdMintError(
       'TIME_OVERFLOW',
-      `${this.#family}: its time field cannot hold times from ${iso(limit)} on (clock reads ${iso(now)}); no ID is issued rather than a wrapped one`,
+      `${this.#family}: its time field cannot hold times from ${iso(limit)} on (clock reads ` +
+        `${iso(now)}); no ID is issued rather than a wrapped one`,
       { details: { family: this.#family, expiresAtMs: limit } },
     );
   }

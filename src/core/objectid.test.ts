@@ -32,7 +32,7 @@ function fixedRandom(bytes: readonly number[]): (target: Uint8Array) => void {
 }
 
 describe('ObjectIdGenerator: agrees with bson and the ObjectId spec', () => {
-  it("200,000 ObjectIds: bson's isValid() and getTimestamp() agree with ours; bson reads the same bytes, process random and counter", () => {
+  it('200,000 ObjectIds: bson validates, dates and reads them as we do', () => {
     const clock = new ManualClock(T0);
     const gen = new ObjectIdGenerator({ clock });
     for (let i = 0; i < 200_000; i++) {
@@ -48,7 +48,8 @@ describe('ObjectIdGenerator: agrees with bson and the ObjectId spec', () => {
         theirs.toHexString() !== id
       ) {
         assert.fail(
-          `bson disagrees on ${id}: ${theirs.getTimestamp().toISOString()} vs ${ours.date.toISOString()}`,
+          `bson disagrees on ${id}: ${theirs.getTimestamp().toISOString()} vs ` +
+            `${ours.date.toISOString()}`,
         );
       }
       if (Buffer.compare(theirs.id, objectIdToBytes(id)) !== 0) assert.fail(`bytes of ${id}`);
@@ -60,7 +61,7 @@ describe('ObjectIdGenerator: agrees with bson and the ObjectId spec', () => {
     }
   });
 
-  it('the counter starts at a random value and counts up by one per ObjectId; the 5 random bytes stay', () => {
+  it('the counter starts at random and counts up by one; the 5 random bytes stay', () => {
     const clock = new ManualClock(T0);
     const gen = new ObjectIdGenerator({
       clock,
@@ -86,7 +87,7 @@ describe('ObjectIdGenerator: uniqueness and order', () => {
     assert.equal(new Set(ids).size, ids.length);
   });
 
-  it('never wraps into a second it used: 2^24 ObjectIds fill a second, the next waits for the next second; increasing except at the one counter wrap', () => {
+  it('never wraps into a used second: 2^24 ObjectIds fill one, the next waits', () => {
     const clock = new ManualClock(T0);
     // Counter starts at 0xfffff0, so it wraps from 0xffffff to 0 sixteen IDs in.
     const gen = new ObjectIdGenerator({
@@ -128,7 +129,7 @@ describe('ObjectIdGenerator: uniqueness and order', () => {
     assert.notEqual(next, firstOfSecond);
   });
 
-  it('through a clock step back (borrow): stays in the last second, counter continuing; the used-up guard still holds', () => {
+  it('clock step back (borrow): stays in the last second; the used-up guard holds', () => {
     const clock = new ManualClock(T0 + 999);
     const gen = new ObjectIdGenerator({ clock });
     const before = gen.nextBatch(10);

@@ -171,7 +171,8 @@ export function objectIdFromBytes(bytes: Uint8Array): string {
   if (!(bytes instanceof Uint8Array) || bytes.length !== 12) {
     throw new IdMintError(
       'INVALID_ID',
-      `a binary ObjectId is 12 bytes, got ${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`,
+      `a binary ObjectId is 12 bytes, got ` +
+        `${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`,
     );
   }
   return bytesToHex(bytes);

@@ -125,7 +125,8 @@ export class OpaqueCodec {
       if (!Number.isInteger(id) || (id as number) < 1 || (id as number) > domain.maxKeyId) {
         throw new IdMintError(
           'INVALID_ARGUMENT',
-          `opaque key ${index + 1}: its ID must be an integer from 1 to ${domain.maxKeyId} (the ${domain.name} domain's key digit), got ${String(id)}`,
+          `opaque key ${index + 1}: its ID must be an integer from 1 to ${domain.maxKeyId} ` +
+            `(the ${domain.name} domain's key digit), got ${String(id)}`,
         );
       }
       if (this.#ciphers[id as number] !== undefined)
@@ -143,7 +144,8 @@ export class OpaqueCodec {
     if (this.#ciphers[active] === undefined) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `active opaque key ID ${String(active)} is not among the configured keys (${this.keyIds().join(', ')})`,
+        `active opaque key ID ${String(active)} is not among the configured keys ` +
+          `(${this.keyIds().join(', ')})`,
       );
     }
     this.activeKeyId = active;
@@ -251,14 +253,17 @@ export class OpaqueCodec {
           : `a ${typeof text}`;
       throw new IdMintError(
         'INVALID_ID',
-        `${shown} is not an opaque ${this.domain.name} ID: expected ${this.domain.digits + 1} decimal digits, the first (the key ID) from 1 to ${this.domain.maxKeyId}`,
+        `${shown} is not an opaque ${this.domain.name} ID: expected ` +
+          `${this.domain.digits + 1} decimal digits, the first (the key ID) from 1 to ` +
+          `${this.domain.maxKeyId}`,
       );
     }
     const keyId = text.charCodeAt(0) - 48;
     if (keyId > this.domain.maxKeyId || this.#ciphers[keyId] === undefined) {
       throw new IdMintError(
         'INVALID_ID',
-        `opaque ID ${text} was made under key ${keyId}, which is not configured (configured: ${this.keyIds().join(', ')}); add that key to decode it`,
+        `opaque ID ${text} was made under key ${keyId}, which is not configured ` +
+          `(configured: ${this.keyIds().join(', ')}); add that key to decode it`,
         { details: { keyId } },
       );
     }
@@ -267,7 +272,8 @@ export class OpaqueCodec {
     if (dense >= this.domain.denseLimit || (limit !== undefined && dense > limit)) {
       throw new IdMintError(
         'INVALID_ID',
-        `opaque ID ${text} is not an ID of "${shortTweak(tweak)}" under key ${keyId}: it was altered, belongs to another tag, or was made with another key under ID ${keyId}`,
+        `opaque ID ${text} is not an ID of "${shortTweak(tweak)}" under key ${keyId}: it ` +
+          `was altered, belongs to another tag, or was made with another key under ID ${keyId}`,
         { details: { keyId } },
       );
     }
@@ -279,7 +285,8 @@ export class OpaqueCodec {
     if (cipher === undefined) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `opaque key ID ${String(keyId)} is not configured (configured: ${this.keyIds().join(', ')})`,
+        `opaque key ID ${String(keyId)} is not configured (configured: ` +
+          `${this.keyIds().join(', ')})`,
       );
     }
     if (typeof tweak !== 'string')
@@ -316,7 +323,8 @@ export class OpaqueCodec {
     if (last >= this.domain.denseLimit) {
       throw new IdMintError(
         'OPAQUE_DOMAIN_EXHAUSTED',
-        `dense ID ${last} has no opaque ${this.domain.name} form: the domain holds dense IDs from 0 to ${this.domain.denseLimit - 1n}; nothing is issued rather than a wrapped or repeated ID`,
+        `dense ID ${last} has no opaque ${this.domain.name} form: ` +
+          `the domain ends at ${this.domain.denseLimit - 1n}`,
         {
           details: {
             domain: this.domain.name,
@@ -409,7 +417,8 @@ function checkDomain(domain: OpaqueDomain): void {
   if (!ok) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      'opaque domain needs digits from 6 to 28, a denseLimit from 1 to 10^digits and a maxKeyId from 1 to 9',
+      'opaque domain needs digits from 6 to 28, a denseLimit from 1 to 10^digits and a ' +
+        'maxKeyId from 1 to 9',
     );
   }
 }
@@ -432,7 +441,8 @@ export function parseOpaqueKeys(text: string): OpaqueKey[] {
     if (colon < 0 && entries.length > 1) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `opaque key entry ${index + 1} has no "<id>:" in front; with several keys each needs its ID`,
+        `opaque key entry ${index + 1} has no "<id>:" in front; with several keys each ` +
+          `needs its ID`,
       );
     }
     const idText = colon < 0 ? '1' : entry.slice(0, colon).trim();
@@ -440,7 +450,8 @@ export function parseOpaqueKeys(text: string): OpaqueKey[] {
     if (!/^[1-9]$/.test(idText)) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `opaque key entry ${index + 1}: the key ID must be one digit from 1 to 9, got "${idText.slice(0, 10)}"`,
+        `opaque key entry ${index + 1}: the key ID must be one digit from 1 to 9, got ` +
+          `"${idText.slice(0, 10)}"`,
       );
     }
     if (
@@ -450,7 +461,8 @@ export function parseOpaqueKeys(text: string): OpaqueKey[] {
       // The message says what is wrong with the key, never what it is.
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `opaque key ${idText}: must be 32, 48 or 64 hex digits (AES-128, -192, -256), got ${hex.length} characters${/^[0-9a-fA-F]*$/.test(hex) ? '' : ' with non-hex ones'}`,
+        `opaque key ${idText}: must be 32, 48 or 64 hex digits (AES-128, -192, -256), got ` +
+          `${hex.length} characters${/^[0-9a-fA-F]*$/.test(hex) ? '' : ' with non-hex ones'}`,
       );
     }
     const key = new Uint8Array(hex.length / 2);

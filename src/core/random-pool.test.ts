@@ -17,7 +17,7 @@ function countingFill(): { fill: (bytes: Uint8Array) => void; calls: () => numbe
 }
 
 describe('RandomPool', () => {
-  it('hands out every byte at most once, refilling when a claim does not fit (the short rest is skipped)', () => {
+  it('hands out every byte at most once, refilling when a claim does not fit', () => {
     const source = countingFill();
     const pool = new RandomPool(source.fill, 16);
     const a = pool.claim(6);

@@ -50,7 +50,8 @@ export class RandomPool {
     if (!Number.isInteger(size) || size < 16 || size > MAX_POOL_BYTES || size % 4 !== 0) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `random pool size must be a multiple of 4 from 16 to ${MAX_POOL_BYTES} bytes, got ${String(size)}`,
+        `random pool size must be a multiple of 4 from 16 to ${MAX_POOL_BYTES} bytes, got ` +
+          `${String(size)}`,
       );
     }
     this.#fill = fill;

@@ -514,7 +514,9 @@ export class SegmentBuffer {
     if (problem !== undefined) {
       const highest = this.#highest.get(residue) ?? 0n;
       const strided = stride === 1 ? '' : ` and stride ${String(stride)}`;
-      const returned = `the store returned range [${range.start}, ${range.end}) of step ${range.step}${strided}`;
+      const returned =
+        `the store returned range [${range.start}, ${range.end}) of step ` +
+        `${range.step}${strided}`;
       this.#failed(
         new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": ${returned}, ${problem.message}`, {
           details: {
@@ -549,7 +551,8 @@ export class SegmentBuffer {
       ? cause
       : new IdMintError(
           'STORE_UNAVAILABLE',
-          `tag "${this.tag}": allocating a range failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+          `tag "${this.tag}": allocating a range failed: ` +
+            `${cause instanceof Error ? cause.message : String(cause)}`,
           { cause },
         );
     if (error.details?.abandoned === true) this.#abandonedLoads++;

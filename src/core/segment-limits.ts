@@ -58,7 +58,8 @@ export function checkTag(tag: unknown): string {
   if (typeof tag !== 'string' || !TAG_RULE.test(tag)) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `tag must be 1 to ${MAX_TAG_LENGTH} characters, none of them U+0000 or an unpaired surrogate, got ${describe(tag)}`,
+      `tag must be 1 to ${MAX_TAG_LENGTH} characters, none of them U+0000 or an unpaired ` +
+        `surrogate, got ${describe(tag)}`,
     );
   }
   return tag;
@@ -72,7 +73,8 @@ export function checkNewTagName(tag: unknown): string {
   if (typeof tag !== 'string' || !TAG_PATTERN.test(tag)) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `tag must be 1 to 128 characters of A-Z a-z 0-9 _ . : - for a new tag (a tag moved from Leaf may hold any characters), got ${describe(tag)}`,
+      `tag must be 1 to 128 characters of A-Z a-z 0-9 _ . : - for a new tag (a tag moved ` +
+        `from Leaf may hold any characters), got ${describe(tag)}`,
     );
   }
   return tag;
@@ -112,7 +114,8 @@ export function checkDescription(description: unknown): string | null {
   if (typeof description !== 'string' || !DESCRIPTION_RULE.test(description)) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `description must be null or a string of at most ${MAX_DESCRIPTION_LENGTH} characters, none of them U+0000 or an unpaired surrogate, got ${describe(description)}`,
+      `description must be null or a string of at most ${MAX_DESCRIPTION_LENGTH} ` +
+        `characters, none of them U+0000 or an unpaired surrogate, got ${describe(description)}`,
     );
   }
   return description;
@@ -129,7 +132,8 @@ export function checkStartId(startId: unknown, step: number): bigint {
   if (id > highest) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `startId must leave room for one range of step ${step} below ${MAX_SEGMENT_ID}: at most ${highest}, got ${id}n`,
+      `startId must leave room for one range of step ${step} below ${MAX_SEGMENT_ID}: at ` +
+        `most ${highest}, got ${id}n`,
     );
   }
   return id;
@@ -167,7 +171,8 @@ export function tagMisconfigured(
   const shown = /^-?[0-9]{1,40}$/.test(text) ? text : describe(text);
   return new IdMintError(
     'TAG_MISCONFIGURED',
-    `tag "${tag}": its stored ${column} is ${shown}, which must be ${allowed}; no range can be allocated until the row is fixed${fix}`,
+    `tag "${tag}": its stored ${column} is ${shown}, which must be ${allowed}; no range can ` +
+      `be allocated until the row is fixed${fix}`,
     {
       details: { tag, column, value: text },
     },
@@ -178,7 +183,8 @@ export function tagMisconfigured(
 export function idSpaceExhausted(tag: string, maxId: bigint, step: number): IdMintError {
   return new IdMintError(
     'ID_SPACE_EXHAUSTED',
-    `tag "${tag}": a range of ${step} from max_id ${maxId} would pass ${MAX_SEGMENT_ID}; nothing was allocated`,
+    `tag "${tag}": a range of ${step} from max_id ${maxId} would pass ${MAX_SEGMENT_ID}; ` +
+      `nothing was allocated`,
     { details: { tag, maxId: maxId.toString(), step } },
   );
 }

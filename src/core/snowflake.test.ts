@@ -40,7 +40,7 @@ function drawIncreasing(gen: SnowflakeGenerator, count: number, previous = -1n):
 }
 
 describe('SnowflakeGenerator: uniqueness and order', () => {
-  it('issues 3 million strictly increasing IDs on a clock that never moves, by moving to later units', () => {
+  it('issues 3 million increasing IDs on a frozen clock by moving to later units', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock);
     const last = drawIncreasing(gen, 3_000_000);
@@ -51,7 +51,7 @@ describe('SnowflakeGenerator: uniqueness and order', () => {
     assert.ok(clock.now() >= parts.timestamp, 'wait policy never issues ahead of the clock');
   });
 
-  it('forced sequence overflow: the 4097th ID in one millisecond moves to the next, never repeats', () => {
+  it('the 4097th ID in one millisecond moves to the next, never repeats', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'refuse' });
     const ids = Array.from({ length: PER_UNIT * 3 + 7 }, () => gen.next());
@@ -125,7 +125,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     }
   });
 
-  it('wait: waits out a rollback within the bound (twice the offset, as Leaf) and stays increasing', () => {
+  it('wait: waits out a rollback within the bound (twice the offset, as Leaf)', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'wait' });
     const before = gen.next();
@@ -175,7 +175,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     assert.equal(clock.sleptMs, 4);
   });
 
-  it('borrow: keeps issuing on the last timestamp through a rollback within the lead, never going back', () => {
+  it('borrow: issues on the last timestamp through a rollback within the lead', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'borrow', maxLeadMs: 1000 });
     let last = drawIncreasing(gen, 10);
@@ -198,7 +198,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     assert.equal(clock.now(), T0 + 16);
   });
 
-  it('borrow: past the lead, waits up to maxWaitMs for the clock, then refuses; no sleeping for hours', () => {
+  it('borrow: past the lead, waits up to maxWaitMs for the clock, then refuses', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'borrow', maxLeadMs: 1000, maxWaitMs: 10 });
     gen.next();
@@ -220,7 +220,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     assert.ok(clock.sleptMs >= 5 && clock.sleptMs <= 10, `slept ${clock.sleptMs} ms`);
   });
 
-  it("history: after a rollback inside the window, continues each unit's sequence: unique IDs", () => {
+  it("history: after a rollback inside the window, continues each unit's sequence", () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'history', historyMs: 2000 });
     const seen = new Set<bigint>();
@@ -248,7 +248,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
     assert.equal(gen.policy.monotonic, false);
   });
 
-  it('history: refuses a rollback beyond its window, or before where this generator started', () => {
+  it('history: refuses a rollback beyond its window or before its start', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'history', historyMs: 2000 });
     gen.next();
@@ -296,7 +296,7 @@ describe('SnowflakeGenerator: clock rollback policies', () => {
 });
 
 describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
-  it('a restarted worker starts after lastTimestamp, waiting out a clock at or just behind it', () => {
+  it('a restarted worker starts after lastTimestamp, waiting out a clock behind it', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, undefined, { lastTimestamp: T0 });
     const parts = decomposeId(gen.next(), layout);
@@ -344,7 +344,7 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
     throwsCode(
       () => gen.next(),
       'TIME_OVERFLOW',
-      /layout "tiny" ran out of time at .*no ID is issued rather than a wrapped or negative one/,
+      /layout "tiny" ran out of time at .*: its 12-bit time field counts 1 ms units from /,
     );
   });
 
@@ -355,7 +355,7 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
     throwsCode(() => gen.next(), 'TIME_OVERFLOW');
   });
 
-  it("refuses to construct a generator whose layout already ran out (Baidu's default since 2024-11-20)", () => {
+  it("refuses a layout that already ran out (Baidu's default since 2024-11-20)", () => {
     const baidu = () =>
       new SnowflakeGenerator({ clock: new ManualClock(T0), layout: 'baidu', workerId: 0 });
     throwsCode(baidu, 'TIME_OVERFLOW', /2024-11-20/);
@@ -425,7 +425,7 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
     );
   });
 
-  it('never assumes a worker ID: one left out is INVALID_ARGUMENT saying how to get one (it was worker 0)', () => {
+  it('never assumes a worker ID: one left out is INVALID_ARGUMENT saying how to get one', () => {
     const clock = new ManualClock(T0);
     const without = (options: object) => () => new SnowflakeGenerator(options as SnowflakeOptions);
     throwsCode(without({ clock }), 'INVALID_ARGUMENT', /needs a workerId.*SnowflakeWorker\.start/);
@@ -435,7 +435,7 @@ describe('SnowflakeGenerator: restart, time overflow and fencing', () => {
 });
 
 describe('SnowflakeGenerator: low-traffic spread', () => {
-  it('starts each new unit at a random sequence below the spread, so low-traffic IDs are not all even', () => {
+  it('starts each unit at a random sequence below the spread', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, undefined, { sequenceSpread: 100, random: seededRandom(7) });
     const firstSequences: number[] = [];
@@ -481,7 +481,7 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
     totalBits: 53,
   });
 
-  it('takes what the current time unit holds and stops, without sleeping; readyAt is the next unit', () => {
+  it('takes what the current unit holds and stops; readyAt is the next unit', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, undefined, { layout: sixtyFour });
     const ids = new Array<bigint>(200);
@@ -508,7 +508,7 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
     assert.equal(clock.sleptMs, 0);
   });
 
-  it('borrow: runs ahead of the clock up to the lead, then stops; readyAt is when the lead allows the next unit', () => {
+  it('borrow: runs ahead up to the lead, then stops; readyAt is when the lead allows', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'borrow', maxLeadMs: 3 }, { layout: sixtyFour });
     const ids = new Array<bigint>(1000);
@@ -521,7 +521,7 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
     assert.equal(gen.nextReady(ids, 256, 1000), 320);
   });
 
-  it('borrow: a rollback past the lead is waited for only as long as next() waits (maxWaitMs), then refused at once', () => {
+  it('borrow: a rollback past the lead waits only maxWaitMs, then refuses at once', () => {
     const clock = new ManualClock(T0);
     const gen = generator(
       clock,
@@ -541,7 +541,7 @@ describe('SnowflakeGenerator: nextReady, batches that never wait for the clock',
     throwsCode(() => gen.next(), 'CLOCK_MOVED_BACKWARDS');
   });
 
-  it('wait: a small rollback is not slept through: it stops, and readyAt is where the clock must be back', () => {
+  it('wait: a small rollback is not slept through; readyAt is where the clock is back', () => {
     const clock = new ManualClock(T0);
     const gen = generator(clock, { policy: 'wait', maxBackwardMs: 5 }, { layout: sixtyFour });
     const ids = new Array<bigint>(100);

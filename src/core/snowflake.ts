@@ -160,7 +160,8 @@ export class SnowflakeGenerator {
     if (layout.epochMs > now) {
       throw new IdMintError(
         'LAYOUT_INVALID',
-        `layout "${layout.name}": epoch ${iso(layout.epochMs)} is in the future (clock reads ${iso(now)})`,
+        `layout "${layout.name}": epoch ${iso(layout.epochMs)} is in the future (clock ` +
+          `reads ${iso(now)})`,
       );
     }
     if (now >= layout.expiresAtMs) throw this.#timeOverflow();
@@ -327,7 +328,8 @@ export class SnowflakeGenerator {
       if (now >= this.#validUntil) {
         throw new IdMintError(
           'LEASE_LOST',
-          `worker ${this.workerId} is fenced: its lease is not confirmed past ${iso(this.#validUntil)}; no ID is issued until it is renewed`,
+          `worker ${this.workerId} is fenced: its lease is not confirmed past ` +
+            `${iso(this.#validUntil)}; no ID is issued until it is renewed`,
           {
             details: { workerId: this.workerId, validUntil: this.#validUntil },
           },
@@ -336,7 +338,8 @@ export class SnowflakeGenerator {
       if (unit < 0) {
         throw new IdMintError(
           'CLOCK_MOVED_BACKWARDS',
-          `clock reads ${iso(now)}, before the epoch of layout "${this.layout.name}" (${iso(this.#epochMs)})`,
+          `clock reads ${iso(now)}, before the epoch of layout "${this.layout.name}" ` +
+            `(${iso(this.#epochMs)})`,
           {
             details: { offsetMs: this.#epochMs - now, policy },
           },
@@ -460,7 +463,8 @@ export class SnowflakeGenerator {
             : 'refuses any rollback';
     return new IdMintError(
       'CLOCK_MOVED_BACKWARDS',
-      `clock moved backwards: it reads ${iso(now)}, ${offset} ms behind the last timestamp used (${iso(last)}); policy "${p.name}" ${tolerance}`,
+      `clock moved backwards: it reads ${iso(now)}, ${offset} ms behind the last timestamp ` +
+        `used (${iso(last)}); policy "${p.name}" ${tolerance}`,
       { details: { offsetMs: offset, policy: p.name, workerId: this.workerId } },
     );
   }
@@ -469,7 +473,8 @@ export class SnowflakeGenerator {
     const l = this.layout;
     return new IdMintError(
       'TIME_OVERFLOW',
-      `layout "${l.name}" ran out of time at ${iso(l.expiresAtMs)}: its ${l.timeBits}-bit time field counts ${l.timeUnitMs} ms units from ${iso(l.epochMs)} and cannot hold later times; no ID is issued rather than a wrapped or negative one`,
+      `layout "${l.name}" ran out of time at ${iso(l.expiresAtMs)}: its ${l.timeBits}-bit ` +
+        `time field counts ${l.timeUnitMs} ms units from ${iso(l.epochMs)}`,
       { details: { layout: l.name, expiresAtMs: l.expiresAtMs } },
     );
   }
@@ -485,7 +490,8 @@ function checkInteger(
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `${name} must be an integer from ${min} to ${max} for layout "${layout.name}", got ${String(value)}`,
+      `${name} must be an integer from ${min} to ${max} for layout "${layout.name}", got ` +
+        `${String(value)}`,
     );
   }
   return value;

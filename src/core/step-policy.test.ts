@@ -20,7 +20,7 @@ describe('dynamic step (Leaf rule, exactly)', () => {
     assert.deepEqual(resolveStepPolicy({ maxStep: undefined }), DEFAULT_STEP_POLICY);
   });
 
-  it('doubles when the range lasted under 15 minutes, unless the double passes 1,000,000: then it stays', () => {
+  it('doubles under 15 minutes, unless the double passes 1,000,000', () => {
     assert.equal(step(1000, 0), 2000);
     assert.equal(step(1000, 15 * MIN - 1), 2000);
     assert.equal(step(500_000, MIN), 1_000_000);
@@ -36,7 +36,7 @@ describe('dynamic step (Leaf rule, exactly)', () => {
     assert.equal(step(4000, 30 * MIN - 1), 4000);
   });
 
-  it('halves it from 30 minutes on, unless the half is below the stored step: then it stays', () => {
+  it('halves from 30 minutes on, unless the half is below the stored step', () => {
     assert.equal(step(4000, 30 * MIN), 2000);
     assert.equal(step(2000, 2 * 60 * MIN), 1000);
     assert.equal(step(1000, 2 * 60 * MIN), 1000);
@@ -46,7 +46,7 @@ describe('dynamic step (Leaf rule, exactly)', () => {
     assert.equal(step(4001, 30 * MIN, 1), 2000);
   });
 
-  it('does not jump to a stored step raised above the dynamic one: it grows to it, as in Leaf', () => {
+  it('grows to a stored step raised above the dynamic one, as in Leaf', () => {
     assert.equal(step(2000, 20 * MIN, 5000), 2000);
     assert.equal(step(2000, 40 * MIN, 5000), 2000);
     assert.equal(step(2000, MIN, 5000), 4000);

@@ -38,7 +38,7 @@ function firstRandom(first: readonly number[]): (bytes: Uint8Array) => void {
 }
 
 describe('UlidGenerator: agrees with the ulid package and the ULID spec', () => {
-  it("200,000 ULIDs: ulid's isValid() and decodeTime() agree with ours, and each random part is ulid's incrementBase32 of the one before", () => {
+  it('200,000 ULIDs: ulid validates and dates them; each random part is its +1', () => {
     const clock = new ManualClock(T0);
     const gen = new UlidGenerator({ clock });
     let previous = '';
@@ -61,7 +61,7 @@ describe('UlidGenerator: agrees with the ulid package and the ULID spec', () => 
     }
   });
 
-  it('ulid parses our bytes form and we parse its strings: 16 bytes, 48-bit time then 80 random bits', () => {
+  it('ulid parses our bytes and we parse its strings: 48-bit time, 80 random bits', () => {
     const clock = new ManualClock(T0);
     const gen = new UlidGenerator({ clock });
     for (let i = 0; i < 10_000; i++) {
@@ -118,7 +118,7 @@ describe('UlidGenerator: uniqueness and order', () => {
     assert.equal(seen.size, 1_200_000);
   });
 
-  it('carries from one 20-bit block to the next and from the low 40 random bits into the high 40, still +1 each time', () => {
+  it('carries across 20-bit blocks and from the low 40 random bits into the high 40', () => {
     // Low 40 bits 0x00000ffffd: the 3rd ULID carries out of the low 20-bit block (the string's
     // cached prefix changes). Low 40 bits 2^40 - 3: the 4th carries into the high 40 bits.
     const cases = [
@@ -138,7 +138,7 @@ describe('UlidGenerator: uniqueness and order', () => {
     }
   });
 
-  it("the spec's overflow: a random part at 2^80 - 1 refuses the next ULID of that millisecond (MONOTONIC_OVERFLOW), never wraps; the next millisecond works", () => {
+  it('random part at 2^80 - 1: MONOTONIC_OVERFLOW, never a wrap; next ms works', () => {
     const clock = new ManualClock(T0);
     const gen = new UlidGenerator({ clock, random: firstRandom(new Array<number>(10).fill(0xff)) });
     const max = gen.nextString();
@@ -155,7 +155,7 @@ describe('UlidGenerator: uniqueness and order', () => {
     assert.equal(decodeTime(next), T0 + 1);
   });
 
-  it('monotonic through a clock step back (borrow): keeps the last millisecond, as ulid.monotonicFactory does', () => {
+  it('clock step back (borrow): keeps the last millisecond, as monotonicFactory', () => {
     const clock = new ManualClock(T0);
     const gen = new UlidGenerator({ clock });
     const before = gen.nextBatch(100);
@@ -183,7 +183,7 @@ describe('UlidGenerator: uniqueness and order', () => {
     throwsCode(
       () => new UlidGenerator({ clock, rollback: { policy: 'history' } }),
       'INVALID_ARGUMENT',
-      /gives up strict order/,
+      /must be one of borrow, wait, refuse \(strict order\), got "history"/,
     );
   });
 

@@ -115,7 +115,7 @@ export class UlidGenerator extends TimeOrderedGenerator {
           // The state stays at its maximum, so every further call in this millisecond refuses too.
           throw new IdMintError(
             'MONOTONIC_OVERFLOW',
-            `ULID: the 80-bit random part is at its maximum for ${new Date(ms).toISOString()}; no further monotonic ULID fits this millisecond (the ULID spec's overflow error), retry in the next one`,
+            `ULID: the 80-bit random part is at its maximum for ${new Date(ms).toISOString()}`,
             { details: { timestamp: ms } },
           );
         }
@@ -162,7 +162,8 @@ export function ulidToBytes(text: string): Uint8Array {
     if (digit < 0) {
       throw new IdMintError(
         'INVALID_ID',
-        `${describeInput(text)} is not a ULID: "${text[i]}" at position ${i + 1} is not in Crockford's base32 (0-9, A-Z without I, L, O, U)`,
+        `${describeInput(text)} is not a ULID: "${text[i]}" at position ${i + 1} is not in ` +
+          `Crockford's base32 (0-9, A-Z without I, L, O, U)`,
       );
     }
     carry = (carry << 5n) | BigInt(digit);
@@ -170,7 +171,8 @@ export function ulidToBytes(text: string): Uint8Array {
   if (carry >> 128n !== 0n) {
     throw new IdMintError(
       'INVALID_ID',
-      `${describeInput(text)} is not a ULID: its first character must be 0-7, or the value exceeds 128 bits`,
+      `${describeInput(text)} is not a ULID: its first character must be 0-7, or the value ` +
+        `exceeds 128 bits`,
     );
   }
   const bytes = new Uint8Array(16);
@@ -183,7 +185,8 @@ export function ulidFromBytes(bytes: Uint8Array): string {
   if (!(bytes instanceof Uint8Array) || bytes.length !== 16) {
     throw new IdMintError(
       'INVALID_ID',
-      `a binary ULID is 16 bytes, got ${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`,
+      `a binary ULID is 16 bytes, got ` +
+        `${bytes instanceof Uint8Array ? `${bytes.length} bytes` : typeof bytes}`,
     );
   }
   return (

@@ -41,7 +41,7 @@ function hexTime(id: string): number {
 }
 
 describe('UuidV7Generator: agrees with the uuid package and RFC 9562', () => {
-  it('200,000 IDs: uuid validate() and version() accept each, parse/stringify agree with ours, decode gives the clock time', () => {
+  it('200,000 IDs: the uuid package validates and parses them as we do', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock });
     for (let i = 0; i < 200_000; i++) {
@@ -65,7 +65,7 @@ describe('UuidV7Generator: agrees with the uuid package and RFC 9562', () => {
     }
   });
 
-  it('lays out version, variant and the counter exactly: a new millisecond starts the counter below 2^25, then +1 per ID', () => {
+  it('lays out version, variant and counter: below 2^25 per new ms, then +1', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock });
     const first = decodeUuid(gen.nextString());
@@ -90,7 +90,7 @@ describe('UuidV7Generator: agrees with the uuid package and RFC 9562', () => {
     );
   });
 
-  it('binary form: next() bytes are the same ID as their string, and uuid.stringify reads them', () => {
+  it('binary form: next() bytes are the ID of their string; uuid.stringify reads them', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock });
     let previous: Uint8Array = new Uint8Array(16);
@@ -110,7 +110,7 @@ describe('UuidV7Generator: agrees with the uuid package and RFC 9562', () => {
 });
 
 describe('UuidV7Generator: uniqueness and order', () => {
-  it('1,200,000 IDs on the real monotonic clock: all distinct, strictly increasing as strings and as bytes', () => {
+  it('1,200,000 IDs on the monotonic clock: distinct, increasing as strings and bytes', () => {
     const gen = new UuidV7Generator({ clock: new MonotonicClock() });
     const seen = new Set<string>();
     let last = '';
@@ -147,7 +147,7 @@ describe('UuidV7Generator: uniqueness and order', () => {
     throwsCode(() => gen.nextBatch(0), 'INVALID_ARGUMENT', /count/);
   });
 
-  it('the counter carries into rand_a every 2^14 IDs, and the string keeps increasing across each carry', () => {
+  it('the counter carries into rand_a every 2^14 IDs; the string keeps increasing', () => {
     const clock = new ManualClock(T0);
     // A seed of 0x1ffffff - 2: a carry out of the low 14 bits comes within 3 IDs.
     const gen = new UuidV7Generator({ clock, random: constantRandom(0xff) });
@@ -161,7 +161,7 @@ describe('UuidV7Generator: uniqueness and order', () => {
     assert.equal(decodeUuid(ids.at(-1) ?? '').counter, 0x1ff_ffff + ids.length - 1);
   });
 
-  it('2^25 IDs in one frozen millisecond (counter seeded at its guard): the counter runs out and the next ID takes the next millisecond early', () => {
+  it('2^25 IDs in one frozen ms: the counter runs out; the next ID takes the next ms', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock, random: constantRandom(0xff) });
     const first = gen.nextString();
@@ -180,7 +180,7 @@ describe('UuidV7Generator: uniqueness and order', () => {
 });
 
 describe('UuidV7Generator: clock steps back (ManualClock)', () => {
-  it('borrow (default): stays on the last millisecond and counts on; never repeats or goes back; follows the clock once it is ahead again', () => {
+  it('borrow (default): stays on the last ms and counts on; follows the clock again', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock });
     const ids: string[] = [];
@@ -201,7 +201,7 @@ describe('UuidV7Generator: clock steps back (ManualClock)', () => {
     assert.equal(gen.rollbackCount(), 1000);
   });
 
-  it('borrow: a step back beyond maxLeadMs waits up to maxWaitMs, then refuses with CLOCK_MOVED_BACKWARDS', () => {
+  it('borrow: beyond maxLeadMs waits up to maxWaitMs, then CLOCK_MOVED_BACKWARDS', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock, rollback: { maxLeadMs: 100, maxWaitMs: 10 } });
     gen.nextString();
@@ -226,7 +226,7 @@ describe('UuidV7Generator: clock steps back (ManualClock)', () => {
     );
   });
 
-  it('wait: a small step back is waited out and the IDs stay increasing; a large one is refused', () => {
+  it('wait: a small step back is waited out, a large one is refused', () => {
     const clock = new ManualClock(T0);
     const gen = new UuidV7Generator({ clock, rollback: { policy: 'wait', maxBackwardMs: 5 } });
     const before = gen.nextString();

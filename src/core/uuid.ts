@@ -110,7 +110,8 @@ export class UuidV7Generator extends TimeOrderedGenerator {
     if (!Number.isInteger(offset) || offset < 0 || offset + 16 > target.length) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `offset must leave room for 16 bytes in a target of ${target.length}, got ${String(offset)}`,
+        `offset must leave room for 16 bytes in a target of ${target.length}, got ` +
+          `${String(offset)}`,
       );
     }
     const now = this.clock.now();
@@ -280,7 +281,8 @@ export function uuidToBytes(text: string): Uint8Array {
   if (!isUuid(text)) {
     throw new IdMintError(
       'INVALID_ID',
-      `${describeInput(text)} is not a UUID: expected 36 characters, 8-4-4-4-12 hex digits separated by dashes`,
+      `${describeInput(text)} is not a UUID: expected 36 characters, 8-4-4-4-12 hex digits ` +
+        `separated by dashes`,
     );
   }
   const bytes = new Uint8Array(16);
@@ -296,7 +298,8 @@ export function uuidToBytes(text: string): Uint8Array {
 export function uuidFromBytes(bytes: Uint8Array): string {
   checkBytes(bytes, 16, 'UUID');
   const h = (i: number) => HEX2[bytes[i] as number] as string;
-  return `${h(0)}${h(1)}${h(2)}${h(3)}-${h(4)}${h(5)}-${h(6)}${h(7)}-${h(8)}${h(9)}-${h(10)}${h(11)}${h(12)}${h(13)}${h(14)}${h(15)}`;
+  const time = `${h(0)}${h(1)}${h(2)}${h(3)}-${h(4)}${h(5)}-${h(6)}${h(7)}`;
+  return `${time}-${h(8)}${h(9)}-${h(10)}${h(11)}${h(12)}${h(13)}${h(14)}${h(15)}`;
 }
 
 /** Decodes a UUID (canonical string or 16 bytes): version, variant and, for v7, time and parts. */
