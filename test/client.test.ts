@@ -33,6 +33,8 @@ describe('IdMintClient against a real server socket', () => {
           description: 'Orders',
           updatedAt: null,
           opaque: false,
+          delta: 1,
+          remainder: 0,
         },
       );
       assert.equal(await client.segment('order'), '10');

@@ -10,6 +10,46 @@ const json = (method: 'POST' | 'PATCH', url: string, payload: unknown) => ({
 });
 
 describe('tag administration routes (in-process, SQLite)', () => {
+  it("a tag's delta and remainder (TinyId's): only IDs of its class, from every route; a bad pair refused", async () => {
+    const server = await testServer();
+    try {
+      const created = await server.app.inject(
+        json('POST', '/v1/tags', { tag: 'odd', step: 4, delta: 2, remainder: 1, startId: 10 }),
+      );
+      assert.equal(created.statusCode, 201, created.body);
+      const body = created.json() as { delta: number; remainder: number };
+      assert.deepEqual([body.delta, body.remainder], [2, 1]);
+      // Leaf's route, idmint's batch and range routes: odd IDs from 11 on, none twice.
+      const leaf = await server.app.inject('/api/segment/get/odd');
+      const batch = (await server.app.inject('/v1/segment/odd?count=5')).json() as {
+        ids: string[];
+      };
+      const ids = [leaf.body, ...batch.ids].map(BigInt);
+      assert.deepEqual(ids, [11n, 13n, 15n, 17n, 19n, 21n]);
+      const range = (await server.app.inject('/v1/segment/odd/range?size=3')).json() as {
+        start: string;
+        stride: number;
+      };
+      assert.equal(BigInt(range.start) % 2n, 1n);
+      assert.ok(BigInt(range.start) > 21n);
+      assert.equal(range.stride, 2);
+      // A new sequence takes effect from the next range: 1, 4, 7, ... above what was issued.
+      const changed = await server.app.inject(
+        json('PATCH', '/v1/tags/odd', { delta: 3, remainder: 1 }),
+      );
+      assert.equal(changed.statusCode, 200, changed.body);
+      // Refused: a remainder of delta or more (TinyId would never find an ID), a delta past 64.
+      for (const bad of [{ delta: 2, remainder: 2 }, { delta: 65 }, { remainder: 1 }]) {
+        const refused = await server.app.inject(
+          json('POST', '/v1/tags', { tag: 'bad', step: 10, ...bad }),
+        );
+        assertError(refused, 400, 'INVALID_ARGUMENT');
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
   it('creates, lists, reads and changes tags; maxId is a decimal string, dates are ISO', async () => {
     const server = await testServer();
     try {
@@ -27,6 +67,8 @@ describe('tag administration routes (in-process, SQLite)', () => {
           description: 'Orders',
           updatedAt: 'string',
           opaque: false,
+          delta: 1,
+          remainder: 0,
         },
       );
       assert.ok(!Number.isNaN(Date.parse(String(order['updatedAt']))));

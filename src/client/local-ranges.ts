@@ -1,4 +1,5 @@
 import { IdMintError } from '../core/errors.ts';
+import { MAX_SEGMENT_STRIDE } from '../core/segment-limits.ts';
 
 /** Settings of local mode (`IdMintClient` option `local`); every duration in ms. */
 export interface LocalModeOptions {
@@ -376,7 +377,7 @@ function parseRange(answer: unknown, tag: string): HeldRange | undefined {
     typeof stride !== 'number' ||
     !Number.isSafeInteger(stride) ||
     stride < 1 ||
-    stride > 64 ||
+    stride > MAX_SEGMENT_STRIDE ||
     typeof size !== 'number' ||
     !Number.isSafeInteger(size) ||
     size < 1

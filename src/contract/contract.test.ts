@@ -84,6 +84,8 @@ export function typeChecks(app: FastifyInstance): void {
       description: null,
       updatedAt: null,
       opaque: false,
+      delta: 1,
+      remainder: 0,
     };
   });
   // The query is text as it arrives, not the documented integer.
@@ -100,7 +102,16 @@ export function typeChecks(app: FastifyInstance): void {
   contractRoute(app, tags.CREATE_TAG).handle(async (request) => {
     // @ts-expect-error step is a number
     const step: string = request.body.step;
-    return { tag: step, maxId: '1', step: 1, description: null, updatedAt: null, opaque: false };
+    return {
+      tag: step,
+      maxId: '1',
+      step: 1,
+      description: null,
+      updatedAt: null,
+      opaque: false,
+      delta: 1,
+      remainder: 0,
+    };
   });
   // A route must say who may call it, with a known access.
   const route = {

@@ -1,6 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { ERRORS, TagParams, batchResponse, countQuery } from './common.ts';
 import { defineRoute, type CountBound } from './route.ts';
+import { MAX_SEGMENT_STRIDE } from '../core/segment-limits.ts';
 
 // Segment mode's routes: Leaf's single ID, the JSON batch and the range a client issues itself.
 
@@ -66,10 +67,10 @@ export const SegmentRange = Type.Object(
     }),
     stride: Type.Integer({
       minimum: 1,
-      maximum: 64,
+      maximum: MAX_SEGMENT_STRIDE,
       description:
-        'Distance between consecutive IDs: 1 from one database, N from one database of a set of N (every ID in ' +
-        "`start`'s residue class mod N). Step by it.",
+        "Distance between consecutive IDs: the tag's delta (1: every ID), times N from one database of a set of " +
+        "N (every ID in `start`'s residue class mod stride). Step by it.",
     }),
     size: Type.Integer({
       minimum: 1,

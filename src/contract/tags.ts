@@ -1,5 +1,5 @@
 import Type, { type Static } from 'typebox';
-import { MAX_DESCRIPTION_LENGTH, MAX_TAG_STEP } from '../core/segment-limits.ts';
+import { MAX_DESCRIPTION_LENGTH, MAX_TAG_DELTA, MAX_TAG_STEP } from '../core/segment-limits.ts';
 import { ERRORS, Nullable, Ref, TagName, TagParams } from './common.ts';
 import { defineRoute } from './route.ts';
 
@@ -21,6 +21,10 @@ export const Tag = Type.Object(
     opaque: Type.Boolean({
       description: 'True when the tag answers its IDs in their opaque form (docs/formats.md).',
     }),
+    delta: Type.Integer({
+      description: "The tag issues only IDs ≡ remainder (mod delta) (TinyId's delta); 1: every ID.",
+    }),
+    remainder: Type.Integer({ description: "0 to delta - 1 (TinyId's remainder)." }),
   },
   { $id: 'Tag' },
 );
@@ -35,6 +39,18 @@ const Step = Type.Integer({
   description: "IDs per range (Leaf's step).",
 });
 const Description = Nullable(Type.String({ maxLength: MAX_DESCRIPTION_LENGTH }));
+const Delta = Type.Integer({
+  minimum: 1,
+  maximum: MAX_TAG_DELTA,
+  description:
+    "Issue only IDs ≡ remainder (mod delta), TinyId's delta (default 1: every ID). In a set of N " +
+    'databases it must be coprime to N.',
+});
+const Remainder = Type.Integer({
+  minimum: 0,
+  maximum: MAX_TAG_DELTA - 1,
+  description: "0 to delta - 1, TinyId's remainder (default 0).",
+});
 const Opaque = Type.Boolean({
   description:
     "Answer the tag's IDs in their opaque form (FF1 under the server's keys; docs/formats.md). Once opaque, a tag " +
@@ -57,6 +73,8 @@ export const NewTag = Type.Object(
     ),
     description: Type.Optional(Description),
     opaque: Type.Optional(Opaque),
+    delta: Type.Optional(Delta),
+    remainder: Type.Optional(Remainder),
   },
   { additionalProperties: false },
 );
@@ -68,6 +86,8 @@ export const TagChanges = Type.Object(
     step: Type.Optional(Step),
     description: Type.Optional(Description),
     opaque: Type.Optional(Opaque),
+    delta: Type.Optional(Delta),
+    remainder: Type.Optional(Remainder),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -116,8 +136,8 @@ export const UPDATE_TAG = defineRoute({
   operationId: 'updateTag',
   section: 'tags',
   summary:
-    "Change a tag's step or description, or make it opaque (servers take a new step as Leaf does: see " +
-    'docs/segments.md, Steps)',
+    "Change a tag's step, description or sequence (delta and remainder, given together), or make it " +
+    'opaque (servers take a new step as Leaf does: see docs/segments.md, Steps)',
   params: TagParams,
   body: TagChanges,
   response: { 200: Ref(Tag, { description: 'The tag, changed.' }), ...ERRORS },

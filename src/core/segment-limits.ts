@@ -19,6 +19,71 @@ export const MAX_TAG_STEP = 2 ** 31 - 1;
 export const MAX_SEGMENT_DATABASES = 64;
 
 /**
+ * The largest per-tag `delta` (TinyId's `tiny_id_info.delta`: a tag issues only IDs `≡ remainder
+ * (mod delta)`). TinyId allows any int; 64 is far above the sequences it is used for (odd-only,
+ * 1, 4, 7, ...) and keeps a tag's stride times a set's size (at most 64 * 64) small.
+ */
+export const MAX_TAG_DELTA = 64;
+
+/** The largest distance between a range's IDs: a tag's delta times a set's size. */
+export const MAX_SEGMENT_STRIDE = MAX_TAG_DELTA * MAX_SEGMENT_DATABASES;
+
+/** A tag's own arithmetic sequence: IDs `≡ remainder (mod delta)` (TinyId's two columns). */
+export interface TagSequence {
+  /** 1 to {@link MAX_TAG_DELTA}; 1 is every ID. */
+  readonly delta: number;
+  /** 0 to `delta - 1`. */
+  readonly remainder: number;
+}
+
+/** Every ID: the sequence of a tag without delta and remainder (a Leaf row). */
+export const EVERY_ID: TagSequence = { delta: 1, remainder: 0 };
+
+/**
+ * Returns `{ delta, remainder }` if delta is an integer from 1 to 64 and remainder one from 0 to
+ * delta - 1 (absent: 1 and 0); throws INVALID_ARGUMENT otherwise. TinyId accepts a remainder of
+ * delta or more, and then never finds an ID of the class: idmint refuses it.
+ */
+export function checkSequence(delta: unknown = 1, remainder: unknown = 0): TagSequence {
+  const whole = (value: unknown): value is number =>
+    typeof value === 'number' && Number.isInteger(value);
+  if (!whole(delta) || delta < 1 || delta > MAX_TAG_DELTA) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `delta must be an integer from 1 to ${MAX_TAG_DELTA}, got ${describe(delta)}`,
+    );
+  }
+  if (!whole(remainder) || remainder < 0 || remainder >= delta) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `remainder must be an integer from 0 to delta - 1 (${delta - 1}), got ${describe(remainder)}`,
+    );
+  }
+  return { delta, remainder };
+}
+
+/**
+ * A stored delta and remainder as a sequence, or undefined when they are not one (written outside
+ * idmint). Absent or null columns (a Leaf table) are every ID. Accepts numbers, bigints, strings.
+ */
+export function storedSequence(delta: unknown, remainder: unknown): TagSequence | undefined {
+  const absent = (value: unknown) => value === undefined || value === null;
+  if (absent(delta) && absent(remainder)) return EVERY_ID;
+  const number = (value: unknown, fallback: number) =>
+    absent(value) ? fallback : /^-?[0-9]{1,12}$/.test(String(value)) ? Number(value) : Number.NaN;
+  const d = number(delta, 1);
+  const r = number(remainder, 0);
+  return Number.isInteger(d) &&
+    d >= 1 &&
+    d <= MAX_TAG_DELTA &&
+    Number.isInteger(r) &&
+    r >= 0 &&
+    r < d
+    ? { delta: d, remainder: r }
+    : undefined;
+}
+
+/**
  * Most characters a tag has: Leaf's `biz_tag varchar(128)`, counted as databases count them (code
  * points).
  */
@@ -158,13 +223,15 @@ export function storedStep(value: unknown): number | undefined {
  */
 export function tagMisconfigured(
   tag: string,
-  column: 'step' | 'max_id',
+  column: 'step' | 'max_id' | 'delta',
   value: unknown,
 ): IdMintError {
   const allowed =
     column === 'step'
       ? `an integer from 1 to ${MAX_TAG_STEP}`
-      : `an integer from 0 to ${MAX_SEGMENT_ID}`;
+      : column === 'delta'
+        ? `a delta from 1 to ${MAX_TAG_DELTA} with a remainder from 0 to delta - 1`
+        : `an integer from 0 to ${MAX_SEGMENT_ID}`;
   const fix =
     column === 'step' ? '; set a valid step (idmint tags set-step, or PATCH /v1/tags/{tag})' : '';
   const text = String(value);

@@ -33,6 +33,13 @@ export interface TagRecord {
    * row without it, such as a Leaf table's. Once true it stays true (see {@link TagUpdate.opaque}).
    */
   readonly opaque?: boolean;
+  /**
+   * The tag's own sequence (TinyId's `delta` and `remainder`, idmint's columns of the same names):
+   * the tag issues only IDs `≡ remainder (mod delta)`, each range's IDs `delta` apart (times a
+   * set's size). Absent on a row without the columns (a Leaf table): 1 and 0, every ID.
+   */
+  readonly delta?: number;
+  readonly remainder?: number;
 }
 
 /** A residue class of IDs: `offset`, `offset + increment`, `offset + 2 * increment`, ... (see docs/segments.md, Several databases). */
@@ -162,6 +169,13 @@ export interface NewTag {
    * refuses with OPAQUE_UNAVAILABLE until `idmint db init` adds it.
    */
   readonly opaque?: boolean;
+  /**
+   * The tag's own sequence: only IDs `≡ remainder (mod delta)`, delta 1 to 64, remainder 0 to
+   * delta - 1 (default 1 and 0). Needs idmint's `delta` and `remainder` columns (SQL): a table
+   * without them refuses a delta above 1 with INVALID_ARGUMENT until `idmint db init` adds them.
+   */
+  readonly delta?: number;
+  readonly remainder?: number;
 }
 
 /** Changes to a tag; absent fields stay as they are. */
@@ -174,6 +188,13 @@ export interface TagUpdate {
    * numbers its dense IDs could one day reach. OPAQUE_UNAVAILABLE on a table without the column.
    */
   readonly opaque?: true;
+  /**
+   * A new sequence (both are set together: an absent remainder is 0). Safe on a store of its own:
+   * every later ID is above max_id, every earlier one below it. A set refuses a change where the
+   * new class could reach IDs another database issued (see MultiSegmentStore).
+   */
+  readonly delta?: number;
+  readonly remainder?: number;
 }
 
 /** What {@link SegmentStore.listTagChanges} found. */

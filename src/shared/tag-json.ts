@@ -14,5 +14,7 @@ export function tagJson(record: TagRecord): Tag {
     description: record.description,
     updatedAt: record.updatedAt === null ? null : record.updatedAt.toISOString(),
     opaque: record.opaque === true,
+    delta: record.delta ?? 1,
+    remainder: record.remainder ?? 0,
   };
 }

@@ -7,6 +7,8 @@ import {
   MAX_SEGMENT_ID,
   MAX_TAG_STEP,
   checkDescription,
+  checkSequence,
+  type TagSequence,
   checkSegmentId,
   checkStartId,
   checkStep,
@@ -486,8 +488,13 @@ export function tagRecord(row: {
   id_offset?: unknown;
   id_increment?: unknown;
   opaque?: unknown;
+  delta?: unknown;
+  remainder?: unknown;
 }): TagRecord {
   const residue = storedResidue(row.id_offset, row.id_increment);
+  // As stored, even when not a valid sequence (allocation refuses such a row with its reason).
+  const stored = (value: unknown, plain: number) =>
+    value === undefined || value === null ? plain : Number(value);
   return {
     tag: String(row.biz_tag),
     maxId: toBigInt(row.max_id, 'max_id'),
@@ -497,6 +504,8 @@ export function tagRecord(row: {
     updatedAt: toDate(row.update_time),
     ...(residue === undefined ? {} : { residue }),
     opaque: toOpaqueFlag(row.opaque),
+    delta: stored(row.delta, 1),
+    remainder: stored(row.remainder, 0),
   };
 }
 
@@ -542,7 +551,15 @@ export function byTag(a: TagRecord, b: TagRecord): number {
 export function checkNewTag(
   tag: NewTag,
   residue?: SegmentResidue,
-): { tag: string; step: number; startId: bigint; description: string | null; opaque: boolean } {
+): {
+  tag: string;
+  step: number;
+  startId: bigint;
+  description: string | null;
+  opaque: boolean;
+  delta: number;
+  remainder: number;
+} {
   if (tag === null || typeof tag !== 'object')
     throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
   const step = checkStep(tag.step);
@@ -552,7 +569,12 @@ export function checkNewTag(
       `opaque must be true or false, got ${String(tag.opaque)}`,
     );
   const opaque = tag.opaque === true;
-  const given = tag.startId === undefined ? 1n : checkStartId(tag.startId, step);
+  const sequence = checkSequence(tag.delta, tag.remainder);
+  if (residue !== undefined) checkSequenceInSet(String(tag.tag), sequence, residue.increment);
+  // The first allocation raises max_id to the tag's class, so room for one range of the tag's
+  // stride (and that realignment) is what the start must leave.
+  const room = step * sequence.delta + sequence.delta - 1;
+  const given = tag.startId === undefined ? 1n : checkStartId(tag.startId, room);
   const startId =
     residue === undefined
       ? given
@@ -564,7 +586,48 @@ export function checkNewTag(
     startId,
     description: checkDescription(tag.description),
     opaque,
+    ...sequence,
   };
+}
+
+/**
+ * INVALID_ARGUMENT unless a tag's sequence can be served by a set of `size` databases. Each
+ * database of a set issues its own class mod size; a delta that shares a factor with the size
+ * would leave some databases no ID of the tag's class at all (delta 2 in a set of 2: every odd ID
+ * is database 1's), so only a delta coprime to the size combines (by the Chinese remainder
+ * theorem: one class mod size * delta per database, inside both the tag's and the database's).
+ */
+export function checkSequenceInSet(tag: string, sequence: TagSequence, size: number): void {
+  if (sequence.delta === 1 || size === 1) return;
+  if (gcd(sequence.delta, size) !== 1) {
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `tag "${tag}": delta ${sequence.delta} cannot be served by a set of ${size} databases: they share a factor, so some databases would hold no ID of the tag's class; use a delta coprime to ${size}, or a store of its own`,
+      { details: { tag, delta: sequence.delta, databases: size } },
+    );
+  }
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
+
+/**
+ * The one class mod `increment * delta` that is both database `offset`'s (mod increment) and the
+ * tag's (mod delta), for a delta coprime to increment (checkSequenceInSet): where that database
+ * allocates the tag. A store of its own (increment 1) is the tag's own class.
+ */
+export function combinedResidue(residue: SegmentResidue, sequence: TagSequence): SegmentResidue {
+  const n = residue.increment;
+  const d = sequence.delta;
+  for (let k = 0; k < d; k++) {
+    const candidate = residue.offset + n * k;
+    if (candidate % d === sequence.remainder) return { offset: candidate, increment: n * d };
+  }
+  throw new IdMintError(
+    'TAG_MISCONFIGURED',
+    `delta ${d} and a set of ${n} databases share a factor: no class serves both`,
+  );
 }
 
 /** INVALID_ARGUMENT unless an opaque tag's next ID, `next`, still has an opaque form. */

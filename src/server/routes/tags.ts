@@ -57,7 +57,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   });
 
   contractRoute(app, CREATE_TAG).handle(async (request, reply) => {
-    const { tag, step, startId, description, opaque } = request.body;
+    const { tag, step, startId, description, opaque, delta, remainder } = request.body;
     const segments = store();
     if (opaque === true) checkKeys(tag);
     const record = await segments.createTag({
@@ -66,6 +66,8 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
       ...(startId === undefined ? {} : { startId: BigInt(startId) }),
       ...(description === undefined ? {} : { description: checkDescription(description) }),
       ...(opaque === true ? { opaque } : {}),
+      ...(delta === undefined ? {} : { delta }),
+      ...(remainder === undefined ? {} : { remainder }),
     });
     await deps.onTagChanged?.(record);
     return reply.code(201).send(tagJson(record));
@@ -73,7 +75,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
 
   contractRoute(app, UPDATE_TAG).handle(async (request) => {
     const tag = checkTag(request.params.tag);
-    const { step, description, opaque } = request.body;
+    const { step, description, opaque, delta, remainder } = request.body;
     const segments = store();
     if (opaque !== undefined) {
       const current = await segments.getTag(tag);
@@ -94,6 +96,8 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
       ...(step === undefined ? {} : { step }),
       ...(description === undefined ? {} : { description: checkDescription(description) }),
       ...(opaque === true ? { opaque } : {}),
+      ...(delta === undefined ? {} : { delta }),
+      ...(remainder === undefined ? {} : { remainder }),
     });
     await deps.onTagChanged?.(record);
     return tagJson(record);

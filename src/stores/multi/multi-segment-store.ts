@@ -758,6 +758,8 @@ export class MultiSegmentStore implements SegmentStore {
             description: template.description,
             startId: floor,
             opaque: template.opaque === true,
+            ...(template.delta === undefined ? {} : { delta: template.delta }),
+            ...(template.remainder === undefined ? {} : { remainder: template.remainder }),
           })
           .then(
             () => true,
@@ -1086,6 +1088,9 @@ function merge(records: readonly TagRecord[]): TagRecord {
     description: first.description,
     updatedAt,
     opaque,
+    // Written to every database together (createTag, updateTag); the lowest one's is shown.
+    ...(first.delta === undefined ? {} : { delta: first.delta }),
+    ...(first.remainder === undefined ? {} : { remainder: first.remainder }),
   };
 }
 

@@ -9,6 +9,10 @@ import {
   storedStep,
   tagMisconfigured,
   tagNotFound,
+  checkSequence,
+  storedSequence,
+  EVERY_ID,
+  MAX_TAG_DELTA,
 } from '../../core/segment-limits.ts';
 import type {
   FenceMargin,
@@ -46,6 +50,8 @@ import {
   checkPageLimit,
   checkOpaqueUpdate,
   checkRelease,
+  checkSequenceInSet,
+  combinedResidue,
   isPlainResidue,
   parseChangeCursor,
   residueMismatch,
@@ -77,6 +83,16 @@ const RESIDUE_COLUMNS = [
  * as having no opaque tags, and only marking a tag opaque needs it.
  */
 const OPAQUE_COLUMN = 'opaque';
+
+/**
+ * A tag's own sequence (TinyId's `delta` and `remainder`, with TinyId's names and defaults): the
+ * tag issues only IDs `≡ remainder (mod delta)`. Added by `idmint db init`; a Leaf table without
+ * them issues every ID, and refuses a tag with a delta above 1.
+ */
+const SEQUENCE_COLUMNS = [
+  ['delta', 1],
+  ['remainder', 0],
+] as const;
 
 /** The columns an allocation returns the live history in, beside the row (and the recorded one, MySQL). */
 const HISTORY_COLUMN = 'idmint_history';
@@ -151,6 +167,12 @@ export class SqlSegmentStore implements SegmentStore {
   readonly residue?: SegmentResidue;
   /** Whether the table had the opaque column at the last full read's first page (undefined: not looked yet). */
   #listsOpaque: boolean | undefined;
+  /**
+   * Whether the table has the sequence columns: true once seen (columns are never dropped); false
+   * is looked at again by init() and each full read's first page, when `idmint db init` may have
+   * added them (until then every tag of the table issues every ID, as no row can say otherwise).
+   */
+  #sequence: boolean | undefined;
   /** How far a new history is fenced. */
   readonly #fence: FenceMargin;
   readonly #history: HistoryWatch;
@@ -186,6 +208,8 @@ export class SqlSegmentStore implements SegmentStore {
         await this.#createSetTable(db);
       }
       await this.#addOpaqueColumn(db);
+      await this.#addColumns(db, SEQUENCE_COLUMNS);
+      this.#sequence = true;
       await this.#addChangeIndex(db);
       await this.#createIfMissing(db, this.#sql.createHistoryTable);
     });
@@ -241,10 +265,12 @@ export class SqlSegmentStore implements SegmentStore {
   ): Promise<Allocated | AllocateRetry> {
     const bound = step ?? null;
     let row: SqlRow | undefined;
+    this.#sequence ??= await this.#hasColumns(db, SEQUENCE_COLUMNS);
+    const sql = this.#sequence ? this.#sql.sequenced : this.#sql;
     try {
       if (this.#driver.dialect.supportsReturning) {
-        row = (await db.query(this.#sql.allocateReturning, [bound, tag, bound])).rows[0];
-      } else if ((await db.query(this.#sql.allocate, [bound, tag, bound])).affectedRows === 1) {
+        row = (await db.query(sql.allocateReturning, [bound, tag, bound])).rows[0];
+      } else if ((await db.query(sql.allocate, [bound, tag, bound])).affectedRows === 1) {
         // In the transaction, after the UPDATE locked the row: a fence needs that lock too, so
         // the record read here is the one the range is allocated under. Read without a lock, so
         // a fence (rows first, then the record) cannot deadlock with it.
@@ -274,15 +300,17 @@ export class SqlSegmentStore implements SegmentStore {
     const used = step ?? tagStep;
     const residue = this.residue;
     const history = String(row[HISTORY_COLUMN]);
+    // The statement's guard admitted only a valid sequence (every ID where the table has none).
+    const sequence = storedSequence(row['delta'], row['remainder']) ?? EVERY_ID;
     if (residue === undefined) {
       // A row of a set, read by a store of its own: its range spans every database's IDs.
       // MySQL's transaction rolls back; with RETURNING the update is made, and its range is
       // skipped, never issued (the set's own allocations raise max_id to their class anyway).
       const found = storedResidue(row['id_offset'], row['id_increment']);
       if (!isPlainResidue(found)) throw residueMismatch(tag, found, undefined);
-      return { range: { tag, start: end - BigInt(used), end, step: used, tagStep }, history };
     }
-    return { range: residueRange(tag, end, used, tagStep, residue), history };
+    const own = combinedResidue(residue ?? { offset: 0, increment: 1 }, sequence);
+    return { range: residueRange(tag, end, used, tagStep, own), history };
   }
 
   /**
@@ -562,6 +590,8 @@ export class SqlSegmentStore implements SegmentStore {
       // read's first page: a Leaf table has none, and `idmint db init` may add it meanwhile.
       if (after === undefined || this.#listsOpaque === undefined)
         this.#listsOpaque = await this.#hasOpaqueColumn(db);
+      if (after === undefined && this.#sequence !== true)
+        this.#sequence = await this.#hasColumns(db, SEQUENCE_COLUMNS);
       const page = this.#listsOpaque ? this.#sql.pageWithOpaque : this.#sql.page;
       const rows = (
         after === undefined
@@ -589,18 +619,22 @@ export class SqlSegmentStore implements SegmentStore {
   async createTag(tag: NewTag): Promise<TagRecord> {
     const values = checkNewTag(tag, this.residue);
     const residue = this.residue === undefined ? [] : [this.residue.offset, this.residue.increment];
+    // The sequence columns are named only for a tag with a delta: a Leaf table takes the others.
+    const sequenced = values.delta !== 1;
+    const sql = sequenced ? this.#sql.sequenced : this.#sql;
     // A table's first tag records its history first (a table with none is fenced before it gets
     // one), so a table idmint fills from empty is never fenced at its first allocation.
     await this.#history.verify();
     return this.#call('createTag', false, async (db) => {
       try {
         // The opaque column is named only when it is set: a Leaf table without it takes plain tags.
-        await db.query(values.opaque ? this.#sql.insertOpaque : this.#sql.insert, [
+        await db.query(values.opaque ? sql.insertOpaque : sql.insert, [
           values.tag,
           values.startId,
           values.step,
           values.description,
           ...residue,
+          ...(sequenced ? [values.delta, values.remainder] : []),
         ]);
       } catch (error) {
         if (this.#driver.dialect.isDuplicateKey(error))
@@ -609,6 +643,8 @@ export class SqlSegmentStore implements SegmentStore {
           });
         if (values.opaque && !(await this.#hasOpaqueColumn(db)))
           throw this.#noOpaqueColumn(values.tag, error);
+        if (sequenced && !(await this.#hasColumns(db, SEQUENCE_COLUMNS)))
+          throw this.#noSequenceColumns(values.tag, error);
         throw this.#refusedValue(error, values.tag);
       }
       return (await this.#read(db, values.tag)) ?? failRead(values.tag);
@@ -630,6 +666,15 @@ export class SqlSegmentStore implements SegmentStore {
     const opaque = checkOpaqueUpdate(update.opaque);
     // Only ever set to 1, never back to 0 (see TagUpdate.opaque).
     if (opaque) sets.push(`${OPAQUE_COLUMN} = 1`);
+    const sequenced = update.delta !== undefined || update.remainder !== undefined;
+    if (sequenced) {
+      // Safe at any time: later IDs are above max_id, earlier ones below it; in a set each
+      // database's class stays inside its own residue mod the set's size.
+      const sequence = checkSequence(update.delta, update.remainder);
+      if (this.residue !== undefined) checkSequenceInSet(tag, sequence, this.residue.increment);
+      sets.push('delta = ?', 'remainder = ?');
+      params.push(sequence.delta, sequence.remainder);
+    }
     return this.#call(
       'updateTag',
       false,
@@ -643,6 +688,8 @@ export class SqlSegmentStore implements SegmentStore {
           } catch (error) {
             if (opaque && !(await this.#hasOpaqueColumn(db)))
               throw this.#noOpaqueColumn(tag, error);
+            if (sequenced && !(await this.#hasColumns(db, SEQUENCE_COLUMNS)))
+              throw this.#noSequenceColumns(tag, error);
             throw this.#refusedValue(error, tag);
           }
         }
@@ -729,6 +776,14 @@ export class SqlSegmentStore implements SegmentStore {
     );
   }
 
+  #noSequenceColumns(tag: string, cause: unknown): IdMintError {
+    return new IdMintError(
+      'INVALID_ARGUMENT',
+      `tag "${tag}" cannot have a delta or remainder: table ${this.table} has no delta and remainder columns (a Leaf table); run "idmint db init" on it to add them`,
+      { cause, details: { tag } },
+    );
+  }
+
   #noOpaqueColumn(tag: string, cause: unknown): IdMintError {
     return new IdMintError(
       'OPAQUE_UNAVAILABLE',
@@ -764,13 +819,29 @@ export class SqlSegmentStore implements SegmentStore {
    * `ADD COLUMN IF NOT EXISTS`, so each column is looked for first; a concurrent init that added
    * it first is not an error.
    */
-  async #addResidueColumns(db: SqlConnection): Promise<void> {
-    const has = (column: string) =>
-      db.query(`SELECT ${column} FROM ${this.table} WHERE 1 = 0`, []).then(
-        () => true,
-        () => false,
-      );
-    for (const [column, plain] of RESIDUE_COLUMNS) {
+  #addResidueColumns(db: SqlConnection): Promise<void> {
+    return this.#addColumns(db, RESIDUE_COLUMNS);
+  }
+
+  /** Whether the table has every one of `columns`. */
+  #hasColumns(
+    db: SqlConnection,
+    columns: readonly (readonly [string, number])[],
+  ): Promise<boolean> {
+    const names = columns.map(([column]) => column).join(', ');
+    return db.query(`SELECT ${names} FROM ${this.table} WHERE 1 = 0`, []).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Adds each of `columns` (an int, NOT NULL, with its default) where the table lacks it. */
+  async #addColumns(
+    db: SqlConnection,
+    columns: readonly (readonly [string, number])[],
+  ): Promise<void> {
+    const has = (column: string) => this.#hasColumns(db, [[column, 0]]);
+    for (const [column, plain] of columns) {
       if (await has(column)) continue;
       try {
         await db.query(
@@ -815,9 +886,19 @@ export class SqlSegmentStore implements SegmentStore {
     if (stored === undefined) return tagMisconfigured(tag, 'step', row['step']);
     const maxId = toBigInt(row['max_id'], 'max_id');
     if (maxId < 0n) return tagMisconfigured(tag, 'max_id', maxId);
+    const sequence = storedSequence(row['delta'], row['remainder']);
+    if (sequence === undefined) return tagMisconfigured(tag, 'delta', row['delta']);
+    if (residue !== undefined) {
+      try {
+        checkSequenceInSet(tag, sequence, residue.increment);
+      } catch (error) {
+        return tagMisconfigured(tag, 'delta', `${row['delta']} (${(error as Error).message})`);
+      }
+    }
     const used = step ?? stored;
-    // Room for the range and, in a set, for raising max_id to the class first (at most increment - 1).
-    const needed = residue === undefined ? BigInt(used) : residueRoom(used, residue);
+    // Room for the range and for raising max_id to the class first (at most increment - 1).
+    const own = combinedResidue(residue ?? { offset: 0, increment: 1 }, sequence);
+    const needed = residueRoom(used, own);
     return maxId > MAX_SEGMENT_ID - needed
       ? idSpaceExhausted(tag, maxId, used)
       : { retry: 'raced' };
@@ -864,6 +945,9 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   const leafColumns = `biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, ${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
   const opaqueColumn = `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`;
+  const sequenceColumns = SEQUENCE_COLUMNS.map(
+    ([column, plain]) => `${column} int NOT NULL DEFAULT ${plain}`,
+  ).join(', ');
   const release =
     `UPDATE ${table} SET max_id = ?, update_time = ${now} ` +
     `WHERE biz_tag = ? AND max_id = ? AND ${verified}`;
@@ -883,6 +967,11 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     reassign: `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?`,
   };
+  const sequenced = sequencedStatements(table, dialect, residue, step, verified, recorded, {
+    insert,
+    leafColumns,
+    opaqueColumn,
+  });
   if (residue === undefined) {
     // A row written outside idmint may hold a step of 0 or less (no range, or one going backwards)
     // or a negative max_id: such a row is never updated (#whyNotAllocated names it). CASE, not AND,
@@ -892,13 +981,14 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     const allocate = `UPDATE ${table} SET max_id = max_id + ${step}, update_time = ${now} WHERE biz_tag = ? AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 THEN max_id <= ${MAX_SEGMENT_ID} - ${step} ELSE 1 = 0 END`;
     return {
       ...shared,
-      createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ${opaqueColumn})${dialect.tableOptions}`,
+      createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ${opaqueColumn}, ${sequenceColumns})${dialect.tableOptions}`,
       allocate,
       allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
       release,
       raise,
       insert: `${insert}) VALUES (?, ?, ?, ?, ${now})`,
       insertOpaque: `${insert}, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, 1)`,
+      sequenced,
     };
   }
   // Database r of a set of N. Offset and increment are validated integers, written into the
@@ -914,14 +1004,73 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   const allocate = `UPDATE ${table} SET max_id = max_id + (${r + n} - max_id % ${n}) % ${n} + ${wide} * ${n}, update_time = ${now} WHERE biz_tag = ? AND ${guard} AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 THEN max_id <= ${MAX_SEGMENT_ID} - ${wide} * ${n} - ${n - 1} ELSE 1 = 0 END`;
   return {
     ...shared,
-    createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ${opaqueColumn})${dialect.tableOptions}`,
+    createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ${opaqueColumn}, ${sequenceColumns})${dialect.tableOptions}`,
     allocate,
     allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
     release: `${release} AND ${guard}`,
     raise: `${raise} AND ${guard}`,
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
     insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
+    sequenced,
   };
+}
+
+/**
+ * The statements of a table with the sequence columns (`delta`, `remainder`): allocation aligns
+ * max_id to the row's class and advances it by `step * stride`, in one statement as before. The
+ * class is the tag's own (remainder mod delta) on a store of its own; on database r of a set of
+ * N, the one class mod N * delta inside both r mod N and the tag's class (combinedResidue),
+ * written out per delta coprime to N as `r + N * ((remainder - r) * inverse(N) mod delta)`. A
+ * delta sharing a factor with N has no such class: the guard then matches no row, and
+ * #whyNotAllocated names it. Every ID the statement hands out stays in the database's class mod
+ * N, so a set's own guards (give-back, raise, re-forming) hold unchanged.
+ */
+function sequencedStatements(
+  table: string,
+  dialect: SqlDialect,
+  residue: SegmentResidue | undefined,
+  step: string,
+  verified: string,
+  recorded: string,
+  parts: { insert: string; leafColumns: string; opaqueColumn: string },
+) {
+  const now = dialect.nowTimestamp;
+  const { offset: r, increment: n } = residue ?? { offset: 0, increment: 1 };
+  const wide = dialect.castToBigint(step);
+  const stride = n === 1 ? 'delta' : `(delta * ${n})`;
+  const deltas = Array.from({ length: MAX_TAG_DELTA }, (_, i) => i + 1).filter(
+    (d) => gcdOf(d, n) === 1,
+  );
+  const klass =
+    n === 1
+      ? 'remainder'
+      : `CASE delta ${deltas
+          .map(
+            (d) =>
+              `WHEN ${d} THEN ${r} + ${n} * (((remainder + ${d * n - r}) * ${inverseMod(n, d)}) % ${d})`,
+          )
+          .join(' ')} END`;
+  const sane = `delta IN (${deltas.join(', ')}) AND remainder >= 0 AND remainder < delta`;
+  const guard = residue === undefined ? '' : ` AND id_offset = ${r} AND id_increment = ${n}`;
+  const allocate = `UPDATE ${table} SET max_id = max_id + (${klass} + ${stride} - max_id % ${stride}) % ${stride} + ${wide} * ${stride}, update_time = ${now} WHERE biz_tag = ?${guard} AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 AND ${sane} THEN max_id <= ${MAX_SEGMENT_ID} - ${wide} * ${stride} - (${stride} - 1) ELSE 1 = 0 END`;
+  const residueColumns = residue === undefined ? '' : ', id_offset, id_increment';
+  const residueMarks = residue === undefined ? '' : ', ?, ?';
+  return {
+    allocate,
+    allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
+    insert: `${parts.insert}${residueColumns}, delta, remainder) VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?)`,
+    insertOpaque: `${parts.insert}${residueColumns}, delta, remainder, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, 1)`,
+  };
+}
+
+function gcdOf(a: number, b: number): number {
+  return b === 0 ? a : gcdOf(b, a % b);
+}
+
+/** `x` with `a * x ≡ 1 (mod m)`, for `a` coprime to `m` (1 when m is 1). */
+function inverseMod(a: number, m: number): number {
+  for (let x = 1; x < m; x++) if ((a * x) % m === 1) return x;
+  return 1;
 }
 
 /** Keys read in one statement, so a read of every tag's marks stays within every backend's limits. */
@@ -1019,6 +1168,8 @@ function asRecord(row: SqlRow): TagRecord {
     id_offset: row['id_offset'],
     id_increment: row['id_increment'],
     opaque: row[OPAQUE_COLUMN],
+    delta: row['delta'],
+    remainder: row['remainder'],
   });
 }
 
