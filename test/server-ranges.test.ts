@@ -292,12 +292,16 @@ describe("TinyId's routes", () => {
         (await call(url, `/tinyid/id/nextIdSimple?bizType=orders&token=${ORDERS}`)).body,
         '201',
       );
-      // batchSize past the maximum is lowered to it, as TinyId's checkBatchSize does; 0 asks for
-      // none.
-      const lowered = JSON.parse(
+      // batchSize past TinyId's maximum (batch.size.max, 100,000, above api.maxBatch's default
+      // 10,000) is lowered to it, as TinyId's checkBatchSize does; 0 asks for none.
+      const full = JSON.parse(
         (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=20000`)).body,
       ) as { data: number[] };
-      assert.equal(lowered.data.length, 10_000);
+      assert.equal(full.data.length, 20_000);
+      const lowered = JSON.parse(
+        (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=100001`)).body,
+      ) as { data: number[] };
+      assert.equal(lowered.data.length, 100_000);
       assert.equal(
         (await call(url, `/tinyid/id/nextId?bizType=orders&token=${ORDERS}&batchSize=0`)).body,
         '{"data":[],"code":200,"message":""}',
@@ -339,6 +343,11 @@ describe("TinyId's routes", () => {
       }
       assert.equal(
         (await call(url, `/tinyid/id/nextId?bizType=ghost&token=${ADMIN}`)).body,
+        '{"data":null,"code":6,"message":"error query segmentId: can not find biztype:ghost"}',
+      );
+      // nextSegmentId is TinyId's segment service itself: its message unwrapped.
+      assert.equal(
+        (await call(url, `/tinyid/id/nextSegmentId?bizType=ghost&token=${ADMIN}`)).body,
         '{"data":null,"code":6,"message":"can not find biztype:ghost"}',
       );
       assert.equal(
@@ -357,7 +366,7 @@ describe("TinyId's routes", () => {
             message: string;
           }
         ).message,
-        /^OPAQUE_RANGE_REFUSED/,
+        /^error query segmentId: OPAQUE_RANGE_REFUSED/,
       );
       assert.equal(
         (await call(url, `/tinyid/id/nextIdSimple?bizType=secret&token=${ADMIN}`)).body,
@@ -387,7 +396,7 @@ describe("TinyId's routes", () => {
           ['UNAUTHORIZED', 8],
           ['FORBIDDEN', 4],
           ['INVALID_ARGUMENT', 9],
-          ['TAG_NOT_FOUND', 2],
+          ['TAG_NOT_FOUND', 3],
           ['OPAQUE_RANGE_REFUSED', 3],
         ],
       );

@@ -17,7 +17,7 @@ import { Readiness } from '../contract/operations.ts';
 import { healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
 import { rangeRoutes } from './routes/range.ts';
-import { tinyIdRoutes } from './routes/tinyid.ts';
+import { TINYID_BATCH_SIZE_MAX, tinyIdRoutes } from './routes/tinyid.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
 import { tagRoutes } from './routes/tags.ts';
 import { ErrorCounts } from './plugins/error-counts.ts';
@@ -398,7 +398,7 @@ async function createApp(
   rangeRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
   tinyIdRoutes(app, {
     service: segments?.service,
-    maxBatch: config.api.maxBatch,
+    maxBatch: Math.max(config.api.maxBatch, TINYID_BATCH_SIZE_MAX),
     issued,
     authorizer,
     log,

@@ -24,6 +24,7 @@ export interface TinyIdRouteDeps {
   readonly service: SegmentService | undefined;
   /**
    * TinyId's `batch.size.max`: a larger batchSize is lowered to it, as TinyId does (not refused).
+   * The server passes the larger of `api.maxBatch` and {@link TINYID_BATCH_SIZE_MAX}.
    */
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
@@ -39,6 +40,13 @@ export interface TinyIdRouteDeps {
   readonly onError: (code: ErrorCode) => void;
 }
 
+/**
+ * TinyId's `batch.size.max` (tinyid-server application.properties): its routes lower a larger
+ * batchSize to it. The TinyId routes keep it unless `api.maxBatch` is higher, so a client asking
+ * TinyId's largest batch gets as many IDs as from TinyId.
+ */
+export const TINYID_BATCH_SIZE_MAX = 100_000;
+
 /** TinyId's ErrorCode.TOKEN_ERR and ErrorCode.SYS_ERR (tinyid-server vo/ErrorCode.java). */
 const TOKEN_ERR = { code: 5, message: 'token is error' } as const;
 const SYS_ERR = 6;
@@ -51,11 +59,21 @@ function tinyIdJson(data: string, code = 200, message = ''): string {
 /**
  * The message TinyId's controller puts in a SYS_ERR answer (its exception's message). An unknown
  * tag says what TinyId says ("can not find biztype:x"); other failures say idmint's code and, for
- * a 5xx, only its public sentence (the log has the details, as for every idmint route).
+ * a 5xx, only its public sentence (the log has the details, as for every idmint route). `nextId`
+ * draws through TinyId's CachedIdGenerator, whose querySegmentId wraps every failure as "error
+ * query segmentId: <message>"; `nextSegmentId` calls the segment service directly, unwrapped.
  */
-function sysMessage(error: IdMintError, request: FastifyRequest, tag: string): string {
-  if (error.code === 'TAG_NOT_FOUND') return `can not find biztype:${tag}`;
-  return `${error.code}: ${publicMessage(error, request.id)}`;
+function sysMessage(
+  error: IdMintError,
+  request: FastifyRequest,
+  tag: string,
+  route: 'ids' | 'segment',
+): string {
+  const message =
+    error.code === 'TAG_NOT_FOUND'
+      ? `can not find biztype:${tag}`
+      : `${error.code}: ${publicMessage(error, request.id)}`;
+  return route === 'ids' ? `error query segmentId: ${message}` : message;
 }
 
 /** TinyId's parameters: Spring reads the query string, then a form body, first value wins. */
@@ -234,7 +252,7 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
         ? tinyIdJson(`[${result.ok.join(',')}]`)
         : 'token' in result
           ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message)
-          : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
+          : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag, 'ids'));
     reply.type(JSON_TYPE).send(body);
   });
 
@@ -255,7 +273,7 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
         ? tinyIdJson(segment(result.ok))
         : 'token' in result
           ? tinyIdJson('null', TOKEN_ERR.code, TOKEN_ERR.message)
-          : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag));
+          : tinyIdJson('null', SYS_ERR, sysMessage(result.error, request, result.tag, 'segment'));
     reply.type(JSON_TYPE).send(body);
   });
 
