@@ -3,6 +3,7 @@ import {
   MAX_SEGMENT_ID,
   MAX_TAG_STEP,
   checkDescription,
+  checkSequence,
   checkStep,
   checkTag,
   idSpaceExhausted,
@@ -635,6 +636,7 @@ export class RedisSegmentStore implements SegmentStore {
 
   async createTag(tag: NewTag): Promise<TagRecord> {
     const v = checkNewTag(tag, this.residue);
+    if (v.delta !== 1) throw noSequence(v.tag);
     // A prefix's first tag records its history first (Redis needs no `db init`): a prefix idmint
     // fills from empty is never fenced at its first allocation.
     await this.#history.verify();
@@ -661,6 +663,11 @@ export class RedisSegmentStore implements SegmentStore {
 
   async updateTag(tag: string, update: TagUpdate): Promise<TagRecord> {
     checkTag(tag);
+    if (update.delta !== undefined || update.remainder !== undefined) {
+      // Every ID is the plain sequence: delta 1 (remainder 0) changes nothing and is accepted.
+      const sequence = checkSequence(update.delta, update.remainder);
+      if (sequence.delta !== 1) throw noSequence(tag);
+    }
     const step = update.step === undefined ? '' : String(checkStep(update.step));
     const description =
       update.description === undefined ? undefined : checkDescription(update.description);
@@ -768,4 +775,16 @@ export class RedisSegmentStore implements SegmentStore {
       opaque: fields[6],
     });
   }
+}
+
+/**
+ * A tag's own delta is not kept on Redis yet (its allocation script issues every ID): refused
+ * rather than stored and ignored, which would issue IDs outside the tag's class.
+ */
+function noSequence(tag: string): IdMintError {
+  return new IdMintError(
+    'INVALID_ARGUMENT',
+    `tag "${tag}": a delta above 1 is not supported on a Redis store yet; use a SQL store (SQLite, PostgreSQL, MySQL) for a tag with delta and remainder`,
+    { details: { tag } },
+  );
 }

@@ -1,0 +1,98 @@
+// A tag's own delta and remainder (TinyId's) on every store: ranges of the tag's class only, on a
+// store of its own and on each database of a set (one class mod N * delta per database, inside its
+// own class mod N), a change taking effect above max_id, and what cannot combine refused.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { openSegmentStores } from '../src/stores/open-segment-store.ts';
+import type { SegmentRange } from '../src/ports/segment-store.ts';
+import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
+import { describeWithServices } from './support/services.ts';
+
+const root = mkdtempSync(join(tmpdir(), 'idmint-delta-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+function idsOf(range: SegmentRange): bigint[] {
+  const ids: bigint[] = [];
+  for (let id = range.start; id < range.end; id += BigInt(range.stride ?? 1)) ids.push(id);
+  assert.equal(ids.length, range.step);
+  return ids;
+}
+
+for (const backend of [
+  SEGMENT_BACKENDS.sqlite,
+  SEGMENT_BACKENDS.postgres,
+  SEGMENT_BACKENDS.mariadb,
+]) {
+  await describeWithServices(`delta and remainder on ${backend.name}`, backend.services, () => {
+    it('issues only the class, changes above max_id, refuses a bad pair', async (t) => {
+      const fixture = await backend.open();
+      t.after(() => fixture.dispose());
+      const { store } = fixture;
+      const created = await store.createTag({
+        tag: 'odd',
+        step: 3,
+        delta: 2,
+        remainder: 1,
+        startId: 4n,
+      });
+      assert.deepEqual([created.delta, created.remainder], [2, 1]);
+      const first = idsOf(await store.allocate('odd'));
+      assert.deepEqual(first, [5n, 7n, 9n]);
+      assert.deepEqual(idsOf(await store.allocate('odd', 2)), [11n, 13n]);
+      await store.updateTag('odd', { delta: 3, remainder: 1 });
+      assert.deepEqual(idsOf(await store.allocate('odd')), [16n, 19n, 22n]);
+      await assert.rejects(store.updateTag('odd', { delta: 2, remainder: 2 }), {
+        code: 'INVALID_ARGUMENT',
+      });
+      // A row written by hand with a remainder TinyId would accept: nothing is allocated from it.
+      await backend.sql?.(
+        fixture.url,
+        `UPDATE ${fixture.table} SET remainder = 5 WHERE biz_tag = 'odd'`,
+      );
+      await assert.rejects(store.allocate('odd'), { code: 'TAG_MISCONFIGURED' });
+    });
+  });
+}
+
+describe('delta and remainder in a set of databases', () => {
+  it('gives each database one class mod N * delta inside its own; refuses a delta sharing a factor with N', async () => {
+    const urls = [1, 2].map((n) => `sqlite:${join(root, `set-${n}.db`)}`);
+    const set = await openSegmentStores(urls, { verify: false });
+    try {
+      await set.join();
+      await set.createTag({ tag: 'thirds', step: 4, delta: 3, remainder: 2 });
+      const ids = new Set<bigint>();
+      for (let i = 0; i < 6; i++) {
+        const range = await set.allocate('thirds');
+        assert.equal(range.stride, 6);
+        for (const id of idsOf(range)) {
+          assert.equal(id % 3n, 2n, `${id} is of the tag's class`);
+          assert.ok(!ids.has(id), `${id} twice`);
+          ids.add(id);
+        }
+      }
+      // Both databases served: classes 2 and 5 mod 6 (database 0 even, database 1 odd).
+      assert.deepEqual(new Set([...ids].map((id) => id % 6n)), new Set([2n, 5n]));
+      await assert.rejects(set.createTag({ tag: 'halves', step: 4, delta: 2, remainder: 1 }), {
+        code: 'INVALID_ARGUMENT',
+        message: /share a factor/,
+      });
+      await assert.rejects(set.updateTag('thirds', { delta: 4, remainder: 1 }), /share a factor/);
+    } finally {
+      await set.close();
+    }
+  });
+});
+
+await describeWithServices('delta and remainder on redis', ['redis'], () => {
+  it('is refused rather than stored and ignored', async (t) => {
+    const fixture = await SEGMENT_BACKENDS.redis.open();
+    t.after(() => fixture.dispose());
+    await assert.rejects(fixture.store.createTag({ tag: 'odd', step: 3, delta: 2, remainder: 1 }), {
+      code: 'INVALID_ARGUMENT',
+    });
+  });
+});
