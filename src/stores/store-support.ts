@@ -602,7 +602,9 @@ export function checkSequenceInSet(tag: string, sequence: TagSequence, size: num
   if (gcd(sequence.delta, size) !== 1) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `tag "${tag}": delta ${sequence.delta} cannot be served by a set of ${size} databases: they share a factor, so some databases would hold no ID of the tag's class; use a delta coprime to ${size}, or a store of its own`,
+      `tag "${tag}": delta ${sequence.delta} cannot be served by a set of ${size} databases: ` +
+        `they share a factor, so some databases would hold no ID of the tag's class; use a ` +
+        `delta coprime to ${size}, or a store of its own`,
       { details: { tag, delta: sequence.delta, databases: size } },
     );
   }

@@ -784,7 +784,8 @@ export class RedisSegmentStore implements SegmentStore {
 function noSequence(tag: string): IdMintError {
   return new IdMintError(
     'INVALID_ARGUMENT',
-    `tag "${tag}": a delta above 1 is not supported on a Redis store yet; use a SQL store (SQLite, PostgreSQL, MySQL) for a tag with delta and remainder`,
+    `tag "${tag}": a delta above 1 is not supported on a Redis store yet; use a SQL store ` +
+      '(SQLite, PostgreSQL, MySQL) for a tag with delta and remainder',
     { details: { tag } },
   );
 }

@@ -779,7 +779,8 @@ export class SqlSegmentStore implements SegmentStore {
   #noSequenceColumns(tag: string, cause: unknown): IdMintError {
     return new IdMintError(
       'INVALID_ARGUMENT',
-      `tag "${tag}" cannot have a delta or remainder: table ${this.table} has no delta and remainder columns (a Leaf table); run "idmint db init" on it to add them`,
+      `tag "${tag}" cannot have a delta or remainder: table ${this.table} has no delta and ` +
+        'remainder columns (a Leaf table); run "idmint db init" on it to add them',
       { cause, details: { tag } },
     );
   }
@@ -1052,14 +1053,23 @@ function sequencedStatements(
           .join(' ')} END`;
   const sane = `delta IN (${deltas.join(', ')}) AND remainder >= 0 AND remainder < delta`;
   const guard = residue === undefined ? '' : ` AND id_offset = ${r} AND id_increment = ${n}`;
-  const allocate = `UPDATE ${table} SET max_id = max_id + (${klass} + ${stride} - max_id % ${stride}) % ${stride} + ${wide} * ${stride}, update_time = ${now} WHERE biz_tag = ?${guard} AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 AND ${sane} THEN max_id <= ${MAX_SEGMENT_ID} - ${wide} * ${stride} - (${stride} - 1) ELSE 1 = 0 END`;
+  const align = `(${klass} + ${stride} - max_id % ${stride}) % ${stride}`;
+  const room = `${MAX_SEGMENT_ID} - ${wide} * ${stride} - (${stride} - 1)`;
+  const allocate =
+    `UPDATE ${table} SET max_id = max_id + ${align} + ${wide} * ${stride}, ` +
+    `update_time = ${now} WHERE biz_tag = ?${guard} AND CASE WHEN step BETWEEN 1 AND ` +
+    `${MAX_TAG_STEP} AND max_id >= 0 AND ${sane} THEN max_id <= ${room} ELSE 1 = 0 END`;
   const residueColumns = residue === undefined ? '' : ', id_offset, id_increment';
   const residueMarks = residue === undefined ? '' : ', ?, ?';
   return {
     allocate,
     allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
-    insert: `${parts.insert}${residueColumns}, delta, remainder) VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?)`,
-    insertOpaque: `${parts.insert}${residueColumns}, delta, remainder, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, 1)`,
+    insert:
+      `${parts.insert}${residueColumns}, delta, remainder) ` +
+      `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?)`,
+    insertOpaque:
+      `${parts.insert}${residueColumns}, delta, remainder, ${OPAQUE_COLUMN}) ` +
+      `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, 1)`,
   };
 }
 
