@@ -17,13 +17,16 @@ import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.t
 import {
   openWorkerRegistry,
   type OpenWorkerRegistryOptions,
-} from '../src/registries/open-worker-registry.ts';
+} from '../src/backends/open-worker-registry.ts';
 import { EtcdWorkerRegistry, type EtcdLike } from '../src/registries/etcd/etcd-worker-registry.ts';
 import { SqlWorkerRegistry } from '../src/registries/sql/sql-worker-registry.ts';
 import {
   ZooKeeperWorkerRegistry,
   type ZooKeeperClientLike,
 } from '../src/registries/zookeeper/zookeeper-worker-registry.ts';
+import { backendOptions } from '../src/backends/catalog.ts';
+import { mysqlBackend } from '../src/backends/mysql/mysql-backend.ts';
+import { postgresBackend } from '../src/backends/postgres/postgres-backend.ts';
 import { MysqlDriver } from '../src/sql/mysql-driver.ts';
 import { PostgresDriver } from '../src/sql/postgres-driver.ts';
 import type { SqlDriver } from '../src/sql/sql-driver.ts';
@@ -200,7 +203,10 @@ const BACKENDS: Record<string, Backend> = {
     requests: () => counting(postgresStatements),
     processName: 'postgres',
     openCounted: (options) =>
-      countedSql(() => PostgresDriver.open(SERVICES.postgres.url, pool), options),
+      countedSql(
+        () => PostgresDriver.open(backendOptions(postgresBackend, SERVICES.postgres.url), pool),
+        options,
+      ),
   },
   mysql: {
     name: 'mysql',
@@ -209,7 +215,11 @@ const BACKENDS: Record<string, Backend> = {
     options: { name: RUN, table: TABLE },
     cleanup: () => dropSqlTable(SERVICES.mysql.url, TABLE),
     processName: 'mariadbd',
-    openCounted: (options) => countedSql(() => MysqlDriver.open(SERVICES.mysql.url, pool), options),
+    openCounted: (options) =>
+      countedSql(
+        () => MysqlDriver.open(backendOptions(mysqlBackend, SERVICES.mysql.url), pool),
+        options,
+      ),
   },
   redis: {
     name: 'redis',

@@ -16,7 +16,7 @@ import { buildServer } from '../src/server/app.ts';
 import { defineConfig } from '../src/config/load.ts';
 import { SystemClock } from '../src/clocks/system-clock.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { dropSqlTable } from '../test/support/registry-admin.ts';
 import { metricSample } from '../test/support/metrics-text.ts';
 import { startServe } from '../test/support/serve-process.ts';

@@ -76,11 +76,11 @@ export {
   SEGMENT_STORE_URL_FORMS,
   openSegmentStore,
   openSegmentStores,
-} from './stores/open-segment-store.ts';
+} from './backends/open-segment-store.ts';
 export type {
   OpenSegmentStoreOptions,
   OpenSegmentStoresOptions,
-} from './stores/open-segment-store.ts';
+} from './backends/open-segment-store.ts';
 export { MultiSegmentStore } from './stores/multi/multi-segment-store.ts';
 export type {
   MultiSegmentStoreOptions,
@@ -121,8 +121,8 @@ export type {
   WorkerRollbackOptions,
 } from './service/snowflake-worker.ts';
 export { localNodeIdentity } from './service/node-identity.ts';
-export { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './registries/open-worker-registry.ts';
-export type { OpenWorkerRegistryOptions } from './registries/open-worker-registry.ts';
+export { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './backends/open-worker-registry.ts';
+export type { OpenWorkerRegistryOptions } from './backends/open-worker-registry.ts';
 export { UuidV4Generator, decodeUuid, isUuid, uuidFromBytes, uuidToBytes } from './core/uuid.ts';
 export type { DecodedUuid, UuidV4Options, UuidVariant } from './core/uuid.ts';
 export { CROCKFORD_BASE32, decodeUlid, isUlid, ulidFromBytes, ulidToBytes } from './core/ulid.ts';

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { isIdMintError } from '../src/core/errors.ts';
-import { openWorkerRegistry } from '../src/registries/open-worker-registry.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openWorkerRegistry } from '../src/backends/open-worker-registry.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { BlackHole } from './support/black-hole.ts';
 
 /**

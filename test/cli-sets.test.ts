@@ -8,7 +8,7 @@ import { it } from 'node:test';
 import type { SetMemberStore } from '../src/stores/multi/multi-segment-store.ts';
 import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
-import { openSegmentStore, openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore, openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { runIdmint } from './support/cli.ts';
 import { SET_URLS, dropSet } from './support/segment-sets.ts';
 import { spawnServe, startServe } from './support/serve-process.ts';

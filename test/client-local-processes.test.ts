@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import { IdMintClient } from '../src/client/client.ts';
 import { isIdMintError } from '../src/core/errors.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { startServe, type ServeProcess } from './support/serve-process.ts';
 import { SERVICES, describeWithServices, uniqueName } from './support/services.ts';
 

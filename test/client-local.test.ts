@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { IdMintClient } from '../src/client/client.ts';
 import { isIdMintError } from '../src/core/errors.ts';
-import { openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { modulesLoadedBy } from './support/modules-loaded.ts';
 import { seededRandom, testSeed } from './support/random.ts';
 import { testServer } from './support/server.ts';

@@ -3,7 +3,7 @@ import { it, type TestContext } from 'node:test';
 import { ManualClock } from '../src/clocks/manual-clock.ts';
 import { MonotonicClock } from '../src/clocks/monotonic-clock.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { SEGMENT_BACKENDS, withPort, type SegmentBackend } from './support/segment-backends.ts';
 import { rejectsWith } from './support/segment-store-suite.ts';

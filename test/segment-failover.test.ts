@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { it, type TestContext } from 'node:test';
 import { IdMintClient } from '../src/client/client.ts';
 import { isIdMintError } from '../src/core/errors.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { runIdmint } from './support/cli.ts';
 import { describeWithReplication, startReplicaPair } from './support/replication.ts';
 import type { ReplicaPair, ReplicatedBackend } from './support/replication.ts';

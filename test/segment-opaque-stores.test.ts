@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { it, type TestContext } from 'node:test';
 import { isIdMintError } from '../src/core/errors.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { assertError } from './support/http.ts';
 import { SEGMENT_BACKENDS, type SegmentBackend } from './support/segment-backends.ts';
 import { rejectsWith } from './support/segment-store-suite.ts';

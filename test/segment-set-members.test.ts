@@ -14,7 +14,7 @@ import type { SegmentStore } from '../src/ports/segment-store.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
 import { MultiSegmentStore, type SetMemberStore } from '../src/stores/multi/multi-segment-store.ts';
 import { highKey, parseHigh } from '../src/stores/multi/set-records.ts';
-import { openSegmentStore, openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore, openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { deleteRedisPrefix } from './support/segment-backends.ts';

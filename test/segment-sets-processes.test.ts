@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import type { SetMemberStore } from '../src/stores/multi/multi-segment-store.ts';
-import { openSegmentStore, openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore, openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { SET_URLS, dropSet, proxied } from './support/segment-sets.ts';
 import { describeWithServices, uniqueName } from './support/services.ts';
 

@@ -13,7 +13,7 @@ import { MAX_TAG_STEP } from '../src/core/segment-limits.ts';
 import type { SegmentResidue, SegmentStore } from '../src/ports/segment-store.ts';
 import { SegmentService } from '../src/service/segment-service.ts';
 import type { MultiSegmentStore, SetMemberStore } from '../src/stores/multi/multi-segment-store.ts';
-import { openSegmentStore, openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore, openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { SET_URLS, dropSet, proxied, rawSql } from './support/segment-sets.ts';
 import { setRecordedHistory } from './support/segment-backends.ts';
 import { rejectsWith, runSegmentStoreSuite } from './support/segment-store-suite.ts';

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { assertError, type Answer } from './support/http.ts';
 import { metricSample } from './support/metrics-text.ts';
 import { testServer } from './support/server.ts';

@@ -13,7 +13,7 @@ import {
   type SnowflakeWorkerEvent,
   type SnowflakeWorkerOptions,
 } from '../src/service/snowflake-worker.ts';
-import { openWorkerRegistry } from '../src/registries/open-worker-registry.ts';
+import { openWorkerRegistry } from '../src/backends/open-worker-registry.ts';
 import { FaultyRegistry } from './support/faulty-registry.ts';
 import { deleteZooKeeperNamespace } from './support/registry-admin.ts';
 import { SERVICES, describeWithServices, uniqueName } from './support/services.ts';

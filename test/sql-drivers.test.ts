@@ -7,6 +7,9 @@ import { after, before, describe, it } from 'node:test';
 import { isIdMintError } from '../src/core/errors.ts';
 import { withDeadline } from '../src/shared/timeout.ts';
 import { SqlWorkerRegistry } from '../src/registries/sql/sql-worker-registry.ts';
+import { backendOptions } from '../src/backends/catalog.ts';
+import { mysqlBackend } from '../src/backends/mysql/mysql-backend.ts';
+import { postgresBackend } from '../src/backends/postgres/postgres-backend.ts';
 import { MysqlDriver } from '../src/sql/mysql-driver.ts';
 import { PostgresDriver } from '../src/sql/postgres-driver.ts';
 import type { SqlConnection, SqlDriver, SqlValue } from '../src/sql/sql-driver.ts';
@@ -42,7 +45,11 @@ const CASES: DriverCase[] = [
   {
     name: 'postgres',
     services: ['postgres'],
-    open: () => PostgresDriver.open(SERVICES.postgres.url, { poolSize: 1, timeoutMs: 5000 }),
+    open: () =>
+      PostgresDriver.open(backendOptions(postgresBackend, SERVICES.postgres.url), {
+        poolSize: 1,
+        timeoutMs: 5000,
+      }),
     url: SERVICES.postgres.url,
     slow: 'SELECT pg_sleep(2)',
     session: 'SELECT pg_backend_pid() AS id',
@@ -50,7 +57,11 @@ const CASES: DriverCase[] = [
   {
     name: 'mariadb',
     services: ['mysql'],
-    open: () => MysqlDriver.open(SERVICES.mysql.url, { poolSize: 1, timeoutMs: 5000 }),
+    open: () =>
+      MysqlDriver.open(backendOptions(mysqlBackend, SERVICES.mysql.url), {
+        poolSize: 1,
+        timeoutMs: 5000,
+      }),
     url: SERVICES.mysql.url,
     slow: 'SELECT SLEEP(2)',
     session: 'SELECT CONNECTION_ID() AS id',

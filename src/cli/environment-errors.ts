@@ -5,7 +5,8 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isIdMintError } from '../core/errors.ts';
-import { parseConnectionUrl, type UrlRole } from '../shared/connection-url.ts';
+import { parseBackendUrl } from '../backends/catalog.ts';
+import type { BackendRole as UrlRole } from '../backends/descriptor.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import { EXIT_FAILURE } from './exit-codes.ts';
 import { CommandFailure } from './io.ts';
@@ -90,13 +91,7 @@ export async function backendFailure(
 async function unresolvedHost(url: string, role: UrlRole): Promise<string | undefined> {
   let hosts: string[];
   try {
-    const parsed = parseConnectionUrl(url, role);
-    hosts =
-      'hosts' in parsed
-        ? parsed.hosts.map((h) => h.host)
-        : 'host' in parsed
-          ? [parsed.host.host]
-          : [];
+    hosts = parseBackendUrl(url, role).hosts.map((h) => h.host);
   } catch {
     return undefined;
   }

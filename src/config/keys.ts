@@ -1,5 +1,6 @@
 import Type, { type TSchema } from 'typebox';
-import { urlFormsText, type UrlRole } from '../shared/connection-url.ts';
+import { urlFormsText } from '../backends/catalog.ts';
+import type { BackendRole as UrlRole } from '../backends/descriptor.ts';
 import { MAX_TIMER_MS } from '../core/time.ts';
 
 /**
@@ -41,7 +42,7 @@ export interface KeyInfo {
   readonly text: TextForm;
   /** True when the value must never be printed (tokens). */
   readonly secret?: true;
-  /** A backend URL: checked whole by shared/connection-url.ts, the one module that reads URLs. */
+  /** A backend URL: checked whole through the backend catalog (src/backends/). */
   readonly url?: UrlRole;
 }
 
@@ -238,7 +239,7 @@ export function text(
 export function backendUrl(options: KeyOptions<string> & { readonly role: UrlRole }) {
   const { env, doc, role } = options;
   // The whole URL (scheme, hosts, ports, a Redis database) is checked by load.ts through
-  // shared/connection-url.ts, the one module that reads URLs, so its message is the one shown.
+  // the backend catalog, where each backend reads its own URLs, so its message is the one shown.
   return Type.String({
     minLength: 1,
     ...annotate(doc, options.default, {
@@ -251,7 +252,7 @@ export function backendUrl(options: KeyOptions<string> & { readonly role: UrlRol
 }
 
 /**
- * A list of backend URLs (at most `max`), each checked whole by shared/connection-url.ts like a
+ * A list of backend URLs (at most `max`), each checked whole through the catalog like a
  * {@link backendUrl}. Comma-separated in a variable or flag; a list in a file.
  */
 export function backendUrlList(

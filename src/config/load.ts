@@ -4,7 +4,8 @@ import type { TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { parse as parseYaml } from 'yaml';
 import { IdMintError } from '../core/errors.ts';
-import { connectionUrlProblem, redactUrl } from '../shared/connection-url.ts';
+import { backendUrlProblem } from '../backends/catalog.ts';
+import { redactUrl } from '../shared/connection-url.ts';
 import { compileKey, problemWith, readValue } from './read.ts';
 import type { RuleCheck } from './rules.ts';
 import {
@@ -249,9 +250,9 @@ function deepFreeze<T>(value: T): T {
 function urlProblem(key: ConfigKey, value: unknown): string | undefined {
   const role = key.schema['x-idmint'].url;
   if (role === undefined) return undefined;
-  if (!Array.isArray(value)) return connectionUrlProblem(value, role);
+  if (!Array.isArray(value)) return backendUrlProblem(value, role);
   for (const [index, url] of value.entries()) {
-    const problem = connectionUrlProblem(url, role);
+    const problem = backendUrlProblem(url, role);
     if (problem !== undefined)
       return (
         `URL ${index} (${JSON.stringify(typeof url === 'string' ? redactUrl(url) : url)}) ` +

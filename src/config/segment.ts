@@ -6,7 +6,7 @@ import {
 } from '../core/segment-limits.ts';
 import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
-import { DEFAULT_SEGMENT_STORE_URL } from '../stores/open-segment-store.ts';
+import { DEFAULT_SEGMENT_STORE_URL } from '../backends/sqlite/sqlite-backend.ts';
 import {
   DEFAULT_FENCE_RANGES,
   DEFAULT_SEGMENT_TABLE,

@@ -7,10 +7,10 @@ import {
 } from './segment-service.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
-import { openWorkerRegistry } from '../registries/open-worker-registry.ts';
+import { openWorkerRegistry } from '../backends/open-worker-registry.ts';
 import { localNodeIdentity } from './node-identity.ts';
 import { SnowflakeWorker, type SnowflakeWorkerEvent } from './snowflake-worker.ts';
-import { openSegmentStore, openSegmentStores } from '../stores/open-segment-store.ts';
+import { openSegmentStore, openSegmentStores } from '../backends/open-segment-store.ts';
 import { MultiSegmentStore, type SetDatabaseStats } from '../stores/multi/multi-segment-store.ts';
 import type { ServerConfig } from '../config/schema.ts';
 import { segmentFenceMargin } from '../config/segment.ts';

@@ -1,5 +1,6 @@
-import { sqlDriverUrl } from '../shared/connection-url.ts';
+import { buildUrl } from '../shared/connection-url.ts';
 import {
+  limitClause,
   withPooledConnection,
   type PooledConnection,
   type SqlConnection,
@@ -7,6 +8,7 @@ import {
   type SqlDialect,
   type SqlDriver,
   type SqlPoolOptions,
+  type SqlServerAddress,
   type SqlValue,
 } from './sql-driver.ts';
 import { loadDriver } from '../shared/load-driver.ts';
@@ -86,6 +88,7 @@ export const mysqlDialect: SqlDialect = {
     return VALUE_REFUSED.has(Number((error as { errno?: unknown } | null)?.errno));
   },
   isMissingTable: (error) => (error as { errno?: unknown } | null)?.errno === NO_SUCH_TABLE,
+  limit: limitClause,
   greatest: (a, b) => `GREATEST(${a}, ${b})`,
   // The server's server_id, which MySQL and MariaDB replication both require to differ between a
   // primary and its replicas, so a promoted replica reports another one. MySQL's server_uuid
@@ -109,7 +112,7 @@ export class MysqlDriver implements SqlDriver {
   ) {
     if (pool === null || typeof pool !== 'object' || typeof pool.getConnection !== 'function') {
       throw new TypeError(
-        'the MySQL driver needs a mysql2/promise Pool; MysqlSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one',
+        'the MySQL driver needs a mysql2/promise Pool; MysqlDriver.open(address) opens one',
       );
     }
     this.#pool = pool;
@@ -117,9 +120,9 @@ export class MysqlDriver implements SqlDriver {
     this.#queryTimeoutMs = options.queryTimeoutMs;
   }
 
-  /** A driver on a pool of its own at `url` (MySQL or MariaDB), ended by close(). Loads `mysql2` only now. */
-  static async open(url: string, options: SqlPoolOptions): Promise<MysqlDriver> {
-    return new MysqlDriver(await openMysqlPool(url, options), {
+  /** A driver on a pool of its own at `address` (MySQL or MariaDB), ended by close(). Loads `mysql2` only now. */
+  static async open(address: SqlServerAddress, options: SqlPoolOptions): Promise<MysqlDriver> {
+    return new MysqlDriver(await openMysqlPool(address, options), {
       closePool: true,
       queryTimeoutMs: options.timeoutMs,
     });
@@ -161,13 +164,16 @@ export class MysqlDriver implements SqlDriver {
   }
 }
 
-/** Opens a `mysql2` Pool on `url` (MySQL or MariaDB), loading the driver only now. */
-export async function openMysqlPool(url: string, options: SqlPoolOptions): Promise<MysqlPoolLike> {
+/** Opens a `mysql2` Pool on `address` (MySQL or MariaDB), loading the driver only now. */
+export async function openMysqlPool(
+  address: SqlServerAddress,
+  options: SqlPoolOptions,
+): Promise<MysqlPoolLike> {
   const mysql = await loadDriver('mysql2', 'a mysql:// URL', () => import('mysql2/promise'));
   const pool = mysql.createPool({
-    // Rebuilt by shared/connection-url.ts: a raw password with `@` or `/` in it reads as written,
-    // and mariadb:// is mysql2's mysql://.
-    uri: sqlDriverUrl(url),
+    // Every part encoded: a raw password with `@` or `/` in it reads as written (and mariadb://
+    // is mysql2's mysql://).
+    uri: buildUrl({ ...address, scheme: 'mysql', path: address.database }),
     connectionLimit: options.poolSize,
     connectTimeout: options.timeoutMs,
     enableKeepAlive: true,

@@ -1,6 +1,7 @@
-import { sqlDriverUrl } from '../shared/connection-url.ts';
+import { buildUrl } from '../shared/connection-url.ts';
 import {
   insertOnConflictDoNothing,
+  limitClause,
   withPooledConnection,
   type PooledConnection,
   type SqlConnection,
@@ -8,6 +9,7 @@ import {
   type SqlDialect,
   type SqlDriver,
   type SqlPoolOptions,
+  type SqlServerAddress,
   type SqlValue,
 } from './sql-driver.ts';
 import { loadDriver } from '../shared/load-driver.ts';
@@ -68,6 +70,7 @@ export const postgresDialect: SqlDialect = {
     return VALUE_REFUSED.has(String((error as { code?: unknown } | null)?.code));
   },
   isMissingTable: (error) => (error as { code?: unknown } | null)?.code === '42P01', // undefined_table
+  limit: limitClause,
   greatest: (a, b) => `GREATEST(${a}, ${b})`,
   // The cluster's system identifier (new on initdb; a base backup, hence a replica, keeps it) and
   // the timeline WAL is written on now, which a promotion (and a point-in-time recovery) moves to
@@ -104,16 +107,16 @@ export class PostgresDriver implements SqlDriver {
   constructor(pool: PgPoolLike, options: { readonly closePool: boolean }) {
     if (pool === null || typeof pool !== 'object' || typeof pool.connect !== 'function') {
       throw new TypeError(
-        'the PostgreSQL driver needs a pg Pool; PostgresSegmentStore.connect(url) and connectSqlWorkerRegistry(url) open one',
+        'the PostgreSQL driver needs a pg Pool; PostgresDriver.open(address) opens one',
       );
     }
     this.#pool = pool;
     this.#closePool = options.closePool;
   }
 
-  /** A driver on a pool of its own at `url`, ended by close(). Loads `pg` only now. */
-  static async open(url: string, options: SqlPoolOptions): Promise<PostgresDriver> {
-    return new PostgresDriver(await openPostgresPool(url, options), { closePool: true });
+  /** A driver on a pool of its own at `address`, ended by close(). Loads `pg` only now. */
+  static async open(address: SqlServerAddress, options: SqlPoolOptions): Promise<PostgresDriver> {
+    return new PostgresDriver(await openPostgresPool(address, options), { closePool: true });
   }
 
   withConnection<T>(
@@ -163,12 +166,15 @@ export class PostgresDriver implements SqlDriver {
   }
 }
 
-/** Opens a `pg` Pool on `url`, loading the driver only now. */
-export async function openPostgresPool(url: string, options: SqlPoolOptions): Promise<PgPoolLike> {
+/** Opens a `pg` Pool on `address`, loading the driver only now. */
+export async function openPostgresPool(
+  address: SqlServerAddress,
+  options: SqlPoolOptions,
+): Promise<PgPoolLike> {
   const { default: pg } = await loadDriver('pg', 'a postgres:// URL', () => import('pg'));
   const pool = new pg.Pool({
-    // Rebuilt by shared/connection-url.ts: a raw password with `@` or `/` in it reads as written.
-    connectionString: sqlDriverUrl(url),
+    // Every part encoded: a raw password with `@` or `/` in it reads as written.
+    connectionString: buildUrl({ ...address, scheme: 'postgresql', path: address.database }),
     max: options.poolSize,
     connectionTimeoutMillis: options.timeoutMs,
     // No query_timeout: see PostgresDriver. Every call is bounded by its caller's signal.

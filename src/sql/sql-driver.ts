@@ -4,6 +4,7 @@
 // code outside those files never asks which backend it runs on.
 
 import { IdMintError } from '../core/errors.ts';
+import type { UrlCredentials, UrlHost } from '../shared/connection-url.ts';
 
 /** A value bound to a `?` placeholder. Integers past 2^53 are bigints. */
 export type SqlValue = string | number | bigint | null;
@@ -82,6 +83,11 @@ export interface SqlDialect {
   isDuplicateKey(error: unknown): boolean;
   /** True when `error` says a table the statement names does not exist. */
   isMissingTable(error: unknown): boolean;
+  /**
+   * Appended to an ordered SELECT: return at most `rows` rows (`LIMIT n`; SQL Server would say
+   * `OFFSET 0 ROWS FETCH NEXT n ROWS ONLY`). `rows` is a whole number idmint chose, never input.
+   */
+  limit(rows: number): string;
   /** The larger of two integer expressions (`GREATEST`; SQLite's two-argument `MAX`). */
   greatest(a: string, b: string): string;
   /**
@@ -125,7 +131,23 @@ export interface SqlDriver {
   close(): Promise<void>;
 }
 
-/** Options of a driver that opens its own pool from a URL. */
+/** `LIMIT n`, the form SQLite, PostgreSQL and MySQL share. */
+export function limitClause(rows: number): string {
+  return `LIMIT ${rows}`;
+}
+
+/**
+ * Where a network SQL database is, as its backend parsed it from the URL (src/backends/): drivers
+ * take these parts, never the URL string.
+ */
+export interface SqlServerAddress extends UrlCredentials {
+  readonly host: UrlHost;
+  readonly database: string;
+  /** Driver options as the URL's query string gave them (`sslmode=require`), without `?`; ''. */
+  readonly query: string;
+}
+
+/** Options of a driver that opens its own pool.*/
 export interface SqlPoolOptions {
   /** Connections in the pool. */
   readonly poolSize: number;

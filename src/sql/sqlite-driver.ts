@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import { blockingSleep } from '../clocks/sleep.ts';
 import {
   insertOnConflictDoNothing,
+  limitClause,
   type SqlConnection,
   type SqlConnectionOptions,
   type SqlDialect,
@@ -53,6 +54,7 @@ export const sqliteDialect: SqlDialect = {
   // SQLITE_ERROR carries no code of its own for this: only its message tells.
   isMissingTable: (error) =>
     /no such table/i.test(error instanceof Error ? error.message : String(error)),
+  limit: limitClause,
   greatest: (a, b) => `MAX(${a}, ${b})`,
   // A file has no replicas and no promotion: its history is one, as far as SQLite can tell. A
   // file restored from a backup is what `idmint db fence` is for.

@@ -6,7 +6,7 @@ import { ManualClock } from '../../src/clocks/manual-clock.ts';
 import { isIdMintError } from '../../src/core/errors.ts';
 import { decomposeId, getLayout } from '../../src/core/layout.ts';
 import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
-import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
+import { openWorkerRegistry } from '../../src/backends/open-worker-registry.ts';
 import { SnowflakeWorker } from '../../src/service/snowflake-worker.ts';
 import {
   deleteRedisNamespace,

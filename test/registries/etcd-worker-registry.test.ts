@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
+import { openWorkerRegistry } from '../../src/backends/open-worker-registry.ts';
 import { deleteEtcdNamespace, etcdRecord } from '../support/registry-admin.ts';
 import { SERVICES, hostPort } from '../support/services.ts';
 import { runWorkerProcessScenarios } from '../support/worker-process-scenarios.ts';

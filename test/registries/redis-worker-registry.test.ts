@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
+import { backendOptions } from '../../src/backends/catalog.ts';
+import { redisBackend } from '../../src/backends/redis/redis-backend.ts';
 import { createServer, connect, type Socket } from 'node:net';
 import {
   RedisWorkerRegistry,
@@ -144,11 +146,14 @@ await describeWithServices('redis worker registry, a dead connection', ['redis']
   }, async () => {
     const proxy = await silencingProxy(hostPort(url));
     const name = uniqueName('t');
-    const registry = await connectRedisWorkerRegistry(`redis://127.0.0.1:${proxy.port}/0`, {
-      name,
-      ttlMs: 10_000,
-      operationTimeoutMs: 500,
-    });
+    const registry = await connectRedisWorkerRegistry(
+      { host: '127.0.0.1', port: proxy.port, db: 0 },
+      {
+        name,
+        ttlMs: 10_000,
+        operationTimeoutMs: 500,
+      },
+    );
     try {
       const lease = await registry.acquire({ identity: { host: 'h1', port: 1 }, maxWorkers: 2 });
       proxy.silence();
@@ -190,8 +195,9 @@ await describeWithServices('redis worker registry, the free-ID index', ['redis']
     const { Redis } = await import('ioredis');
     const admin = new Redis(url, { lazyConnect: true });
     await admin.connect();
-    const long = await connectRedisWorkerRegistry(url, { name, ttlMs: 60_000 });
-    const short = await connectRedisWorkerRegistry(url, { name, ttlMs: 1000 });
+    const target = backendOptions(redisBackend, url);
+    const long = await connectRedisWorkerRegistry(target, { name, ttlMs: 60_000 });
+    const short = await connectRedisWorkerRegistry(target, { name, ttlMs: 1000 });
     const node = (n: number) => ({ host: `10.8.0.${n}`, port: 8080 });
     try {
       const held = [];

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
-import { openWorkerRegistry } from '../../src/registries/open-worker-registry.ts';
+import { openWorkerRegistry } from '../../src/backends/open-worker-registry.ts';
 import {
   deleteZooKeeperNamespace,
   seedZooKeeperRecord,

@@ -7,7 +7,7 @@ import { DatabaseSync } from 'node:sqlite';
 import {
   openSegmentStore,
   type OpenSegmentStoreOptions,
-} from '../../src/stores/open-segment-store.ts';
+} from '../../src/backends/open-segment-store.ts';
 import { HISTORY_TABLE } from '../../src/stores/store-support.ts';
 import type { SegmentStoreFixture } from './segment-store-suite.ts';
 import type { SegmentStore } from '../../src/ports/segment-store.ts';

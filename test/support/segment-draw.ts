@@ -4,7 +4,7 @@
 //   node segment-draw.ts <store-url> <table> <tag> <count> <step>
 import { MonotonicClock } from '../../src/clocks/monotonic-clock.ts';
 import { SegmentService } from '../../src/service/segment-service.ts';
-import { openSegmentStore } from '../../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../../src/backends/open-segment-store.ts';
 
 const [url = '', table = '', tag = '', count = '0', step = '0'] = process.argv.slice(2);
 const store = await openSegmentStore(url, { table, init: false });

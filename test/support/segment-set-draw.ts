@@ -6,7 +6,7 @@
 //   node segment-set-draw.ts <url,url,...> <table> <tag> <step>
 import { MonotonicClock } from '../../src/clocks/monotonic-clock.ts';
 import { SegmentService } from '../../src/service/segment-service.ts';
-import { openSegmentStores } from '../../src/stores/open-segment-store.ts';
+import { openSegmentStores } from '../../src/backends/open-segment-store.ts';
 
 const [urls = '', table = '', tag = '', step = '0'] = process.argv.slice(2);
 const store = await openSegmentStores(urls.split(','), { table, timeoutMs: 2000 });

@@ -7,7 +7,7 @@ import type {
   SegmentStore,
   StoreHistoryEvent,
 } from '../../src/ports/segment-store.ts';
-import type { OpenSegmentStoreOptions } from '../../src/stores/open-segment-store.ts';
+import type { OpenSegmentStoreOptions } from '../../src/backends/open-segment-store.ts';
 
 /** A store on a table (or key prefix) of its own, and how to remove that table afterwards. */
 export interface SegmentStoreFixture {

@@ -7,7 +7,7 @@ import type { LayoutSpec } from '../../src/core/layout.ts';
 import {
   openWorkerRegistry,
   type OpenWorkerRegistryOptions,
-} from '../../src/registries/open-worker-registry.ts';
+} from '../../src/backends/open-worker-registry.ts';
 import { SnowflakeWorker, type WorkerRollbackOptions } from '../../src/service/snowflake-worker.ts';
 
 /** What a worker process is told to do. */

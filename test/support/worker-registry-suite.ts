@@ -10,7 +10,7 @@ import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registr
 import {
   openWorkerRegistry,
   type OpenWorkerRegistryOptions,
-} from '../../src/registries/open-worker-registry.ts';
+} from '../../src/backends/open-worker-registry.ts';
 import {
   SnowflakeWorker,
   type SnowflakeWorkerEvent,

@@ -5,6 +5,9 @@
 // Reads QUERIES result sets of ROWS rows through the driver, drops them, then collects the young
 // generation once and prints the bytes still held as one JSON line: rows a driver keeps reachable
 // after their query is done (they all survive the collection and get copied) show here.
+import { backendOptions } from '../../src/backends/catalog.ts';
+import { mysqlBackend } from '../../src/backends/mysql/mysql-backend.ts';
+import { postgresBackend } from '../../src/backends/postgres/postgres-backend.ts';
 import { MysqlDriver } from '../../src/sql/mysql-driver.ts';
 import { PostgresDriver } from '../../src/sql/postgres-driver.ts';
 import type { SqlDriver } from '../../src/sql/sql-driver.ts';
@@ -18,8 +21,8 @@ if (gc === undefined || url === undefined)
 const options = { poolSize: 1, timeoutMs: 5000 };
 const driver: SqlDriver =
   backend === 'postgres'
-    ? await PostgresDriver.open(url, options)
-    : await MysqlDriver.open(url, options);
+    ? await PostgresDriver.open(backendOptions(postgresBackend, url), options)
+    : await MysqlDriver.open(backendOptions(mysqlBackend, url), options);
 const sql =
   backend === 'postgres'
     ? `SELECT 'tag-' || g AS biz_tag, 1000 AS step FROM generate_series(1, ${ROWS}) g`

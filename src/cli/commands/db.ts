@@ -5,7 +5,7 @@ import {
   SEGMENT_STORE_URL_FORMS,
   openSegmentStore,
   openSegmentStores,
-} from '../../stores/open-segment-store.ts';
+} from '../../backends/open-segment-store.ts';
 import { redactUrl } from '../../shared/connection-url.ts';
 import {
   DEFAULT_SEGMENT_TABLE,

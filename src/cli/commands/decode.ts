@@ -11,7 +11,7 @@ import { OPAQUE_SNOWFLAKE_DOMAIN } from '../../core/opaque.ts';
 import { checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import { OpaqueIds, noOpaqueKeys } from '../../service/opaque-ids.ts';
 import type { SegmentStore } from '../../ports/segment-store.ts';
-import { openSegmentStore } from '../../stores/open-segment-store.ts';
+import { openSegmentStore } from '../../backends/open-segment-store.ts';
 import { parseCommandArgs } from '../args.ts';
 import { configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';

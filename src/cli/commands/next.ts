@@ -6,7 +6,7 @@ import { ROLLBACK_POLICIES, type RollbackPolicyName } from '../../core/clock-pol
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { getLayout, type Layout } from '../../core/layout.ts';
 import type { WorkerRegistry } from '../../ports/worker-registry.ts';
-import { openWorkerRegistry } from '../../registries/open-worker-registry.ts';
+import { openWorkerRegistry } from '../../backends/open-worker-registry.ts';
 import { PinnedWorkerRegistry } from '../../registries/pinned-worker-registry.ts';
 import { ID_FAMILIES, IdFamilies, type IdFamily } from '../../service/id-families.ts';
 import { localNodeIdentity } from '../../service/node-identity.ts';

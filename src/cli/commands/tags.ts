@@ -2,7 +2,7 @@ import { IdMintError } from '../../core/errors.ts';
 import { checkNewTagName } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { tagJson } from '../../shared/tag-json.ts';
-import { openSegmentStore, openSegmentStores } from '../../stores/open-segment-store.ts';
+import { openSegmentStore, openSegmentStores } from '../../backends/open-segment-store.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import {
   configFlagHelp,

@@ -23,6 +23,7 @@ import {
   type KnownWorker,
 } from '../common.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
+import { hostText, type UrlHost } from '../../shared/connection-url.ts';
 
 /** An operation for a transaction (etcd3's PutBuilder, DeleteBuilder and SingleRangeBuilder). */
 export interface EtcdOperationLike {
@@ -398,21 +399,23 @@ export interface ConnectEtcdOptions
   readonly operationTimeoutMs?: number;
 }
 
-/** Connects to etcd at `hosts` (`http://host:2379`, comma-separated) with etcd3, loaded only now. */
+/** Connects to etcd at `hosts` (2379 where no port is given) with etcd3, loaded only now. */
 export async function connectEtcdWorkerRegistry(
-  hosts: string,
+  hosts: readonly UrlHost[],
   options: ConnectEtcdOptions = {},
 ): Promise<EtcdWorkerRegistry> {
+  const endpoints = hosts.map((host) => `http://${hostText(host, 2379)}`);
   const { Etcd3 } = await loadDriver('etcd3', 'an etcd:// worker registry', () => import('etcd3'));
   const timeout = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   // A broken watch stream is re-opened after a constant, short pause: the default backoff grows
   // to 30 s, on a timer that outlives close() and holds the process open.
   const watchBackoff = { duration: 500, next: () => watchBackoff };
   const client = new Etcd3({
-    hosts: hosts.split(','),
+    hosts: endpoints,
     dialTimeout: timeout,
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
     faultHandling: { watchBackoff },
   });
-  return new EtcdWorkerRegistry({ ...options, client, ownsClient: true, where: hosts });
+  const where = endpoints.join(',');
+  return new EtcdWorkerRegistry({ ...options, client, ownsClient: true, where });
 }

@@ -1,4 +1,4 @@
-import { hostText, redisConnectOptions } from '../../shared/connection-url.ts';
+import { hostText } from '../../shared/connection-url.ts';
 import type {
   AcquireRequest,
   PeerTime,
@@ -301,13 +301,28 @@ export interface ConnectRedisOptions
   readonly operationTimeoutMs?: number;
 }
 
-/** Connects to Redis at `url` (`redis://host:6379/0`) with ioredis, loaded only now. */
+/**
+ * Where a Redis server is, as the redis backend (src/backends/) read it from the URL: the
+ * options ioredis gets (a structural subset of its RedisOptions).
+ */
+export interface RedisRegistryAddress {
+  readonly host: string;
+  readonly port: number;
+  readonly username?: string;
+  readonly password?: string;
+  readonly db: number;
+  /** Present for `rediss://`: connect over TLS. */
+  readonly tls?: Record<string, never>;
+}
+
+/**
+ * Connects to Redis at `target` with ioredis, loaded only now. The redis backend reads the URL,
+ * never ioredis: it would run on database 0 when the one named cannot be selected.
+ */
 export async function connectRedisWorkerRegistry(
-  url: string,
+  target: RedisRegistryAddress,
   options: ConnectRedisOptions = {},
 ): Promise<RedisWorkerRegistry> {
-  // Read here, never by ioredis: it would run on database 0 when the one named cannot be selected.
-  const target = redisConnectOptions(url);
   const { Redis } = await loadDriver(
     'ioredis',
     'a redis:// worker registry',

@@ -1,7 +1,11 @@
 // idmint/registries/sql: the worker registry on PostgreSQL, MySQL/MariaDB or SQLite, and the
 // drivers of idmint's SQL layer (src/sql/) for passing in a pool or database of your own.
 export { SqlWorkerRegistry, connectSqlWorkerRegistry } from './sql-worker-registry.ts';
-export type { ConnectSqlOptions, SqlWorkerRegistryOptions } from './sql-worker-registry.ts';
+export type {
+  ConnectSqlOptions,
+  SqlRegistryConnection,
+  SqlWorkerRegistryOptions,
+} from './sql-worker-registry.ts';
 export type {
   SqlConnection,
   SqlConnectionOptions,
@@ -9,6 +13,7 @@ export type {
   SqlDriver,
   SqlResult,
   SqlRow,
+  SqlServerAddress,
   SqlValue,
 } from '../../sql/sql-driver.ts';
 export { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';

@@ -7,8 +7,6 @@ import type {
   WorkerRegistry,
   WorkerReport,
 } from '../../ports/worker-registry.ts';
-import { MysqlDriver, mysqlDialect } from '../../sql/mysql-driver.ts';
-import { PostgresDriver, postgresDialect } from '../../sql/postgres-driver.ts';
 import {
   checkTableName,
   type SqlDialect,
@@ -16,8 +14,6 @@ import {
   type SqlResult,
   type SqlValue,
 } from '../../sql/sql-driver.ts';
-import { connectionTarget, parseConnectionUrl, sqlitePathOf } from '../../shared/connection-url.ts';
-import { SqliteDriver, sqliteDialect } from '../../sql/sqlite-driver.ts';
 import {
   DEFAULT_OPERATION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
@@ -347,16 +343,16 @@ function statements(table: string, dialect: SqlDialect) {
     ),
     mine: sql(
       `SELECT worker_id FROM ${table} WHERE name = ? AND host = ? AND port = ? AND ${free} AND last_timestamp < ? AND worker_id > ?
-       ORDER BY worker_id LIMIT ${PAGE}`,
+       ORDER BY worker_id ${dialect.limit(PAGE)}`,
     ),
     free: sql(
-      `SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND worker_id > ? ORDER BY worker_id LIMIT ${PAGE}`,
+      `SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND worker_id > ? ORDER BY worker_id ${dialect.limit(PAGE)}`,
     ),
     // A run starts at 0 or just after a named ID, where no row is; it ends at the next named ID.
     gaps: `SELECT g.gap_start, (SELECT MIN(n.worker_id) FROM ${table} n WHERE n.name = ? AND n.worker_id > g.gap_start) AS next_used
        FROM (SELECT 0 AS gap_start UNION ALL SELECT worker_id + 1 AS gap_start FROM ${table} WHERE name = ?) g
        WHERE g.gap_start >= ? AND NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.name = ? AND e.worker_id = g.gap_start)
-       ORDER BY g.gap_start LIMIT ${PAGE}`,
+       ORDER BY g.gap_start ${dialect.limit(PAGE)}`,
     countLive: sql(`SELECT COUNT(*) AS n FROM ${table} WHERE name = ? AND ${live}`),
     // The fence column counts claims: a monotonic fencing token for anyone auditing the table.
     claim: sql(
@@ -397,69 +393,34 @@ function statements(table: string, dialect: SqlDialect) {
 export type ConnectSqlOptions = Omit<SqlWorkerRegistryOptions, 'client' | 'ownsClient' | 'where'>;
 
 /** Connections per registry: statements are short and a node runs one renewal at a time. */
-const POOL_SIZE = 2;
+export const SQL_REGISTRY_POOL_SIZE = 2;
 
-/** The SQL registries by URL scheme: each dialect with the opener that loads its driver. */
-const SQL_BACKENDS: Readonly<
-  Record<
-    string,
-    { dialect: SqlDialect; open: (url: string, timeoutMs: number) => Promise<SqlDriver> }
-  >
-> = {
-  'postgres:': {
-    dialect: postgresDialect,
-    open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
-  },
-  'postgresql:': {
-    dialect: postgresDialect,
-    open: (url, timeoutMs) => PostgresDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
-  },
-  'mysql:': {
-    dialect: mysqlDialect,
-    open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
-  },
-  'mariadb:': {
-    dialect: mysqlDialect,
-    open: (url, timeoutMs) => MysqlDriver.open(url, { poolSize: POOL_SIZE, timeoutMs }),
-  },
-  'sqlite:': {
-    dialect: sqliteDialect,
-    open: async (url, timeoutMs) => SqliteDriver.open(sqlitePath(url), { timeoutMs }),
-  },
-};
+/** What {@link connectSqlWorkerRegistry} needs besides the registry's own options. */
+export interface SqlRegistryConnection {
+  /** `postgres`, `mysql`, `sqlite`: names the backend in messages before a driver exists. */
+  readonly backend: string;
+  /** Where the database is, without credentials (`db:5432`, a file), for messages. */
+  readonly where: string;
+  /** Opens the driver (loading it only now), each statement bounded by `timeoutMs`. */
+  open(timeoutMs: number): Promise<SqlDriver>;
+}
 
 /**
- * Opens the SQL registry at `url`: `postgres://user@host:5432/db`, `mysql://user@host:3306/db`
- * (MySQL or MariaDB), or `sqlite:path/to/file.db` (`sqlite:///absolute/path.db`). The driver is
- * loaded only now; the table is created if missing on first use.
+ * Opens the SQL registry on the driver `connection` opens; its backend (src/backends/) says
+ * which. The table is created if missing on first use.
  */
 export async function connectSqlWorkerRegistry(
-  url: string,
+  connection: SqlRegistryConnection,
   options: ConnectSqlOptions = {},
 ): Promise<SqlWorkerRegistry> {
-  const backend = SQL_BACKENDS[url.slice(0, url.indexOf(':') + 1)];
-  if (backend === undefined)
-    throw new IdMintError('INVALID_ARGUMENT', `not a SQL registry URL: ${url}`);
-  // Read by shared/connection-url.ts, which also reads a raw password with `@` or `/` in it.
-  const where = connectionTarget(parseConnectionUrl(url, 'worker-registry'));
+  const { backend, where } = connection;
   let client: SqlDriver;
   try {
-    client = await backend.open(url, options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
+    client = await connection.open(options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
   } catch (error) {
-    throw registryUnavailable(backend.dialect.backend, where, error);
+    throw registryUnavailable(backend, where, error);
   }
   // The table is created on first use, not here: a node may open the registry while the database
   // is down (and start from the weak-dependency cache).
   return new SqlWorkerRegistry({ ...options, client, ownsClient: true, where });
-}
-
-/** The file of a `sqlite:` URL (the driver creates its directory). */
-function sqlitePath(url: string): string {
-  const path = sqlitePathOf(url);
-  if (path === undefined)
-    throw new IdMintError(
-      'INVALID_ARGUMENT',
-      `sqlite URL needs a file: sqlite:path/to/file.db, got ${url}`,
-    );
-  return path;
 }

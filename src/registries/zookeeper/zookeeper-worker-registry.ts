@@ -23,6 +23,7 @@ import {
   type Interleave,
 } from '../common.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
+import { hostText, type UrlHost } from '../../shared/connection-url.ts';
 
 /** A znode's metadata, as node-zookeeper-client reports it (times are 8-byte big-endian ms). */
 export interface ZooKeeperStat {
@@ -722,13 +723,14 @@ export type ConnectZooKeeperOptions = Omit<
 >;
 
 /**
- * A registry on ZooKeeper at `connectionString` (`host:2181,host2:2181`), with
- * node-zookeeper-client loaded only now. Sessions are opened on first use.
+ * A registry on ZooKeeper at `hosts` (2181 where no port is given), with node-zookeeper-client
+ * loaded only now. Sessions are opened on first use.
  */
 export async function connectZooKeeperWorkerRegistry(
-  connectionString: string,
+  hosts: readonly UrlHost[],
   options: ConnectZooKeeperOptions = {},
 ): Promise<ZooKeeperWorkerRegistry> {
+  const connectionString = hosts.map((host) => hostText(host, 2181)).join(',');
   const zookeeper = await loadDriver(
     'node-zookeeper-client',
     'a zookeeper:// worker registry',

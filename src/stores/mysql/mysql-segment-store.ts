@@ -1,4 +1,5 @@
 import { MysqlDriver, openMysqlPool, type MysqlPoolLike } from '../../sql/mysql-driver.ts';
+import type { SqlServerAddress } from '../../sql/sql-driver.ts';
 import {
   SqlSegmentStore,
   type ConnectSegmentStoreOptions,
@@ -25,13 +26,13 @@ export class MysqlSegmentStore extends SqlSegmentStore {
     super(new MysqlDriver(options.pool, { closePool: options.closePool === true }), options);
   }
 
-  /** Opens a pool of its own on `url` (`mysql://user@host:3306/db`), ended by close(). Loads `mysql2` on first use. */
+  /** Opens a pool of its own on `address` (parsed by its backend), ended by close(). Loads `mysql2` on first use. */
   static async connect(
-    url: string,
+    address: SqlServerAddress,
     options: ConnectSegmentStoreOptions = {},
   ): Promise<MysqlSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
-    const pool = await openMysqlPool(url, { poolSize: options.poolSize ?? 10, timeoutMs });
+    const pool = await openMysqlPool(address, { poolSize: options.poolSize ?? 10, timeoutMs });
     return new MysqlSegmentStore({ ...options, pool, closePool: true });
   }
 }

@@ -1,4 +1,5 @@
 import { PostgresDriver, openPostgresPool, type PgPoolLike } from '../../sql/postgres-driver.ts';
+import type { SqlServerAddress } from '../../sql/sql-driver.ts';
 import {
   SqlSegmentStore,
   type ConnectSegmentStoreOptions,
@@ -20,13 +21,13 @@ export class PostgresSegmentStore extends SqlSegmentStore {
     super(new PostgresDriver(options.pool, { closePool: options.closePool === true }), options);
   }
 
-  /** Opens a pool of its own on `url` (`postgres://user@host:5432/db`), ended by close(). Loads `pg` on first use. */
+  /** Opens a pool of its own on `address` (parsed by its backend), ended by close(). Loads `pg` on first use. */
   static async connect(
-    url: string,
+    address: SqlServerAddress,
     options: ConnectSegmentStoreOptions = {},
   ): Promise<PostgresSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
-    const pool = await openPostgresPool(url, { poolSize: options.poolSize ?? 10, timeoutMs });
+    const pool = await openPostgresPool(address, { poolSize: options.poolSize ?? 10, timeoutMs });
     return new PostgresSegmentStore({ ...options, pool, closePool: true });
   }
 }

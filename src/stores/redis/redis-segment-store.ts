@@ -24,7 +24,6 @@ import type {
   TagRecord,
   TagUpdate,
 } from '../../ports/segment-store.ts';
-import { redisConnectOptions } from '../../shared/connection-url.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import {
   HistoryWatch,
@@ -54,6 +53,20 @@ import {
   type SegmentStoreOptions,
 } from '../store-support.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
+
+/**
+ * Where a Redis server is, as the redis backend (src/backends/) read it from the URL: the
+ * options ioredis gets (a structural subset of its RedisOptions).
+ */
+export interface RedisAddress {
+  readonly host: string;
+  readonly port: number;
+  readonly username?: string;
+  readonly password?: string;
+  readonly db: number;
+  /** Present for `rediss://`: connect over TLS. */
+  readonly tls?: Record<string, never>;
+}
 
 /** The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua script. */
 export interface RedisClientLike {
@@ -383,13 +396,15 @@ export class RedisSegmentStore implements SegmentStore {
   }
 
   /**
-   * Opens a client of its own on `url` (`redis://host:6379/0`, `rediss://` for TLS), quit by
-   * close(). Loads `ioredis` on first use. The URL is read by shared/connection-url.ts, never by
-   * ioredis, which would run on database 0 when the one named cannot be selected.
+   * Opens a client of its own on `target` (parsed by the redis backend from the URL, never by
+   * ioredis, which would run on database 0 when the one named cannot be selected), quit by
+   * close(). Loads `ioredis` on first use.
    */
-  static async connect(url: string, options: SegmentStoreOptions = {}): Promise<RedisSegmentStore> {
+  static async connect(
+    target: RedisAddress,
+    options: SegmentStoreOptions = {},
+  ): Promise<RedisSegmentStore> {
     const { timeoutMs } = resolveStoreOptions(options);
-    const target = redisConnectOptions(url);
     const { Redis } = await loadDriver(
       'ioredis',
       'a redis:// segment store',

@@ -595,8 +595,8 @@ export class SqlSegmentStore implements SegmentStore {
       const page = this.#listsOpaque ? this.#sql.pageWithOpaque : this.#sql.page;
       const rows = (
         after === undefined
-          ? await db.query(`${page.first} LIMIT ${limit}`, [])
-          : await db.query(`${page.next} LIMIT ${limit}`, [after])
+          ? await db.query(`${page.first} ${this.#driver.dialect.limit(limit)}`, [])
+          : await db.query(`${page.next} ${this.#driver.dialect.limit(limit)}`, [after])
       ).rows;
       const records = rows.map(asListing);
       return {
@@ -1148,7 +1148,7 @@ export function changeIndexName(table: string): string {
   return `${table.slice(0, 50)}_update_time`;
 }
 
-/** The first page and the next ones (after a biz_tag) of `columns`, in biz_tag order; the caller adds LIMIT. */
+/** The first page and the next ones (after a biz_tag) of `columns`, in biz_tag order; the caller adds the dialect's limit. */
 function pageQueries(
   table: string,
   columns: string,

@@ -7,7 +7,7 @@ import { modulesLoadedBy, packagesIn } from '../../test/support/modules-loaded.t
 import { fileURLToPath } from 'node:url';
 import { isIdMintError } from '../core/errors.ts';
 import { WORKER_REGISTRY_FORMS, openWorkerRegistry } from './open-worker-registry.ts';
-import { StaticWorkerRegistry } from './static/static-worker-registry.ts';
+import { StaticWorkerRegistry } from '../registries/static/static-worker-registry.ts';
 
 describe('openWorkerRegistry', () => {
   it('opens static:<id> with its state file under the state directory', async () => {

@@ -1,32 +1,24 @@
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { IdMintError, isIdMintError } from '../core/errors.ts';
+import { IdMintError } from '../core/errors.ts';
 import { MAX_SEGMENT_DATABASES } from '../core/segment-limits.ts';
 import type { SegmentStore, StoreHistoryEvent } from '../ports/segment-store.ts';
-import type { ConnectSegmentStoreOptions } from './sql/sql-segment-store.ts';
-import {
-  SEGMENT_STORE_URL_FORMS,
-  parseConnectionUrl,
-  redactUrl,
-} from '../shared/connection-url.ts';
-import type { MultiSegmentStore, SetMemberStore } from './multi/multi-segment-store.ts';
+import { redactUrl } from '../shared/connection-url.ts';
+import type { MultiSegmentStore, SetMemberStore } from '../stores/multi/multi-segment-store.ts';
+import { type BackendUrl, SEGMENT_STORE_URL_FORMS, parseBackendUrl } from './catalog.ts';
+import type { StoreSettings } from './descriptor.ts';
 
-/** The embedded default: a SQLite file under ./data, created on first use. */
-export const DEFAULT_SEGMENT_STORE_URL = 'sqlite:./data/idmint.db';
+export { DEFAULT_SEGMENT_STORE_URL } from './sqlite/sqlite-backend.ts';
 
-/** The URL forms {@link openSegmentStore} accepts, for messages and `--help` (owned by shared/connection-url.ts). */
+/** The URL forms {@link openSegmentStore} accepts, for messages and `--help` (from the catalog). */
 export { SEGMENT_STORE_URL_FORMS };
 
 /** Options for {@link openSegmentStore}: `table`, `timeoutMs`, `poolSize` (PostgreSQL, MySQL), and: */
-export interface OpenSegmentStoreOptions extends ConnectSegmentStoreOptions {
+export interface OpenSegmentStoreOptions extends StoreSettings {
   /**
    * Create the table if missing (`init()`) before returning. Default: true for SQLite (the
    * embedded store owns its file), false for server databases, whose schema is created
    * deliberately with `idmint db init`.
    */
   readonly init?: boolean;
-  /** Where the URL came from, for error messages: `IDMINT_SEGMENT_STORE`, `--store`. */
-  readonly source?: string;
 }
 
 /**
@@ -42,46 +34,17 @@ export async function openSegmentStore(
   options: OpenSegmentStoreOptions = {},
 ): Promise<SegmentStore> {
   const setting = options.source ?? 'segment store URL';
-  const parsed = parseConnectionUrl(url, 'segment-store', setting);
-  let store: SegmentStore;
-  switch (parsed.kind) {
-    case 'sqlite': {
-      const { SqliteSegmentStore } = await import('./sqlite/sqlite-segment-store.ts');
-      try {
-        store = new SqliteSegmentStore({ ...options, path: parsed.path });
-      } catch (error) {
-        if (isIdMintError(error)) throw error;
-        throw new IdMintError(
-          'STORE_UNAVAILABLE',
-          `cannot open SQLite file ${parsed.path} (${setting}): ${whySqliteCannotOpen(parsed.path, error)}`,
-          {
-            cause: error,
-            details: { backend: 'sqlite', setting, path: parsed.path },
-          },
-        );
-      }
-      break;
-    }
-    case 'postgres': {
-      const { PostgresSegmentStore } = await import('./postgres/postgres-segment-store.ts');
-      store = await PostgresSegmentStore.connect(url, options);
-      break;
-    }
-    case 'mysql': {
-      const { MysqlSegmentStore } = await import('./mysql/mysql-segment-store.ts');
-      store = await MysqlSegmentStore.connect(url, options);
-      break;
-    }
-    case 'redis': {
-      const { RedisSegmentStore } = await import('./redis/redis-segment-store.ts');
-      store = await RedisSegmentStore.connect(url, options);
-      break;
-    }
-    default:
-      // parseConnectionUrl admits only the segment store kinds.
-      throw new IdMintError('CONFIG_INVALID', `${setting}: not a segment store URL`);
-  }
-  if (options.init ?? parsed.kind === 'sqlite') {
+  return openParsedStore(parseBackendUrl(url, 'segment-store', setting), options);
+}
+
+/** Opens the store a URL read once names (see {@link openSegmentStore}). */
+export async function openParsedStore(
+  url: BackendUrl,
+  options: OpenSegmentStoreOptions = {},
+): Promise<SegmentStore> {
+  const { init, ...settings } = options;
+  const store = await url.openStore(settings);
+  if (init ?? url.backend.embedded) {
     try {
       await store.init();
     } catch (error) {
@@ -91,7 +54,6 @@ export async function openSegmentStore(
   }
   return store;
 }
-
 /** Options for {@link openSegmentStores}: those of {@link openSegmentStore}, and: */
 export interface OpenSegmentStoresOptions extends Omit<OpenSegmentStoreOptions, 'residue'> {
   /**
@@ -125,8 +87,9 @@ export async function openSegmentStores(
       { details: { key: setting } },
     );
   }
-  urls.forEach((url, index) => {
-    parseConnectionUrl(url, 'segment-store', `${setting}[${index}]`);
+  // Each URL is read once, here; the stores are opened on what was read.
+  const parsed = urls.map((url, index) => {
+    const read = parseBackendUrl(url, 'segment-store', `${setting}[${index}]`);
     const first = urls.indexOf(url);
     if (first !== index)
       throw new IdMintError(
@@ -134,14 +97,15 @@ export async function openSegmentStores(
         `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ${index}); each database of a set is listed once`,
         { details: { key: setting } },
       );
+    return read;
   });
-  const { MultiSegmentStore } = await import('./multi/multi-segment-store.ts');
+  const { MultiSegmentStore } = await import('../stores/multi/multi-segment-store.ts');
   const { verify = true, backoffMs, maxBackoffMs, onHistory, ...storeOptions } = options;
   const opened: SegmentStore[] = [];
   try {
-    for (const [index, url] of urls.entries()) {
+    for (const [index, url] of parsed.entries()) {
       // Each database has its own history; its events name it (the URL, password hidden).
-      const database = redactUrl(url);
+      const database = url.redacted;
       const named =
         onHistory === undefined
           ? {}
@@ -151,48 +115,22 @@ export async function openSegmentStores(
       const residue = { offset: index, increment: urls.length };
       const source = `${setting}[${index}]`;
       opened.push(
-        await openSegmentStore(url, { ...storeOptions, ...named, init: false, residue, source }),
+        await openParsedStore(url, { ...storeOptions, ...named, init: false, residue, source }),
       );
     }
     const store = new MultiSegmentStore({
       databases: opened.map((member, index) => ({
         store: member as SetMemberStore,
-        name: redactUrl(urls[index] as string),
+        name: parsed[index]?.redacted ?? '',
       })),
       ...(backoffMs === undefined ? {} : { backoffMs }),
       ...(maxBackoffMs === undefined ? {} : { maxBackoffMs }),
     });
-    if (options.init ?? urls.every((url) => url.startsWith('sqlite:'))) await store.init();
+    if (options.init ?? parsed.every((url) => url.backend.embedded)) await store.init();
     if (verify) await store.verify();
     return store;
   } catch (error) {
     await Promise.all(opened.map((member) => member.close().catch(() => undefined)));
     throw error;
   }
-}
-
-/** Why a SQLite file could not be opened, in words: the file system's reason where there is one. */
-function whySqliteCannotOpen(path: string, error: unknown): string {
-  const { code, path: where } = error as { code?: unknown; path?: unknown };
-  const place = typeof where === 'string' ? where : path;
-  switch (code) {
-    case 'EACCES':
-    case 'EPERM':
-      return `permission denied (${place})`;
-    case 'EEXIST':
-    case 'ENOTDIR':
-      return `${place} is not a directory`;
-    case 'EROFS':
-      return 'read-only file system';
-    case 'ENOSPC':
-      return 'no space left on device';
-  }
-  // node:sqlite says only "unable to open database file"; find out why where that is cheap.
-  try {
-    if (existsSync(path) && statSync(path).isDirectory()) return 'it is a directory';
-    accessSync(existsSync(path) ? path : dirname(path), constants.R_OK | constants.W_OK);
-  } catch (reason) {
-    if ((reason as { code?: unknown }).code === 'EACCES') return `permission denied (${place})`;
-  }
-  return error instanceof Error ? error.message : String(error);
 }

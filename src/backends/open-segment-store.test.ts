@@ -125,12 +125,12 @@ describe('openSegmentStore', () => {
     const root = new URL('../../', import.meta.url);
     const { urls } = modulesLoadedBy(`
       await import(${JSON.stringify(new URL('src/index.ts', root).href)});
-      const { openSegmentStore } = await import(${JSON.stringify(new URL('src/stores/open-segment-store.ts', root).href)});
+      const { openSegmentStore } = await import(${JSON.stringify(new URL('src/backends/open-segment-store.ts', root).href)});
       const store = await openSegmentStore('sqlite::memory:');
       await store.close();
     `);
     assert.ok(
-      urls.some((url) => url.endsWith('/src/stores/open-segment-store.ts')),
+      urls.some((url) => url.endsWith('/src/backends/open-segment-store.ts')),
       'the hooks saw the modules loaded',
     );
     assert.deepEqual(packagesIn(urls, ['pg', 'mysql2', 'ioredis']), []);
