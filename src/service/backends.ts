@@ -7,13 +7,11 @@ import {
 } from './segment-service.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
-import { openWorkerRegistry } from '../backends/open-worker-registry.ts';
+import { openConfiguredRegistry, openConfiguredStore } from '../backends/open-configured.ts';
 import { localNodeIdentity } from './node-identity.ts';
 import { SnowflakeWorker, type SnowflakeWorkerEvent } from './snowflake-worker.ts';
-import { openSegmentStore, openSegmentStores } from '../backends/open-segment-store.ts';
 import { MultiSegmentStore, type SetDatabaseStats } from '../stores/multi/multi-segment-store.ts';
 import type { ServerConfig } from '../config/schema.ts';
-import { segmentFenceMargin } from '../config/segment.ts';
 
 /** The segment service's own bound behind the store's timeout: the store abandons a call first. */
 const LOAD_TIMEOUT_SLACK_MS = 2000;
@@ -121,22 +119,9 @@ async function openSegments(
   const s = config.segment;
   // Settings are named by their variable in messages: `cannot open SQLite file ...
   // (IDMINT_SEGMENT_STORE)`. The store fences a new history itself (segment.fenceRanges) and tells
-  // of it as a segment event.
-  const history = onEvent === undefined ? {} : { onHistory: onEvent };
-  const fence = segmentFenceMargin(s);
-  const common = {
-    table: s.table,
-    timeoutMs: s.timeoutMs,
-    poolSize: s.poolSize,
-    fence,
-    ...history,
-  };
-  // A set of databases is checked before it serves: a database whose rows are of another class is
-  // refused.
-  const store =
-    s.stores.length > 0
-      ? await openSegmentStores(s.stores, { ...common, source: 'IDMINT_SEGMENT_STORES' })
-      : await openSegmentStore(s.store, { ...common, source: 'IDMINT_SEGMENT_STORE' });
+  // of it as a segment event. A set of databases is checked before it serves: a database whose
+  // rows are of another class is refused.
+  const store = await openConfiguredStore(s, onEvent === undefined ? {} : { onHistory: onEvent });
   opened.push(() => store.close());
   step();
   const service = new SegmentService({
@@ -173,16 +158,7 @@ async function openSnowflake(
   step: () => void,
 ): Promise<SnowflakeWorker> {
   const s = config.snowflake;
-  const registry = await openWorkerRegistry(s.registry, {
-    name: s.cluster,
-    table: s.table,
-    stateDir: s.stateDir,
-    lockDir: s.lockDir,
-    operationTimeoutMs: s.registryTimeoutMs,
-    ...(s.leaseTtlMs === 0 ? {} : { ttlMs: s.leaseTtlMs }),
-    ...(s.cacheFile === '' ? {} : { cacheFile: s.cacheFile }),
-    key: 'IDMINT_WORKER_REGISTRY',
-  });
+  const registry = await openConfiguredRegistry(s);
   opened.push(() => registry.close());
   step();
   const worker = await SnowflakeWorker.start({

@@ -3,9 +3,8 @@ import { MAX_SEGMENT_ID } from '../../core/segment-limits.ts';
 import {
   DEFAULT_SEGMENT_STORE_URL,
   SEGMENT_STORE_URL_FORMS,
-  openSegmentStore,
-  openSegmentStores,
 } from '../../backends/open-segment-store.ts';
+import { openConfiguredStore, segmentFenceMargin } from '../../backends/open-configured.ts';
 import { redactUrl } from '../../shared/connection-url.ts';
 import {
   DEFAULT_SEGMENT_TABLE,
@@ -14,7 +13,6 @@ import {
   HISTORY_TABLE,
   describeMargin,
 } from '../../stores/store-support.ts';
-import { segmentFenceMargin } from '../../config/segment.ts';
 import type {
   FenceMargin,
   FenceReport,
@@ -164,18 +162,12 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     const fenced: StoreHistoryEvent[] = [];
     const onHistory = (event: StoreHistoryEvent) => fenced.push(event);
     // init runs init() itself; history and fence open the store as every command does (SQLite's
-    // embedded store is initialized when opened, a server's is not).
-    const options = {
-      table,
-      timeoutMs,
-      fence,
-      source,
-      onHistory,
-      ...(sub === 'init' ? { init: false } : {}),
-    };
-    const opening = set
-      ? openSegmentStores(urls, { ...options, verify: false })
-      : openSegmentStore(url, options);
+    // embedded store is initialized when opened, a server's is not). The flags stand in for the
+    // configured database(s), table and timeout; the rest (the pool size) is as configured.
+    const opening = openConfiguredStore(
+      { ...configured, store: url, stores: set ? urls : [], table, timeoutMs },
+      { fence, source, onHistory, verify: false, ...(sub === 'init' ? { init: false } : {}) },
+    );
     const store: SegmentStore = await opening.catch(async (error: unknown) => {
       // A store URL given on the command line is a usage error (exit 2), not a failure of the work.
       if (isIdMintError(error, 'CONFIG_INVALID'))

@@ -11,7 +11,7 @@ import { OPAQUE_SNOWFLAKE_DOMAIN } from '../../core/opaque.ts';
 import { checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import { OpaqueIds, noOpaqueKeys } from '../../service/opaque-ids.ts';
 import type { SegmentStore } from '../../ports/segment-store.ts';
-import { openSegmentStore } from '../../backends/open-segment-store.ts';
+import { isStoreSet, openConfiguredStore } from '../../backends/open-configured.ts';
 import { parseCommandArgs } from '../args.ts';
 import { configFlagOptions, configFromFlags, normalizeBooleanFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
@@ -174,16 +174,21 @@ async function decodeOpaqueSegment(
     'segment-table': flags['segment-table'] ?? flags['table'],
   });
   const keys = OpaqueIds.fromConfig(config.opaque.keys) ?? failNoKeys('decoding an opaque ID');
-  const { store: url, table, timeoutMs, poolSize } = config.segment;
-  const source =
-    flags['store'] !== undefined
+  // The store `idmint serve` would use: one database, or the set segment.stores names.
+  const set = isStoreSet(config.segment);
+  const url = set ? (config.segment.stores[0] as string) : config.segment.store;
+  const source = set
+    ? flags['segment-stores'] !== undefined
+      ? '--segment-stores'
+      : 'IDMINT_SEGMENT_STORES'
+    : flags['store'] !== undefined
       ? '--store'
       : flags['segment-store'] !== undefined
         ? '--segment-store'
         : 'IDMINT_SEGMENT_STORE';
   let record: Awaited<ReturnType<SegmentStore['getTag']>>;
   try {
-    const store = await openSegmentStore(url, { table, timeoutMs, poolSize, source, init: false });
+    const store = await openConfiguredStore(config.segment, { source, init: false });
     try {
       record = await store.getTag(tag);
     } finally {

@@ -6,7 +6,7 @@ import { ROLLBACK_POLICIES, type RollbackPolicyName } from '../../core/clock-pol
 import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { getLayout, type Layout } from '../../core/layout.ts';
 import type { WorkerRegistry } from '../../ports/worker-registry.ts';
-import { openWorkerRegistry } from '../../backends/open-worker-registry.ts';
+import { openConfiguredRegistry } from '../../backends/open-configured.ts';
 import { PinnedWorkerRegistry } from '../../registries/pinned-worker-registry.ts';
 import { ID_FAMILIES, IdFamilies, type IdFamily } from '../../service/id-families.ts';
 import { localNodeIdentity } from '../../service/node-identity.ts';
@@ -203,15 +203,8 @@ async function openRegistry(
   const url = isStatic && workerId !== undefined ? `static:${workerId}` : s.registry;
   let registry: WorkerRegistry;
   try {
-    registry = await openWorkerRegistry(url, {
-      name: s.cluster,
-      table: s.table,
-      stateDir: s.stateDir,
-      lockDir: s.lockDir,
-      operationTimeoutMs: s.registryTimeoutMs,
-      ...(s.leaseTtlMs === 0 ? {} : { ttlMs: s.leaseTtlMs }),
-      key: 'IDMINT_WORKER_REGISTRY',
-    });
+    // No cache file: a one-off command's lease is not worth keeping for a restart.
+    registry = await openConfiguredRegistry(s, { url, cache: false });
   } catch (error) {
     throw await registryFailure(error, s.registry);
   }

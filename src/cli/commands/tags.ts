@@ -2,7 +2,7 @@ import { IdMintError } from '../../core/errors.ts';
 import { checkNewTagName } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { tagJson } from '../../shared/tag-json.ts';
-import { openSegmentStore, openSegmentStores } from '../../backends/open-segment-store.ts';
+import { isStoreSet, openConfiguredStore } from '../../backends/open-configured.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import {
   configFlagHelp,
@@ -11,7 +11,6 @@ import {
   normalizeBooleanFlags,
 } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
-import { segmentFenceMargin } from '../../config/segment.ts';
 import type { CliCommand, CliIo } from '../io.ts';
 
 const SUBCOMMANDS = ['list', 'create', 'set-step'] as const;
@@ -101,10 +100,8 @@ ${configFlagHelp('segment')}
       'segment-stores': flags['segment-stores'] ?? values.stores,
       'segment-table': flags['segment-table'] ?? values.table,
     });
-    const { store: single, stores, table, timeoutMs, poolSize } = config.segment;
-    const fence = segmentFenceMargin(config.segment);
-    const set = stores.length > 0;
-    const url = set ? (stores[0] as string) : single;
+    const set = isStoreSet(config.segment);
+    const url = set ? (config.segment.stores[0] as string) : config.segment.store;
     const source = set
       ? values.stores !== undefined
         ? '--stores'
@@ -121,10 +118,7 @@ ${configFlagHelp('segment')}
     let records: TagRecord[];
     try {
       // A set is checked as `idmint serve` checks it, except for listing, which shows it as it is.
-      const options = { table, timeoutMs, poolSize, fence, source };
-      const store = set
-        ? await openSegmentStores(stores, { ...options, verify: sub !== 'list' })
-        : await openSegmentStore(url, options);
+      const store = await openConfiguredStore(config.segment, { source, verify: sub !== 'list' });
       try {
         records = await runSubcommand(store, sub as (typeof SUBCOMMANDS)[number], args, values);
       } finally {
