@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { openSegmentStores } from '../src/stores/open-segment-store.ts';
+import { openSegmentStores } from '../src/backends/open-segment-store.ts';
 import type { SegmentRange } from '../src/ports/segment-store.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { describeWithServices } from './support/services.ts';
