@@ -39,7 +39,8 @@ Run "idmint <command> --help" (or "idmint help <command>") for a command's optio
 
 function unknownCommand(io: CliIo, name: string): number {
   io.err(
-    `idmint: unknown command "${name}"; commands: ${COMMANDS.map((c) => c.name).join(', ')} (see idmint --help)\n`,
+    `idmint: unknown command "${name}"; commands: ${COMMANDS.map((c) => c.name).join(', ')} ` +
+      `(see idmint --help)\n`,
   );
   return EXIT_USAGE;
 }

@@ -32,7 +32,8 @@ export function listenFailure(
       return fail(`host ${host} (IDMINT_HOST) is not an address of this machine`);
     case 'EACCES':
       return fail(
-        `port ${port} (IDMINT_PORT) needs privileges this process lacks: ports below 1024 are reserved (use 1024 or above, or grant CAP_NET_BIND_SERVICE)`,
+        `port ${port} (IDMINT_PORT) is below 1024 and needs privileges this process lacks ` +
+          '(use 1024 or above, or grant CAP_NET_BIND_SERVICE)',
       );
     case 'ENOTFOUND':
     case 'EAI_NONAME':

@@ -119,7 +119,8 @@ export async function supervise(config: ServerConfig, processes: number): Promis
     // Stopping after a failure already has its outcome (the failure's code and cause) to keep.
     if (stopping?.by === 'signal')
       outcome = new CommandFailure(
-        `second signal (${signal}): forced stop, every process killed without finishing its shutdown`,
+        `second signal (${signal}): forced stop, every process killed without finishing its ` +
+          `shutdown`,
         EXIT_FAILURE,
       );
     stopAll('SIGKILL');
@@ -170,7 +171,9 @@ export async function supervise(config: ServerConfig, processes: number): Promis
       stopping = { by: 'gave up' };
       const how = signal === null ? `exit code ${String(code)}` : `killed by ${signal}`;
       outcome = new CommandFailure(
-        `gave up: process ${slot.index} ended ${decision.failures} times in a row, each before serving ${HEALTHY_AFTER_MS / 1000} s; every process stopped. Its last end (${how}): ${error ?? 'no error printed'}`,
+        `gave up: process ${slot.index} ended ${decision.failures} times in a row, each ` +
+          `before serving ${HEALTHY_AFTER_MS / 1000} s; every process stopped. Its last end ` +
+          `(${how}): ${error ?? 'no error printed'}`,
         EXIT_GAVE_UP,
       );
       stopAll('SIGTERM');

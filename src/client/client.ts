@@ -101,7 +101,8 @@ export class IdMintClient {
     if (!Array.isArray(urls) || urls.length === 0)
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        'url (or urls, a non-empty list) is required: the idmint server, such as http://127.0.0.1:8080',
+        'url (or urls, a non-empty list) is required: the idmint server, such as ' +
+          'http://127.0.0.1:8080',
       );
     this.#bases = urls.map(baseOf);
     this.#base = this.#bases[0] as string;
@@ -116,7 +117,8 @@ export class IdMintClient {
     if (first !== undefined && (!Number.isSafeInteger(first) || first < 0 || first >= urls.length))
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `local.firstServer must be an index into urls, 0 to ${urls.length - 1}, got ${String(first)}`,
+        `local.firstServer must be an index into urls, 0 to ${urls.length - 1}, got ` +
+          `${String(first)}`,
       );
     this.#firstServer = first;
   }

@@ -55,7 +55,7 @@ describe('TagRanges', () => {
     assert.equal(ranges.stats().droppedIds, 13);
   });
 
-  it('drops a range of another class whose trimmed part is empty, rather than issue its end', async () => {
+  it('drops a range of another class whose trimmed part is empty', async () => {
     // Class 0 of 2 gave 0, 2, 4 (highest 6); class 1's [5, 7) holds only 5, below 6: nothing is
     // left above the floor, though its end (7) is above it. 7 was never received.
     const { ranges } = scripted([range(0, 3, 2), range(5, 1, 2), range(101, 2, 2)], {
@@ -100,7 +100,7 @@ describe('TagRanges', () => {
     assert.deepEqual(asked, [10, 20, 40, 20]);
   });
 
-  it('serves what it holds, then RANGES_EXHAUSTED at once while backing off, then tries again', async () => {
+  it('serves what it holds, then RANGES_EXHAUSTED while backing off, then retries', async () => {
     const { ranges, clock } = scripted(
       [range(1, 4), new IdMintError('SERVER_UNAVAILABLE', 'down', { details: { retryAt: 100 } })],
       { prefetchThreshold: 0.5 },
@@ -250,7 +250,9 @@ async function simulateRound(
 describe('TagRanges never returns an ID outside a range it received (seeded property)', () => {
   const seed = testSeed();
   for (const ordering of ['increasing', 'any'] as const) {
-    const name = `ordering ${ordering}: 1 to 3 databases, other takers and failures interleaved, 600 rounds`;
+    const name =
+      `ordering ${ordering}: 1 to 3 databases, other takers and failures interleaved, 600 ` +
+      `rounds`;
     it(`${name} (seed ${seed}; IDMINT_TEST_SEED replays)`, async () => {
       for (let round = 0; round < 600; round++) {
         const roundSeed = (seed + round * 0x9e3779b9) >>> 0;

@@ -288,7 +288,8 @@ export class TagRanges {
       this.#failed(
         new IdMintError(
           'SERVER_UNAVAILABLE',
-          `tag "${this.tag}": a server answered a range request with a malformed range; nothing of it is issued`,
+          `tag "${this.tag}": a server answered a range request with a malformed range; ` +
+            `nothing of it is issued`,
         ),
       );
     }
@@ -333,7 +334,9 @@ export class TagRanges {
       error.code === 'SERVER_UNAVAILABLE'
         ? new IdMintError(
             'RANGES_EXHAUSTED',
-            `tag "${this.tag}": no held IDs left and no idmint server answered a range request; retrying by itself from ${Math.max(0, Math.round(retryAt - this.#now()))} ms on (${error.message})`,
+            `tag "${this.tag}": no held IDs left and no idmint server answered a range ` +
+              `request; retrying by itself from ` +
+              `${Math.max(0, Math.round(retryAt - this.#now()))} ms on (${error.message})`,
             { cause: error, details: { tag: this.tag, retryAt } },
           )
         : error;

@@ -99,7 +99,8 @@ export class ServerPool {
     const retryAt = Math.min(...this.#servers.map((server) => server.downUntil));
     throw new IdMintError(
       'SERVER_UNAVAILABLE',
-      `no idmint server answered (${count} configured, all marked down)${last === undefined ? '' : `; last: ${last.message}`}`,
+      `no idmint server answered (${count} configured, all marked ` +
+        `down)${last === undefined ? '' : `; last: ${last.message}`}`,
       {
         details: { retryAt },
         ...(last === undefined ? {} : { cause: last }),

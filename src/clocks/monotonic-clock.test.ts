@@ -26,7 +26,7 @@ describe('MonotonicClock', () => {
     assert.equal(clock.lagMs(), 0);
   });
 
-  it('never goes back when the wall clock is stepped back, and reports how far ahead it runs', () => {
+  it('never goes back when the wall clock steps back; reports how far ahead it runs', () => {
     const { time, clock, tick } = fakeTime(1_000_000);
     tick(10);
     const before = clock.now();

@@ -39,7 +39,8 @@ export const ErrorAnswer = Type.Object(
       }),
       message: Type.String({
         description:
-          'What went wrong, for humans. For a 5xx, a fixed sentence and the request id; the server log has the ' +
+          'What went wrong, for humans. For a 5xx, a fixed sentence and the request id; the ' +
+          'server log has the ' +
           'details.',
       }),
     }),
@@ -78,7 +79,8 @@ export const TagInPath = Type.String({
   minLength: 1,
   maxLength: 128,
   description:
-    'Business tag: 1 to 128 characters, any a Leaf `biz_tag` holds but U+0000 (Unicode, spaces, `/` included), ' +
+    'Business tag: 1 to 128 characters, any a Leaf `biz_tag` holds but U+0000 (Unicode, ' +
+    'spaces, `/` included), ' +
     'percent-encoded.',
   examples: ['order'],
 });
@@ -121,7 +123,8 @@ export const OCTET_TYPE = 'application/octet-stream';
 export function batchResponse<const S extends TSchema>(jsonDescription: string, json: S) {
   return {
     description:
-      `${jsonDescription}; or, for \`Accept: application/octet-stream\`, the IDs alone as big-endian unsigned 64-bit ` +
+      `${jsonDescription}; or, for \`Accept: application/octet-stream\`, the IDs alone as ` +
+      `big-endian unsigned 64-bit ` +
       `integers.`,
     content: {
       'application/json': { schema: json },
@@ -130,7 +133,8 @@ export function batchResponse<const S extends TSchema>(jsonDescription: string, 
           type: 'string',
           format: 'binary',
           description:
-            'The IDs as big-endian unsigned 64-bit integers, 8 bytes each, in the same order as the JSON form; the ' +
+            'The IDs as big-endian unsigned 64-bit integers, 8 bytes each, in the same ' +
+            'order as the JSON form; the ' +
             'body length is 8 x count.',
         },
       },

@@ -93,14 +93,16 @@ export const DECODE_ANY = defineRoute({
   operationId: 'decodeId',
   section: 'families',
   summary:
-    'The format and parts of any ID idmint makes, its format detected by its shape (decimal IDs are decoded as ' +
+    'The format and parts of any ID idmint makes, its format detected by its shape (decimal ' +
+    'IDs are decoded as ' +
     "snowflake IDs under the server's layout)",
   params: Type.Object({
     id: Type.String({
       minLength: 1,
       maxLength: 256,
       description:
-        'A UUID (36 characters), an ObjectId (24 hex digits), a ULID (26 Crockford base32 characters) or a decimal ' +
+        'A UUID (36 characters), an ObjectId (24 hex digits), a ULID (26 Crockford base32 ' +
+        'characters) or a decimal ' +
         'snowflake ID (up to 19 digits).',
     }),
   }),
@@ -115,7 +117,8 @@ export const OPAQUE_SNOWFLAKE_BATCH = defineRoute({
   operationId: 'opaqueSnowflakeIds',
   section: 'opaque',
   summary:
-    `Opaque snowflake IDs: snowflake IDs run through FF1 under the server's key, ${OPAQUE_SNOWFLAKE_DIGITS}-digit ` +
+    `Opaque snowflake IDs: snowflake IDs run through FF1 under the server's key, ` +
+    `${OPAQUE_SNOWFLAKE_DIGITS}-digit ` +
     `decimal strings that show no time, worker or order`,
   querystring: countQuery,
   response: { 200: idBatch('2041385516793640113853327'), ...ERRORS },

@@ -53,7 +53,8 @@ export const SECTIONS = [
   {
     name: 'opaque',
     description:
-      "Opaque IDs (FF1 under the server's keys): opaque snowflake IDs, and decoding opaque IDs with the admin " +
+      "Opaque IDs (FF1 under the server's keys): opaque snowflake IDs, and decoding opaque " +
+      'IDs with the admin ' +
       'token.',
   },
   {

@@ -2,6 +2,8 @@ import Type, { type Static } from 'typebox';
 import { ERRORS, SnowflakeIdText, TagParams, batchResponse } from './common.ts';
 import { defineRoute, type CountBound } from './route.ts';
 
+const MORE_IS_REFUSED = 'More is 400 INVALID_ARGUMENT naming the bound.';
+
 // Snowflake mode's routes: Leaf's single ID and decoding, the JSON batch and decoding.
 
 /**
@@ -15,7 +17,8 @@ export const LEAF_SNOWFLAKE_ID = defineRoute({
   operationId: 'leafSnowflakeId',
   section: 'leaf',
   summary:
-    'One snowflake ID (Leaf-compatible; any method; Leaf ignores the tag, and so does idmint): text/plain, or the ' +
+    'One snowflake ID (Leaf-compatible; any method; Leaf ignores the tag, and so does ' +
+    'idmint): text/plain, or the ' +
     'bare number as JSON for Accept: application/json',
   params: TagParams,
   response: {
@@ -53,7 +56,8 @@ export const SNOWFLAKE_BATCH = defineRoute({
   operationId: 'snowflakeIds',
   section: 'snowflake',
   summary:
-    'A batch of snowflake IDs, strictly increasing: always exactly `count` of them. JSON, or binary for Accept: ' +
+    'A batch of snowflake IDs, strictly increasing: always exactly `count` of them. JSON, ' +
+    'or binary for Accept: ' +
     'application/octet-stream',
   querystring: ({ max, bound }: CountBound) =>
     Type.Object({
@@ -62,7 +66,7 @@ export const SNOWFLAKE_BATCH = defineRoute({
           minimum: 1,
           maximum: max,
           default: 1,
-          description: `How many IDs, 1 to ${bound}. More is 400 INVALID_ARGUMENT naming the bound.`,
+          description: `How many IDs, 1 to ${bound}. ${MORE_IS_REFUSED}`,
         }),
       ),
     }),

@@ -33,7 +33,8 @@ export const StatusQuery = Type.Object({
       type: 'string',
       default: 'tag',
       description:
-        'Order of the tag list: by name, buffer fill, IDs buffered, IDs/s over the last minute, current step, last ' +
+        'Order of the tag list: by name, buffer fill, IDs buffered, IDs/s over the last ' +
+        'minute, current step, last ' +
         'load latency, or failed loads.',
     }),
   ),
@@ -46,7 +47,8 @@ export const StatusQuery = Type.Object({
       minLength: 1,
       maxLength: 128,
       description:
-        'Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after this tag (before it with ' +
+        'Name-order cursor (with `sort=tag`, instead of `offset`): the page starts after ' +
+        'this tag (before it with ' +
         "`order=desc`); pass the previous answer's `nextAfter`.",
     }),
   ),
@@ -63,7 +65,8 @@ export const StatusQuery = Type.Object({
       type: 'string',
       default: 'all',
       description:
-        '`all`: every tag the store lists; `in-use`: only the tags in use on this node (drawn from, created or ' +
+        '`all`: every tag the store lists; `in-use`: only the tags in use on this node ' +
+        '(drawn from, created or ' +
         'changed here since start-up).',
     }),
   ),
@@ -86,8 +89,10 @@ export const TagStatus = Type.Object(
     serving: Type.Enum(['memory', 'loading', 'failing', 'not-loaded'], {
       type: 'string',
       description:
-        '`memory`: IDs are buffered, requests never wait for the store; `loading`: nothing buffered, a range is on ' +
-        'its way; `failing`: the last load failed (see lastError); `not-loaded`: no range yet (loads on first use).',
+        '`memory`: IDs are buffered, requests never wait for the store; `loading`: nothing ' +
+        'buffered, a range is on ' +
+        'its way; `failing`: the last load failed (see lastError); `not-loaded`: no range ' +
+        'yet (loads on first use).',
     }),
     step: Type.Integer({
       description: 'Size of the latest range loaded: the dynamic step (0 before the first).',
@@ -123,7 +128,8 @@ export const TagStatus = Type.Object(
     nextLoad: Type.Enum(['ready', 'loading', 'pending', 'failing'], {
       type: 'string',
       description:
-        '`ready`: the next range is loaded; `loading`: its load is in flight; `pending`: it loads once the current ' +
+        '`ready`: the next range is loaded; `loading`: its load is in flight; `pending`: it ' +
+        'loads once the current ' +
         'range passes the prefetch threshold; `failing`: loads fail.',
     }),
     idsUntilNextLoad: Nullable(
@@ -141,14 +147,16 @@ export const TagStatus = Type.Object(
         message: Nullable(
           Type.String({
             description:
-              "The failure's own message: only for the admin token (or with auth off); it can name the store's " +
+              "The failure's own message: only for the admin token (or with auth off); it " +
+              "can name the store's " +
               'address.',
           }),
         ),
       }),
     ),
     idsPerSecond: NullableNumber(
-      'IDs drawn per second over the last minute; null when not tracked (more tags are drawing than the dashboard ' +
+      'IDs drawn per second over the last minute; null when not tracked (more tags are ' +
+        'drawing than the dashboard ' +
         'keeps rates for).',
     ),
     rates: Rates,
@@ -223,7 +231,8 @@ export const SnowflakeStatus = Type.Object(
     validUntil: Time('The fence: IDs stop at this time unless the lease is renewed first.'),
     expiresInMs: NullableNumber('Time left before the fence.'),
     horizon: Time(
-      'The horizon recorded at the registry: nothing this node issues is later, and the next holder of the worker ID ' +
+      'The horizon recorded at the registry: nothing this node issues is later, and the ' +
+        'next holder of the worker ID ' +
         'starts after it.',
     ),
     lastRenewedAt: Time(),
@@ -283,7 +292,8 @@ export const Status = Type.Object(
           },
           {
             description:
-              'Requests over the last minute, from the request histogram; null when metrics are off.',
+              'Requests over the last minute, from the request histogram; null when metrics ' +
+              'are off.',
           },
         ),
       ),
@@ -309,7 +319,8 @@ export const STATUS = defineRoute({
   operationId: 'status',
   section: 'operations',
   summary:
-    "The server's live status: tags, snowflake worker, requests, errors and health (the dashboard reads this)",
+    "The server's live status: tags, snowflake worker, requests, errors and health (the " +
+    'dashboard reads this)',
   querystring: StatusQuery,
   response: { 200: Status, ...ERRORS },
 });

@@ -53,7 +53,8 @@ const Remainder = Type.Integer({
 });
 const Opaque = Type.Boolean({
   description:
-    "Answer the tag's IDs in their opaque form (FF1 under the server's keys; docs/formats.md). Once opaque, a tag " +
+    "Answer the tag's IDs in their opaque form (FF1 under the server's keys; " +
+    'docs/formats.md). Once opaque, a tag ' +
     'stays opaque: false is refused on an opaque tag.',
 });
 
@@ -136,7 +137,8 @@ export const UPDATE_TAG = defineRoute({
   operationId: 'updateTag',
   section: 'tags',
   summary:
-    "Change a tag's step, description or sequence (delta and remainder, given together), or make it " +
+    "Change a tag's step, description or sequence (delta and remainder, given together), or " +
+    'make it ' +
     'opaque (servers take a new step as Leaf does: see docs/segments.md, Steps)',
   params: TagParams,
   body: TagChanges,

@@ -45,7 +45,8 @@ function tinyIdJson(data: TSchema) {
 /** The one answer not in TinyId's shape: a request Spring could not bind or HTTP refuses. */
 const BAD_REQUEST = Ref(ErrorAnswer, {
   description:
-    "A batchSize that is not an integer (idmint's INVALID_ARGUMENT), or a request HTTP itself refuses.",
+    "A batchSize that is not an integer (idmint's INVALID_ARGUMENT), or a request HTTP " +
+    'itself refuses.',
 });
 
 /** One TinyId route: GET is the one documented; every other method answers the same. */
@@ -69,7 +70,8 @@ function tinyIdRoute(
 
 export const TINYID_NEXT_ID = tinyIdRoute(
   'nextId',
-  "TinyId's nextId: the tag's next IDs in TinyId's Response (always HTTP 200; any method; an opaque tag refused)",
+  "TinyId's nextId: the tag's next IDs in TinyId's Response (always HTTP 200; any method; " +
+    'an opaque tag refused)',
   Type.Object({ ...TINYID_QUERY, batchSize: BATCH_SIZE }),
   {
     description: "TinyId's Response with the IDs as JSON numbers.",
@@ -89,7 +91,8 @@ export const TINYID_NEXT_ID_SIMPLE = tinyIdRoute(
 
 export const TINYID_NEXT_SEGMENT_ID = tinyIdRoute(
   'nextSegmentId',
-  "TinyId's nextSegmentId: a segment of the tag's step for TinyId's client (delta = stride, remainder = start mod " +
+  "TinyId's nextSegmentId: a segment of the tag's step for TinyId's client (delta = stride, " +
+    'remainder = start mod ' +
     'stride)',
   Type.Object(TINYID_QUERY),
   {
@@ -110,7 +113,8 @@ export const TINYID_NEXT_SEGMENT_ID = tinyIdRoute(
 
 export const TINYID_NEXT_SEGMENT_ID_SIMPLE = tinyIdRoute(
   'nextSegmentIdSimple',
-  "TinyId's nextSegmentIdSimple: currentId,loadingId,maxId,delta,remainder as text; empty on any failure",
+  "TinyId's nextSegmentIdSimple: currentId,loadingId,maxId,delta,remainder as text; empty " +
+    'on any failure',
   Type.Object(TINYID_QUERY),
   {
     description: 'currentId,loadingId,maxId,delta,remainder; empty for a bad token or any failure.',

@@ -26,7 +26,7 @@ import {
 const T0 = Date.UTC(2026, 5, 1, 12);
 
 describe('generators with a default clock', () => {
-  it('UuidV7Generator, UlidGenerator and ObjectIdGenerator need no options (they needed a clock)', () => {
+  it('UuidV7Generator, UlidGenerator and ObjectIdGenerator need no options', () => {
     const before = Date.now();
     const uuid = new UuidV7Generator().nextString();
     const id = new UlidGenerator().nextString();
@@ -49,7 +49,7 @@ describe('generators with a default clock', () => {
     assert.equal(decomposeId(new SnowflakeGenerator({ clock, workerId: 3 }).next()).timestamp, T0);
   });
 
-  it('SnowflakeGenerator takes no clock but requires a worker ID, in its type and at run time', () => {
+  it('SnowflakeGenerator takes no clock but requires a worker ID', () => {
     const generator = new SnowflakeGenerator({ workerId: 7 });
     assert.equal(decomposeId(generator.next()).workerId, 7);
     assert.equal(decomposeId(generator.nextString(), 'idmint').workerId, 7);
@@ -68,7 +68,7 @@ describe('generators with a default clock', () => {
 describe('one-liners: uuidv7(), uuidv4(), ulid(), objectId()', () => {
   const N = 200_000;
 
-  it('uuidv7() returns strings, strictly increasing across calls (one generator per process)', () => {
+  it('uuidv7() returns strings, strictly increasing across calls', () => {
     let last = '';
     for (let i = 0; i < N; i++) {
       const id = uuidv7();
@@ -110,7 +110,7 @@ describe('one-liners: uuidv7(), uuidv4(), ulid(), objectId()', () => {
     for (const id of [...ids].slice(0, 100)) assert.equal(decodeUuid(id).version, 4);
   });
 
-  it("interleaved calls keep each family's order: each one-liner has a generator of its own", () => {
+  it("interleaved calls keep each family's order", () => {
     let u = '';
     let l = '';
     for (let i = 0; i < 10_000; i++) {

@@ -170,7 +170,8 @@ export async function buildServer(
             end: range.end.toString(),
             raisedTo: highest.toString(),
           },
-          'segment store handed out a range below IDs this node already loaded: max_id raised past them; ' +
+          'segment store handed out a range below IDs this node already loaded: max_id ' +
+            'raised past them; ' +
             'run "idmint db fence" (docs/operations.md, After a failover or a restore)',
         );
         return;

@@ -24,14 +24,14 @@ function feed(
 }
 
 describe('RateWindow', () => {
-  it('turns growing totals into per-second rates, oldest first, and their mean over the window', () => {
+  it('turns growing totals into per-second rates and their window mean', () => {
     const window = new RateWindow({ samples: 5 });
     feed(window, 'a', [7, 100, 100, 300, 100]);
     // The first sample is the base: four intervals of one second follow.
     assert.deepEqual(window.series('a'), { perSecond: 150, rates: [100, 100, 300, 100] });
   });
 
-  it('divides by the time that really passed between samples (a late timer does not inflate the rate)', () => {
+  it('divides by the time that really passed between samples', () => {
     const window = new RateWindow({ samples: 5 });
     window.record(0, [['a', 0]]);
     window.record(500, [['a', 100]]); // 100 in half a second
@@ -47,7 +47,7 @@ describe('RateWindow', () => {
     assert.deepEqual(window.series('a'), { perSecond: 5, rates: [4, 5, 6] });
   });
 
-  it('gives a key a series only once it moves, and drops it after a whole window without growth', () => {
+  it('gives a key a series once it moves; drops it after an idle window', () => {
     const window = new RateWindow({ samples: 3 });
     window.record(0, [
       ['idle', 5],
@@ -72,7 +72,7 @@ describe('RateWindow', () => {
     assert.deepEqual(window.series('busy'), { perSecond: 0, rates: [0, 0, 0] });
   });
 
-  it('counts a key that appears after the first sample from 0 (a new buffer issued all of its total since)', () => {
+  it('counts a key that appears after the first sample from 0', () => {
     const window = new RateWindow({ samples: 4 });
     window.record(0, [['a', 50]]);
     window.record(1000, [
@@ -83,7 +83,7 @@ describe('RateWindow', () => {
     assert.deepEqual(window.series('b')?.rates, [30]);
   });
 
-  it('forgets keys missing from a sample, and never reports a negative rate for a total that went down', () => {
+  it('forgets missing keys; never reports a negative rate', () => {
     const window = new RateWindow({ samples: 4 });
     window.record(0, [
       ['a', 10],
@@ -124,7 +124,7 @@ describe('RateWindow', () => {
 });
 
 describe('StepHistory', () => {
-  it('keeps the last loads per tag, evicts the least recently loaded tag past the cap, and forgets tags on request', () => {
+  it('keeps the last loads per tag, evicts the least recent past the cap', () => {
     const history = new StepHistory({ length: 3, maxKeys: 2 });
     for (let i = 1; i <= 4; i++) history.record('a', { at: i, step: 100 * i, ms: i });
     assert.deepEqual(

@@ -284,7 +284,9 @@ export class LeaseHolder {
       this.#stats.renewFailuresTotal++;
       this.#emit(
         'renew-failed',
-        `renewing worker ${holding.lease.workerId} failed (${this.#stats.renewFailures} in a row); IDs stop at ${iso(holding.generator.validUntil())} unless a renewal succeeds first`,
+        `renewing worker ${holding.lease.workerId} failed (${this.#stats.renewFailures} in ` +
+          `a row); IDs stop at ${iso(holding.generator.validUntil())} unless a renewal ` +
+          `succeeds first`,
         failure,
       );
       this.#arm(Math.max(100, Math.floor(interval / 3)));
@@ -354,7 +356,8 @@ export class LeaseHolder {
     this.#stats.workerSwitches++;
     this.#emit(
       'switched-worker',
-      `the clock went back past what the rollback policy waits out; switched from worker ${old.lease.workerId} to worker ${next.lease.workerId}`,
+      `the clock went back past what the rollback policy waits out; switched from worker ` +
+        `${old.lease.workerId} to worker ${next.lease.workerId}`,
     );
     this.#arm(renewIntervalFor(this.#terms, next.lease));
     await this.#bounded(old, old.lease.release(finalReport(old, this.#terms.clock))).catch(
@@ -413,7 +416,8 @@ export class LeaseHolder {
     if (this.#closing === undefined) {
       this.#emit(
         'lease-lost',
-        `lost the lease on worker ${holding.lease.workerId}: issuing stopped; acquiring a new worker ID`,
+        `lost the lease on worker ${holding.lease.workerId}: issuing stopped; acquiring a ` +
+          `new worker ID`,
         error,
       );
     }
@@ -439,7 +443,8 @@ export class LeaseHolder {
       () =>
         new IdMintError(
           'REGISTRY_UNAVAILABLE',
-          `${this.#terms.registry.backend} registry did not confirm the release of worker ${holding.lease.workerId} in time`,
+          `${this.#terms.registry.backend} registry did not confirm the release of worker ` +
+            `${holding.lease.workerId} in time`,
         ),
     );
   }

@@ -163,7 +163,8 @@ export async function renewHolding(
     () =>
       new IdMintError(
         'REGISTRY_UNAVAILABLE',
-        `${terms.registry.backend} registry did not confirm the renewal of worker ${lease.workerId} in time`,
+        `${terms.registry.backend} registry did not confirm the renewal of worker ` +
+          `${lease.workerId} in time`,
       ),
   );
   holding.recorded = horizon;
@@ -204,7 +205,8 @@ async function switchAtStart(
   } catch (error) {
     throw new IdMintError(
       'CLOCK_MOVED_BACKWARDS',
-      `${behind.message}; switch-worker found no other worker ID to use (${(error as Error).message})`,
+      `${behind.message}; switch-worker found no other worker ID to use ` +
+        `(${(error as Error).message})`,
       {
         cause: error,
         details: behind.details,
@@ -237,7 +239,8 @@ async function waitForClock(
   if (waitMs > MAX_START_WAIT_MS) throw clockBehind(terms.registry.backend, lease, now);
   context.waiting(
     lease.workerId,
-    `worker ${lease.workerId}: waiting ${waitMs} ms for the clock to pass ${iso(lease.lastTimestamp)}, the horizon its previous holder reserved`,
+    `worker ${lease.workerId}: waiting ${waitMs} ms for the clock to pass ` +
+      `${iso(lease.lastTimestamp)}, the horizon its previous holder reserved`,
   );
   let renewedAt = now;
   while (now <= lease.lastTimestamp) {
@@ -256,7 +259,9 @@ function clockBehind(backend: string, lease: WorkerLease, now: number): IdMintEr
   const offset = lease.reportedAt - now;
   return new IdMintError(
     'CLOCK_MOVED_BACKWARDS',
-    `worker ${lease.workerId}: the local clock reads ${iso(now)}, ${offset} ms behind ${iso(lease.reportedAt)}, the time its previous holder's clock showed at its last report to the ${backend} registry (its IDs reach ${iso(lease.lastTimestamp)}); refusing to start rather than risk repeating IDs: fix the clock, or start once it has passed that time`,
+    `worker ${lease.workerId}: the local clock reads ${iso(now)}, ${offset} ms behind ` +
+      `${iso(lease.reportedAt)}, the time its previous holder's clock showed at its last report ` +
+      `to the ${backend} registry (its IDs reach ${iso(lease.lastTimestamp)})`,
     {
       details: {
         workerId: lease.workerId,

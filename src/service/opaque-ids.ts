@@ -132,7 +132,8 @@ export class OpaqueIds {
 export function noOpaqueKeys(what: string, details?: Record<string, string>): IdMintError {
   return new IdMintError(
     'OPAQUE_UNAVAILABLE',
-    `${what} needs opaque keys, and none are configured (IDMINT_OPAQUE_KEYS); nothing is answered in their place`,
+    `${what} needs opaque keys, and none are configured (IDMINT_OPAQUE_KEYS); nothing is ` +
+      `answered in their place`,
     {
       ...(details === undefined ? {} : { details }),
     },

@@ -40,7 +40,7 @@ function idsOf(run: SegmentRun): bigint[] {
 }
 
 describe('SegmentService.nextRange', () => {
-  it('hands out contiguous runs that never overlap IDs drawn one by one or in batches', async () => {
+  it('hands out runs that never overlap IDs drawn singly or in batches', async () => {
     const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await store.init();
     await store.createTag({ tag: 'orders', step: 100, startId: 1n });
@@ -74,7 +74,7 @@ describe('SegmentService.nextRange', () => {
     }
   });
 
-  it('says the stride of a range from a set of databases, every ID in one residue class', async () => {
+  it('says the stride of a range from a set of databases', async () => {
     const members = [0, 1].map(
       (offset) =>
         new SqliteSegmentStore({
@@ -111,7 +111,7 @@ describe('SegmentService.nextRange', () => {
     }
   });
 
-  it("'step' asks for the tag's configured step, also for a tag first looked up by the call", async () => {
+  it("'step' asks for the tag's configured step, also for a new look-up", async () => {
     const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await store.init();
     const service = await serviceOn(store);

@@ -101,7 +101,7 @@ const range = (from: number, to: number) =>
   Array.from({ length: to - from + 1 }, (_, i) => BigInt(from + i));
 
 describe('SegmentService: ranges and the double buffer', () => {
-  it('serves 1, 2, 3, ... from the first range, which takes the tag step stored in the table', async () => {
+  it("serves 1, 2, 3, ... from the first range, of the tag's stored step", async () => {
     const { service, store } = await setup();
     assert.equal(
       service.nextSync('orders'),
@@ -116,7 +116,7 @@ describe('SegmentService: ranges and the double buffer', () => {
     assert.equal(store.calls.allocate, 1);
   });
 
-  it('loads the next range in the background once more than 10% of the current one is issued', async () => {
+  it('loads the next range in the background past 10% of the current one', async () => {
     const { service, store } = await setup();
     assert.deepEqual(await drawMany(service, 10), range(1, 10));
     assert.equal(store.calls.allocate, 1, 'no prefetch at exactly 10%');
@@ -176,7 +176,7 @@ describe('SegmentService: ranges and the double buffer', () => {
     assert.equal(await waiting, 11n);
   });
 
-  it('a load slower than waitTimeoutMs is SEGMENTS_NOT_READY (retryable); it lands later and serves the next request', async () => {
+  it('a slow load is SEGMENTS_NOT_READY; it lands later and serves', async () => {
     const { service, store } = await setup({ waitTimeoutMs: 30 });
     const open = store.hold();
     await rejectsWith(
@@ -190,7 +190,7 @@ describe('SegmentService: ranges and the double buffer', () => {
     assert.equal(store.calls.allocate, 1, 'the slow load was not abandoned or repeated');
   });
 
-  it("keeps serving many concurrent callers with a small step (Leaf answers 'both segments not ready')", async () => {
+  it('serves many concurrent callers with a small step', async () => {
     const { service, store } = await setup({ step: { maxStep: 5 } }, [{ tag: 'orders', step: 5 }]);
     store.delayMs = 1;
     const ids = await Promise.all(Array.from({ length: 500 }, () => service.next('orders')));
@@ -201,7 +201,7 @@ describe('SegmentService: ranges and the double buffer', () => {
     );
   });
 
-  it('grows, keeps and shrinks the step with how long each range lasted (ManualClock)', async () => {
+  it('grows, keeps and shrinks the step with how long each range lasted', async () => {
     const { service, store, clock, memory } = await setup({ step: { maxStep: 800 } });
     await draw(service);
     // Advance the clock, then draw until the next load starts: it sees the range lasted `ms`.
@@ -260,7 +260,7 @@ describe('SegmentService: ranges and the double buffer', () => {
     assert.equal(restarted.stats().tags[0]?.step, 1000, 'a restart starts from the stored step');
   });
 
-  it('nextSync never throws and never waits: unknown and malformed tags are undefined', async () => {
+  it('nextSync never throws or waits: bad and unknown tags are undefined', async () => {
     const { service, store } = await setup();
     assert.equal(service.nextSync('nope'), undefined);
     assert.equal(service.nextSync('bad tag!'), undefined);
@@ -283,7 +283,7 @@ describe('SegmentService: batches', () => {
       );
   });
 
-  it('nextBatchSync takes a batch only when all of it is buffered, else takes nothing', async () => {
+  it('nextBatchSync takes a batch only when all of it is buffered', async () => {
     const { service } = await setup();
     assert.equal(service.nextBatchSync('orders', 1), undefined);
     await service.next('orders');
@@ -315,7 +315,7 @@ describe('SegmentService: batches', () => {
 });
 
 describe('SegmentService: outages', () => {
-  it('serves buffered IDs through an outage, then fails fast without piling up, then recovers by itself', async () => {
+  it('serves through an outage, then fails fast, then recovers by itself', async () => {
     const { service, store, clock } = await setup({ step: { maxStep: 100 }, retryAfterMs: 1000 });
     assert.equal(await draw(service), 1n);
     await drawMany(service, 10);
@@ -347,7 +347,7 @@ describe('SegmentService: outages', () => {
     assert.equal(service.stats().tags[0]?.lastError, null);
   });
 
-  it('retries a failed prefetch while IDs are still buffered, so callers never see a short outage', async () => {
+  it('retries a failed prefetch while IDs are still buffered', async () => {
     const { service, store, clock } = await setup({ step: { maxStep: 100 }, retryAfterMs: 500 });
     await draw(service);
     store.mode = 'fail';
@@ -364,7 +364,7 @@ describe('SegmentService: outages', () => {
     assert.deepEqual(ids, range(13, 200));
   });
 
-  it('skips a range whose allocation outcome is unknown: committed, reply lost, never issued', async () => {
+  it('skips a range whose allocation outcome is unknown', async () => {
     const { service, store, clock } = await setup({
       step: { maxStep: 100 },
       prefetchThreshold: 1,
@@ -405,7 +405,7 @@ describe('SegmentService: outages', () => {
     assert.equal(store.calls.allocate, 1);
   });
 
-  it('heals a store gone back below IDs loaded: raises max_id past them at once, serves on, repeats none', async () => {
+  it('heals a store gone back below IDs loaded; repeats none', async () => {
     const { service, memory, store, events } = await setup({
       step: { maxStep: 100 },
       prefetchThreshold: 1,
@@ -427,7 +427,7 @@ describe('SegmentService: outages', () => {
     assert.equal(service.stats().tags[0]?.loadFailures, 0);
   });
 
-  it('refuses a store that stays below IDs already loaded after being raised, issuing nothing from it', async () => {
+  it('refuses a store that stays below IDs loaded after being raised', async () => {
     const { service, memory, store } = await setup({
       step: { maxStep: 100 },
       prefetchThreshold: 1,
@@ -469,7 +469,7 @@ describe('SegmentService: outages', () => {
 });
 
 describe('SegmentService: tags', () => {
-  it('loads the tag list at start-up and follows it on full reads; an empty table clears the cache', async () => {
+  it('loads the tag list at start-up, follows it on full reads', async () => {
     const { service, memory } = await setup({ tagFullRefreshMs: 0 }, [
       { tag: 'a', step: 10 },
       { tag: 'b', step: 10 },
@@ -492,7 +492,7 @@ describe('SegmentService: tags', () => {
     assert.equal(service.stats().fullTagRefreshes, 4);
   });
 
-  it('between full reads reads only the tags changed since the last read; a deletion waits for the next full read', async () => {
+  it('between full reads reads only changed tags; deletions wait', async () => {
     const tags = Array.from({ length: 300 }, (_, i) => ({ tag: `t${i}`, step: 10 }));
     const { service, memory, store, clock, events } = await setup(
       { tagFullRefreshMs: 600_000 },
@@ -543,7 +543,7 @@ describe('SegmentService: tags', () => {
     );
   });
 
-  it('reads every tag a page at a time, letting other work run between pages and while it sweeps out deleted tags', async () => {
+  it('reads every tag a page at a time, yielding between pages', async () => {
     const memory = await sqliteStore();
     const tags = TAG_PAGE_SIZE * 2 + TAG_PAGE_SIZE / 4; // two whole pages and part of a third
     memory.bulkInsert(tags);
@@ -570,7 +570,7 @@ describe('SegmentService: tags', () => {
     assert.equal(service.tagStats('bulk-8')?.tagStep, 10, 'the others keep their step');
   });
 
-  it('creates no buffer for a listed tag until its first draw; stats still lists it, activeStats only tags in use', async () => {
+  it('creates no buffer for a listed tag until its first draw', async () => {
     const { service, store } = await setup({}, [
       { tag: 'a', step: 10 },
       { tag: 'b', step: 20 },
@@ -600,7 +600,7 @@ describe('SegmentService: tags', () => {
     );
   });
 
-  it('keeps tagNames sorted as stats lists them through look-ups, refreshes and close, with tagStats and tagCounts to match', async () => {
+  it('keeps tagNames sorted as stats lists them, counts to match', async () => {
     const { service, memory, clock } = await setup({ tagFullRefreshMs: 60_000 }, [
       { tag: 'm', step: 10 },
       { tag: 'b', step: 10 },
@@ -642,7 +642,7 @@ describe('SegmentService: tags', () => {
     );
   });
 
-  it('names each tag once when it is first drawn from while a full read that listed it is still on its way', async () => {
+  it('names a tag once when drawn during a full read that lists it', async () => {
     const memory = await sqliteStore();
     memory.bulkInsert(4500); // several pages
     const store = new FaultySegmentStore(memory);
@@ -693,7 +693,7 @@ describe('SegmentService: tags', () => {
     assert.equal(store.calls.getTag, 1);
   });
 
-  it('answers unknown tags from a short negative cache, one store look-up however many ask', async () => {
+  it('answers unknown tags from a short negative cache, one look-up', async () => {
     const { service, memory, store, clock } = await setup({ negativeCacheMs: 2000 });
     await Promise.all(
       Array.from({ length: 20 }, () =>
@@ -713,7 +713,7 @@ describe('SegmentService: tags', () => {
     assert.equal(store.calls.getTag, 2);
   });
 
-  it('a refresh that read the tag list before a tag was created cannot drop its buffer: no range lost, no ID lower than one issued', async () => {
+  it('a refresh that read the tags before a create keeps its buffer', async () => {
     const { service, store, memory } = await setup(
       { step: { maxStep: 10 }, prefetchThreshold: 1, waitTimeoutMs: 30_000, tagFullRefreshMs: 0 },
       [],
@@ -777,7 +777,7 @@ describe('SegmentService: tags', () => {
     assert.deepEqual(service.stats().tags, []);
   });
 
-  it('start() rejects when the store is down, and the service still recovers on demand', async () => {
+  it('start() rejects when the store is down; the service recovers', async () => {
     const memory = await sqliteStore();
     await memory.createTag({ tag: 'orders', step: 10 });
     const store = new FaultySegmentStore(memory);
@@ -791,7 +791,7 @@ describe('SegmentService: tags', () => {
 });
 
 describe('SegmentService: shutdown', () => {
-  it('gives the unissued tail back, so a restart continues right after the last ID issued', async () => {
+  it('gives the unissued tail back; a restart continues after it', async () => {
     const { service, store, memory, clock } = await setup();
     assert.deepEqual(await drawMany(service, 5), range(1, 5));
     assert.deepEqual(await service.close(), { releasedIds: 95, wastedIds: 0, failedReleases: [] });
@@ -825,7 +825,7 @@ describe('SegmentService: shutdown', () => {
     assert.equal((await memory.getTag('orders'))?.maxId, 201n);
   });
 
-  it('reports a give-back the store refused as a failure naming the tag, its IDs counted as wasted', async () => {
+  it('reports a refused give-back naming the tag, its IDs wasted', async () => {
     const { service, store, memory } = await setup();
     await drawMany(service, 5);
     store.mode = 'fail';
@@ -914,7 +914,7 @@ describe('SegmentService: stats, events and options', () => {
     );
   });
 
-  it('refuses durations that Node timers would clamp to 1 ms, and honours the longest they allow', async () => {
+  it('refuses durations Node timers would clamp, takes the longest', async () => {
     const store = await sqliteStore();
     const clock = new ManualClock(T0);
     const thirtyDays = 30 * 86_400_000;

@@ -233,7 +233,8 @@ export class SegmentService {
     ) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `prefetchThreshold must be a number from ${bounds.prefetchThreshold.min} to ${bounds.prefetchThreshold.max}, got ${String(prefetchThreshold)}`,
+        `prefetchThreshold must be a number from ${bounds.prefetchThreshold.min} to ` +
+          `${bounds.prefetchThreshold.max}, got ${String(prefetchThreshold)}`,
       );
     }
     this.#waitTimeoutMs = checkMs('waitTimeoutMs', options.waitTimeoutMs);
@@ -253,7 +254,8 @@ export class SegmentService {
           () =>
             new IdMintError(
               'STORE_UNAVAILABLE',
-              `tag "${tag}": allocating a range took longer than ${loadTimeoutMs} ms; its outcome is unknown, so that range is skipped`,
+              `tag "${tag}": allocating a range took longer than ${loadTimeoutMs} ms; its ` +
+                `outcome is unknown, so that range is skipped`,
               {
                 details: { tag, timeoutMs: loadTimeoutMs, abandoned: true },
               },
@@ -563,7 +565,8 @@ export class SegmentService {
     return withTimeout(buffer.whenReady(), this.#waitTimeoutMs, () => {
       return new IdMintError(
         'SEGMENTS_NOT_READY',
-        `tag "${tag}": no buffered IDs left and the next range did not load within ${this.#waitTimeoutMs} ms; retry`,
+        `tag "${tag}": no buffered IDs left and the next range did not load within ` +
+          `${this.#waitTimeoutMs} ms; retry`,
         {
           details: { tag, waitTimeoutMs: this.#waitTimeoutMs },
         },

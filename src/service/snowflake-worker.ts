@@ -294,7 +294,8 @@ export class SnowflakeWorker {
     if (!Number.isSafeInteger(count) || count < 1 || count > this.maxBatch) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `count must be an integer from 1 to ${this.maxBatch}, got ${String(count)}: ${batchBoundReason(this.layout, this.maxBatch)}`,
+        `count must be an integer from 1 to ${this.maxBatch}, got ${String(count)}: ` +
+          `${batchBoundReason(this.layout, this.maxBatch)}`,
       );
     }
     // One batch at a time, in arrival order. Without the queue, a time unit's IDs went to
@@ -340,7 +341,8 @@ export class SnowflakeWorker {
       if (generator !== this.#generator && isIdMintError(error, 'LEASE_LOST')) {
         throw new IdMintError(
           'LEASE_LOST',
-          `the lease of worker ${generator.workerId} ended while this batch was minted (now worker ${this.#generator.workerId}); none of its IDs was handed out: ask again`,
+          `the lease of worker ${generator.workerId} ended while this batch was minted (now ` +
+            `worker ${this.#generator.workerId}); none of its IDs was handed out: ask again`,
           {
             cause: error,
             details: { workerId: generator.workerId },
@@ -444,7 +446,9 @@ export class SnowflakeWorker {
       this.#emit({
         type: 'peer-check-skipped',
         workerId: -1,
-        message: `could not compare the clock with the live peers' (${error.message}); starting on the check against the worker ID's record alone`,
+        message:
+          `could not compare the clock with the live peers' (${error.message}); starting on ` +
+          `the check against the worker ID's record alone`,
         error,
       });
       return;
@@ -461,7 +465,9 @@ export class SnowflakeWorker {
     if (Math.abs(offset) <= this.#maxPeerSkewMs) return;
     const error = new IdMintError(
       'CLOCK_SKEW',
-      `the local clock reads ${iso(now)}, ${Math.abs(offset)} ms ${offset < 0 ? 'behind' : 'ahead of'} the mean of ${peers.length} live peers' clocks (${iso(Math.round(mean))}); the limit is ${this.#maxPeerSkewMs} ms (maxPeerSkewMs): fix the clock (NTP) on this node or on the peers`,
+      `the local clock reads ${iso(now)}, ${Math.abs(offset)} ms ` +
+        `${offset < 0 ? 'behind' : 'ahead of'} the mean of ${peers.length} live peers' clocks ` +
+        `(${iso(Math.round(mean))}); the limit is ${this.#maxPeerSkewMs} ms (maxPeerSkewMs)`,
       {
         details: {
           clockMs: now,
@@ -487,7 +493,10 @@ export class SnowflakeWorker {
 
 /** Why a batch is bounded, for the error that refuses a larger one (library and route alike). */
 export function batchBoundReason(layout: Layout, limit: number): string {
-  return `layout "${layout.name}" issues ${limit} IDs in ${BATCH_WINDOW_MS} ms, the most one batch may take; ask for more in several requests`;
+  return (
+    `layout "${layout.name}" issues ${limit} IDs in ${BATCH_WINDOW_MS} ms, the most one batch ` +
+    `may take; ask for more in several requests`
+  );
 }
 
 function integer(name: string, value: number, min: number, max: number): number {

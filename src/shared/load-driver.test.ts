@@ -17,7 +17,7 @@ it('a driver that is not installed is DRIVER_MISSING naming the package to insta
   assert.equal(error.details?.['package'], pkg);
 });
 
-it('an installed driver loads; a failure inside it is not mistaken for a missing package', async () => {
+it('loads an installed driver; a failure inside it is not "missing"', async () => {
   const yaml = await loadDriver('yaml', 'a test', () => import('yaml'));
   assert.equal(typeof yaml.parse, 'function');
   const inner = Object.assign(

@@ -22,6 +22,6 @@ it('the executable checks the same minimum before it loads anything', () => {
   assert.equal(`${major}.${minor}.0`, MIN_NODE_VERSION);
   assert.match(
     bin,
-    /needs Node\.js \$\{MIN_NODE\.join\('\.'\)\}\.0 or later \(Node 24 LTS recommended\); this is Node\.js/,
+    /needs Node\.js \$\{MIN_NODE\.join\('\.'\)\}\.0 or later \(Node 24 LTS recommended\); this/,
   );
 });

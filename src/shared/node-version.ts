@@ -24,7 +24,10 @@ export function isSupportedNode(version: string): boolean {
 
 /** The one-line message for an unsupported Node. */
 export function unsupportedNodeMessage(version: string): string {
-  return `idmint needs Node.js ${MIN_NODE_VERSION} or later (Node 24 LTS recommended); this is Node.js ${version}`;
+  return (
+    `idmint needs Node.js ${MIN_NODE_VERSION} or later (Node 24 LTS recommended); this is ` +
+    `Node.js ${version}`
+  );
 }
 
 const running = globalThis.process?.versions?.node;

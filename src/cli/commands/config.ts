@@ -59,16 +59,18 @@ ${configFlagHelp()}
       };
     });
     if (values.json === true) {
-      await io.out(
-        `${JSON.stringify({ valid: true, keys: Object.fromEntries(rows.map((r) => [r.key, { value: r.json, origin: r.origin }])) })}\n`,
+      const keys = Object.fromEntries(
+        rows.map((r) => [r.key, { value: r.json, origin: r.origin }]),
       );
+      await io.out(`${JSON.stringify({ valid: true, keys })}\n`);
       return 0;
     }
     const width = Math.max(...rows.map((r) => r.key.length)) + 2;
     const valueWidth = Math.min(48, Math.max(...rows.map((r) => r.value.length))) + 2;
-    await io.out(
-      `configuration is valid\n\n${rows.map((r) => `${r.key.padEnd(width)}${r.value.length >= valueWidth ? `${r.value}  ` : r.value.padEnd(valueWidth)}${r.origin}`).join('\n')}\n`,
-    );
+    const value = (r: (typeof rows)[number]) =>
+      r.value.length >= valueWidth ? `${r.value}  ` : r.value.padEnd(valueWidth);
+    const lines = rows.map((r) => `${r.key.padEnd(width)}${value(r)}${r.origin}`);
+    await io.out(`configuration is valid\n\n${lines.join('\n')}\n`);
     return 0;
   },
 };

@@ -32,7 +32,8 @@ const SUBCOMMANDS = ['init', 'history', 'fence'] as const;
 export const dbCommand: CliCommand = {
   name: 'db',
   summary: 'create the segment table (db init), show its history (db history), fence it (db fence)',
-  help: `Usage: idmint db init [--store URL | --stores URL,... [--replace INDEX]] [--table NAME] [--timeout MS]
+  help: `Usage: idmint db init [--store URL | --stores URL,... [--replace INDEX]] [--table NAME]
+                      [--timeout MS]
        idmint db history [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
        idmint db fence [--margin IDS | --ranges N] [--tag TAG] [--if-fences N]
                        [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
@@ -73,11 +74,12 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
                       database there, lost for good (never use that one again): its rows start
                       above every ID the lost one can have issued
   -t, --table NAME    table name (default: the configured one, else ${DEFAULT_SEGMENT_TABLE})
-      --timeout MS    give up on the database after MS milliseconds (default ${DEFAULT_STORE_TIMEOUT_MS})
+      --timeout MS    give up on the database after MS milliseconds
+                      (default ${DEFAULT_STORE_TIMEOUT_MS})
       --margin IDS    fence: raise each tag by exactly IDS (1 to ${MAX_SEGMENT_ID})
       --ranges N      fence: raise each tag by N of its largest ranges, max(segment.maxStep, its
-                      step), ${FENCE_RANGES_BOUNDS.min} to ${FENCE_RANGES_BOUNDS.max} (default: the configured
-                      segment.fenceRanges)
+                      step), ${FENCE_RANGES_BOUNDS.min} to ${FENCE_RANGES_BOUNDS.max}
+                      (default: the configured segment.fenceRanges)
       --tag TAG       fence: only this tag
       --if-fences N   fence: only if the table has had exactly N fences
   -h, --help          show this help`,
@@ -256,14 +258,18 @@ async function initSet(
   const report: SetJoinReport = await store.join(replace === undefined ? {} : { replace });
   const n = urls.length;
   return [
-    `a set of ${n} database${n === 1 ? '' : 's'} is ready in table ${table}; database r issues IDs ≡ r (mod ${n}):`,
+    `a set of ${n} database${n === 1 ? '' : 's'} is ready in table ${table}; database r ` +
+      `issues IDs ≡ r (mod ${n}):`,
     ...urls.map(
       (url, index) =>
         `  ${index}  ${redactUrl(url)}${index === replace ? '  (replaces the lost one)' : ''}`,
     ),
     ...report.tags.map((tag) => {
       if (tag.action === 'unchanged') return `tag ${tag.tag}: already in the set`;
-      return `tag ${tag.tag}: ${tag.action === 'completed' ? 'rows added' : 're-formed'} above ${tag.maxId}`;
+      return (
+        `tag ${tag.tag}: ${tag.action === 'completed' ? 'rows added' : 're-formed'} above ` +
+        `${tag.maxId}`
+      );
     }),
   ];
 }
@@ -280,7 +286,8 @@ function historyLines(histories: readonly StoreHistory[], table: string): string
         ? `recorded, ${fences(history.fences)} so far`
         : history.recorded === undefined
           ? 'none recorded: the next allocation fences every tag (a first sight)'
-          : `recorded ${history.recorded}: a new history, the next allocation fences every tag first`;
+          : `recorded ${history.recorded}: a new history, the next allocation fences every ` +
+            `tag first`;
     return `${place(table, history.database)}: history ${history.live} (${state})`;
   });
 }
@@ -298,7 +305,10 @@ function fenceLines(
       return `${where}: not fenced: ${had}; nothing changed`;
     }
     const tags = `${report.tags} tag${report.tags === 1 ? '' : 's'}`;
-    return `${where}: ${tags} raised by ${describeMargin(margin)}; fence ${report.fences}, history ${report.history}`;
+    return (
+      `${where}: ${tags} raised by ${describeMargin(margin)}; fence ${report.fences}, history ` +
+      `${report.history}`
+    );
   });
 }
 

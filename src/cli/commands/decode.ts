@@ -39,7 +39,8 @@ IDMINT_OPAQUE_KEYS or opaque.keys in the config file; a wrong key, a tampered ID
 ID is refused (INVALID_ID).
 
 Options:
-  -l, --layout NAME   bit layout of snowflake IDs: ${LAYOUT_PRESETS.join(', ')} (default ${DEFAULT_LAYOUT})
+  -l, --layout NAME   bit layout of snowflake IDs: ${LAYOUT_PRESETS.join(', ')}
+                      (default ${DEFAULT_LAYOUT})
   -t, --tag TAG       decode an opaque ID of this segment tag
   -s, --store URL     the segment store (same as --segment-store; default the configured one)
       --table NAME    its table (same as --segment-table)

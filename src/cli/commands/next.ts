@@ -57,7 +57,8 @@ export const nextCommand: CliCommand = {
   name: 'next',
   summary:
     'print new IDs: snowflake (on a leased worker ID), uuid7, uuid4, ulid, objectid or opaque',
-  help: `Usage: idmint next [--format F] [--count N] [--worker W] [--datacenter D] [--layout NAME] [--rollback POLICY]
+  help: `Usage: idmint next [--format F] [--count N] [--worker W] [--datacenter D] [--layout NAME]
+                   [--rollback POLICY]
 
 Prints N new IDs, one per line, from a generator in this process.
 

@@ -30,8 +30,9 @@ export const serveCommand: CliCommand = {
 Runs the ID server until SIGTERM or SIGINT, then shuts down gracefully: stops accepting, lets
 in-flight requests finish, releases the worker-ID lease and gives unissued segment IDs back to
 the store, and exits 0. A second signal exits at once (the same signal again within a second
-counts as a copy of the first: npm start passes a terminal's Ctrl-C on). A signal during start-up (a store or
-registry slow to answer) stops it within a few seconds; the process then ends by that signal.
+counts as a copy of the first: npm start passes a terminal's Ctrl-C on). A signal during
+start-up (a store or registry slow to answer) stops it within a few seconds; the process then
+ends by that signal.
 
 With no configuration at all it listens on 127.0.0.1:8080, keeps segment tags in
 ./data/idmint.db (SQLite) and issues snowflake IDs as worker 0.

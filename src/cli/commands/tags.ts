@@ -32,7 +32,8 @@ the dynamic step from the next range on (docs/segments.md, Steps).
 
 Options:
   -s, --store URL                       the segment store (same as --segment-store)
-      --stores URLS                     a set of databases, comma-separated (same as --segment-stores)
+      --stores URLS                     a set of databases, comma-separated
+                                        (same as --segment-stores)
   -t, --table NAME                      its table (same as --segment-table)
       --step N                          IDs per range for a new tag (Leaf's step), 1 to 2147483647
       --start-id ID                     first ID a new tag issues (default 1)

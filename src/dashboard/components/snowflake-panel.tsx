@@ -28,7 +28,8 @@ export function SnowflakePanel(props: {
         ? `skipped: ${peer.skipped}`
         : peer.offsetMs === null
           ? 'no live peers at start-up'
-          : `${peer.offsetMs > 0 ? '+' : ''}${peer.offsetMs} ms from ${peer.peers} peer${peer.peers === 1 ? '' : 's'} (limit ${peer.maxPeerSkewMs} ms)`;
+          : `${peer.offsetMs > 0 ? '+' : ''}${peer.offsetMs} ms from ${peer.peers} ` +
+            `peer${peer.peers === 1 ? '' : 's'} (limit ${peer.maxPeerSkewMs} ms)`;
   const skewed =
     peer !== null && peer.offsetMs !== null && Math.abs(peer.offsetMs) > peer.maxPeerSkewMs / 2;
   return (
@@ -57,7 +58,12 @@ export function SnowflakePanel(props: {
           </span>
         </dd>
         <dt>Horizon</dt>
-        <dd title="Recorded at the registry: nothing this node issues is later, and the next holder of the worker ID starts after it.">
+        <dd
+          title={
+            'Recorded at the registry: nothing this node issues is later, ' +
+            'and the next holder of the worker ID starts after it.'
+          }
+        >
           {time(s.horizon)}
         </dd>
         <dt>Clock vs peers</dt>

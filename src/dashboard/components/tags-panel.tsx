@@ -237,7 +237,9 @@ function TagRow(props: {
           title={
             t.lastError === null
               ? undefined
-              : `${t.lastError.code}${t.lastError.message === null ? '' : `: ${t.lastError.message}`}`
+              : t.lastError.message === null
+                ? t.lastError.code
+                : `${t.lastError.code}: ${t.lastError.message}`
           }
         >
           {SERVING_TEXT[t.serving]}
@@ -272,7 +274,7 @@ function TagRow(props: {
         )}
       </td>
       <td data-label="Buffer">
-        {/* biome-ignore lint/a11y/useSemanticElements: a styled bar; <meter> cannot be styled alike across browsers */}
+        {/* biome-ignore lint/a11y/useSemanticElements: a styled bar; <meter> looks different */}
         <div
           class="fill"
           role="meter"

@@ -127,7 +127,8 @@ export function installAuth(app: FastifyInstance, authorizer: Authorizer): void 
       const methods = [route.method].flat().join(',');
       throw new IdMintError(
         'INTERNAL_ERROR',
-        `route ${methods} ${route.url} declares no access: set config.access to one of ${ACCESS_LEVELS.join(', ')} ` +
+        `route ${methods} ${route.url} declares no access: set config.access to one of ` +
+          `${ACCESS_LEVELS.join(', ')} ` +
           `(open for none)`,
       );
     }

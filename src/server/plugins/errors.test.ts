@@ -70,7 +70,7 @@ describe('toIdMintError', () => {
     }
   });
 
-  it('turns anything else into INTERNAL_ERROR, keeping the cause for the log and out of the answer', () => {
+  it('turns anything else into INTERNAL_ERROR, its cause logged, not answered', () => {
     const bug = new TypeError("Cannot read properties of undefined (reading 'x')");
     const mapped = toIdMintError(bug);
     assert.equal(mapped.code, 'INTERNAL_ERROR');
@@ -103,7 +103,7 @@ describe('error answers and the log (installErrorHandling)', () => {
     return { app, lines };
   }
 
-  it('a 5xx answers its code, a fixed sentence and the request id; the log line with that id has the driver detail', async () => {
+  it('a 5xx answers code, fixed sentence, request id; the log has the detail', async () => {
     // What a store raises when PostgreSQL fails: its message carries the statement and the address.
     const driver = Object.assign(new Error('connect ETIMEDOUT 10.0.3.7:5432'), {
       code: 'ETIMEDOUT',
@@ -112,7 +112,8 @@ describe('error answers and the log (installErrorHandling)', () => {
     });
     const failure = new IdMintError(
       'STORE_UNAVAILABLE',
-      'postgres store: allocate failed: UPDATE idmint_alloc SET max_id = max_id + step WHERE biz_tag = $1: connect ETIMEDOUT 10.0.3.7:5432',
+      'postgres store: allocate failed: UPDATE idmint_alloc SET max_id = max_id + step ' +
+        'WHERE biz_tag = $1: connect ETIMEDOUT 10.0.3.7:5432',
       { cause: driver },
     );
     const { app, lines } = await appThrowing(failure);
@@ -127,7 +128,8 @@ describe('error answers and the log (installErrorHandling)', () => {
       assert.ok(requestId !== undefined, message);
       assert.equal(
         message,
-        `the segment store is unavailable; retry (request ${requestId}; the server log has the details)`,
+        `the segment store is unavailable; retry (request ${requestId}; the server log has ` +
+          `the details)`,
       );
       for (const secret of [
         'UPDATE',
@@ -157,7 +159,7 @@ describe('error answers and the log (installErrorHandling)', () => {
     }
   });
 
-  it('during a burst one line is logged per code, and the answers it stands for name its request', async () => {
+  it('in a burst, one log line per code; its answers name their request', async () => {
     const { app, lines } = await appThrowing(
       new IdMintError(
         'REGISTRY_UNAVAILABLE',
@@ -172,13 +174,15 @@ describe('error answers and the log (installErrorHandling)', () => {
       const first = String(lines[0]?.['reqId']);
       assert.equal(
         messages[0],
-        `the worker registry is unavailable; retry (request ${first}; the server log has the details)`,
+        `the worker registry is unavailable; retry (request ${first}; the server log has ` +
+          `the details)`,
       );
       for (const message of messages.slice(1)) {
         assert.match(
           message,
           new RegExp(
-            `^the worker registry is unavailable; retry \\(request req-\\w+; the server log has the details under request ${first}\\)$`,
+            `^the worker registry is unavailable; retry \\(request req-\\w+; the server log ` +
+              `has the details under request ${first}\\)$`,
           ),
         );
       }
@@ -187,7 +191,7 @@ describe('error answers and the log (installErrorHandling)', () => {
     }
   });
 
-  it('a bug is INTERNAL_ERROR with the same kind of answer, and the log has its stack', async () => {
+  it('a bug is INTERNAL_ERROR with the same answer; the log has its stack', async () => {
     const { app, lines } = await appThrowing(
       new TypeError('cannot read "host" of undefined at 10.1.1.1'),
     );
@@ -211,7 +215,7 @@ describe('error answers and the log (installErrorHandling)', () => {
     }
   });
 
-  it("a 4xx keeps its own message (it describes the client's input) and is not logged", async () => {
+  it('a 4xx keeps its own message and is not logged', async () => {
     const { app, lines } = await appThrowing(
       new IdMintError('TAG_NOT_FOUND', 'tag "order" does not exist'),
     );

@@ -29,7 +29,8 @@ const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
   STORE_UNAVAILABLE: 'the segment store is unavailable; retry',
   ID_SPACE_EXHAUSTED: "the tag's IDs are used up: its next range would pass 2^63-1",
   TAG_MISCONFIGURED:
-    'its row in the segment store has a step or max_id no range can come from; an operator must fix the row',
+    'its row in the segment store has a step or max_id no range can come from; an operator ' +
+    'must fix the row',
   REGISTRY_UNAVAILABLE: 'the worker registry is unavailable; retry',
   WORKER_IDS_EXHAUSTED: 'every worker ID is in use; retry',
   CLOCK_MOVED_BACKWARDS:
@@ -40,7 +41,8 @@ const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
   OPAQUE_DOMAIN_EXHAUSTED:
     "the tag's IDs have outgrown the space of its opaque IDs; none is issued",
   OPAQUE_UNAVAILABLE:
-    'opaque IDs are not set up on this server (opaque keys, or the opaque column of the segment table)',
+    'opaque IDs are not set up on this server (opaque keys, or the opaque column of the ' +
+    'segment table)',
   RANGES_EXHAUSTED: "the client's ranges are used up and no server answered; retry",
   TIME_OVERFLOW: "the snowflake layout's time field is used up; no ID can be issued",
 };
@@ -94,7 +96,8 @@ export function installErrorHandling(
       reply,
       new IdMintError(
         'ROUTE_NOT_FOUND',
-        `no route ${request.method} ${clip(request.url.split('?')[0] ?? '')}; the routes are listed at /openapi.json`,
+        `no route ${request.method} ${clip(request.url.split('?')[0] ?? '')}; the routes ` +
+          `are listed at /openapi.json`,
       ),
     );
     onNotFound?.(reply);
@@ -206,7 +209,10 @@ export function toIdMintError(error: unknown, contentType?: string): IdMintError
 function unsupportedMediaTypeMessage(contentType: string | undefined): string {
   const sent =
     contentType === undefined || contentType.trim() === '' ? 'none' : clip(contentType.trim());
-  return `request body must be JSON sent with Content-Type: application/json (Content-Type was ${sent})`;
+  return (
+    `request body must be JSON sent with Content-Type: application/json (Content-Type was ` +
+    `${sent})`
+  );
 }
 
 interface ValidationIssue {

@@ -19,7 +19,7 @@ function section(text: string, name: string): string[] {
 }
 
 describe('ServerMetrics', () => {
-  it('prints its computed gauges and counters exactly as prom-client Gauges and Counters holding the same samples', async () => {
+  it('prints computed gauges and counters exactly as prom-client would', async () => {
     // Label values that need escaping, more tags than have series of their own (the rest under
     // _other).
     const tags: SegmentTagStats[] = [];
@@ -58,7 +58,9 @@ describe('ServerMetrics', () => {
     });
     const issued = new Counter({
       name: 'idmint_ids_issued_total',
-      help: 'IDs handed out, by mode (segment, snowflake, or an ID family: uuid7, uuid4, ulid, objectid) and (segment mode) tag.',
+      help:
+        'IDs handed out, by mode (segment, snowflake, or an ID family: uuid7, uuid4, ulid, ' +
+        'objectid) and (segment mode) tag.',
       labelNames: ['mode', 'tag'],
       registers: [reference],
     });

@@ -203,7 +203,9 @@ export class ServerMetrics {
       );
       new Gauge({
         name: `${prefix}snowflake_peer_clock_offset_seconds`,
-        help: "This node's clock minus the mean of its live peers' clocks, measured at start-up; no sample when there was nothing to compare.",
+        help:
+          "This node's clock minus the mean of its live peers' clocks, measured at start-up; " +
+          'no sample when there was nothing to compare.',
         registers,
         collect() {
           const peer = snowflake.state().peerClock;
@@ -271,13 +273,15 @@ export class ServerMetrics {
     );
     counter(
       'segment_heals_total',
-      'Ranges refused for starting below IDs this node had already loaded (the store went back further than fenced); ' +
+      'Ranges refused for starting below IDs this node had already loaded (the store went ' +
+        'back further than fenced); ' +
         'max_id was raised past them.',
       (t) => t.heals,
     );
     readCounter(
       'segment_store_fences_total',
-      "New histories of the store's database (a promoted replica, a restarted Redis, a first sight) " +
+      "New histories of the store's database (a promoted replica, a restarted Redis, a " +
+        'first sight) ' +
         'this node fenced: ' +
         'every tag raised before any ID was issued from it.',
       () => this.#storeFences,
@@ -295,7 +299,8 @@ export class ServerMetrics {
     );
     readCounter(
       'segment_tag_rows_read_total',
-      'Tag records the tag refreshes read from the store: the changed tags, and every tag on a full read.',
+      'Tag records the tag refreshes read from the store: the changed tags, and every tag ' +
+        'on a full read.',
       () => snapshot.tagRowsRead,
     );
   }

@@ -49,7 +49,8 @@ export async function installOpenApi(
         title: 'idmint',
         version: info.version,
         description:
-          'Unique IDs: segment mode (dense per-tag ranges) and snowflake mode (64-bit, time-ordered). IDs are decimal strings in JSON.',
+          'Unique IDs: segment mode (dense per-tag ranges) and snowflake mode (64-bit, ' +
+          'time-ordered). IDs are decimal strings in JSON.',
         license: { name: info.license, identifier: info.license },
       },
       // Relative to where the document is served: the server that serves it.

@@ -78,7 +78,8 @@ export function createHttpServer(settings: HttpServerSettings, handler: RequestL
       response,
       new IdMintError(
         'EXPECTATION_FAILED',
-        `Expect: ${expectation} is not supported; the only expectation this server meets is 100-continue`,
+        `Expect: ${expectation} is not supported; the only expectation this server meets is ` +
+          `100-continue`,
       ),
     );
   });
@@ -129,7 +130,8 @@ function clientError(
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new IdMintError(
         'REQUEST_TIMEOUT',
-        `the request did not arrive whole within ${requestTimeoutMs} ms (api.requestTimeoutMs); send it again, whole`,
+        `the request did not arrive whole within ${requestTimeoutMs} ms ` +
+          `(api.requestTimeoutMs); send it again, whole`,
       );
     case 'HPE_HEADER_OVERFLOW':
       return new IdMintError(
@@ -152,7 +154,8 @@ function clientError(
       const reason = error.reason ?? error.message;
       return new IdMintError(
         'INVALID_ARGUMENT',
-        `the request is not valid HTTP/1.1: ${clip(reason)}${error.code === undefined ? '' : ` (${error.code})`}`,
+        `the request is not valid HTTP/1.1: ` +
+          `${clip(reason)}${error.code === undefined ? '' : ` (${error.code})`}`,
       );
     }
   }
@@ -179,7 +182,8 @@ function rawResponse(error: IdMintError, extraHeaders: string): string {
   const body = errorJson(error.code, publicMessage(error, '-'));
   return (
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
-    `Content-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n${extraHeaders}\r\n${body}`
+    `Content-Type: ${JSON_TYPE}\r\nContent-Length: ` +
+    `${Buffer.byteLength(body)}\r\nConnection: close\r\n${extraHeaders}\r\n${body}`
   );
 }
 

@@ -12,7 +12,7 @@ async function scrapeText(registry: Registry): Promise<string> {
 }
 
 describe('scrape', () => {
-  it('writes what registry.metrics() writes, and lets the event loop run between metrics', async () => {
+  it('writes what registry.metrics() writes, yielding between metrics', async () => {
     const registry = new Registry();
     new Counter({ name: 'a_total', help: 'A.', labelNames: ['tag'], registers: [registry] }).inc(
       { tag: 'x' },
@@ -46,7 +46,7 @@ describe('scrape', () => {
 });
 
 describe('scrape with ServerMetrics', () => {
-  it('reads the load histogram a few series at a time: never whole, no piece over LINES_PER_STEP samples, the loop free between pieces, the text unchanged', async () => {
+  it('reads the load histogram in bounded pieces, yielding, text unchanged', async () => {
     const metrics = new ServerMetrics({ maxTagSeries: 500 });
     for (let i = 0; i < 500; i++)
       metrics.segmentEvent({

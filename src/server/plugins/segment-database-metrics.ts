@@ -18,7 +18,9 @@ export function watchSegmentDatabases(
   const labels = (db: SetDatabaseStats) => ({ database: String(db.index), backend: db.backend });
   new Gauge({
     name: `${prefix}segment_database_up`,
-    help: 'A database of the set: 1 while allocations go to it, 0 while it is skipped after a failure.',
+    help:
+      'A database of the set: 1 while allocations go to it, 0 while it is skipped after a ' +
+      'failure.',
     labelNames: ['database', 'backend'],
     registers,
     collect() {

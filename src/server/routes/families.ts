@@ -77,7 +77,8 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
     if (/^[1-9][0-9]{24}$/.test(id)) {
       throw new IdMintError(
         'INVALID_ID',
-        `"${id}" has the shape of an opaque snowflake ID (${OPAQUE_SNOWFLAKE_DIGITS} digits): only the keys can ` +
+        `"${id}" has the shape of an opaque snowflake ID (${OPAQUE_SNOWFLAKE_DIGITS} ` +
+          `digits): only the keys can ` +
           `decode it, at /v1/opaque/snowflake/{id} with the admin token`,
       );
     }
@@ -90,7 +91,8 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
     if (deps.worker === undefined) {
       throw new IdMintError(
         'MODE_DISABLED',
-        'snowflake mode is turned off on this server (snowflake.enabled / IDMINT_SNOWFLAKE_ENABLED), and with it ' +
+        'snowflake mode is turned off on this server (snowflake.enabled / ' +
+          'IDMINT_SNOWFLAKE_ENABLED), and with it ' +
           'opaque snowflake IDs',
       );
     }
@@ -100,7 +102,8 @@ export function familyRoutes(app: FastifyInstance, deps: FamilyRouteDeps): void 
     if (deps.store === undefined) {
       throw new IdMintError(
         'MODE_DISABLED',
-        'segment mode is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED), and with it opaque ' +
+        'segment mode is turned off on this server (segment.enabled / ' +
+          'IDMINT_SEGMENT_ENABLED), and with it opaque ' +
           'segment IDs',
       );
     }

@@ -37,7 +37,7 @@ export function refuseOpaque(service: SegmentService, tag: string): void {
   if (service.isOpaque(tag)) {
     throw new IdMintError(
       'OPAQUE_RANGE_REFUSED',
-      `tag "${tag}" is opaque: its IDs are handed out only in their opaque form, one by one or in batches (/v1/segment/{tag}), never as a range of dense IDs`,
+      `tag "${tag}" is opaque: draw its IDs from /v1/segment/{tag}, not as a range`,
       { details: { tag } },
     );
   }

@@ -69,7 +69,8 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     if (deps.worker === undefined) {
       throw new IdMintError(
         'MODE_DISABLED',
-        'snowflake mode is turned off on this server (snowflake.enabled / IDMINT_SNOWFLAKE_ENABLED)',
+        'snowflake mode is turned off on this server (snowflake.enabled / ' +
+          'IDMINT_SNOWFLAKE_ENABLED)',
       );
     }
     return deps.worker;

@@ -177,7 +177,9 @@ function storeHealth(segments: NonNullable<StatusRouteDeps['segments']>): {
     return {
       name,
       ok: false,
-      detail: `${failing.length} tag${failing.length === 1 ? '' : 's'} failing to load ranges (${codes})`,
+      detail:
+        `${failing.length} tag${failing.length === 1 ? '' : 's'} failing to load ranges ` +
+        `(${codes})`,
     };
   }
   const stale =
@@ -189,7 +191,8 @@ function storeHealth(segments: NonNullable<StatusRouteDeps['segments']>): {
       name,
       ok: false,
       detail:
-        `the tag list was not re-read for over ${Math.round((2 * segments.tagRefreshMs) / 1000)} s ` +
+        `the tag list was not re-read for over ` +
+        `${Math.round((2 * segments.tagRefreshMs) / 1000)} s ` +
         `(${stats.tagRefreshFailures} refreshes failed)`,
     };
   return { name, ok: true, detail: 'ok' };

@@ -30,7 +30,8 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     if (deps.store === undefined) {
       throw new IdMintError(
         'MODE_DISABLED',
-        'segment mode, and with it tag administration, is turned off on this server (segment.enabled / IDMINT_SEGMENT_ENABLED)',
+        'segment mode, and with it tag administration, is turned off on this server ' +
+          '(segment.enabled / IDMINT_SEGMENT_ENABLED)',
       );
     }
     return deps.store;
@@ -83,7 +84,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
       if (opaque === false && current.opaque === true) {
         throw new IdMintError(
           'INVALID_ARGUMENT',
-          `tag "${tag}" is opaque and stays opaque: its opaque IDs are numbers its dense IDs could one day reach, so turning it back could repeat an ID; create a new tag instead`,
+          `tag "${tag}" is opaque and stays opaque; create a new tag instead`,
         );
       }
       if (opaque === true && current.opaque !== true) {

@@ -267,7 +267,8 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
   route(TINYID_NEXT_SEGMENT_ID, async (request, reply) => {
     const result = await serve(request, false, drawSegment);
     const segment = (s: ReturnType<typeof tinyIdSegment>) =>
-      `{"maxId":${s.maxId},"loadingId":${s.loadingId},"currentId":${s.currentId},"delta":${s.delta},"remainder":${s.remainder}}`;
+      `{"maxId":${s.maxId},"loadingId":${s.loadingId},"currentId":${s.currentId},` +
+      `"delta":${s.delta},"remainder":${s.remainder}}`;
     const body =
       'ok' in result
         ? tinyIdJson(segment(result.ok))
