@@ -38,7 +38,7 @@ describe('a backend that accepts connections but never answers', () => {
   afterEach(() => hole.close());
 
   for (const scheme of ['redis', 'postgres', 'mysql']) {
-    it(`${scheme} store: calls fail within their timeout, close() ends every connection`, async () => {
+    it(`${scheme} store: calls fail within their timeout, close() ends connections`, async () => {
       const url =
         scheme === 'redis' ? `redis://${hole.address}/0` : `${scheme}://idmint@${hole.address}/ids`;
       const store = await openSegmentStore(url, { timeoutMs: TIMEOUT_MS });
@@ -54,7 +54,7 @@ describe('a backend that accepts connections but never answers', () => {
   }
 
   for (const scheme of ['redis', 'zookeeper', 'etcd', 'postgres', 'mysql']) {
-    it(`${scheme} registry: acquire fails within its timeout, close() ends every connection`, async () => {
+    it(`${scheme} registry: acquire fails within its timeout, close() ends them`, async () => {
       const url =
         scheme === 'redis'
           ? `redis://${hole.address}/0`

@@ -28,7 +28,7 @@ function sqliteTables(file: string): string[] {
 }
 
 describe('idmint db init', () => {
-  it('creates ./data/idmint.db, its leaf_alloc and history tables, records the history, idempotently', async (t) => {
+  it('creates ./data/idmint.db, its tables, records the history, idempotently', async (t) => {
     const dir = tempDir(t);
     for (let run = 0; run < 2; run++) {
       const { code, stdout, stderr } = await runIdmint(['db', 'init'], { cwd: dir });
@@ -45,7 +45,7 @@ describe('idmint db init', () => {
     ]);
   });
 
-  it('takes --store and --table, and creates nothing but the table and the history table', async (t) => {
+  it('takes --store and --table, creating only the table and its history', async (t) => {
     const file = join(tempDir(t), 'ids.db');
     const { code, stdout } = await runIdmint([
       'db',
@@ -79,7 +79,10 @@ describe('idmint db init', () => {
     assert.equal(first.code, 0, first.stderr);
     assert.match(
       first.stdout,
-      /\ntable leaf_alloc: no history was recorded: 2 tags fenced by 2 ranges of max\(50, the tag's step\)\n$/,
+      new RegExp(
+        '\\ntable leaf_alloc: no history was recorded: 2 tags fenced by 2 ranges of ' +
+          "max\\(50, the tag's step\\)\\n$",
+      ),
     );
     const again = await runIdmint(['db', 'init'], { env });
     assert.doesNotMatch(again.stdout, /fenced/);
@@ -95,7 +98,7 @@ describe('idmint db init', () => {
     rows.close();
   });
 
-  it('db history shows history and fences; db fence raises every tag or one; --if-fences fences once', async (t) => {
+  it('db history shows history and fences; db fence raises; --if-fences once', async (t) => {
     const dir = tempDir(t);
     const env = { IDMINT_SEGMENT_MAX_STEP: '100' };
     const idmint = async (...args: string[]) => {
@@ -111,7 +114,8 @@ describe('idmint db init', () => {
       'table leaf_alloc: history sqlite (recorded, 1 fence so far)\n',
     );
     const everyTag =
-      "table leaf_alloc: 2 tags raised by 2 ranges of max(100, the tag's step); fence 2, history sqlite\n";
+      "table leaf_alloc: 2 tags raised by 2 ranges of max(100, the tag's step); fence 2, " +
+      'history sqlite\n';
     assert.equal(await idmint('db', 'fence', '--ranges', '2'), everyTag);
     const once = ['db', 'fence', '--margin', '1000', '--tag', 'orders', '--if-fences', '2'];
     assert.equal(
@@ -152,7 +156,8 @@ describe('idmint db init', () => {
     });
     assert.equal(fenced.code, 0, fenced.stderr);
     const raised = (db: string) =>
-      `table leaf_alloc in sqlite:.*${db}\\.db: 1 tag raised by 100 IDs; fence 2, history sqlite\\n`;
+      `table leaf_alloc in sqlite:.*${db}\\.db: 1 tag raised by 100 IDs; fence 2, history ` +
+      `sqlite\\n`;
     assert.match(fenced.stdout, new RegExp(`^${raised('a')}${raised('b')}$`));
     const history = await runIdmint(['db', 'history', '--stores', stores], { cwd: dir });
     const recorded = (db: string) =>
@@ -214,7 +219,10 @@ describe('idmint db init', () => {
     [
       ['db', 'init', '--store', 'mongodb://u:pw@h/x'],
       2,
-      /^idmint db: --store "mongodb:\/\/u:\*\*\*@h\/x": not a segment store URL; accepted forms: sqlite:/,
+      new RegExp(
+        '^idmint db: --store "mongodb://u:\\*\\*\\*@h/x": not a segment store URL; accepted ' +
+          'forms: sqlite:',
+      ),
     ],
     [
       ['db', 'init', '--store', 'sqlite::memory:', '--table', 'no way'],
@@ -225,7 +233,10 @@ describe('idmint db init', () => {
     [
       ['db', 'init', '--store', 'postgres://nobody@127.0.0.1:1/x', '--timeout', '2000'],
       1,
-      /^idmint db: segment store \(--store\): postgres store: init failed: connect ECONNREFUSED 127\.0\.0\.1:1\n$/,
+      new RegExp(
+        '^idmint db: segment store \\(--store\\): postgres store: init failed: connect ' +
+          'ECONNREFUSED 127\\.0\\.0\\.1:1\\n$',
+      ),
     ],
   ];
   for (const [args, exit, message] of failures) {

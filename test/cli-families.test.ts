@@ -36,7 +36,7 @@ const increasing = (list: readonly string[]) =>
   list.every((id, i) => i === 0 || (list[i - 1] as string) < id);
 
 describe('idmint next --format', () => {
-  it('prints each family, valid by the uuid, ulid and bson packages; uuid7 and ulid strictly increasing', async () => {
+  it('prints each family, valid by uuid, ulid and bson; uuid7, ulid increasing', async () => {
     const before = Date.now();
     const results = await Promise.all(
       ['uuid7', 'uuid4', 'ulid', 'objectid'].map((format) =>
@@ -66,7 +66,7 @@ describe('idmint next --format', () => {
     assert.ok(lines(snowflake.stdout).every((id) => /^[1-9][0-9]{17,18}$/.test(id)));
   });
 
-  it("--format opaque prints opaque snowflake IDs under IDMINT_OPAQUE_KEYS, which decode to the worker's IDs; without keys it says what is missing", async () => {
+  it("--format opaque prints opaque IDs that decode to the worker's; needs keys", async () => {
     const result = await runIdmint(['next', '--format', 'opaque', '-n', '5000', '--worker', '9'], {
       env: clean({ IDMINT_OPAQUE_KEYS: `1:${K1},2:${K2}` }),
     });
@@ -106,7 +106,10 @@ describe('idmint next --format', () => {
     assert.equal(keyless.code, 1);
     assert.match(
       keyless.stderr,
-      /^idmint next: --format opaque needs opaque keys, and none are configured \(IDMINT_OPAQUE_KEYS\)/,
+      new RegExp(
+        '^idmint next: --format opaque needs opaque keys, and none are configured ' +
+          '\\(IDMINT_OPAQUE_KEYS\\)',
+      ),
     );
     assert.equal(keyless.stdout, '');
   });
@@ -115,7 +118,10 @@ describe('idmint next --format', () => {
     const cases: [string[], RegExp][] = [
       [
         ['next', '--format', 'uuid1'],
-        /^idmint next: --format must be one of snowflake, uuid7, uuid4, ulid, objectid, opaque, got "uuid1"\n$/,
+        new RegExp(
+          '^idmint next: --format must be one of snowflake, uuid7, uuid4, ulid, objectid, ' +
+            'opaque, got "uuid1"\\n$',
+        ),
       ],
       [
         ['next', '--format', 'ulid', '--worker', '3'],
@@ -147,12 +153,18 @@ describe('idmint decode', () => {
       [
         uuid,
         'uuid',
-        /^format\s+uuid\nid\s+[0-9a-f-]{36}\nversion\s+7\nvariant\s+rfc9562\ntimestamp\s+\d+\ndate\s+\d{4}-/,
+        new RegExp(
+          '^format\\s+uuid\\nid\\s+[0-9a-f-]{36}\\nversion\\s+7\\nvariant\\s+rfc9562\\ntimest' +
+            'amp\\s+\\d+\\ndate\\s+\\d{4}-',
+        ),
       ],
       [
         '01K7ZJ3F2V0Q8X3N6W1T5R9B4M',
         'ulid',
-        /^format\s+ulid\nid\s+01K7ZJ3F2V0Q8X3N6W1T5R9B4M\ntimestamp\s+1760922025051\ndate\s+2025-10-20T01:00:25\.051Z\nrandom\s+05d1d1d4dc0e8b84ac94\n$/,
+        new RegExp(
+          '^format\\s+ulid\\nid\\s+01K7ZJ3F2V0Q8X3N6W1T5R9B4M\\ntimestamp\\s+1760922025051\\n' +
+            'date\\s+2025-10-20T01:00:25\\.051Z\\nrandom\\s+05d1d1d4dc0e8b84ac94\\n$',
+        ),
       ],
       [
         '6a1f0c2b9e4d7f3a1c2b0e9d',
@@ -162,7 +174,10 @@ describe('idmint decode', () => {
       [
         '3b241101-e2bb-4255-8caf-4136c566a962',
         'uuid',
-        /^format\s+uuid\nid\s+3b241101-e2bb-4255-8caf-4136c566a962\nversion\s+4\nvariant\s+rfc9562\n$/,
+        new RegExp(
+          '^format\\s+uuid\\nid\\s+3b241101-e2bb-4255-8caf-4136c566a962\\nversion\\s+4\\nvari' +
+            'ant\\s+rfc9562\\n$',
+        ),
       ],
     ];
     for (const [id, format, text] of cases) {
@@ -184,7 +199,7 @@ describe('idmint decode', () => {
 });
 
 describe('an opaque tag served by idmint serve (real processes, SQLite file)', () => {
-  it('its IDs stay unique across a graceful restart and a kill, decode with idmint decode --tag, and refuse a tampered ID or a wrong key', {
+  it('opaque IDs stay unique across restarts, decode, refuse tampering', {
     timeout: 120_000,
   }, async () => {
     const cwd = workdir();
@@ -259,7 +274,8 @@ describe('an opaque tag served by idmint serve (real processes, SQLite file)', (
     assert.match(
       text.stdout,
       new RegExp(
-        `^format\\s+opaque-segment\\ntag\\s+orders\\nid\\s+${lastId}\\ndense\\s+${dense.at(-1)}\\nkeyId\\s+1\\n$`,
+        `^format\\s+opaque-segment\\ntag\\s+orders\\nid\\s+${lastId}\\n` +
+          `dense\\s+${dense.at(-1)}\\nkeyId\\s+1\\n$`,
       ),
     );
 
@@ -269,7 +285,10 @@ describe('an opaque tag served by idmint serve (real processes, SQLite file)', (
         tampered,
         env,
         2,
-        /^idmint decode: opaque ID \d{19} is not an ID of "orders" under key 1: it was altered, belongs to another tag, or was made with another key/,
+        new RegExp(
+          '^idmint decode: opaque ID \\d{19} is not an ID of "orders" under key 1: it was ' +
+            'altered, belongs to another tag, or was made with another key',
+        ),
       ],
       [
         lastId,
@@ -281,13 +300,19 @@ describe('an opaque tag served by idmint serve (real processes, SQLite file)', (
         lastId,
         clean({ IDMINT_SEGMENT_STORE: store, IDMINT_OPAQUE_KEYS: `2:${K2}` }),
         2,
-        /was made under key 1, which is not configured \(configured: 2\); add that key to decode it/,
+        new RegExp(
+          'was made under key 1, which is not configured \\(configured: 2\\); add that key ' +
+            'to decode it',
+        ),
       ],
       [
         lastId,
         clean({ IDMINT_SEGMENT_STORE: store }),
         1,
-        /^idmint decode: decoding an opaque ID needs opaque keys, and none are configured \(IDMINT_OPAQUE_KEYS\)/,
+        new RegExp(
+          '^idmint decode: decoding an opaque ID needs opaque keys, and none are configured ' +
+            '\\(IDMINT_OPAQUE_KEYS\\)',
+        ),
       ],
     ];
     for (const [id, failEnv, code, message] of failures) {
@@ -304,7 +329,7 @@ describe('an opaque tag served by idmint serve (real processes, SQLite file)', (
     assert.match(unknown.stderr, /tag "ghost" does not exist/);
   });
 
-  it('config check shows the keys as (hidden), in the table and in --json, and a bad value is refused without being printed', async () => {
+  it('config check hides the keys, and refuses a bad one without printing it', async () => {
     const cwd = workdir();
     const check = await runIdmint(['config', 'check'], {
       env: clean({ IDMINT_OPAQUE_KEYS: `1:${K1},2:${K2}` }),
@@ -327,7 +352,10 @@ describe('an opaque tag served by idmint serve (real processes, SQLite file)', (
     assert.equal(bad.code, 2);
     assert.match(
       bad.stderr,
-      /^idmint config: invalid configuration: opaque\.keys = \(hidden\) \(from IDMINT_OPAQUE_KEYS\): key ID 1 is given twice/,
+      new RegExp(
+        '^idmint config: invalid configuration: opaque\\.keys = \\(hidden\\) \\(from ' +
+          'IDMINT_OPAQUE_KEYS\\): key ID 1 is given twice',
+      ),
     );
     for (const output of [check.stdout, json.stdout, bad.stderr]) {
       assert.ok(

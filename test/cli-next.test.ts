@@ -30,7 +30,8 @@ const inUseBy = (pid: number | undefined) =>
 
 describe('idmint next beside a server (static registry, the defaults)', () => {
   const title =
-    "in the server's directory: refused in one line naming the server, no ID issued twice (were 294,000)";
+    "in the server's directory: refused in one line naming the server, no ID issued twice " +
+    '(were 294,000)';
   it(title, { timeout: 180_000 }, async () => {
     const cwd = workdir('beside');
     const server = await startServe([], { cwd });
@@ -120,7 +121,8 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
   };
 
   const title =
-    "leases a worker ID of its own beside a server, refuses the server's with --worker, releases on exit";
+    "leases a worker ID of its own beside a server, refuses the server's with --worker, " +
+    'releases on exit';
   it(title, { timeout: 120_000 }, async () => {
     const env = setup();
     const server = await startServe(['--no-segment-enabled'], { cwd: workdir('redis'), env });
@@ -142,7 +144,9 @@ await describeWithServices('idmint next on a coordinator (redis)', ['redis'], ()
       assertNoDuplicateIds([served, cliIds], 'idmint next beside a server of the cluster');
       const taken = await runIdmint(['next', '--worker', String(serverWorker)], { env });
       assert.equal(taken.code, 1);
-      const refusal = `^idmint next: redis worker registry: no free worker ID .*only worker ID ${serverWorker} was`;
+      const refusal =
+        `^idmint next: redis worker registry: no free worker ID .*only worker ID ` +
+        `${serverWorker} was`;
       assert.match(taken.stderr, new RegExp(`${refusal}.*pass --worker <id>`));
       // Released on exit: the same worker ID is free again at once (a lease left behind would
       // hold it for its 10 s TTL), after a normal end, after `| head -1`, and after SIGTERM.

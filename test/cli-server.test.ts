@@ -29,7 +29,7 @@ const clean = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
 };
 
 describe('idmint serve, config check, tags (CLI)', () => {
-  it('serve with zero setup: data under ./data, tags and IDs from both modes, SIGTERM stops it cleanly', async () => {
+  it('serve with zero setup: tags and IDs from both modes, SIGTERM stops it', async () => {
     const cwd = workdir('zero');
     const server = await startServe([], { cwd, env: clean() });
     try {
@@ -85,7 +85,7 @@ describe('idmint serve, config check, tags (CLI)', () => {
     }
   });
 
-  it('npm start runs the server, and Ctrl-C (SIGINT to the process group) stops it cleanly', async () => {
+  it('npm start runs the server, and Ctrl-C stops it cleanly', async () => {
     const dir = workdir('npm-start');
     const repo = fileURLToPath(new URL('..', import.meta.url));
     // From the checkout, as the README says; only the data paths are moved out of it.
@@ -109,14 +109,15 @@ describe('idmint serve, config check, tags (CLI)', () => {
     assert.ok(existsSync(join(dir, 'idmint.db')));
   });
 
-  it('a second signal during shutdown exits at once, but the same signal again within a second is a copy of the first', async () => {
+  it('a second signal in shutdown exits at once; a copy within a second does not', async () => {
     const server = await startServe([], { cwd: workdir('signals'), env: clean() });
     // A request whose body never finishes keeps the graceful shutdown waiting (up to its timeout).
     const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
     await once(socket, 'connect');
     socket.on('error', () => {});
     socket.write(
-      'POST /v1/tags HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"tag":',
+      'POST /v1/tags HTTP/1.1\r\nhost: x\r\ncontent-type: ' +
+        'application/json\r\ncontent-length: 100\r\n\r\n{"tag":',
     );
     await sleep(200);
     const started = performance.now();
@@ -140,12 +141,15 @@ describe('idmint serve, config check, tags (CLI)', () => {
     );
   });
 
-  it('serve stops before listening, exit 2 and one line naming the key, on a bad configuration', async () => {
+  it('serve stops before listening on a bad configuration: exit 2, one line', async () => {
     const cases: [string[], Record<string, string>, RegExp][] = [
       [
         [],
         { IDMINT_PORT: 'eighty' },
-        /^idmint serve: invalid configuration: port = "eighty" \(from IDMINT_PORT\): must be an integer from 0 to 65535\n$/,
+        new RegExp(
+          '^idmint serve: invalid configuration: port = "eighty" \\(from IDMINT_PORT\\): ' +
+            'must be an integer from 0 to 65535\\n$',
+        ),
       ],
       [
         ['--layout', 'nope'],
@@ -163,7 +167,7 @@ describe('idmint serve, config check, tags (CLI)', () => {
     }
   });
 
-  it('serve stops with exit 1 and one line when the store, registry or layout cannot work', async () => {
+  it('serve exits 1 with one line when the store, registry or layout fails', async () => {
     const cases: [string[], RegExp][] = [
       [
         ['--segment-store', 'postgres://postgres@127.0.0.1:1/none', '--segment-timeout-ms', '2000'],
@@ -238,14 +242,17 @@ describe('idmint serve, config check, tags (CLI)', () => {
     assert.equal(bad.code, 2);
     assert.match(
       bad.stderr,
-      /^idmint config: invalid configuration: api\.maxBatch = "0" \(from IDMINT_MAX_BATCH\): must be an integer from 1 to 1000000\n$/,
+      new RegExp(
+        '^idmint config: invalid configuration: api\\.maxBatch = "0" \\(from ' +
+          'IDMINT_MAX_BATCH\\): must be an integer from 1 to 1000000\\n$',
+      ),
     );
     const missing = await runIdmint(['config'], { env: clean(), cwd });
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /missing subcommand: idmint config check/);
   });
 
-  it('tags list|create|set-step work on the configured store, and db init honours it too', async () => {
+  it('tags list|create|set-step and db init use the configured store', async () => {
     const cwd = workdir('tags');
     const env = clean();
     const create = await runIdmint(

@@ -40,7 +40,7 @@ await describeWithServices(
   () => {
     const urls = [SET_URLS.postgresA, SET_URLS.postgresB, SET_URLS.mariadb];
 
-    it('db init --stores forms the set, joining a Leaf table in use above its max_id; tags create writes each row of its class', async (t) => {
+    it('db init --stores forms the set, joining a Leaf table; tags create per class', async (t) => {
       const table = uniqueName('cliset');
       t.after(() => dropSet(urls, table));
       const leaf = await openSegmentStore(SET_URLS.postgresA, { table, init: true });
@@ -54,7 +54,11 @@ await describeWithServices(
       assert.equal(init.code, 0, init.stderr);
       assert.match(
         init.stdout,
-        /^a set of 3 databases is ready in table \w+; database r issues IDs ≡ r \(mod 3\):\n {2}0 {2}postgres:\/\/.*\n {2}1 {2}postgres:\/\/.*\n {2}2 {2}mysql:\/\/.*\ntag orders: re-formed above 5100\n$/,
+        new RegExp(
+          '^a set of 3 databases is ready in table \\w+; database r issues IDs ≡ r \\(mod ' +
+            '3\\):\\n {2}0 {2}postgres://.*\\n {2}1 {2}postgres://.*\\n {2}2 ' +
+            '{2}mysql://.*\\ntag orders: re-formed above 5100\\n$',
+        ),
       );
       for (let offset = 0; offset < 3; offset++) {
         const row = await rowOf(urls[offset] as string, table, offset, 3);
@@ -94,7 +98,7 @@ await describeWithServices(
       assert.notEqual(duplicate.code, 0);
     });
 
-    it("db init refuses an empty database in a lost member's place, naming the command; --replace", async (t) => {
+    it("db init refuses an empty database in a lost member's place; --replace", async (t) => {
       const table = uniqueName('cliset');
       const replacement = [urls[0], urls[1], SET_URLS.redis] as string[];
       t.after(() => dropSet([...urls, SET_URLS.redis], table));
@@ -168,7 +172,7 @@ await describeWithServices(
       assert.match(usage.stderr, /--replace names a database of a set/);
     });
 
-    it('serve refuses a set listed in another order, naming the databases; serves one whose database is down', async (t) => {
+    it('serve refuses a set in another order; serves one with a database down', async (t) => {
       const table = uniqueName('cliset');
       t.after(() => dropSet(urls, table));
       const init = await runIdmint(['db', 'init', '--stores', urls.join(','), '--table', table], {
@@ -188,8 +192,10 @@ await describeWithServices(
       );
       const exit = await refused.exited;
       assert.notEqual(exit.code, 0);
-      const disagrees =
-        /disagrees with their rows and records, so it is not used: database 0 \(postgres:.*\) holds/;
+      const disagrees = new RegExp(
+        'disagrees with their rows and records, so it is not used: database 0 ' +
+          '\\(postgres:.*\\) holds',
+      );
       assert.match(refused.stderr(), disagrees);
 
       // A database that does not answer at start-up: the set serves from the others.

@@ -21,7 +21,7 @@ function clean(): NodeJS.ProcessEnv {
 }
 
 await describeWithServices('idmint serve logs its shutdown result', ['redis'], () => {
-  it('with the store down at shutdown: a warning names each tag not given back, and the info line counts its IDs as wasted', async (t) => {
+  it('store down at shutdown: warns per tag not given back, counts waste', async (t) => {
     const proxy = await TcpProxy.start(hostPort(SERVICES.redis.url));
     const prefix = uniqueName('shut');
     t.after(async () => {

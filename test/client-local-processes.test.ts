@@ -125,7 +125,7 @@ await describeWithServices(
   'local mode: client processes, two idmint serve processes on one PostgreSQL database',
   ['postgres'],
   () => {
-    it(`${CLIENTS} client processes draw while each server is killed and restarted: all distinct, each client increasing`, {
+    it(`${CLIENTS} clients draw through server kills: distinct, each increasing`, {
       timeout: 180_000,
     }, async (t) => {
       const { store, servers } = await cluster(t, 100);
@@ -167,7 +167,7 @@ await describeWithServices(
       );
     });
 
-    it('a client with every server down serves its held IDs, then RANGES_EXHAUSTED, and recovers when a server returns', {
+    it('every server down: held IDs, then RANGES_EXHAUSTED, then recovery', {
       timeout: 120_000,
     }, async (t) => {
       const { store, servers } = await cluster(t, 1000);

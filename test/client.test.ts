@@ -88,7 +88,7 @@ describe('IdMintClient against a real server socket', () => {
     }
   });
 
-  it('retries a retryable answer (503 with Retry-After) and gives up after its retries', async () => {
+  it('retries a 503 with Retry-After, and gives up after its retries', async () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const server = await testServer(
       { port: 0, snowflake: { clock: 'system', rollback: { policy: 'refuse' } } },

@@ -17,7 +17,7 @@ function docMeaning(doc: string, allowed: string): string {
 // docs/configuration.md is what operators read: every key of the schema must be in its table with
 // the right variable, flag, default, meaning and allowed values (all read from the schema), and the
 // table must not list keys that do not exist.
-it('docs/configuration.md lists every configuration key with its variable, flag, default and what it allows', () => {
+it('docs/configuration.md lists every key: variable, flag, default, values', () => {
   const doc = readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8');
   const rows = new Map<string, string[]>();
   for (const match of doc.matchAll(

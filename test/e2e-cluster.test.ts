@@ -95,7 +95,7 @@ for (const cluster of CLUSTERS) {
       rmSync(cwd, { recursive: true, force: true });
     });
 
-    it('three servers on one database and one coordinator: 30,000 IDs per mode over HTTP, no duplicates', async () => {
+    it('three servers, one database, one coordinator: 30,000 IDs, no duplicates', async () => {
       const env = settings(newRegistry());
       const servers = await Promise.all([0, 1, 2].map(() => startServe([], { env, cwd })));
       try {
@@ -161,7 +161,7 @@ for (const cluster of CLUSTERS) {
       assertUnique('snowflake', all.snowflake);
     });
 
-    it('SIGTERM releases the worker lease: the next process gets the same worker ID at once', async () => {
+    it('SIGTERM releases the lease: the next process gets the worker ID', async () => {
       const env = settings(newRegistry());
       const first = await startServe([], { env, cwd });
       const worker = await workerOf(first);
@@ -183,7 +183,7 @@ describe('idmint serve end to end: zero configuration (SQLite, static worker)', 
   const cwd = mkdtempSync(join(tmpdir(), 'idmint-e2e-static-'));
   after(() => rmSync(cwd, { recursive: true, force: true }));
 
-  it('SIGKILLed mid-load and restarted as the same worker, it never repeats an ID it issued', async () => {
+  it('SIGKILLed and restarted as the same worker, it never repeats an ID', async () => {
     const env = serverEnv({});
     const created = await runIdmint(['tags', 'create', 'order', '--step', '100'], { env, cwd });
     assert.equal(created.code, 0, created.stderr);

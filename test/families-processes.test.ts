@@ -60,9 +60,12 @@ const FAMILIES = [
   { family: 'uuidv4', ordered: false, time: () => 0 },
 ];
 
-describe(`ID families from ${PROCESSES} OS processes at once, ${PER_PROCESS.toLocaleString('en-US')} IDs each`, () => {
+const perProcessText = PER_PROCESS.toLocaleString('en-US');
+describe(`ID families from ${PROCESSES} processes, ${perProcessText} IDs each`, () => {
   for (const { family, ordered, time } of FAMILIES) {
-    it(`${family}: ${(PROCESSES * PER_PROCESS).toLocaleString('en-US')} IDs, no collision across processes${ordered ? ', each process strictly increasing' : ''}`, async () => {
+    const total = (PROCESSES * PER_PROCESS).toLocaleString('en-US');
+    const order = ordered ? ', each process strictly increasing' : '';
+    it(`${family}: ${total} IDs, no collision across processes${order}`, async () => {
       const perProcess = await drawInProcesses(family);
       const all = new Set<string>();
       const spans: [number, number][] = [];

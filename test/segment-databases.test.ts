@@ -88,7 +88,8 @@ const LEAF_MYSQL_DDL = (table: string) => `CREATE TABLE \`${table}\` (
   PRIMARY KEY (\`biz_tag\`)
 ) ENGINE=InnoDB`;
 const PORTABLE_DDL = (table: string) =>
-  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default 1, step int not null, description varchar(256), update_time timestamp)`;
+  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default ` +
+  `1, step int not null, description varchar(256), update_time timestamp)`;
 
 /**
  * The fence margin of the stores opened on tables idmint has no record of: the first allocation
@@ -107,7 +108,7 @@ for (const [backend, ddl] of LEAF_TABLES) {
     `Leaf compatibility: a leaf_alloc table made outside idmint (${backend.name})`,
     backend.services,
     () => {
-      it("row ('leaf-segment-test', 1, 2000) gives IDs 1, 2, 3, ... and max_id 2001 after the first range", async (t) => {
+      it("row ('leaf-segment-test', 1, 2000) gives 1, 2, 3, ... and max_id 2001", async (t) => {
         const fixture = await backend.open({ init: false });
         t.after(() => fixture.dispose());
         const sql = (statement: string) =>
@@ -117,7 +118,8 @@ for (const [backend, ddl] of LEAF_TABLES) {
         // database's history (the table is empty: the fence of a first sight raises nothing).
         await fixture.store.init();
         await sql(
-          `insert into ${fixture.table}(biz_tag, max_id, step, description) values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')`,
+          `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+            `values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')`,
         );
 
         const service = new SegmentService({
@@ -136,14 +138,15 @@ for (const [backend, ddl] of LEAF_TABLES) {
         await service.close();
       });
 
-      it('a tag moved from Leaf continues above where Leaf stopped, fenced once (first sight), no overlap', async (t) => {
+      it('a tag moved from Leaf continues above it, fenced once, no overlap', async (t) => {
         const fixture = await backend.open({ init: false, fence: { ids: FIRST_SIGHT } });
         t.after(() => fixture.dispose());
         await backend.sql?.(fixture.url, ddl(fixture.table));
         // Leaf handed out ranges up to max_id 6001 (step 2000) before the switch.
         await backend.sql?.(
           fixture.url,
-          `insert into ${fixture.table}(biz_tag, max_id, step, description) values('orders', 6001, 2000, 'moved from Leaf')`,
+          `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+            `values('orders', 6001, 2000, 'moved from Leaf')`,
         );
         const service = new SegmentService({
           store: fixture.store,
@@ -172,7 +175,7 @@ for (const [backend, service] of SERVERS) {
     `segment outage against a real database (${backend.name})`,
     backend.services,
     () => {
-      it('serves buffered IDs while the database is cut off, then fails fast, then recovers by itself', async (t) => {
+      it('serves buffered IDs while cut off, then fails fast, then recovers', async (t) => {
         const { proxy, proxied } = await behindProxy(t, backend, service, 'outage', 50, 1000);
         const store = new FaultySegmentStore(proxied); // passes everything through; counts calls
         const clock = new ManualClock(T0);
@@ -224,7 +227,7 @@ for (const [backend, service] of SERVERS) {
         await segments.close();
       });
 
-      it('a call the database never answers times out as STORE_UNAVAILABLE, and the store recovers after', async (t) => {
+      it('a call never answered is STORE_UNAVAILABLE; the store recovers', async (t) => {
         const { proxy, proxied } = await behindProxy(t, backend, service, 'hang', 10, 1000);
         const first = await proxied.allocate('hang');
         proxy.hang();

@@ -229,14 +229,17 @@ function describeRun(label: string, run: Failover, repeated: number): string {
     `${label}: ${before} IDs before the switch ` +
     `(dead primary's max_id ${run.primaryMaxId}, replica's ${run.replicaMaxId}), ` +
     `${after} after (${run.fresh.length} from the new node); ${repeated} repeated; ` +
-    `old nodes served from the new primary after ${run.old.map((o) => o.recoveryMs).join(' and ')} ms; ` +
+    `old nodes served from the new primary after ` +
+    `${run.old.map((o) => o.recoveryMs).join(' and ')} ms; ` +
     `failures after the switch: ${JSON.stringify(Object.fromEntries(run.failuresAfter))}`
   );
 }
 
 function assertRecovered(run: Failover): void {
   for (const { recoveryMs } of run.old) {
-    const message = `an old node served from the new primary after ${recoveryMs} ms (target ${RECOVERY_TARGET_MS} ms)`;
+    const message =
+      `an old node served from the new primary after ${recoveryMs} ms (target ` +
+      `${RECOVERY_TARGET_MS} ms)`;
     assert.ok(recoveryMs <= RECOVERY_TARGET_MS, message);
   }
 }
@@ -251,7 +254,8 @@ for (const backend of [
     backend,
     () => {
       const title =
-        'no ID after the switch repeats one from before; the running nodes serve again within 5 s; ' +
+        'no ID after the switch repeats one from before; the running nodes serve again ' +
+        'within 5 s; ' +
         'a node started after it too';
       it(title, { timeout: 240_000 }, async (t) => {
         const run = await failover(t, backend, { fresh: true });
@@ -293,7 +297,8 @@ for (const backend of [
 const UNCOVERED = 'segment mode across a failover the fence margin does not cover: postgres';
 await describeWithReplication(UNCOVERED, 'postgres', () => {
   const title =
-    'each running node raises the row past its own IDs, serves again within 5 s, repeats none of its own';
+    'each running node raises the row past its own IDs, serves again within 5 s, repeats ' +
+    'none of its own';
   it(title, { timeout: 240_000 }, async (t) => {
     const run = await failover(t, 'postgres', {
       fresh: false,

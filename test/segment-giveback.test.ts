@@ -118,7 +118,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
     `shutdown give-back with several nodes on one store (${backend.name})`,
     backend.services,
     () => {
-      it("a node whose next range is loaded gives back only what is above the other node's range; that node then serves it", async (t) => {
+      it("gives back only what is above the other node's range; it serves that", async (t) => {
         const { node, check } = await setup(t, backend);
         const a = node('A');
         const b = node('B');
@@ -151,7 +151,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         await check('a restarted node');
       });
 
-      it('ABA: another node loads a range after ours and gives it back whole; then ours goes back too, and nothing is reissued', async (t) => {
+      it("ABA: another node's range given back whole, then ours: none reissued", async (t) => {
         const { node, check } = await setup(t, backend);
         const a = node('A');
         const b = node('B');
@@ -174,7 +174,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         await check('a restarted node');
       });
 
-      it('nothing is given back when another node allocated after us, even if that node has issued nothing yet', async (t) => {
+      it('gives nothing back when another node allocated after us', async (t) => {
         const { node, check } = await setup(t, backend);
         const a = node('A');
         const b = node('B');
@@ -187,7 +187,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         await check('B carries on past its range');
       });
 
-      it('an allocation abandoned before the give-back and committed after it hands out nothing twice', async (t) => {
+      it('an allocation abandoned before the give-back hands out nothing twice', async (t) => {
         const { fixture, node, check } = await setup(t, backend);
         const faulty = new FaultySegmentStore(fixture.store);
         // Long enough for the real store's first calls on a loaded machine; the held prefetch is

@@ -24,7 +24,8 @@ async function writeRows(
     for (const [tag, maxId, step] of rows) {
       await backend.sql(
         fixture.url,
-        `insert into ${fixture.table}(biz_tag, max_id, step, description) values('${tag}', ${maxId}, ${step}, 'written by hand')`,
+        `insert into ${fixture.table}(biz_tag, max_id, step, description) values('${tag}', ` +
+          `${maxId}, ${step}, 'written by hand')`,
       );
     }
     return;
@@ -64,7 +65,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
     `rows written outside idmint (${backend.name})`,
     backend.services,
     () => {
-      it('a stored step <= 0 or a negative max_id is TAG_MISCONFIGURED naming the tag: not retryable, no database message, nothing changed', async (t) => {
+      it('step <= 0 or max_id < 0 is TAG_MISCONFIGURED, not retryable, no change', async (t) => {
         const fixture = await open(t, backend);
         await writeRows(
           backend,
@@ -132,7 +133,8 @@ const LEAF_MYSQL_DDL = (table: string, charset = '') => `CREATE TABLE \`${table}
   PRIMARY KEY (\`biz_tag\`)
 ) ENGINE=InnoDB${charset}`;
 const PORTABLE_DDL = (table: string) =>
-  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default 1, step int not null, description varchar(256), update_time timestamp)`;
+  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default ` +
+  `1, step int not null, description varchar(256), update_time timestamp)`;
 
 /**
  * The fence margin of the stores opened on Leaf tables idmint has no record of: the first
@@ -151,7 +153,7 @@ const LEAF_TAGS = ['order service', '订单/支付', 'a:b{c}', 'x'.repeat(128), 
 
 for (const [backend, ddl] of LEAF_TABLES) {
   await describeWithServices(`Leaf's own table (${backend.name})`, backend.services, () => {
-    it('serves every tag Leaf stored, Unicode, spaces and / included (fenced once: a first sight)', async (t) => {
+    it('serves every tag Leaf stored, Unicode, spaces and / included', async (t) => {
       const fixture = await backend.open({ init: false, fence: { ids: FIRST_SIGHT } });
       t.after(() => fixture.dispose());
       const sql = (statement: string) =>
@@ -159,7 +161,8 @@ for (const [backend, ddl] of LEAF_TABLES) {
       await sql(ddl(fixture.table));
       for (const [i, tag] of LEAF_TAGS.entries()) {
         await sql(
-          `insert into ${fixture.table}(biz_tag, max_id, step, description) values('${tag}', ${1000 * (i + 1)}, 100, 'from Leaf')`,
+          `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+            `values('${tag}', ${1000 * (i + 1)}, 100, 'from Leaf')`,
         );
       }
       const service = new SegmentService({
@@ -182,7 +185,7 @@ for (const [backend, ddl] of LEAF_TABLES) {
       await service.close();
     });
 
-    it('serves a tag only by its exact name, as Leaf does, whatever the collation compares equal', async (t) => {
+    it('serves a tag only by its exact name, whatever the collation', async (t) => {
       const fixture = await backend.open({ init: false, fence: { ids: FIRST_SIGHT } });
       t.after(() => fixture.dispose());
       await backend.sql?.(fixture.url, ddl(fixture.table));
@@ -209,13 +212,15 @@ for (const [backend, ddl] of LEAF_TABLES) {
       await service.close();
     });
 
-    it(`db init creates update_time as Leaf does: filled on insert${backend.name === 'mariadb' ? ' and on every update' : ''}`, async (t) => {
+    const onUpdate = backend.name === 'mariadb' ? ' and on every update' : '';
+    it(`db init creates update_time as Leaf does: filled on insert${onUpdate}`, async (t) => {
       const fixture = await open(t, backend); // the table as `idmint db init` creates it
       const sql = (statement: string) =>
         backend.sql?.(fixture.url, statement) ?? Promise.resolve([]);
       // Leaf's INSERT names no update_time (and nor does an operator's, usually).
       await sql(
-        `insert into ${fixture.table}(biz_tag, max_id, step, description) values('by-hand', 1, 10, 'no update_time')`,
+        `insert into ${fixture.table}(biz_tag, max_id, step, description) values('by-hand', ` +
+          `1, 10, 'no update_time')`,
       );
       const inserted = (await fixture.store.getTag('by-hand'))?.updatedAt;
       assert.ok(inserted instanceof Date, `update_time after insert: ${String(inserted)}`);
@@ -226,7 +231,8 @@ for (const [backend, ddl] of LEAF_TABLES) {
       if (backend.name === 'mariadb') {
         // Leaf's own allocation names no update_time either: ON UPDATE sets it.
         await sql(
-          `update ${fixture.table} set update_time = '2001-02-03 04:05:06' where biz_tag = 'by-hand'`,
+          `update ${fixture.table} set update_time = '2001-02-03 04:05:06' where biz_tag = ` +
+            `'by-hand'`,
         );
         await sql(`update ${fixture.table} set max_id = max_id + step where biz_tag = 'by-hand'`);
         const updated = (await fixture.store.getTag('by-hand'))?.updatedAt;
@@ -243,7 +249,7 @@ await describeWithServices(
   'a Leaf table in a character set that cannot hold every tag (MariaDB, latin1)',
   ['mysql'],
   () => {
-    it('a tag the table cannot hold is not found, and creating one is a 400-class INVALID_ARGUMENT, never a retryable outage', async (t) => {
+    it('a tag the table cannot hold is not found; creating one is 400', async (t) => {
       const backend = SEGMENT_BACKENDS.mariadb;
       const fixture = await backend.open({ init: false, fence: { ids: FIRST_SIGHT } });
       t.after(() => fixture.dispose());
@@ -281,7 +287,7 @@ await describeWithServices(
 );
 
 await describeWithServices('a misconfigured row over HTTP (PostgreSQL)', ['postgres'], () => {
-  it('answers 500 TAG_MISCONFIGURED naming the tag, without Retry-After, on the Leaf and JSON routes', async (t) => {
+  it('answers 500 TAG_MISCONFIGURED, no Retry-After, Leaf and JSON routes', async (t) => {
     const fixture = await open(t, SEGMENT_BACKENDS.postgres);
     await writeRows(SEGMENT_BACKENDS.postgres, fixture, [['broken', 1, 0]]);
     const server = await testServer({

@@ -38,11 +38,12 @@ const LEAF_MYSQL_DDL = (table: string) => `CREATE TABLE \`${table}\` (
   PRIMARY KEY (\`biz_tag\`)
 ) ENGINE=InnoDB`;
 const PORTABLE_DDL = (table: string) =>
-  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default 1, step int not null, description varchar(256), update_time timestamp)`;
+  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default ` +
+  `1, step int not null, description varchar(256), update_time timestamp)`;
 
 for (const backend of Object.values(SEGMENT_BACKENDS)) {
   await describeWithServices(`opaque tags in the store (${backend.name})`, backend.services, () => {
-    it('stores the mark with the tag: created opaque, marked later, read back by get and list; never unmarked', async (t) => {
+    it('stores the opaque mark with the tag; never unmarked', async (t) => {
       const { store } = await open(t, backend);
       assert.equal((await store.createTag({ tag: 'secret', step: 10, opaque: true })).opaque, true);
       assert.equal((await store.createTag({ tag: 'plain', step: 10 })).opaque, false);
@@ -84,7 +85,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
       assert.equal(await store.getTag('far'), undefined);
     });
 
-    it('two servers on the store serve one opaque tag at once, and a third after they stop: every opaque ID unique, every dense ID behind them too', async (t) => {
+    it('servers share an opaque tag: every opaque and dense ID unique', async (t) => {
       const fixture = await open(t, backend);
       const keys = '1:000102030405060708090a0b0c0d0e0f';
       const values = { segment: { store: fixture.url, table: fixture.table }, opaque: { keys } };
@@ -140,13 +141,14 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
 
     if (backend.sql !== undefined) {
       const ddl = backend.name === 'mariadb' ? LEAF_MYSQL_DDL : PORTABLE_DDL;
-      it("a Leaf table without the opaque column: plain tags work, marking one is OPAQUE_UNAVAILABLE naming db init; init adds the column once, Leaf's INSERT still works", async (t) => {
+      it('a Leaf table without the opaque column: db init adds it once', async (t) => {
         const fixture = await open(t, backend, false);
         const sql = (statement: string) =>
           backend.sql?.(fixture.url, statement) ?? Promise.resolve([]);
         await sql(ddl(fixture.table));
         await sql(
-          `insert into ${fixture.table}(biz_tag, max_id, step, description) values('from-leaf', 3001, 1000, 'Leaf row')`,
+          `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+            `values('from-leaf', 3001, 1000, 'Leaf row')`,
         );
         const { store } = fixture;
         // A full read's pages name only the listing's columns: none is missing on a Leaf table.
@@ -176,7 +178,8 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
             assert.match(
               error.message,
               new RegExp(
-                `table ${fixture.table} has no opaque column \\(a Leaf table\\); run "idmint db init" on it to add the column`,
+                `table ${fixture.table} has no opaque column \\(a Leaf table\\); run ` +
+                  `"idmint db init" on it to add the column`,
               ),
             );
             assert.equal(error.retryable, false);
@@ -206,17 +209,19 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         ]);
         // Leaf's own INSERT, naming only Leaf's columns, still works: the column has a default.
         await sql(
-          `insert into ${fixture.table}(biz_tag, max_id, step, description) values('leaf-again', 1, 10, 'x')`,
+          `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+            `values('leaf-again', 1, 10, 'x')`,
         );
         assert.equal((await store.getTag('leaf-again'))?.opaque, false);
         assert.equal((await store.allocate('leaf-again')).end, 11n);
       });
 
-      it("idmint's own table has the column from the start, with a default that keeps Leaf's INSERT working", async (t) => {
+      it("idmint's own table has the column, Leaf's INSERT still works", async (t) => {
         const fixture = await open(t, backend);
         await backend.sql?.(
           fixture.url,
-          `insert into ${fixture.table}(biz_tag, max_id, step, description) values('by-hand', 1, 10, 'x')`,
+          `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+            `values('by-hand', 1, 10, 'x')`,
         );
         assert.equal((await fixture.store.getTag('by-hand'))?.opaque, false);
         await backend.sql?.(
@@ -228,14 +233,17 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
 
       it(
         backend.name === 'sqlite'
-          ? 'a server on a SQLite Leaf table adds the column at start-up (the embedded store is initialized when opened) and keeps serving the Leaf tag'
-          : 'a server on a Leaf table without the column serves the Leaf routes as ever and refuses an opaque tag with OPAQUE_UNAVAILABLE',
+          ? 'a server on a SQLite Leaf table adds the column at start-up (the embedded store ' +
+              'is initialized when opened) and keeps serving the Leaf tag'
+          : 'a server on a Leaf table without the column serves the Leaf routes as ever and ' +
+              'refuses an opaque tag with OPAQUE_UNAVAILABLE',
         async (t) => {
           const fixture = await open(t, backend, false);
           await backend.sql?.(fixture.url, ddl(fixture.table));
           await backend.sql?.(
             fixture.url,
-            `insert into ${fixture.table}(biz_tag, max_id, step, description) values('leaf-tag', 1, 100, 'Leaf row')`,
+            `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+              `values('leaf-tag', 1, 100, 'Leaf row')`,
           );
           // A first sight: fenced once by 1 range of max(maxStep 100, step 100), so IDs start at
           // 101.
@@ -289,7 +297,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
         },
       );
     } else {
-      it('a hash written by hand without the field is a plain tag; the field marks one', async (t) => {
+      it('a hash without the field is a plain tag; the field marks one', async (t) => {
         const fixture = await open(t, backend);
         const { Redis } = await import('ioredis');
         const client = new Redis(SERVICES.redis.url);
@@ -312,7 +320,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
 }
 
 await describeWithServices('opaque tags through openSegmentStore URLs', [], () => {
-  it('SQLite opened by URL creates the column with the table (init at open), so opaque tags work at once', async () => {
+  it('SQLite opened by URL has the column at once', async () => {
     const store = await openSegmentStore('sqlite::memory:');
     try {
       assert.equal((await store.createTag({ tag: 'x', step: 1, opaque: true })).opaque, true);

@@ -70,7 +70,7 @@ for (const backend of [
     `segment IDs from ${PROCESSES} OS processes at once: ${backend.name}`,
     backend.services,
     () => {
-      it(`${PROCESSES} processes x ${COUNT} IDs from one tag (step ${STEP}), twice: all distinct, each process increasing`, async (t) => {
+      it(`${PROCESSES} processes x ${COUNT} IDs of one tag, twice: all distinct`, async (t) => {
         const fixture = await backend.open();
         t.after(() => fixture.dispose());
         await fixture.store.createTag({ tag: 'shared', step: STEP });

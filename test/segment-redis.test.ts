@@ -67,7 +67,7 @@ async function fixtureWithTags(t: TestContext, tags: string[]) {
 }
 
 await describeWithServices('Redis store: one shared connection', ['redis'], () => {
-  it('a call that times out fails alone: the allocations in flight beside it get their own ranges', async (t) => {
+  it('a call that times out fails alone; the others get their ranges', async (t) => {
     const { fixture, proxy } = await fixtureWithTags(t, ['slow', 'fast']);
     const client = await wrappedClient(t, proxy);
     const timeoutMs = 3000;
@@ -119,7 +119,7 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     assert.equal(client.disconnects, 0);
   });
 
-  it("a reply stream shifted by lost traffic is caught by its nonces and the connection reset: no call gets another call's reply", async (t) => {
+  it("a shifted reply stream is caught by nonces; no call gets another's", async (t) => {
     const { fixture, proxy } = await fixtureWithTags(t, ['a', 'b']);
     const client = await wrappedClient(t, proxy);
     const store = new RedisSegmentStore({ client, table: fixture.table, timeoutMs: 500 });

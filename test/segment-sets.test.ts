@@ -74,7 +74,7 @@ const member = async (url: string, table: string, residue?: SegmentResidue) =>
 
 for (const backend of BACKENDS) {
   await describeWithServices(`a database of a set: ${backend.name}`, backend.services, () => {
-    it('init adds id_offset and id_increment to a Leaf table in use; its rows read as plain, which a set refuses until it is joined', async (t) => {
+    it('init adds id_offset and id_increment to a Leaf table in use', async (t) => {
       const url = backend.url();
       const table = uniqueName('set');
       t.after(() => (url.startsWith('sqlite') ? undefined : dropSet([url], table)));
@@ -109,7 +109,7 @@ for (const backend of BACKENDS) {
       );
     });
 
-    it('joins a set with a plain table in use: fenced, then raised above every ID issued, as database 0 of 2 (with a SQLite file as database 1)', async (t) => {
+    it('joins a set with a plain table in use, above every ID issued', async (t) => {
       const url = backend.url();
       const other = `sqlite:${join(sqliteDir, `${uniqueName('other')}.db`)}`;
       const table = uniqueName('set');
@@ -134,7 +134,7 @@ for (const backend of BACKENDS) {
       assert.deepEqual(new Set(ids.map((id) => id % 2n)), new Set([0n, 1n]));
     });
 
-    it('creates a tag at the first ID of its class, allocates step IDs N apart, realigns a max_id moved off its class, and multiplies in 64 bits', async (t) => {
+    it("allocates a class's IDs N apart, realigns max_id, 64-bit products", async (t) => {
       const url = backend.url();
       const table = uniqueName('set');
       t.after(() => (url.startsWith('sqlite') ? undefined : dropSet([url], table)));
@@ -188,7 +188,7 @@ for (const backend of BACKENDS) {
       );
     });
 
-    it('refuses a row of another class or a fenced one, changing nothing; a store of its own refuses a row of a set', async (t) => {
+    it('refuses a row of another class or fenced; a single store a set row', async (t) => {
       const url = backend.url();
       const table = uniqueName('set');
       t.after(() => (url.startsWith('sqlite') ? undefined : dropSet([url], table)));
@@ -241,7 +241,7 @@ for (const backend of BACKENDS) {
       assert.equal((await one.getTag('orders'))?.maxId, row!.maxId);
       await rejectsWith(plain.allocate('orders'), 'TAG_MISCONFIGURED', /fenced/);
     });
-    it("keeps the set's own records beside the table: versioned, compare-and-set, none before init", async (t) => {
+    it("keeps the set's records beside the table, compare-and-set", async (t) => {
       const url = backend.url();
       const table = uniqueName('set');
       t.after(() => (url.startsWith('sqlite') ? undefined : dropSet([url], table)));
@@ -349,7 +349,7 @@ await describeWithServices(
   () => {
     const all = [SET_URLS.postgresA, SET_URLS.postgresB, SET_URLS.mariadb, SET_URLS.redis];
 
-    it('forms a set from a Leaf table in use and two new databases: each row of its class, above every ID issued', async (t) => {
+    it('forms a set from a Leaf table in use and two new databases', async (t) => {
       const table = uniqueName('set');
       t.after(() => dropSet(all, table));
       const leaf = track(await openSegmentStore(SET_URLS.postgresA, { table, init: true }));
@@ -406,7 +406,7 @@ await describeWithServices(
       await set.close();
     });
 
-    it('adds a database while nodes of the old set keep drawing: no ID twice; the old nodes are refused and never issue from the new rows', async (t) => {
+    it('adds a database under running nodes: no ID twice, old nodes refused', async (t) => {
       const table = uniqueName('set');
       t.after(() => dropSet(all, table));
       const twoUrls = [SET_URLS.postgresA, SET_URLS.mariadb];
@@ -470,7 +470,7 @@ await describeWithServices(
       await three.close();
     });
 
-    it('refuses to re-form a set that leaves out a database of the old one, changing nothing', async (t) => {
+    it('refuses to re-form a set that leaves out a database', async (t) => {
       const table = uniqueName('set');
       t.after(() => dropSet(all, table));
       const urls = [SET_URLS.postgresA, SET_URLS.postgresB, SET_URLS.mariadb];
@@ -487,8 +487,10 @@ await describeWithServices(
         [SET_URLS.postgresA, SET_URLS.mariadb, SET_URLS.redis, SET_URLS.postgresB].slice(0, 2),
         table,
       );
-      const leftOut =
-        /database 1 of the set recorded in database 0 \(postgres:.*\), postgres:.*, is not in the list: /;
+      const leftOut = new RegExp(
+        'database 1 of the set recorded in database 0 \\(postgres:.*\\), postgres:.*, is ' +
+          'not in the list: ',
+      );
       await rejectsWith(withoutOne.join(), 'INVALID_ARGUMENT', leftOut);
       const after = await Promise.all(
         urls.map(async (url, offset) =>
@@ -503,13 +505,15 @@ await describeWithServices(
       // An empty database in place of a member of a formed set of the same size: refused, naming
       // the command that replaces it (test/segment-set-members.test.ts runs it).
       const replaced = await openSet([SET_URLS.postgresA, SET_URLS.redis, SET_URLS.mariadb], table);
-      const command =
-        /lost for good and redis:.* replaces it, run "idmint db init --stores postgres:.*,redis:.*,mysql:/;
+      const command = new RegExp(
+        'lost for good and redis:.* replaces it, run "idmint db init --stores ' +
+          'postgres:.*,redis:.*,mysql:',
+      );
       await rejectsWith(replaced.join(), 'INVALID_ARGUMENT', command);
       for (const store of [three, withoutOne, replaced]) await store.close();
     });
 
-    it('a re-forming cut short (a row fenced) is refused at start-up and completed by running it again', async (t) => {
+    it('a cut-short re-forming is refused at start-up, completed on a rerun', async (t) => {
       const table = uniqueName('set');
       t.after(() => dropSet(all, table));
       const urls = [SET_URLS.postgresB, SET_URLS.redis];
@@ -542,7 +546,7 @@ await describeWithServices(
       for (const store of [set, reopened, redis]) await store.close();
     });
 
-    it('refuses at start-up a set listed in another order or of another size, naming each database without its password', async (t) => {
+    it('refuses at start-up a set in another order or size, naming each', async (t) => {
       const table = uniqueName('set');
       t.after(() => dropSet(all, table));
       const withPassword = SET_URLS.postgresA.replace('postgres@', 'postgres:s3cret-pw@');
@@ -557,7 +561,11 @@ await describeWithServices(
       await rejectsWith(
         swapped,
         'CONFIG_INVALID',
-        /database 0 \(.*\) holds tag "orders" as database 1 of a set of 3; database 1 \(postgres:\/\/postgres:\*\*\*@.*\) holds tag "orders" as database 0 of a set of 3/,
+        new RegExp(
+          'database 0 \\(.*\\) holds tag "orders" as database 1 of a set of 3; database 1 ' +
+            '\\(postgres://postgres:\\*\\*\\*@.*\\) holds tag "orders" as database 0 of a set ' +
+            'of 3',
+        ),
       );
       await assert.rejects(
         openSegmentStores([SET_URLS.postgresB, withPassword, SET_URLS.mariadb], { table }),
@@ -578,7 +586,7 @@ await describeWithServices(
       await ok.close();
     });
 
-    it('a database that stops answering (a black hole) costs one timeout, then is skipped while the set keeps allocating', async (t) => {
+    it('a black-holed database costs one timeout, then is skipped', async (t) => {
       const table = uniqueName('set');
       t.after(() => dropSet(all, table));
       const through = await proxied([SET_URLS.postgresA, SET_URLS.postgresB, SET_URLS.mariadb]);

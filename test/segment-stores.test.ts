@@ -101,7 +101,7 @@ describe('SegmentStore options', () => {
     );
   });
 
-  it('bounds every call: a call that outlasts timeoutMs is STORE_UNAVAILABLE, with the driver error as cause otherwise', async () => {
+  it('bounds every call by timeoutMs (STORE_UNAVAILABLE), keeps the cause', async () => {
     const pool = { connect: () => new Promise<never>(() => undefined), end: async () => undefined };
     const store = new PostgresSegmentStore({ pool, timeoutMs: 30 });
     await rejectsWith(

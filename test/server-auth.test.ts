@@ -19,7 +19,7 @@ describe('bearer auth (in-process)', () => {
     }
   });
 
-  it('once tokens are configured, ID routes need one: 401 with WWW-Authenticate otherwise', async () => {
+  it('with tokens configured, ID routes need one: 401 with WWW-Authenticate', async () => {
     const server = await testServer({ auth: { tokens: [USER] } });
     try {
       const cases: [Record<string, string>, RegExp][] = [
@@ -136,7 +136,7 @@ describe('bearer auth (in-process)', () => {
     }
   });
 
-  it('admin routes need the admin token; without one configured nobody may change tags over HTTP', async () => {
+  it('admin routes need the admin token; none configured: nobody may', async () => {
     const server = await testServer({ auth: { tokens: [USER], adminToken: ADMIN } });
     try {
       const create = (headers: Record<string, string>) =>

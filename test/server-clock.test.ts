@@ -156,7 +156,8 @@ function assertClockRefusal(answer: Answer): void {
   assert.equal(
     answer.status,
     503,
-    `answer ${answer.at.toFixed(0)} ms after the step: ${JSON.stringify({ ...answer, ids: answer.ids.length })}`,
+    `answer ${answer.at.toFixed(0)} ms after the step: ` +
+      `${JSON.stringify({ ...answer, ids: answer.ids.length })}`,
   );
   assert.equal(answer.code, 'CLOCK_MOVED_BACKWARDS');
   assert.match(String(answer.retryAfter), /^[1-9][0-9]*$/);
@@ -166,7 +167,7 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
   skip,
   timeout: 180_000,
 }, () => {
-  it('refuse: 503 CLOCK_MOVED_BACKWARDS until the clock is back where it was, then IDs continue above every earlier one', async () => {
+  it('refuse: 503 until the clock is back, then IDs continue above', async () => {
     const node = await SteppedServer.start('refuse', ['--rollback-policy', 'refuse']);
     try {
       await node.drawFor(300);
@@ -189,7 +190,7 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
     }
   });
 
-  it('wait: a rollback within maxBackwardMs is waited out (the request answers later, in order); a larger one is refused', async () => {
+  it('wait: a rollback within maxBackwardMs is waited out; larger refused', async () => {
     const node = await SteppedServer.start('wait', [
       '--rollback-policy',
       'wait',
@@ -206,7 +207,8 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
       // (twice the offset, Leaf's rule), then issued after it.
       assert.ok(
         first.tookMs >= 500 - first.at,
-        `answered after ${first.tookMs.toFixed(0)} ms, ${first.at.toFixed(0)} ms after a 700 ms step`,
+        `answered after ${first.tookMs.toFixed(0)} ms, ${first.at.toFixed(0)} ms after a ` +
+          `700 ms step`,
       );
       assert.ok(first.ids.every((id) => id > before));
       const small = await node.drawFor(800);
@@ -226,7 +228,7 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
     }
   });
 
-  it('borrow: IDs keep coming, in order, on time units ahead of the clock, as long as the lead allows', async () => {
+  it('borrow: IDs keep coming in order ahead of the clock, within the lead', async () => {
     const node = await SteppedServer.start('borrow', [
       '--rollback-policy',
       'borrow',
@@ -266,7 +268,7 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
     }
   });
 
-  it('history: IDs keep coming inside the window, unique but below earlier ones; beyond the window, refused', async () => {
+  it('history: unique IDs inside the window, refused beyond it', async () => {
     const node = await SteppedServer.start('history', [
       '--rollback-policy',
       'history',
@@ -296,7 +298,7 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
     }
   });
 
-  it('switch-worker: a rollback past maxBackwardMs moves the node to another worker ID, and IDs continue from it', async () => {
+  it('switch-worker: past maxBackwardMs moves to another worker ID', async () => {
     const dir = mkdtempSync(join(root, 'switch-registry-'));
     const node = await SteppedServer.start('switch', [
       '--rollback-policy',
@@ -321,7 +323,7 @@ describe('idmint serve with the system clock stepped back (libfaketime), each ro
     }
   });
 
-  it('monotonic (the default): the same step back is invisible, IDs keep increasing and no request fails', async () => {
+  it('monotonic: the step back is invisible, IDs keep increasing', async () => {
     assert.ok(faketime !== undefined, `IDMINT_REQUIRE_SERVICES=1 but ${noFaketime}`);
     const node = await SteppedServer.start('monotonic', ['--clock', 'monotonic']);
     try {

@@ -42,7 +42,7 @@ describe('Dockerfile', () => {
   const final = all.at(-1) ?? [];
   const find = (keyword: string) => final.filter((i) => i.keyword === keyword);
 
-  it('is multi-stage, and every file it copies from the checkout exists (and is not excluded by .dockerignore)', () => {
+  it('is multi-stage, and every file it copies exists, not .dockerignored', () => {
     assert.ok(all.length >= 2, 'more than one stage');
     const ignored = readFileSync(new URL('../.dockerignore', import.meta.url), 'utf8')
       .split('\n')
@@ -75,7 +75,10 @@ describe('Dockerfile', () => {
       ).scripts['build'] ?? '';
     assert.match(
       build,
-      /^node scripts\/clean-dist\.mjs && tsc -p tsconfig\.build\.json && node scripts\/build-dashboard\.ts$/,
+      new RegExp(
+        '^node scripts/clean-dist\\.mjs && tsc -p tsconfig\\.build\\.json && node ' +
+          'scripts/build-dashboard\\.ts$',
+      ),
     );
     // Every script the build runs is copied into the build stage.
     const copied = sources.flatMap((source) => (source.endsWith('/') ? [] : [source]));
@@ -83,7 +86,7 @@ describe('Dockerfile', () => {
       assert.ok(copied.includes(script), `the build stage does not COPY ${script}`);
   });
 
-  it('runs as a non-root user, listening on every interface, with node itself as PID 1 (exec form)', () => {
+  it('runs as non-root on every interface, node as PID 1 (exec form)', () => {
     const users = find('USER');
     assert.equal(users.length, 1);
     assert.doesNotMatch(users[0]?.args ?? '', /^(root|0)(:|$)/);
@@ -103,7 +106,7 @@ describe('Dockerfile', () => {
     assert.equal(find('STOPSIGNAL').length, 0, 'SIGTERM, the default, is what idmint drains on');
   });
 
-  it('its HEALTHCHECK asks /readyz on the port the server reads, and fails when nothing answers there', async () => {
+  it("its HEALTHCHECK asks /readyz on the server's port, fails without", async () => {
     const healthcheck = find('HEALTHCHECK')[0]?.args ?? '';
     const command = JSON.parse(healthcheck.slice(healthcheck.indexOf('CMD ') + 4)) as string[];
     assert.equal(command[0], 'node');
@@ -146,7 +149,7 @@ describe('the Kubernetes manifests in docs/operations.md', () => {
     assert.deepEqual(byKind('Service')?.['spec']['selector'], labels);
   });
 
-  it('probe the health routes on the port the server listens on, and give the drain time to finish', async () => {
+  it("probe the health routes on the server's port, with time to drain", async () => {
     const pod = byKind('Deployment')?.['spec']['template']['spec'];
     const container = pod['containers'][0];
     const portName = container['ports'][0]['name'];

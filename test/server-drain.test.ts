@@ -24,7 +24,7 @@ function cleanEnv(): NodeJS.ProcessEnv {
 // sent through the first second after the signal, both by clients that keep sending and by
 // clients that were idle when the signal came.
 describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () => {
-  it('serves every request sent on an open connection in the first second, resets none, closes each after its response, exits 0', {
+  it('serves every request sent in the first second, resets none, exits 0', {
     timeout: 60_000,
   }, async () => {
     const cwd = mkdtempSync(join(root, 'serve-'));
@@ -41,6 +41,8 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
       for (const connection of connections)
         assert.equal((await connection.get('/api/snowflake/get/drain')).statusCode, 200);
 
+      const when = (sentAt: number) =>
+        signalAt === 0 ? 'before the signal' : `${sentAt - signalAt} ms after the signal`;
       const send = async (connection: RawConnection): Promise<RawResponse | undefined> => {
         const sentAt = Date.now();
         try {
@@ -48,9 +50,7 @@ describe('draining on SIGTERM (idmint serve, raw keep-alive connections)', () =>
           responses.push({ response, sentAt });
           return response;
         } catch (error) {
-          failures.push(
-            `request sent ${signalAt === 0 ? 'before the signal' : `${sentAt - signalAt} ms after the signal`}: ${(error as Error).message}`,
-          );
+          failures.push(`request sent ${when(sentAt)}: ${(error as Error).message}`);
           return undefined;
         }
       };

@@ -69,7 +69,7 @@ describe('/metrics', () => {
     }
   });
 
-  it('counts requests that matched no route (404) and methods a path does not take (405)', async () => {
+  it('counts requests that matched no route (404) or method (405)', async () => {
     const server = await testServer();
     try {
       for (let i = 0; i < 3; i++) await server.app.inject('/no/such/route');
@@ -85,7 +85,7 @@ describe('/metrics', () => {
     }
   });
 
-  it('prints each label set once: a path registered per method counts each method under its own `method`', async () => {
+  it('prints each label set once: each method under its own `method`', async () => {
     // Leaf's and TinyId's paths are registered as GET, the other methods, and OPTIONS: three
     // routes of one path, which used to print the same label set twice with different counts.
     const server = await testServer();
@@ -197,7 +197,7 @@ describe('/metrics', () => {
     }
   });
 
-  it('gives series only to tags in use, at most metrics.maxTagSeries of them, and sums the rest under tag="_other"', async () => {
+  it('gives series only to tags in use, up to maxTagSeries, the rest summed', async () => {
     const server = await testServer({ metrics: { maxTagSeries: 2 } });
     try {
       for (const tag of ['a', 'b', 'c', 'd', 'idle']) {
@@ -237,7 +237,7 @@ describe('/metrics', () => {
     }
   });
 
-  it("counts the tag refresh's rows read and failures, read from the service at each scrape", async () => {
+  it("counts the tag refresh's rows read and failures at each scrape", async () => {
     // 3 tags in the store before the server starts, and every refresh a full read
     // (tagFullRefreshMs 0): the counter grows 3 at a time, from the start-up read on.
     const dir = mkdtempSync(join(tmpdir(), 'idmint-metrics-refresh-'));

@@ -33,7 +33,7 @@ function assertIncreasing(ids: readonly bigint[]): void {
 }
 
 describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
-  it('segment: exactly count IDs, increasing, continuing the JSON batches and single draws without overlap', async () => {
+  it('segment: exactly count IDs, increasing, no overlap with JSON draws', async () => {
     const server = await testServer();
     try {
       const url = await server.listen();
@@ -73,7 +73,7 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
-  it("snowflake: exactly count IDs, strictly increasing, decoding to this server's worker", async () => {
+  it("snowflake: exactly count IDs, increasing, of this server's worker", async () => {
     const server = await testServer({ snowflake: { registry: 'static:7' } });
     try {
       const url = await server.listen();
@@ -98,7 +98,7 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
-  it('an opaque tag: its opaque IDs as integers, distinct, each decoding to a dense ID of the tag', async () => {
+  it('an opaque tag: distinct opaque IDs, each decoding to a dense one', async () => {
     const server = await testServer({ opaque: { keys: KEY } });
     try {
       const url = await server.listen();
@@ -136,7 +136,7 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
-  it('a tag made opaque on another node and new to this one: its opaque IDs, never its dense ones', async () => {
+  it('a tag made opaque on another node: opaque IDs, never dense ones', async () => {
     const store = `sqlite:${join(dir, 'shared.db')}`;
     const reader = await testServer({ segment: { store }, opaque: { keys: KEY } });
     const writer = await testServer({ segment: { store }, opaque: { keys: KEY } });
@@ -213,7 +213,7 @@ describe('binary batches over HTTP (Accept: application/octet-stream)', () => {
     }
   });
 
-  it('writeRunOctets carries into the high word each time the low word wraps, and writes unaligned buffers too', () => {
+  it('writeRunOctets carries into the high word, unaligned buffers too', () => {
     // Runs that cross 2^32 boundaries (several, with a stride that does not divide 2^32), and
     // low words at and above 2^31 (negative as int32).
     const cases = [

@@ -84,7 +84,7 @@ async function close(server: Server) {
 }
 
 describe('GET /v1/segment/{tag}/range', () => {
-  it('answers { tag, start, end (exclusive), last, stride, size } and never overlaps other routes', async () => {
+  it('answers { tag, start, end, last, stride, size }, never overlapping', async () => {
     const { server, url } = await started();
     try {
       await createTag(url, { tag: 'orders', step: 100, startId: '1000' });
@@ -233,7 +233,7 @@ describe('GET /v1/segment/{tag}/range', () => {
 });
 
 describe("TinyId's routes", () => {
-  it("answer in TinyId's formats: nextId, nextIdSimple, nextSegmentId, nextSegmentIdSimple", async () => {
+  it("answer in TinyId's formats: nextId, nextSegmentId and their Simple forms", async () => {
     const { server, url } = await started();
     try {
       await createTag(url, { tag: 'orders', step: 100, startId: '1' });
@@ -280,7 +280,8 @@ describe("TinyId's routes", () => {
       // 89 left in [1, 101): IDs (11, 100], loading from 20% in.
       assert.equal(
         segment.body,
-        '{"data":{"maxId":100,"loadingId":28,"currentId":11,"delta":1,"remainder":0},"code":200,"message":""}',
+        '{"data":{"maxId":100,"loadingId":28,"currentId":11,"delta":1,"remainder":0},' +
+          '"code":200,"message":""}',
       );
       const simple = await call(
         url,
@@ -405,7 +406,7 @@ describe("TinyId's routes", () => {
     }
   });
 
-  it('accept any token with auth off, and give a segment with delta and remainder from a set of databases', async () => {
+  it('accept any token with auth off; delta and remainder from a set', async () => {
     const stores = await setOfTwo('tinyid');
     const server = await testServer({ port: 0, segment: { store: undefined, stores } });
     const url = await server.listen();

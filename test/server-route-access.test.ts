@@ -132,7 +132,7 @@ async function tinyId(
 }
 
 describe('every route declares its access, and answers by it (auth on)', () => {
-  it('walks every route Fastify registered with no token, a tag-limited token and the admin token', async () => {
+  it('walks every registered route with no, a tag-limited and the admin token', async () => {
     const limited = `${LIMITED}:${ALLOWED_TAG}|${ALLOWED_TAG}.*`;
     const server = await testServer({ auth: { tokens: [limited], adminToken: ADMIN } });
     try {
@@ -281,7 +281,7 @@ describe('a route that declares no access is refused when it is registered', () 
     { name: 'auth off', config: { tokens: [], adminToken: '' } },
     { name: 'auth on', config: { tokens: [{ token: LIMITED, tags: ['*'] }], adminToken: ADMIN } },
   ]) {
-    it(`${auth.name}: at the top level and inside a plugin, and an unknown access too`, async () => {
+    it(`${auth.name}: at the top level, inside a plugin, an unknown access`, async () => {
       const app = Fastify();
       installAuth(app, new Authorizer(auth.config));
       const refused = (error: unknown) =>

@@ -49,7 +49,7 @@ const dir = mkdtempSync(join(tmpdir(), 'idmint-server-segment-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('segment routes (in-process, SQLite)', () => {
-  it("GET /api/segment/get/{tag} answers the tag's next ID as text/plain, dense from its start, like Leaf", async () => {
+  it('GET /api/segment/get/{tag} answers the next ID as text/plain, like Leaf', async () => {
     const server = await testServer();
     try {
       await createTag(server, 'order', 5, '1000');
@@ -67,7 +67,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('GET /v1/segment/{tag}?count=N answers N increasing IDs, across many ranges, never overlapping single draws', async () => {
+  it('GET /v1/segment/{tag}?count=N answers N increasing IDs, no overlap', async () => {
     const server = await testServer();
     try {
       await createTag(server, 'invoice', 100);
@@ -93,7 +93,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('a JSON batch of 100,000 is exact across ranges, and lets the event loop run while it is formatted', async () => {
+  it('a JSON batch of 100,000 is exact across ranges, yielding meanwhile', async () => {
     const server = await testServer({ api: { maxBatch: 100_000 } });
     try {
       await createTag(server, 'bulk', 30_000, '9007199254000000');
@@ -116,7 +116,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('runsJson writes runs as idsJson writes their IDs: strides, carries that add a digit, up to 2^63, across slices', async () => {
+  it('runsJson writes runs as idsJson writes their IDs, up to 2^63', async () => {
     const runs = [
       { start: 0n, stride: 1, count: 12 },
       { start: 95n, stride: 3, count: 5 },
@@ -135,7 +135,7 @@ describe('segment routes (in-process, SQLite)', () => {
     assert.equal((await runsJson('{"tag":"x",', [])).toString('utf8'), '{"tag":"x","ids":[]}');
   });
 
-  it('serves 3,000 concurrent requests (single and batch) for one tag without a duplicate', async () => {
+  it('serves 3,000 concurrent requests for one tag without a duplicate', async () => {
     const server = await testServer();
     try {
       await createTag(server, 'busy', 50);
@@ -152,7 +152,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('answers 404 TAG_NOT_FOUND for an unknown tag and 400 for a malformed one, on both routes', async () => {
+  it('answers 404 for an unknown tag and 400 for a malformed one', async () => {
     const server = await testServer({ api: { maxBatch: 100 } });
     try {
       await createTag(server, 'known', 10);
@@ -191,7 +191,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it("answers 503 ID_SPACE_EXHAUSTED, without Retry-After, when a tag's next range would pass 2^63-1", async () => {
+  it('answers 503 ID_SPACE_EXHAUSTED, no Retry-After, past 2^63-1', async () => {
     const server = await testServer();
     try {
       // A start with no room for one range is refused at creation (it could only be exhausted).
@@ -225,7 +225,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('a tag created through the API is served at once, even right after it was asked for and not found', async () => {
+  it('a tag created through the API is served at once, even after a miss', async () => {
     const server = await testServer();
     try {
       assertError(await server.app.inject('/api/segment/get/late'), 404, 'TAG_NOT_FOUND');
@@ -267,7 +267,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('answers 503 STORE_UNAVAILABLE with Retry-After once the store fails and the buffer is used up', async () => {
+  it('answers 503 STORE_UNAVAILABLE once the store fails, buffer used up', async () => {
     const file = join(dir, 'failing.db');
     const server = await testServer({
       segment: { store: `sqlite:${file}`, table: 'failing', retryAfterMs: 60_000 },
@@ -302,7 +302,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('serves any tag a Leaf table holds, percent-encoded as Leaf clients send it, on the Leaf and JSON routes; the JSON API creates only plain names', async () => {
+  it('serves any Leaf tag, percent-encoded; the JSON API creates plain names', async () => {
     const file = join(dir, 'leaf-tags.db');
     const server = await testServer({ segment: { store: `sqlite:${file}`, table: 'leaf_tags' } });
     // Rows a migrated Leaf table may hold, written beside the server as another node (or Leaf)
@@ -347,7 +347,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it("answers every method Leaf's mapping takes, ignoring any body, and OPTIONS without drawing an ID", async () => {
+  it("answers every method Leaf's mapping takes, OPTIONS without a draw", async () => {
     const server = await testServer();
     try {
       await createTag(server, 'any-method', 100);
@@ -411,7 +411,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('Accept: application/json gets the same bare number as JSON, exact above 2^53, as Spring writes a String; anything else text/plain', async () => {
+  it('Accept: application/json gets the bare number as JSON, exact', async () => {
     const server = await testServer();
     try {
       const start = 2n ** 62n + 1n;
@@ -460,7 +460,7 @@ describe('segment routes (in-process, SQLite)', () => {
     }
   });
 
-  it('a graceful close gives the unissued tail back: the next server continues right after the last ID issued', async () => {
+  it('a graceful close gives the tail back; the next server continues it', async () => {
     const store = `sqlite:${join(dir, 'handover.db')}`;
     const first = await testServer({ segment: { store, table: 'handover' } });
     let last: bigint;

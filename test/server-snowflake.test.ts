@@ -14,7 +14,7 @@ function threadCpuMs(): number {
 }
 
 describe('snowflake routes (in-process)', () => {
-  it('GET /api/snowflake/get/{tag} answers one decimal ID as text/plain, like Leaf, strictly increasing', async () => {
+  it('GET /api/snowflake/get/{tag} answers one ID as text/plain, like Leaf', async () => {
     const server = await testServer({ snowflake: { registry: 'static:7' } });
     try {
       let last = 0n;
@@ -36,7 +36,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('checks the tag on the Leaf route: any tag a Leaf table holds, 1 to 128 characters', async () => {
+  it('checks the tag on the Leaf route: 1 to 128 characters, as Leaf', async () => {
     const server = await testServer();
     try {
       for (const tag of [
@@ -66,7 +66,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('GET /v1/snowflake?count=N answers {workerId, ids} with N distinct increasing decimal strings', async () => {
+  it('GET /v1/snowflake?count=N answers {workerId, ids}, N increasing IDs', async () => {
     const server = await testServer({ snowflake: { registry: 'static:3' } });
     try {
       const one = await server.app.inject('/v1/snowflake');
@@ -130,7 +130,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('decodes IDs: /v1/snowflake/decode/{id} in idmint shape, /decodeSnowflakeId in Leaf shape', async () => {
+  it('decodes IDs in idmint shape and, on /decodeSnowflakeId, Leaf shape', async () => {
     const server = await testServer({ snowflake: { layout: 'leaf' } });
     try {
       // The example in Leaf's own LeafMonitorController, in UTC (Leaf prints Beijing time).
@@ -197,7 +197,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('answers 503 CLOCK_MOVED_BACKWARDS with Retry-After when the clock goes back, and counts it', async () => {
+  it('answers 503 CLOCK_MOVED_BACKWARDS when the clock goes back, counts it', async () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const server = await testServer(
       { snowflake: { clock: 'system', rollback: { policy: 'refuse' } } },
@@ -220,7 +220,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('answers MODE_DISABLED, never an ID or 0, when snowflake mode is off; decoding still works', async () => {
+  it('answers MODE_DISABLED, never an ID or 0, when snowflake mode is off', async () => {
     const server = await testServer({ snowflake: { enabled: false } });
     try {
       for (const url of ['/api/snowflake/get/a', '/v1/snowflake?count=2']) {
@@ -245,7 +245,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('bounds count by what the layout issues in 100 ms, below api.maxBatch: a 400 naming the bound, in OpenAPI too, as the library does', async () => {
+  it('bounds count by what the layout issues in 100 ms: a 400 naming it', async () => {
     const server = await testServer({
       api: { maxBatch: 1_000_000 },
       snowflake: { layout: 'js-safe', registry: 'static:2' },
@@ -267,7 +267,8 @@ describe('snowflake routes (in-process)', () => {
         );
         assert.equal(
           message,
-          `count must be an integer from 1 to 6400, got "${count}": layout "js-safe" issues 6400 IDs in 100 ms, the most one batch may take; ask for more in several requests`,
+          `count must be an integer from 1 to 6400, got "${count}": layout "js-safe" issues ` +
+            `6400 IDs in 100 ms, the most one batch may take; ask for more in several requests`,
         );
       }
       const openapi = (await server.app.inject('/openapi.json')).json() as {
@@ -293,7 +294,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it('mints the largest allowed batch (js-safe) without stalling the server: /healthz answers within 50 ms meanwhile, over a real socket', {
+  it('mints the largest batch (js-safe) while /healthz answers in 50 ms', {
     timeout: 60_000,
   }, async (t) => {
     const server = await testServer({
@@ -338,7 +339,10 @@ describe('snowflake routes (in-process)', () => {
       const sorted = [...wall].sort((a, b) => a - b);
       const median = sorted[sorted.length >> 1] ?? Number.POSITIVE_INFINITY;
       const busiest = cpu.reduce((max, value) => Math.max(max, value), 0);
-      const shown = `${wall.length} health checks during a ${Math.round(ms)} ms batch of ${limit}: wall median ${median.toFixed(1)} ms, slowest ${(sorted.at(-1) ?? 0).toFixed(1)} ms; at most ${busiest.toFixed(1)} ms of CPU before an answer`;
+      const shown =
+        `${wall.length} health checks during a ${Math.round(ms)} ms batch of ${limit}: wall ` +
+        `median ${median.toFixed(1)} ms, slowest ${(sorted.at(-1) ?? 0).toFixed(1)} ms; at ` +
+        `most ${busiest.toFixed(1)} ms of CPU before an answer`;
       t.diagnostic(shown);
       assert.ok(
         busiest < 50,

@@ -93,7 +93,7 @@ async function until<T>(
 }
 
 describe('GET /v1/status (in-process, SQLite)', () => {
-  it('reports each tag: range and position, next range, fill, dynamic step history; snowflake lease and layout', async () => {
+  it("reports each tag's range, fill, step history; the lease and layout", async () => {
     const server = await testServer();
     try {
       await server.app.inject({
@@ -152,7 +152,7 @@ describe('GET /v1/status (in-process, SQLite)', () => {
     }
   });
 
-  it('turns draws into IDs/s per tag and for snowflake, requests/s and p99 per route, and counts errors by code', async () => {
+  it('turns draws into rates per tag, requests/s and p99, errors by code', async () => {
     const server = await testServer();
     try {
       await server.app.inject({
@@ -229,7 +229,8 @@ describe('GET /v1/status (in-process, SQLite)', () => {
     const db = new DatabaseSync(join(dir, 'tags.db'));
     db.exec('BEGIN');
     const insert = db.prepare(
-      'INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, 1, ?, CURRENT_TIMESTAMP)',
+      'INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) VALUES (?, 1, ?, ' +
+        'CURRENT_TIMESTAMP)',
     );
     for (const tag of names) insert.run(tag, 10 + (i(tag) % 50));
     db.exec('COMMIT');
@@ -278,7 +279,8 @@ describe('GET /v1/status (in-process, SQLite)', () => {
         do {
           const page: Status = await status(
             server,
-            `?order=${order}&limit=500${after === null ? '' : `&after=${encodeURIComponent(after)}`}`,
+            `?order=${order}&limit=500` +
+              (after === null ? '' : `&after=${encodeURIComponent(after)}`),
           );
           assert.ok((page.segment?.tags.length ?? 0) <= 500);
           seen.push(...(page.segment?.tags.map((t) => t.tag) ?? []));
@@ -332,7 +334,7 @@ describe('GET /v1/status (in-process, SQLite)', () => {
     }
   });
 
-  it('with a mode off, says so (null), and is documented in OpenAPI with an operationId', async () => {
+  it('with a mode off, says so (null); documented in OpenAPI', async () => {
     const server = await testServer({ snowflake: { enabled: false }, metrics: { enabled: false } });
     try {
       const answer = await status(server);
@@ -364,7 +366,7 @@ describe('GET /v1/status (in-process, SQLite)', () => {
 });
 
 describe('GET /v1/status follows the API auth', () => {
-  it('needs a token; a token limited to tags sees only those; failure messages only for the admin token', async () => {
+  it('needs a token; a limited token sees its tags; messages for admin only', async () => {
     const server = await testServer({
       auth: { tokens: [`${ORDERS}:order*`, USER], adminToken: ADMIN },
     });
@@ -433,7 +435,7 @@ await describeWithServices(
       await fixture?.dispose();
     });
 
-    it('shows a tag whose loads fail as failing, the store as unhealthy, the error code to every token and its message to the admin only', async () => {
+    it('shows a failing tag, the store unhealthy, the message to admin only', async () => {
       assert.equal(
         (await server.app.inject({ url: '/api/segment/get/flaky', headers: auth(USER) }))
           .statusCode,
@@ -487,11 +489,12 @@ describe('the dashboard page', () => {
   mkdirSync(built, { recursive: true });
   writeFileSync(
     join(built, 'index.html'),
-    '<html><head><meta name="idmint-auth" content="off" /><script type="module" src="/dashboard/app-ABC.js"></script></head></html>',
+    '<html><head><meta name="idmint-auth" content="off" /><script type="module" ' +
+      'src="/dashboard/app-ABC.js"></script></head></html>',
   );
   writeFileSync(join(built, 'app-ABC.js'), 'console.log(1)');
 
-  it('serves the built page at / and /dashboard with a strict CSP, its bundles cached for good, and says when auth is on', async () => {
+  it('serves the built page with a strict CSP and cached bundles', async () => {
     for (const authOn of [false, true]) {
       const server = await testServer(authOn ? { auth: { adminToken: ADMIN } } : {}, {
         dashboardDir: built,
@@ -529,7 +532,7 @@ describe('the dashboard page', () => {
     }
   });
 
-  it("without a build says how to make one; by default it serves the package's dist/dashboard", async () => {
+  it('without a build says how to make one; serves dist/dashboard', async () => {
     const server = await testServer({}, { dashboardDir: join(built, 'missing') });
     try {
       assert.match(

@@ -10,7 +10,7 @@ const json = (method: 'POST' | 'PATCH', url: string, payload: unknown) => ({
 });
 
 describe('tag administration routes (in-process, SQLite)', () => {
-  it("a tag's delta and remainder (TinyId's): only IDs of its class, from every route; a bad pair refused", async () => {
+  it("delta and remainder: only IDs of the tag's class, on every route; bad pairs refused", async () => {
     const server = await testServer();
     try {
       const created = await server.app.inject(
@@ -50,7 +50,7 @@ describe('tag administration routes (in-process, SQLite)', () => {
     }
   });
 
-  it('creates, lists, reads and changes tags; maxId is a decimal string, dates are ISO', async () => {
+  it('creates, lists, reads and changes tags; decimal maxId, ISO dates', async () => {
     const server = await testServer();
     try {
       const created = await server.app.inject(
@@ -115,7 +115,7 @@ describe('tag administration routes (in-process, SQLite)', () => {
     }
   });
 
-  it('answers 409 TAG_EXISTS for a duplicate and 404 TAG_NOT_FOUND for an unknown tag', async () => {
+  it('answers 409 TAG_EXISTS for a duplicate, 404 for an unknown tag', async () => {
     const server = await testServer();
     try {
       await server.app.inject(json('POST', '/v1/tags', { tag: 'dup', step: 1 }));
@@ -226,7 +226,8 @@ describe('tag administration routes (in-process, SQLite)', () => {
       // send.
       assert.equal(
         assertError(await raw('{"tag":"a","step":1}', 'text/plain'), 415, 'UNSUPPORTED_MEDIA_TYPE'),
-        'request body must be JSON sent with Content-Type: application/json (Content-Type was text/plain)',
+        'request body must be JSON sent with Content-Type: application/json (Content-Type ' +
+          'was text/plain)',
       );
       assertError(
         await raw(JSON.stringify({ tag: 'big', step: 1, description: 'x'.repeat(2000) })),

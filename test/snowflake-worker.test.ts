@@ -71,7 +71,7 @@ function timestampOf(id: bigint, l = layout): number {
 }
 
 describe('SnowflakeWorker', () => {
-  it('issues IDs with its leased worker ID, and close() releases with the exact last timestamp', async () => {
+  it('issues IDs with its leased worker ID; close() releases exactly', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start();
     assert.equal(worker.workerId, 0);
@@ -107,7 +107,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('records a horizon before issuing anything, and fences the generator at it (borrow adds its lead)', async () => {
+  it('records a horizon before issuing, and fences the generator at it', async () => {
     for (const rollback of [
       { policy: 'wait' as const },
       { policy: 'borrow' as const, maxLeadMs: 300 },
@@ -141,7 +141,7 @@ describe('SnowflakeWorker', () => {
     }
   });
 
-  it('fences when renewals fail (before the lease can expire) and resumes only after a renewal is confirmed', async () => {
+  it('fences when renewals fail and resumes only after a confirmed one', async () => {
     const { registry, clock, start, events } = await setup();
     const worker = await start();
     const before = worker.next();
@@ -176,7 +176,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('on a lease-loss signal, stops at once and acquires a lease again in the background', async () => {
+  it('on a lease-loss signal, stops at once and acquires a lease again', async () => {
     const { registry, clock, start, events } = await setup();
     const worker = await start();
     const issued = worker.nextBatch(50);
@@ -198,7 +198,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('refuses to start when the clock is behind the time the previous holder reported, naming both clocks', async () => {
+  it("refuses to start behind the previous holder's clock, naming both", async () => {
     const { registry, clock, start } = await setup();
     const first = await start();
     first.next();
@@ -221,7 +221,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('waits (without blocking) for the clock to pass a horizon the previous holder reserved, then starts past it', async () => {
+  it('waits, not blocking, for the clock to pass a reserved horizon', async () => {
     const { registry, clock, start, events } = await setup();
     // A holder's last report before it was killed: its clock read T0, and it reserved up to the
     // horizon (its fence plus a borrow lead), so its IDs may reach T0 + 1200.
@@ -240,7 +240,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('checks the clock against the mean of live peers: refuses, warns or ignores a skew above the threshold', async () => {
+  it('checks the clock against live peers: refuses, warns or ignores', async () => {
     const { registry, clock, start, events } = await setup();
     registry.peerTimes = [
       { workerId: 5, reportedAt: T0 - 9000, ageMs: 1000 },
@@ -286,7 +286,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('switch-worker: at start-up, a clock behind this ID moves to an ID last used before the clock', async () => {
+  it('switch-worker at start-up: moves to an ID last used before the clock', async () => {
     const { registry, clock, start, events } = await setup();
     const first = await start({ layout: tiny });
     first.next();
@@ -312,7 +312,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('switch-worker: a rollback beyond what wait tolerates moves to another worker ID and continues; all IDs unique', async () => {
+  it('switch-worker: a large rollback moves to another ID; all unique', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start({
       layout: tiny,
@@ -370,7 +370,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('takes another lease when one expires before its first renewal (a slow start), but not forever', async () => {
+  it('takes another lease when one expires before its first renewal', async () => {
     const { registry, start } = await setup();
     registry.expireNext = 2;
     const worker = await start();
@@ -385,7 +385,7 @@ describe('SnowflakeWorker', () => {
     await registry.close();
   });
 
-  it('nextBatchAsync: up to maxBatch IDs (what the layout issues in 100 ms) without ever blocking the thread; more is refused naming the bound', async () => {
+  it('nextBatchAsync: up to maxBatch IDs without blocking; more refused', async () => {
     const { registry, start } = await setup();
     /** The real clock, counting every time the generator asks it to block. */
     class CountingClock extends MonotonicClock {
@@ -408,7 +408,8 @@ describe('SnowflakeWorker', () => {
         assert.ok(isIdMintError(error, 'INVALID_ARGUMENT'));
         assert.equal(
           error.message,
-          'count must be an integer from 1 to 6400, got 6401: layout "js-safe" issues 6400 IDs in 100 ms, the most one batch may take; ask for more in several requests',
+          'count must be an integer from 1 to 6400, got 6401: layout "js-safe" issues 6400 ' +
+            'IDs in 100 ms, the most one batch may take; ask for more in several requests',
         );
         return true;
       });
@@ -447,7 +448,7 @@ describe('SnowflakeWorker', () => {
     }
   });
 
-  it('nextBatchAsync draws from one lease: a loss in the middle of a batch rejects it (LEASE_LOST), and nothing of it is handed out', async () => {
+  it('nextBatchAsync: a lease loss mid-batch rejects it, hands out nothing', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start({ layout: 'js-safe' });
     try {
@@ -468,7 +469,7 @@ describe('SnowflakeWorker', () => {
     }
   });
 
-  it('nextBatchAsync mints concurrent batches in arrival order: a batch asked when a new time unit begins waits for the one already waiting', async () => {
+  it('nextBatchAsync mints concurrent batches in arrival order', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start({ layout: 'js-safe' });
     const ticking = setInterval(() => clock.advance(1), 2);
@@ -569,7 +570,8 @@ function assertUniqueAndCovered(
       const before = lastRenewal.get(workerId) ?? -1;
       assert.ok(
         report.lastTimestamp >= before,
-        `worker ${workerId}: a renewal lowered the record from ${before} to ${report.lastTimestamp}`,
+        `worker ${workerId}: a renewal lowered the record from ${before} to ` +
+          `${report.lastTimestamp}`,
       );
       lastRenewal.set(workerId, report.lastTimestamp);
     }
@@ -579,7 +581,8 @@ function assertUniqueAndCovered(
         const parts = decomposeId(id, l);
         assert.ok(
           parts.workerId !== workerId || parts.timestamp <= report.lastTimestamp,
-          `worker ${workerId}: ${kind} recorded ${report.lastTimestamp}, below ID ${id} (${parts.timestamp}) issued before it landed`,
+          `worker ${workerId}: ${kind} recorded ${report.lastTimestamp}, below ID ${id} ` +
+            `(${parts.timestamp}) issued before it landed`,
         );
       }
     }
@@ -678,7 +681,7 @@ async function lossDuringRenewal(
 
 describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () => {
   for (const outcome of ['lands', 'fails'] as const) {
-    it(`a loss signal while a renewal is in flight (the renewal then ${outcome}) starts exactly one recovery; every other lease is released`, async () => {
+    it(`a loss signal during a renewal (then ${outcome}) starts one recovery`, async () => {
       const env = await setup();
       try {
         await lossDuringRenewal(env, outcome, layout, fast.renewIntervalMs);
@@ -688,7 +691,7 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
     });
   }
 
-  it('switch-worker while a renewal of the old lease is in flight: the switch waits for it, then releases the old lease', async () => {
+  it('switch-worker waits for an in-flight renewal, then releases the lease', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start({
       layout: tiny,
@@ -735,7 +738,7 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
     }
   });
 
-  it('close() during a recovery: it waits for the lease the recovery is acquiring and releases it; nothing is issued after close()', async () => {
+  it('close() during a recovery releases the lease it acquires; no IDs after', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start();
     const issuing = pump(worker, clock, registry);
@@ -775,7 +778,7 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
     }
   });
 
-  it('close() while a renewal is in flight: the release is sent only after the renewal came back, and records the exact last timestamp', async () => {
+  it('close() during a renewal releases after it, with the last timestamp', async () => {
     const { registry, clock, start } = await setup();
     const worker = await start();
     const issuing = pump(worker, clock, registry);
@@ -814,7 +817,7 @@ describe('SnowflakeWorker lease transitions, one at a time (interleavings)', () 
 // ephemeral liveness node that holds its worker ID for as long as the registry's session lives.
 await describeWithServices('SnowflakeWorker lease transitions on ZooKeeper', ['zookeeper'], () => {
   const address = SERVICES.zookeeper.url;
-  it('a loss signal while a renewal is in flight leaves no worker ID held once the worker is closed (the session still open)', {
+  it('a loss signal during a renewal leaves no worker ID held after close', {
     timeout: 60_000,
   }, async () => {
     const name = uniqueName('lease');

@@ -112,7 +112,7 @@ for (const backend of CASES) {
       );
     });
 
-    it('counts an UPDATE that writes the values already there as matched (FOUND_ROWS on MySQL)', async () => {
+    it('counts an UPDATE that changes nothing as matched (FOUND_ROWS on MySQL)', async () => {
       await query(`INSERT INTO ${table} (id, v) VALUES (?, ?)`, [2, 7]);
       assert.equal((await query(`UPDATE ${table} SET v = ? WHERE id = ?`, [7, 2])).affectedRows, 1);
       assert.equal(
@@ -184,7 +184,7 @@ for (const backend of CASES) {
 
     if (backend.slow !== undefined && backend.session !== undefined) {
       const { slow, session } = backend;
-      it('destroys a connection whose call timed out: the next call gets a fresh session', async () => {
+      it('destroys a connection whose call timed out; the next gets a fresh one', async () => {
         const sessionId = async () => String((await query(session)).rows[0]?.['id']);
         const first = await sessionId();
         const started = Date.now();
@@ -207,7 +207,7 @@ for (const backend of CASES) {
       // pg's promise form and its query_timeout timer each kept every row read since the last
       // young collection reachable until that collection, which then copied them all: 10 to 18 ms
       // of blocked event loop per collection during a million-tag full read. 6 MB held here then.
-      it('keeps no rows reachable once their query is done: a young collection after 50,000 rows holds under 1 MB', async () => {
+      it('keeps no rows reachable once their query is done (under 1 MB)', async () => {
         const script = fileURLToPath(new URL('./support/young-survivors.ts', import.meta.url));
         const flags = ['--expose-gc', '--min-semi-space-size=64', '--max-semi-space-size=64'];
         const { stdout } = await execFileAsync(process.execPath, [

@@ -17,7 +17,7 @@ const TIMEOUT_MS = 1000;
 
 for (const backend of Object.values(SEGMENT_BACKENDS)) {
   await describeWithServices(`tag refresh: ${backend.name}`, backend.services, () => {
-    it('a read from a change cursor returns exactly the tags written since (older rows are not read)', async () => {
+    it('a read from a change cursor returns exactly the tags written since', async () => {
       const fixture = await backend.open({ timeoutMs: TIMEOUT_MS });
       try {
         const { store } = fixture;
@@ -60,7 +60,8 @@ await describeWithServices(
         const db = new DatabaseSync(fixture.url.slice('sqlite:'.length));
         const plan = db
           .prepare(
-            `EXPLAIN QUERY PLAN SELECT * FROM ${fixture.table} WHERE update_time >= datetime(0 / 1000, 'unixepoch')`,
+            `EXPLAIN QUERY PLAN SELECT * FROM ${fixture.table} WHERE update_time >= ` +
+              `datetime(0 / 1000, 'unixepoch')`,
           )
           .all();
         db.close();
@@ -86,7 +87,8 @@ await describeWithServices(
                 )
               : await backend.sql!(
                   fixture.url,
-                  `SELECT INDEX_NAME AS name FROM information_schema.statistics WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${fixture.table}'`,
+                  `SELECT INDEX_NAME AS name FROM information_schema.statistics WHERE ` +
+                    `TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${fixture.table}'`,
                 );
           assert.ok(
             rows.some((row) => row['name'] === changeIndexName(fixture.table)),
@@ -107,7 +109,7 @@ await describeWithServices(
   'tag refresh: a write in flight across a cursor is not missed',
   ['postgres', 'mysql'],
   () => {
-    it('postgres and mariadb: a step changed in a transaction that commits after the refresh is applied by the next one', async () => {
+    it('postgres and mariadb: a step committed after a refresh is read next', async () => {
       for (const backend of [SEGMENT_BACKENDS.postgres, SEGMENT_BACKENDS.mariadb]) {
         const fixture = await backend.open({ timeoutMs: 2000 });
         const other = await openRawConnection(

@@ -62,7 +62,7 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
     await dir.dispose();
   });
 
-  it('restarts from the cache while the coordinator is down, only after the clock check, and keeps the ID once it is back', async () => {
+  it('restarts from the cache with the coordinator down, after the clock check', async () => {
     const cacheFile = join(dir.path, 'worker-cache.json');
     // A node ran online, reported, and died without releasing.
     const online = await open(proxy, cacheFile);
@@ -158,7 +158,8 @@ await describeWithServices('weak dependency (local cache) on redis', ['redis'], 
 
   const twoNodes =
     'two `idmint serve --port 0` in one directory, Redis down, one cache file: ' +
-    'only one starts offline, the other is refused naming the file; no ID is issued twice (there were 3,400 in 12,000)';
+    'only one starts offline, the other is refused naming the file; no ID is issued twice ' +
+    '(there were 3,400 in 12,000)';
   it(twoNodes, { timeout: 120_000 }, async () => {
     const cwd = join(dir.path, 'serve-offline');
     await mkdir(cwd, { recursive: true });

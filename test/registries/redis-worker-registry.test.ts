@@ -40,7 +40,7 @@ await describeWithServices(
   'redis worker registry, a timeout on a shared connection',
   ['redis'],
   () => {
-    it('a call that times out leaves the other calls in flight on the connection alone, and their replies in step', {
+    it('a call that times out leaves the other calls and replies in step', {
       timeout: 30_000,
     }, async () => {
       const { Redis } = await import('ioredis');
@@ -141,7 +141,7 @@ async function silencingProxy(target: {
 }
 
 await describeWithServices('redis worker registry, a dead connection', ['redis'], () => {
-  it('a connection silent for twice the operation timeout is replaced, and the calls given up on it are not run later', {
+  it('a silent connection is replaced; calls given up on it never run', {
     timeout: 30_000,
   }, async () => {
     const proxy = await silencingProxy(hostPort(url));
@@ -187,7 +187,7 @@ await describeWithServices('redis worker registry, a dead connection', ['redis']
 });
 
 await describeWithServices('redis worker registry, the free-ID index', ['redis'], () => {
-  it('finds an expired ID with the index gone (as a node of an older version leaves it), and never takes a held ID the index calls free', {
+  it('finds an expired ID with the index gone; never takes a held one', {
     timeout: 30_000,
   }, async () => {
     const name = uniqueName('index');

@@ -20,7 +20,7 @@ const identity = { host: '10.0.0.1', port: 8080 };
 const maxWorkers = 1024;
 
 describe('static worker registry', () => {
-  it('hands out the configured ID, and keeps every report in its state file across restarts', async () => {
+  it('hands out the configured ID and keeps reports across restarts', async () => {
     const stateDir = join(dir.path, 'a');
     const registry = new StaticWorkerRegistry({ workerId: 7, stateDir, lockDir });
     const lease = await registry.acquire({ identity, maxWorkers: 1024 });
@@ -41,7 +41,7 @@ describe('static worker registry', () => {
     assert.deepEqual(await registry.peers(), []);
   });
 
-  it('a renewal waits for one turn of a busy event loop, not one per file step (six made it miss its deadline under load)', async () => {
+  it('a renewal waits one turn of a busy event loop, not one per file step', async () => {
     const registry = new StaticWorkerRegistry({
       workerId: 3,
       stateDir: join(dir.path, 'busy'),
@@ -80,7 +80,8 @@ describe('static worker registry', () => {
     const stateDir = join(dir.path, 'b');
     const registry = new StaticWorkerRegistry({ workerId: 1, stateDir, lockDir });
     await mkdir(stateDir, { recursive: true });
-    await writeFile(registry.stateFile, '{"workerId":1,"lastTim'); // torn by hand: the registry writes atomically
+    // Torn by hand: the registry writes atomically.
+    await writeFile(registry.stateFile, '{"workerId":1,"lastTim');
     await assert.rejects(registry.acquire({ identity, maxWorkers: 2 }), (error) => {
       assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'));
       assert.ok(error.message.includes(registry.stateFile));
@@ -136,7 +137,7 @@ const harness: RegistryHarness = {
 describe('static worker registry: one holder per state file', () => {
   const other = { host: '10.0.0.2', port: 9090 };
 
-  it('refuses a second holder of the same state file in one process, in one line naming the file and the holder; the next starts once it is released', async () => {
+  it('refuses a second holder of a state file in one process, naming both', async () => {
     const stateDir = join(dir.path, 'lock-1');
     const one = new StaticWorkerRegistry({ workerId: 3, stateDir, lockDir });
     const two = new StaticWorkerRegistry({ workerId: 3, stateDir, lockDir });
@@ -164,7 +165,7 @@ describe('static worker registry: one holder per state file', () => {
     await one.close();
   });
 
-  it('two processes with one worker ID and state directory: the second is refused, naming the first; after a SIGKILL of the first, the next starts after its IDs', {
+  it('two processes, one worker ID: the second is refused; after a kill, later', {
     timeout: 120_000,
   }, async (t) => {
     const options = { stateDir: join(dir.path, 'lock-2'), lockDir };
@@ -218,7 +219,7 @@ describe('static worker registry: one holder per state file', () => {
     );
   });
 
-  it('`idmint serve` twice in one directory with the defaults: the second refuses in one line naming the state file and the first process; after a SIGKILL of the first, the next starts', {
+  it('`idmint serve` twice in one directory: the second refused, then later', {
     timeout: 120_000,
   }, async () => {
     const cwd = join(dir.path, 'serve');
@@ -267,7 +268,9 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     const lease = await first.acquire({ identity, maxWorkers: 1024 });
     await assert.rejects(second.acquire({ identity: other, maxWorkers: 1024 }), (error) => {
       assert.ok(isIdMintError(error, 'WORKER_IDS_EXHAUSTED'), String(error));
-      const inUse = `worker 6 of cluster idmint is in use on this host by pid ${process.pid}\\b.*port 8080`;
+      const inUse =
+        'worker 6 of cluster idmint is in use on this host ' +
+        `by pid ${process.pid}\\b.*port 8080`;
       assert.match(error.message, new RegExp(inUse));
       assert.ok(
         error.message.includes(join(dir.path, 'host-1-a', 'idmint-worker-6.json')),
@@ -297,7 +300,7 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     await back.release({ lastTimestamp: 20_500, reportedAt: 20_502 });
   });
 
-  it('makes its lock directories shared by all users (mode 1777), keeps a held lock fresh for cleaners', async () => {
+  it('lock directories are shared (mode 1777); a held lock stays fresh', async () => {
     const lease = await registry(9, 'host-3-a', 'host-3/locks').acquire({ identity, maxWorkers });
     const lockDir = join(dir.path, 'host-3', 'locks');
     const mode = async (path: string) => (await stat(path)).mode & 0o7777;
@@ -316,7 +319,7 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
     await lease.release({ lastTimestamp: 1000, reportedAt: 1000 });
   });
 
-  it('a holder killed while holding a reservation: the next one, from another directory, starts after it', async () => {
+  it('a holder killed while reserving: the next, elsewhere, starts after it', async () => {
     const killed = registry(2, 'host-2-a', 'host-2');
     const lease = await killed.acquire({ identity, maxWorkers: 1024 });
     // A renewal reserves a horizon ahead of the clock (and a borrow lead); then the process dies.
@@ -349,7 +352,8 @@ describe('static worker registry: one host, one worker ID (the host lock)', () =
       assert.equal((await second.exited).code, 1);
       const stderr = second.stderr().trim();
       assert.equal(stderr.split('\n').length, 1, `one line, got: ${stderr}`);
-      const inUse = `worker 0 of cluster idmint is in use on this host by pid ${first.child.pid}\\b`;
+      const pid = first.child.pid;
+      const inUse = `worker 0 of cluster idmint is in use on this host by pid ${pid}\\b`;
       assert.match(stderr, new RegExp(`^idmint serve: .*${inUse}`));
       assert.ok(stderr.includes(join(a, 'data', 'idmint-worker-0.json')), stderr);
     } finally {

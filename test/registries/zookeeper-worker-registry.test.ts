@@ -64,7 +64,8 @@ await describeWithServices('zookeeper worker registry, operation timeout', ['zoo
       const waited = Date.now() - hungAt;
       assert.ok(
         hungAt > 0 && waited < 2500,
-        `the claim was given up ${waited} ms after ZooKeeper stopped answering; the operation timeout is 1000 ms`,
+        `the claim was given up ${waited} ms after ZooKeeper stopped answering; the ` +
+          `operation timeout is 1000 ms`,
       );
     } finally {
       proxy.cut();

@@ -26,7 +26,9 @@ export const CHROMIUM_ARGS = [
   '--disable-sync',
 ];
 
-const MISSING = `chromium not found at ${CHROMIUM} (apt-get install chromium, or scripts/services.sh up chromium; IDMINT_TEST_CHROMIUM names another)`;
+const MISSING =
+  `chromium not found at ${CHROMIUM} (apt-get install chromium, or scripts/services.sh up ` +
+  `chromium; IDMINT_TEST_CHROMIUM names another)`;
 
 /**
  * Why browser tests cannot run, or undefined when they can. With IDMINT_REQUIRE_SERVICES=1 a

@@ -22,7 +22,8 @@ const generator =
           : undefined;
 if (generator === undefined || !Number.isSafeInteger(count) || count < 1) {
   process.stderr.write(
-    `usage: family-ids.ts uuidv7|uuidv4|ulid|objectid <count>, got ${process.argv.slice(2).join(' ')}\n`,
+    `usage: family-ids.ts uuidv7|uuidv4|ulid|objectid <count>, got ` +
+      `${process.argv.slice(2).join(' ')}\n`,
   );
   process.exit(2);
 }

@@ -17,7 +17,8 @@ export default async function* guardReporter(source) {
     }
   }
   if (skipped.length > 0) {
-    yield `\n!!! ${skipped.length} test(s) SKIPPED, not run:\n${skipped.map((name) => `!!!   ${name}`).join('\n')}\n`;
+    yield `\n!!! ${skipped.length} test(s) SKIPPED, not ` +
+      `run:\n${skipped.map((name) => `!!!   ${name}`).join('\n')}\n`;
     if (process.env.IDMINT_REQUIRE_SERVICES === '1') {
       process.exitCode = 1;
       yield '!!! IDMINT_REQUIRE_SERVICES=1: a skipped test fails the run.\n';

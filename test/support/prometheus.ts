@@ -15,7 +15,8 @@ const BINARY = process.env['IDMINT_TEST_PROMETHEUS'] ?? 'prometheus';
 export const PROMETHEUS_MISSING =
   spawnSync(BINARY, ['--version'], { stdio: 'ignore' }).status === 0
     ? undefined
-    : `${BINARY} not found (apt-get install prometheus, or scripts/services.sh up; IDMINT_TEST_PROMETHEUS names one)`;
+    : `${BINARY} not found (apt-get install prometheus, or scripts/services.sh up; ` +
+      `IDMINT_TEST_PROMETHEUS names one)`;
 
 /**
  * The `skip` option of a test that scrapes with a real Prometheus: skipped with a loud line when
@@ -80,7 +81,8 @@ export async function startPrometheus(target: string, intervalMs = 200): Promise
   writeFileSync(
     config,
     `global:\n  scrape_interval: ${interval}\n  scrape_timeout: ${interval}\n` +
-      `scrape_configs:\n  - job_name: ${SCRAPE_JOB}\n    static_configs:\n      - targets: ['${target}']\n`,
+      `scrape_configs:\n  - job_name: ${SCRAPE_JOB}\n    static_configs:\n      - targets: ` +
+      `['${target}']\n`,
   );
   let lastError: unknown;
   // The port is free when chosen; another process may take it before Prometheus binds it.

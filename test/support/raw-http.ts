@@ -108,7 +108,8 @@ export class RawConnection {
     socket.on('close', () => {
       this.ended = true;
       this.#fail(
-        `the connection closed before the response was complete (${this.errors.join(', ') || 'no error'})`,
+        `the connection closed before the response was complete ` +
+          `(${this.errors.join(', ') || 'no error'})`,
       );
     });
   }

@@ -91,7 +91,10 @@ export function replicationMissing(backend: ReplicatedBackend): string | undefin
   switch (backend) {
     case 'postgres':
       if (postgresBin() === undefined) {
-        return 'initdb, pg_ctl and pg_basebackup in /usr/lib/postgresql/*/bin (Debian package postgresql)';
+        return (
+          'initdb, pg_ctl and pg_basebackup in /usr/lib/postgresql/*/bin (Debian package ' +
+          'postgresql)'
+        );
       }
       if (!ROOT || spawnSync('id', ['-u', 'postgres']).status === 0) return undefined;
       return 'an OS user "postgres" (PostgreSQL refuses to run as root)';

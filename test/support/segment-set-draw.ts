@@ -54,7 +54,8 @@ while (!stopping) {
 }
 const report = await service.close();
 await store.close();
+const released = report.releasedIds;
 process.stdout.write(
-  `${JSON.stringify({ ids: ids.join(' '), errors, codes: [...codes], released: report.releasedIds })}\n`,
+  `${JSON.stringify({ ids: ids.join(' '), errors, codes: [...codes], released })}\n`,
 );
 process.exit(0);

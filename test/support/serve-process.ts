@@ -111,7 +111,8 @@ export function spawnServe(args: readonly string[] = [], options: ServeOptions =
           if (!waiting.delete(notify)) return;
           reject(
             new Error(
-              `idmint serve ended (${how.signal ?? how.code}) before the log line awaited; stderr: ${stderr}`,
+              `idmint serve ended (${how.signal ?? how.code}) before the log line awaited; ` +
+                `stderr: ${stderr}`,
             ),
           );
         });

@@ -67,7 +67,9 @@ export async function serviceSkipReason(name: ServiceName): Promise<string | und
     checked.set(name, probe);
   }
   if (await probe) return undefined;
-  const reason = `${name} unreachable at ${SERVICES[name].url} (set ${SERVICES[name].env} or run scripts/services.sh up)`;
+  const reason =
+    `${name} unreachable at ${SERVICES[name].url} (set ${SERVICES[name].env} or run ` +
+    `scripts/services.sh up)`;
   if (REQUIRE_SERVICES) throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${reason}`);
   process.stderr.write(`\n!!! SKIPPING: ${reason}\n`);
   return reason;
@@ -89,5 +91,6 @@ export async function describeWithServices(
 
 /** A name unique to this run and process, for tables, keys and paths tests create. */
 export function uniqueName(prefix: string): string {
-  return `${prefix}_${process.pid}_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const random = Math.floor(Math.random() * 1e6).toString(36);
+  return `${prefix}_${process.pid}_${Date.now().toString(36)}_${random}`;
 }

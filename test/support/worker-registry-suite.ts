@@ -114,7 +114,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       for (const name of names) await harness.cleanup(name);
     });
 
-    it('hands out an ID in range, and a released ID goes to the next node at once with the last timestamp (invariant 6)', async () => {
+    it('a released ID goes to the next node at once with its timestamp (inv. 6)', async () => {
       const registry = await open(namespace());
       const lease = await registry.acquire({ identity: A, maxWorkers: 1 });
       assert.equal(lease.workerId, 0);
@@ -145,7 +145,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await Promise.all(leases.map((lease) => release(lease)));
     });
 
-    it('fails with WORKER_IDS_EXHAUSTED naming the limit when every ID is held by a live node', async () => {
+    it('WORKER_IDS_EXHAUSTED naming the limit when every ID is held', async () => {
       const registry = await open(namespace());
       const leases = await Promise.all(
         [0, 1, 2, 3].map((i) =>
@@ -165,7 +165,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await Promise.all(leases.map((lease) => release(lease)));
     });
 
-    it('gives a node the ID its identity held before, and another node an ID no one holds', async () => {
+    it("gives a node its identity's old ID, another node a free one", async () => {
       const registry = await open(namespace());
       const first = await registry.acquire({ identity: A, maxWorkers: 16 });
       const other = await registry.acquire({ identity: B, maxWorkers: 16 });
@@ -179,7 +179,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await release(again);
     });
 
-    it('honours workerId, exclude and lastTimestampBelow (what switch-worker asks for)', async () => {
+    it('honours workerId, exclude and lastTimestampBelow', async () => {
       const registry = await open(namespace());
       // One after another: uncontended, each takes the lowest free ID (racing, etcd's losers spread
       // out).
@@ -214,7 +214,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       for (const lease of [only, excluded, below, fresh]) await release(lease);
     });
 
-    it('records each renewal; a released lease can be neither renewed nor released again', async () => {
+    it('records each renewal; a released lease cannot be renewed or released', async () => {
       const registry = await open(namespace());
       const lease = await registry.acquire({ identity: A, maxWorkers: 4 });
       assert.ok(
@@ -266,7 +266,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await release(two);
     });
 
-    it('a live holder that has reported nothing yet is not a peer, even on a record released with nothing reported', async () => {
+    it('a live holder that has reported nothing is not a peer', async () => {
       const name = namespace();
       const registry = await open(name);
       const first = await registry.acquire({ identity: A, maxWorkers: 1 });
@@ -277,7 +277,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await release(second);
     });
 
-    it('recycles an ID whose holder is gone only after its lease expired, with its last timestamp; the old holder cannot renew it (invariant 3)', async () => {
+    it("recycles a dead holder's ID only after its lease expired (inv. 3)", async () => {
       const name = namespace();
       const link = await proxy();
       const dying = await open(name, link);
@@ -332,7 +332,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await release(reread);
     });
 
-    it('fencing: a worker cut off from the coordinator stops issuing before its ID can go to another node, and resumes only on a confirmed lease (invariant 2)', async () => {
+    it('fencing: a cut-off worker stops before its ID can move (invariant 2)', async () => {
       const name = namespace();
       const link = await proxy();
       // Without a network (SQLite) the cut is injected at the port instead.
@@ -424,7 +424,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       }
     });
 
-    it('start-up clock checks: refuses a clock behind the previous holder, and one far from the live peers, naming both clocks (invariant 4)', async () => {
+    it('start-up clock checks: behind the holder or far from peers (inv. 4)', async () => {
       const registry = await open(namespace());
       const clock = new ManualClock(T0);
       const first = await startWorker(registry, { layout: oneWorker, clock });
@@ -452,7 +452,8 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
           assert.match(
             error.message,
             new RegExp(
-              `${new Date(T0 + 21_000).toISOString()}, (19|20)\\d{3} ms ahead of the mean of 1 live peers`,
+              `${new Date(T0 + 21_000).toISOString()}, (19|20)\\d{3} ms ahead of the mean ` +
+                `of 1 live peers`,
             ),
           );
           return true;
@@ -465,7 +466,7 @@ export async function runWorkerRegistrySuite(harness: RegistryHarness): Promise<
       await peer.close();
     });
 
-    it('switch-worker: after a rollback too large to wait out, continues on an ID last used before the clock (invariant 5)', async () => {
+    it('switch-worker: continues on an ID last used before the clock (inv. 5)', async () => {
       const registry = await open(namespace());
       const clock = new ManualClock(T0);
       const worker = await startWorker(registry, {
@@ -555,7 +556,8 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
         const last = Math.max(...ids.map(timestampOf));
         assert.ok(
           record !== undefined && record.lastTimestamp >= last,
-          `${when}: the stored record ${JSON.stringify(record)} is below the last ID issued (${last})`,
+          `${when}: the stored record ${JSON.stringify(record)} is below the last ID issued ` +
+            `(${last})`,
         );
       };
 
@@ -588,7 +590,7 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
       }
 
       for (const [how, leaveRecord] of oldRecords) {
-        it(`a node paused between its read and its claim, while another acquires, issues and releases the ID, starts from the record as it stands after its own claim (old record: ${how})`, {
+        it(`paused between read and claim, starts from the record after its claim (${how})`, {
           timeout: 60_000,
         }, async () => {
           const name = namespace();
@@ -623,7 +625,7 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
         });
       }
 
-      it('a node paused before its claim never gets an ID whose record rose past what it asked for (lastTimestampBelow) in between', {
+      it('paused before its claim, never gets an ID whose record rose past its bound', {
         timeout: 60_000,
       }, async () => {
         const name = namespace();
@@ -652,7 +654,7 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
         await next.release({ lastTimestamp: T0 + 10, reportedAt: T0 + 10 });
       });
 
-      it("a renewal still on its way when its lease is released never writes into the next holder's record", {
+      it("a renewal landing after the release never writes the next holder's record", {
         timeout: 60_000,
       }, async () => {
         const name = namespace();
@@ -756,7 +758,8 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
           afterLate !== undefined &&
             afterLate.lastTimestamp >= H2 &&
             afterLate.reportedAt >= T0 + 100,
-          `the late renewal lowered the record to ${JSON.stringify(afterLate)}, below the fence A ran with (${H2})`,
+          `the late renewal lowered the record to ${JSON.stringify(afterLate)}, below the ` +
+            `fence A ran with (${H2})`,
         );
         await assertCovers(name, [...fromA, ...fromB], 'after the next holder released');
       });

@@ -26,7 +26,8 @@ const driver: SqlDriver =
 const sql =
   backend === 'postgres'
     ? `SELECT 'tag-' || g AS biz_tag, 1000 AS step FROM generate_series(1, ${ROWS}) g`
-    : `WITH RECURSIVE s (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${ROWS}) SELECT CONCAT('tag-', n) AS biz_tag, 1000 AS step FROM s`;
+    : `WITH RECURSIVE s (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${ROWS}) ` +
+      `SELECT CONCAT('tag-', n) AS biz_tag, 1000 AS step FROM s`;
 const read = () =>
   driver.withConnection((connection) => connection.query(sql, []), {
     transaction: false,
