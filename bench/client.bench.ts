@@ -231,29 +231,37 @@ const load = loadavg()
 const warmResult = await warm();
 const serverRows = await throughServer();
 const met = warmResult.rate >= TARGET;
-const markdown = `${machineLine()} Load average before the run: ${load}. The machine was shared with other work during the run: compare the ratios.
+const markdown =
+  `${machineLine()} Load average before the run: ${load}. The machine was shared with other work \
+during the run: compare the ratios.
 
-Warm buffer, in the caller: ${ROUNDS} round(s) of ${formatRate(BURST)} IDs each (median shown), every range already held.
+Warm buffer, in the caller: ${ROUNDS} round(s) of ${formatRate(BURST)} IDs each (median shown), \
+every range already held.
 
 ${markdownTable(['Path', 'IDs/s', 'vs bare counter', 'Note'], warmResult.rows)}
 
-Through a server (\`idmint serve\` defaults, SQLite, in a process of its own), ${SECONDS} s each after a warm-up of the same length:
+Through a server (\`idmint serve\` defaults, SQLite, in a process of its own), ${SECONDS} s each \
+after a warm-up of the same length:
 
 ${markdownTable(['Client', 'IDs/s', 'vs one request per ID', 'Note'], serverRows)}
 
-- \`nextIdSync\` on a warm buffer at least ${formatRate(TARGET)} IDs/s: ${met ? 'met' : 'NOT met'} (${formatRate(warmResult.rate)})`;
+- \`nextIdSync\` on a warm buffer at least ${formatRate(TARGET)} IDs/s: ` +
+  `${met ? 'met' : 'NOT met'} (${formatRate(warmResult.rate)})`;
 /** What docs/benchmarks.md keeps: the warm-buffer table, the server run in a line, the target. */
 const serverLine = serverRows
   .map(([client, rate, ratio]) => `${client}: ${rate} IDs/s (${ratio}x)`)
   .join('; ');
-const page = `${machineLine()} Load average before the run: ${load}. Median of ${ROUNDS} round(s) of \
+const page = `${machineLine()} Load average before the run: ${load}. Median of ${ROUNDS} round(s) \
+of \
 ${formatRate(BURST)} IDs, every range already held.
 
 ${markdownTable(['Path', 'IDs/s', 'vs bare counter', 'Note'], warmResult.rows)}
 
-- through a server (\`idmint serve\` defaults, SQLite, its own process; ${SECONDS} s each; against one request per \
+- through a server (\`idmint serve\` defaults, SQLite, its own process; ${SECONDS} s each; against \
+one request per \
 ID): ${serverLine}
-- \`nextIdSync\` on a warm buffer at least ${formatRate(TARGET)} IDs/s: ${met ? 'met' : '**not met**'} \
+- \`nextIdSync\` on a warm buffer at least ${formatRate(TARGET)} IDs/s: \
+${met ? 'met' : '**not met**'} \
 (${formatRate(warmResult.rate)})`;
 process.stdout.write(`${markdown}\n`);
 if (WRITE) writeSection('client', page);

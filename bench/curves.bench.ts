@@ -150,7 +150,8 @@ try {
       const usPerRequest = 1e6 / m.requestsPerSecond;
       const nsPerId = 1e9 / ids;
       log(
-        `batch ${route.family} ${route.form} ${formatRate(count)}: ${formatRate(ids)} IDs/s, p99 ${ms(m.p99)} ms`,
+        `batch ${route.family} ${route.form} ${formatRate(count)}: ${formatRate(ids)} ` +
+          `IDs/s, p99 ${ms(m.p99)} ms`,
       );
       const growth = previous === undefined ? '-' : (nsPerId / previous.nsPerId).toFixed(2);
       batchRows.push([
@@ -172,7 +173,9 @@ try {
       // the next by more than the noise of a shared machine (1.5x).
       if (previous !== undefined && nsPerId > previous.nsPerId * 1.5) {
         checks.push(
-          `${route.shown} ${route.form}: the cost per ID grows from ${formatRate(previous.count)} to ${formatRate(count)} IDs per request (${previous.nsPerId.toFixed(1)} to ${nsPerId.toFixed(1)} ns): **superlinear**`,
+          `${route.shown} ${route.form}: the cost per ID grows from ` +
+            `${formatRate(previous.count)} to ${formatRate(count)} IDs per request ` +
+            `(${previous.nsPerId.toFixed(1)} to ${nsPerId.toFixed(1)} ns): **superlinear**`,
         );
       }
       previous = { count, nsPerId };
@@ -199,7 +202,8 @@ try {
       // A p99 far above that mean is unfairness (some requests wait while others are served).
       const meanWait = (connections / m.requestsPerSecond) * 1000;
       log(
-        `connections ${route.family} ${route.form} ${connections}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${ms(m.p99)} ms (mean ${ms(meanWait)})`,
+        `connections ${route.family} ${route.form} ${connections}: ` +
+          `${formatRate(m.requestsPerSecond)} req/s, p99 ${ms(m.p99)} ms (mean ${ms(meanWait)})`,
       );
       connectionRows.push([
         route.shown,
@@ -223,11 +227,14 @@ try {
       const reference = bareSpread.get(connections) ?? Number.NaN;
       if (route.family !== 'bare' && spread > reference * 2)
         checks.push(
-          `${route.shown} ${route.form}, ${connections} connections: p99 ${ms(m.p99)} ms is ${spread.toFixed(1)}x its mean wait, the bare route's ${reference.toFixed(1)}x: **unfair**`,
+          `${route.shown} ${route.form}, ${connections} connections: p99 ${ms(m.p99)} ms is ` +
+            `${spread.toFixed(1)}x its mean wait, the bare route's ${reference.toFixed(1)}x: ` +
+            `**unfair**`,
         );
       if (m.failures > 0)
         checks.push(
-          `${route.shown} ${route.form}, ${connections} connections: **${m.failures} failed or non-2xx answers**`,
+          `${route.shown} ${route.form}, ${connections} connections: **${m.failures} failed ` +
+            `or non-2xx answers**`,
         );
     }
   }
@@ -250,7 +257,8 @@ const markdown = `${machineLine()} ${load} Closed loop, ${DURATION} s per point 
 warm-up, one run. The server runs in its own process, the load generator in another, on the same
 2 cores: the generator takes CPU from the server, so absolute figures are lower than on a server
 with cores of its own; the shape of each curve is the comparable part. Answers of up to
-${formatRate(CLIENT_SWITCH)} IDs are read by autocannon, larger ones by a node:http loop (autocannon's
+${formatRate(CLIENT_SWITCH)} IDs are read by autocannon, larger ones by a node:http loop \
+(autocannon's
 client caps large bodies). Latencies in ms.
 
 **Batch size**, ${BATCH_CONNECTIONS} connections. "µs/request" and "ns/ID" are wall time at
@@ -258,15 +266,50 @@ client caps large bodies). Latencies in ms.
 (1 / req/s, 1 / IDs/s); "x per ID" is the cost per ID against the previous size (above 1: per-ID
 cost grows with the batch).
 
-${markdownTable(['Route', 'Form', 'IDs/request', 'Client', 'req/s', 'IDs/s', 'µs/request', 'ns/ID', 'x per ID', 'p50', 'p99', 'max', 'Failures'], batchRows)}
+${markdownTable(
+  [
+    'Route',
+    'Form',
+    'IDs/request',
+    'Client',
+    'req/s',
+    'IDs/s',
+    'µs/request',
+    'ns/ID',
+    'x per ID',
+    'p50',
+    'p99',
+    'max',
+    'Failures',
+  ],
+  batchRows,
+)}
 
 **Connections**: a bare Fastify route answering a constant (the reference: what this machine and
-this generator allow), the single-ID Leaf routes (text/plain) and the batch routes at ${formatRate(CONNECTION_BATCH)} IDs per
+this generator allow), the single-ID Leaf routes (text/plain) and the batch routes at \
+${formatRate(CONNECTION_BATCH)} IDs per
 request. "Mean wait" is connections / req/s, what a closed loop makes every request wait on average
 (Little's law); "p99 / mean" well above the bare route's at the same count says some requests wait
 much longer than others.
 
-${markdownTable(['Route', 'Form', 'IDs/request', 'Connections', 'req/s', 'IDs/s', 'mean wait', 'p50', 'p99', 'p99.9', 'max', 'p99 / mean', 'Failures'], connectionRows)}
+${markdownTable(
+  [
+    'Route',
+    'Form',
+    'IDs/request',
+    'Connections',
+    'req/s',
+    'IDs/s',
+    'mean wait',
+    'p50',
+    'p99',
+    'p99.9',
+    'max',
+    'p99 / mean',
+    'Failures',
+  ],
+  connectionRows,
+)}
 
 ${checks.map((c) => `- ${c}`).join('\n')}`;
 
@@ -286,12 +329,14 @@ const byConnections = singleRoutes.map((route) => {
     .map((row) => row[4]);
   return `${route.shown} ${rps.join(' / ')}`;
 });
-const page = `${machineLine()} ${load} Closed loop, ${DURATION} s per point, one run; the generator on the \
+const page = `${machineLine()} ${load} Closed loop, ${DURATION} s per point, one run; the \
+generator on the \
 same 2 cores. IDs/s by IDs per request, at ${BATCH_CONNECTIONS} connections:
 
 ${markdownTable(['Route', 'Form', ...BATCHES.map((count) => formatRate(count))], curveRows)}
 
-- req/s at ${CONNECTIONS.map((c) => formatRate(c)).join(' / ')} connections: ${byConnections.join('; ')}
+- req/s at ${CONNECTIONS.map((c) => formatRate(c)).join(' / ')} connections: \
+${byConnections.join('; ')}
 ${checks.map((c) => `- ${c}`).join('\n')}`;
 
 process.stdout.write(`${markdown}\n`);

@@ -359,16 +359,26 @@ const rows = results.map((r) => {
 const verdict = (ok: boolean) => (ok ? 'met' : '**not met**');
 const x = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
 const targets = [
-  `UUIDv7 at least 10x uuid's \`v7()\`: ${verdict(ours.uuid7 >= 10 * peers.uuid)} (${x(ours.uuid7, peers.uuid)})`,
-  `UUIDv7 at least as fast as Node's \`crypto.randomUUIDv7()\`: ${verdict(ours.uuid7 >= peers.node7)} (${x(ours.uuid7, peers.node7)})`,
-  `ULID at least 3x ulid's monotonic factory: ${verdict(ours.ulid >= 3 * peers.ulid)} (${x(ours.ulid, peers.ulid)}); and ulidx's: ${verdict(ours.ulid >= 3 * peers.ulidx)} (${x(ours.ulid, peers.ulidx)})`,
-  `ObjectId hex strings at least as fast as bson: ${verdict(ours.objectId >= peers.bson)} (${x(ours.objectId, peers.bson)})`,
-  `FF1 opaque IDs at least 300,000/s on one core: encoder ${verdict(ours.encoder >= 300_000)} (${formatRate(ours.encoder)}/s), encodeRange ${verdict(ours.range >= 300_000)} (${formatRate(ours.range)}/s); single \`encode()\` ${verdict(ours.single >= 300_000)} (${formatRate(ours.single)}/s)`,
+  `UUIDv7 at least 10x uuid's \`v7()\`: ${verdict(ours.uuid7 >= 10 * peers.uuid)} ` +
+    `(${x(ours.uuid7, peers.uuid)})`,
+  `UUIDv7 at least as fast as Node's \`crypto.randomUUIDv7()\`: ` +
+    `${verdict(ours.uuid7 >= peers.node7)} (${x(ours.uuid7, peers.node7)})`,
+  `ULID at least 3x ulid's monotonic factory: ${verdict(ours.ulid >= 3 * peers.ulid)} ` +
+    `(${x(ours.ulid, peers.ulid)}); and ulidx's: ${verdict(ours.ulid >= 3 * peers.ulidx)} ` +
+    `(${x(ours.ulid, peers.ulidx)})`,
+  `ObjectId hex strings at least as fast as bson: ${verdict(ours.objectId >= peers.bson)} ` +
+    `(${x(ours.objectId, peers.bson)})`,
+  `FF1 opaque IDs at least 300,000/s on one core: encoder ` +
+    `${verdict(ours.encoder >= 300_000)} (${formatRate(ours.encoder)}/s), encodeRange ` +
+    `${verdict(ours.range >= 300_000)} (${formatRate(ours.range)}/s); single \`encode()\` ` +
+    `${verdict(ours.single >= 300_000)} (${formatRate(ours.single)}/s)`,
 ];
 
-const markdown = `${machineLine()} Load average before the run: ${loadBefore}. ${ROUNDS} rounds per candidate,
+const markdown = `${machineLine()} Load average before the run: ${loadBefore}. ${ROUNDS} rounds \
+per candidate,
 interleaved; the median round is shown.
-Rounds are ${BURST.toLocaleString('en-US')} IDs (slow peers fewer, FF1 a fifth). "In order" is the share of
+Rounds are ${BURST.toLocaleString('en-US')} IDs (slow peers fewer, FF1 a fifth). "In order" is the \
+share of
 consecutive IDs that increase, over a separate untimed run of up to 1,000,000 consecutive IDs (an
 ObjectId counter's wrap from ffffff to 000000, once per 2^24 IDs in every driver, is not counted
 against it); "Unique" checks the same run. Ratios divide by the family's npm peer in the same run.
@@ -376,22 +386,29 @@ against it); "Unique" checks the same run. Ratios divide by the family's npm pee
 ${markdownTable(['Candidate', 'IDs/s', 'Ratio', 'In order', 'Unique', 'Notes'], rows)}
 
 **One second's counter, forced** (2^24 + 100,000 ObjectIds stamped with one second, as more
-than 16.7 million per second would be): bson repeated ${forced.bsonRepeats.toLocaleString('en-US')} of the second's first 100,000
-ObjectIds; idmint repeated ${forced.idmintRepeats.toLocaleString('en-US')} and ${forced.idmintWaited ? 'waited for the next second' : '**did not wait**'} once the second's 2^24 counter values were used.
+than 16.7 million per second would be): bson repeated \
+${forced.bsonRepeats.toLocaleString('en-US')} of the second's first 100,000
+ObjectIds; idmint repeated ${forced.idmintRepeats.toLocaleString('en-US')} and \
+${forced.idmintWaited ? 'waited for the next second' : '**did not wait**'} once the second's 2^24 \
+counter values were used.
 
 Targets (issue 10):
 
 ${targets.map((t) => `- ${t}`).join('\n')}`;
 
 /** What docs/benchmarks.md keeps: the table, the forced second and the targets. */
-const page = `${machineLine()} Load average before the run: ${loadBefore}. Median of ${ROUNDS} interleaved \
-rounds (${BURST.toLocaleString('en-US')} IDs; slow peers fewer, FF1 a fifth). "In order" and "Unique" are checked \
-over a separate run of up to 1,000,000 consecutive IDs (an ObjectId counter's wrap, once per 2^24 IDs, not counted).
+const page = `${machineLine()} Load average before the run: ${loadBefore}. Median of ${ROUNDS} \
+interleaved \
+rounds (${BURST.toLocaleString('en-US')} IDs; slow peers fewer, FF1 a fifth). "In order" and \
+"Unique" are checked \
+over a separate run of up to 1,000,000 consecutive IDs (an ObjectId counter's wrap, once per 2^24 \
+IDs, not counted).
 
 ${markdownTable(['Candidate', 'IDs/s', 'Ratio', 'In order', 'Unique', 'Notes'], rows)}
 
 - one second's counter, forced (2^24 + 100,000 ObjectIds in one second): bson repeated \
-${forced.bsonRepeats.toLocaleString('en-US')} ObjectIds, idmint ${forced.idmintRepeats.toLocaleString('en-US')} \
+${forced.bsonRepeats.toLocaleString('en-US')} ObjectIds, idmint \
+${forced.idmintRepeats.toLocaleString('en-US')} \
 (${forced.idmintWaited ? 'it waited for the next second' : '**it did not wait**'})
 ${targets.map((t) => `- ${t}`).join('\n')}`;
 

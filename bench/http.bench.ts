@@ -100,7 +100,8 @@ try {
       const m = await closedLoop(url, DURATION, { connections: CONNECTIONS, keepLatencies: true });
       results.get(scenario)?.push(m);
       process.stderr.write(
-        `${scenario.name}: ${formatRate(m.requestsPerSecond)} req/s, p99 ${m.p99.toFixed(2)} ms${m.failures > 0 ? `, ${m.failures} failures` : ''}\n`,
+        `${scenario.name}: ${formatRate(m.requestsPerSecond)} req/s, p99 ` +
+          `${m.p99.toFixed(2)} ms${m.failures > 0 ? `, ${m.failures} failures` : ''}\n`,
       );
     }
   }
@@ -136,13 +137,20 @@ const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
 const singles = summary.filter((s) => s.scenario.single);
 const batch = summary.find((s) => s.scenario.idsPerRequest > 1);
 const checks = [
-  `single-ID routes at least ${TARGETS.ratio * 100}% of the bare route's req/s: ${verdict(singles.every((s) => s.rps / bare >= TARGETS.ratio))} (${singles.map((s) => `${((s.rps / bare) * 100).toFixed(0)}%`).join(', ')})`,
-  `p99 under ${TARGETS.p99Ms} ms at ${CONNECTIONS} connections: ${verdict(singles.every((s) => s.p99 < TARGETS.p99Ms))}`,
-  `batch route at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s: ${verdict(batch !== undefined && batch.rps * batch.scenario.idsPerRequest >= TARGETS.batchIdsPerSecond)}`,
+  `single-ID routes at least ${TARGETS.ratio * 100}% of the bare route's req/s: ` +
+    `${verdict(singles.every((s) => s.rps / bare >= TARGETS.ratio))} ` +
+    `(${singles.map((s) => `${((s.rps / bare) * 100).toFixed(0)}%`).join(', ')})`,
+  `p99 under ${TARGETS.p99Ms} ms at ${CONNECTIONS} connections: ` +
+    `${verdict(singles.every((s) => s.p99 < TARGETS.p99Ms))}`,
+  `batch route at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s: ` +
+    verdict(
+      batch !== undefined && batch.rps * batch.scenario.idsPerRequest >= TARGETS.batchIdsPerSecond,
+    ),
   `no failed or non-2xx response: ${verdict(summary.every((s) => s.failures === 0))}`,
 ];
 const markdown = `${machineLine()} ${load} autocannon, ${CONNECTIONS} connections,
-${DURATION} s per route after ${WARMUP} s of warm-up, ${ROUNDS} round(s) (median shown); each server in its own
+${DURATION} s per route after ${WARMUP} s of warm-up, ${ROUNDS} round(s) (median shown); each \
+server in its own
 process, autocannon in a third. Latencies in ms, from every response's own timing.
 
 ${markdownTable(['Route', 'req/s', 'IDs/s', 'p50', 'p99', 'p99.9', 'vs bare', 'Failures'], rows)}

@@ -5,7 +5,8 @@
 //   DURATION=5 PROCESSES=1,2 npm run bench:latency      (PROCESSES: idmint serve --processes N)
 //   PIN=1 npm run bench:latency                          (generator on CPU 0, servers on CPU 1)
 //   PEERS='leaf=http://127.0.0.1:8081/api/segment/get/leaf-segment-test' npm run bench:latency
-//                                       (any HTTP ID service beside idmint: name=URL, comma-separated)
+//                                       (any HTTP ID service beside idmint: name=URL,
+//                                       comma-separated)
 //
 // 1. Validation: the bare route at a fixed rate while its process is paused (SIGSTOP) for 100 ms,
 //    measured by the open-loop generator and by autocannon (closed loop): the open loop must show
@@ -243,7 +244,8 @@ try {
     ],
   ];
   log(
-    `validation: open loop paused p99.9 ${ms(paused.p999)} ms, closed loop paused p99.9 ${ms(closed.p999)} ms`,
+    `validation: open loop paused p99.9 ${ms(paused.p999)} ms, closed loop paused p99.9 ` +
+      `${ms(closed.p999)} ms`,
   );
   // What a correct measurement must show: every request due during the pause waited, so at
   // least (rate x pause / 2) requests took 50 ms or more.
@@ -259,7 +261,8 @@ try {
     });
     saturation.set(route, m.requestsPerSecond);
     log(
-      `saturation ${route.name} (${route.processes} processes): ${formatRate(m.requestsPerSecond)} req/s`,
+      `saturation ${route.name} (${route.processes} processes): ` +
+        `${formatRate(m.requestsPerSecond)} req/s`,
     );
   }
   const [reference] = routes as [Route];
@@ -311,7 +314,10 @@ try {
         const byRate = fixed.get(route) ?? new Map<number, FixedRun[]>();
         fixed.set(route, byRate.set(rate, [...runsOf(route, rate), m]));
         log(
-          `${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ${ms(m.sendLagP999)} CPU ${m.cpuUsPerRequest.toFixed(1)} us/request${m.failures > 0 ? `, ${m.failures} failures` : ''}`,
+          `${formatRate(rate)} req/s ${route.name} (${route.processes}): p50 ${ms(m.p50)} ` +
+            `p99 ${ms(m.p99)} p99.9 ${ms(m.p999)} max ${ms(m.max)} lag p99.9 ` +
+            `${ms(m.sendLagP999)} CPU ${m.cpuUsPerRequest.toFixed(1)} ` +
+            `us/request${m.failures > 0 ? `, ${m.failures} failures` : ''}`,
         );
       }
     }
@@ -368,7 +374,8 @@ try {
       } else if (route.role === 'twin') {
         target = 'reference in its process';
         checks.push(
-          `${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms`,
+          `${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x ` +
+            `the bare route's ${ms(bareP999)} ms`,
         );
       } else if (route.role !== 'reference') {
         ratios[route.role].push(ratio);
@@ -382,14 +389,17 @@ try {
         } else {
           const withinRatio = ratio <= TARGETS.p999Ratio && achieved >= rate * 0.98;
           const underMs = bareP999 > TARGETS.p999Ms || p999 <= TARGETS.p999Ms;
-          target = `${verdict(withinRatio)} (1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
+          target =
+            `${verdict(withinRatio)} ` +
+            `(1.2x)${bareP999 <= TARGETS.p999Ms ? `, ${verdict(underMs)} (1 ms)` : ''}`;
         }
         const twinNote =
           inProcess === undefined
             ? ''
             : `; ${inProcess.toFixed(2)}x the bare app in its own process (${ms(twinP999)} ms)`;
         checks.push(
-          `${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x the bare route's ${ms(bareP999)} ms: ${target}${twinNote}`,
+          `${formatRate(rate)} req/s, ${label}: p99.9 ${ms(p999)} ms = ${ratio.toFixed(2)}x ` +
+            `the bare route's ${ms(bareP999)} ms: ${target}${twinNote}`,
         );
       }
       return [
@@ -502,8 +512,14 @@ try {
   // The lines from here on sum the run up; the ones before are per case, in the full report only.
   const summaryFrom = checks.length;
   checks.push(
-    `resolution: the A/A control (the same bare server in a second process) measured ${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ${Number.isFinite(noise) ? `${noise.toFixed(2)}x either way` : 'any factor'} from the machine; ` +
-      `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.idmint.length} cases, beyond the control's spread in ${ratios.idmint.filter((r) => r > noise).length}`,
+    `resolution: the A/A control (the same bare server in a second process) measured ` +
+      `${span(ratios.control)} the bare route's p99.9, so this run cannot tell ratios within ` +
+      `${Number.isFinite(noise) ? `${noise.toFixed(2)}x either way` : 'any factor'} from the ` +
+      `machine; ` +
+      `idmint's routes measured ${span(ratios.idmint)}, within 1.2x in ` +
+      `${ratios.idmint.filter((r) => r <= TARGETS.p999Ratio).length} of ` +
+      `${ratios.idmint.length} cases, beyond the control's spread in ` +
+      `${ratios.idmint.filter((r) => r > noise).length}`,
   );
   if (ratios.peer.length > 0) {
     checks.push(
@@ -513,34 +529,55 @@ try {
   }
   if (ratios.inProcess.length > 0) {
     checks.push(
-      `in one process: idmint's routes measured ${span(ratios.inProcess)} the bare app serving beside them in the same process (the twin), within 1.2x in ${ratios.inProcess.filter((r) => r <= TARGETS.p999Ratio).length} of ${ratios.inProcess.length} cases: ` +
+      `in one process: idmint's routes measured ${span(ratios.inProcess)} the bare app ` +
+        `serving beside them in the same process (the twin), within 1.2x in ` +
+        `${ratios.inProcess.filter((r) => r <= TARGETS.p999Ratio).length} of ` +
+        `${ratios.inProcess.length} cases: ` +
         'their own per-request cost, without the placement of one process against another',
     );
   }
   checks.push(
-    `server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the rates the bare route kept up with (no target; CPU per request moves little with the machine's load)`,
+    `server CPU per single-ID request: ${Math.min(...cpuRatios).toFixed(2)} to ` +
+      `${Math.max(...cpuRatios).toFixed(2)} times the bare route's, across routes at the ` +
+      `rates the bare route kept up with (no target; CPU per request moves little with the ` +
+      `machine's load)`,
   );
   checks.push(
-    `binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt bytes in the same run)`,
+    `binary batches at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ` +
+      `${verdict(bestBatch >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestBatch)} ` +
+      `IDs/s; the bare route carried at most ${formatRate(segmentCeiling)} IDs/s of prebuilt ` +
+      `bytes in the same run)`,
   );
   checks.push(
-    `segment ranges (the range form: a start and an end per answer) at least ${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ${verdict(bestRange >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestRange)} IDs/s, counted from each answer's size)`,
+    `segment ranges (the range form: a start and an end per answer) at least ` +
+      `${formatRate(TARGETS.batchIdsPerSecond)} IDs/s over HTTP: ` +
+      `${verdict(bestRange >= TARGETS.batchIdsPerSecond)} (best ${formatRate(bestRange)} ` +
+      `IDs/s, counted from each answer's size)`,
   );
   checks.push(
-    `validation: the open loop shows the ${PAUSE_MS} ms pause (at least ${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`,
+    `validation: the open loop shows the ${PAUSE_MS} ms pause (at least ` +
+      `${Math.ceil(expectedSlow * 0.8)} requests at 50 ms or more): ${verdict(validationOk)}`,
   );
 
-  markdown = `${machineLine()} ${load} Short runs, ${DURATION} s per measurement after ${WARMUP} s of warm-up, ${ROUNDS} round(s)
+  markdown = `${machineLine()} ${load} Short runs, ${DURATION} s per measurement after ${WARMUP} s \
+of warm-up, ${ROUNDS} round(s)
 (median shown). The machine's floor: in this process, idle before the run, a 1 ms timer fired up to
-${ms(floor.maxGapMs)} ms apart (p99.9 ${ms(floor.p999GapMs)} ms): the host's scheduling, not a server's, and no tail
-below it can be judged. Each server in its own process; the generator (this process) runs on the same 2 cores
-and takes CPU from the server under test${PIN ? ' (pinned: the generator on CPU 0, the servers on CPU 1)' : ''}. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
+${ms(floor.maxGapMs)} ms apart (p99.9 ${ms(floor.p999GapMs)} ms): the host's scheduling, not a \
+server's, and no tail
+below it can be judged. Each server in its own process; the generator (this process) runs on the \
+same 2 cores
+and takes CPU from the server under test${
+    PIN ? ' (pinned: the generator on CPU 0, the ' + 'servers on CPU 1)' : ''
+  }. idmint processes: ${PROCESSES.join(', ')}. Latencies in ms.
 
 **Validation** on the bare route at ${formatRate(VALIDATE_RATE)} req/s, ${CONNECTIONS} connections,
 * the server
 process paused (SIGSTOP/SIGCONT) for ${PAUSE_MS} ms in the middle of the run:
 
-${markdownTable(['Measurement', 'req/s', 'p50', 'p99', 'p99.9', 'max', 'requests >= 50 ms'], validationRows)}
+${markdownTable(
+  ['Measurement', 'req/s', 'p50', 'p99', 'p99.9', 'max', 'requests >= 50 ms'],
+  validationRows,
+)}
 
 **Saturation** (autocannon, closed loop, ${CONNECTIONS} connections):
 
@@ -554,17 +591,43 @@ time of the server's processes per answered request, from /proc, and its ratio t
 "twin": the bare app served by the one-process idmint server beside its routes, in the same
 process, so "vs twin" holds no difference between two processes' placement):
 
-${markdownTable(['Rate', 'Route', 'Processes', 'Achieved', 'p50', 'p99', 'p99.9', 'max', 'generator lag p99.9', 'server CPU us/request (vs bare)', 'p99.9 vs bare', 'p99.9 vs twin', 'Failures', 'Target'], fixedRows)}
+${markdownTable(
+  [
+    'Rate',
+    'Route',
+    'Processes',
+    'Achieved',
+    'p50',
+    'p99',
+    'p99.9',
+    'max',
+    'generator lag p99.9',
+    'server CPU us/request (vs bare)',
+    'p99.9 vs bare',
+    'p99.9 vs twin',
+    'Failures',
+    'Target',
+  ],
+  fixedRows,
+)}
 
 **Batches**, binary against JSON (closed loop, ${BATCH_CONNECTIONS} keep-alive connections over
 * node:http, each
-reading whole bodies; autocannon's client is too slow for bodies this large). "bare route, prebuilt body":
-the bare Fastify server answering the same number of bytes, built once, as the ceiling of the transfer
-itself on this machine ("vs bare" is against it). "range": \`GET /v1/segment/{tag}/range?size=N\`, up to N of
-the tag's IDs as one start and end (the client's local mode takes its ranges this way), its IDs counted
-from each answer's \`size\`; it sends a few hundred bytes whatever N is, so it is not bound by the transfer:
+reading whole bodies; autocannon's client is too slow for bodies this large). "bare route, \
+prebuilt body":
+the bare Fastify server answering the same number of bytes, built once, as the ceiling of the \
+transfer
+itself on this machine ("vs bare" is against it). "range": \`GET /v1/segment/{tag}/range?size=N\`, \
+up to N of
+the tag's IDs as one start and end (the client's local mode takes its ranges this way), its IDs \
+counted
+from each answer's \`size\`; it sends a few hundred bytes whatever N is, so it is not bound by the \
+transfer:
 
-${markdownTable(['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'vs bare', 'MB/s', 'p50', 'p99', 'Failures'], batchRows)}
+${markdownTable(
+  ['Route', 'Form', 'req/s', 'IDs/s', 'vs JSON', 'vs bare', 'MB/s', 'p50', 'p99', 'Failures'],
+  batchRows,
+)}
 
 ${checks.map((c) => `- ${c}`).join('\n')}`;
 
@@ -575,7 +638,10 @@ ${checks.map((c) => `- ${c}`).join('\n')}`;
       const runs = runsOf(route, rate);
       const p999 = pick(runs, (m) => m.p999);
       const behind = pick(runs, (m) => m.achievedRate) < rate * 0.98 ? ' **behind**' : '';
-      return `${ms(p999)} (${(p999 / pick(runsOf(reference, rate), (m) => m.p999)).toFixed(2)})${behind}`;
+      return (
+        `${ms(p999)} ` +
+        `(${(p999 / pick(runsOf(reference, rate), (m) => m.p999)).toFixed(2)})${behind}`
+      );
     });
     const inTwinsProcess = twin !== undefined && route.role === 'idmint' && route.processes === 1;
     const p999Of = (of: Route | undefined, rate: number) => pick(runsOf(of, rate), (m) => m.p999);
@@ -591,13 +657,20 @@ ${checks.map((c) => `- ${c}`).join('\n')}`;
     ];
   });
   const rateColumns = rates.map((rate) => `p99.9 at ${formatRate(rate)} req/s`);
-  page = `${machineLine()} ${load} Medians of ${ROUNDS} round(s) of ${DURATION} s per measurement; each \
-server in its own process, the generator on the same 2 cores${PIN ? ' (pinned)' : ''}. Saturation by autocannon \
-(closed loop); p99.9 in ms at a fixed rate (open loop, ${CONNECTIONS} connections, from each request's intended send \
-time); in brackets, against the bare Fastify route in the same run. In this process, idle, a 1 ms timer fired up to \
+  page = `${machineLine()} ${load} Medians of ${ROUNDS} round(s) of ${DURATION} s per measurement; \
+each \
+server in its own process, the generator on the same 2 cores${PIN ? ' (pinned)' : ''}. Saturation \
+by autocannon \
+(closed loop); p99.9 in ms at a fixed rate (open loop, ${CONNECTIONS} connections, from each \
+request's intended send \
+time); in brackets, against the bare Fastify route in the same run. In this process, idle, a 1 ms \
+timer fired up to \
 ${ms(floor.maxGapMs)} ms apart: no tail below that can be judged.
 
-${markdownTable(['Route', 'Processes', 'Saturation req/s (vs bare)', ...rateColumns, 'p99.9 vs twin'], summaryRows)}
+${markdownTable(
+  ['Route', 'Processes', 'Saturation req/s (vs bare)', ...rateColumns, 'p99.9 vs twin'],
+  summaryRows,
+)}
 
 ${checks
   .slice(summaryFrom)

@@ -351,7 +351,8 @@ async function postgresStatements(): Promise<number> {
     // snapshot so the read sees the latest.
     await client.query('SELECT pg_stat_clear_snapshot()');
     const { rows } = await client.query<{ n: string }>(
-      'SELECT COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0) AS n FROM pg_stat_user_tables WHERE relname = $1',
+      'SELECT COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0) AS n FROM pg_stat_user_tables ' +
+        'WHERE relname = $1',
       [TABLE],
     );
     return Number(rows[0]?.n ?? 0);
@@ -435,7 +436,8 @@ async function acquireCurve(backend: Backend): Promise<AcquireRow[]> {
         reads: median(reads),
       });
       process.stderr.write(
-        `acquire ${backend.name} taken=${taken}: median ${median(times).toFixed(2)} ms, reads ${median(reads)}, fill ${fillMsPerLease.toFixed(2)} ms/lease\n`,
+        `acquire ${backend.name} taken=${taken}: median ${median(times).toFixed(2)} ms, ` +
+          `reads ${median(reads)}, fill ${fillMsPerLease.toFixed(2)} ms/lease\n`,
       );
     }
   } finally {
@@ -497,7 +499,8 @@ async function startup(backend: Backend): Promise<StartupRow> {
     const distinct = new Set(ids).size;
     if (distinct !== nodes.length)
       throw new Error(
-        `${backend.name}: ${nodes.length} nodes got only ${distinct} distinct worker IDs: ${ids.join(',')}`,
+        `${backend.name}: ${nodes.length} nodes got only ${distinct} distinct worker IDs: ` +
+          `${ids.join(',')}`,
       );
     const times = started.map((s) => s.at - go);
     process.stderr.write(
@@ -634,13 +637,27 @@ if (acquireRows.length > 0) {
     rows,
   );
   sections.push(
-    `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other live leases: median of ${REPEATS} acquires by a new node (each released before the next, so after the first the freed ID is recycled), in ms. "Read" is what one acquire read, the median: SQL, rows the database returned to the node; Redis, commands its script ran inside Redis (INFO commandstats, shared with other clients); etcd, keys its ranges returned; ZooKeeper, children its listings returned. "Fill" is the mean time per lease while the other leases were taken, one after another.\n\n` +
+    `**Acquire time** with 1, 512 and 1,023 of ${f(MAX_WORKERS)} worker IDs held by other ` +
+      `live leases: median of ${REPEATS} acquires by a new node (each released before the ` +
+      `next, so after the first the freed ID is recycled), in ms. "Read" is what one acquire ` +
+      `read, the median: SQL, rows the database returned to the node; Redis, commands its ` +
+      `script ran inside Redis (INFO commandstats, shared with other clients); etcd, keys its ` +
+      `ranges returned; ZooKeeper, children its listings returned. "Fill" is the mean time ` +
+      `per lease while the other leases were taken, one after another.\n\n` +
       acquireTable,
   );
 }
 if (renewalRows.length > 0) {
   sections.push(
-    `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: requests per second the server received (Redis: EVAL calls on this run's keys, one per registry call, by MONITOR; PostgreSQL: statements on this run's table, pg_stat_user_tables; etcd: gRPC messages, keep-alive stream messages included, /metrics; ZooKeeper: packets, \`srvr\`. The etcd and ZooKeeper counts are server-wide, and other sessions share the services: read them against the idle window) and the server processes' CPU from /proc (100% = one core).\n\n` +
+    `**Renewal load** of ${NODES} node processes, each holding a lease (TTL ` +
+      `${TTL_MS / 1000} s, renewed every ${RENEW_INTERVAL_MS / 1000} s: the defaults), ` +
+      `measured at the server over ${WINDOW_MS / 1000} s against an idle window just before: ` +
+      `requests per second the server received (Redis: EVAL calls on this run's keys, one per ` +
+      `registry call, by MONITOR; PostgreSQL: statements on this run's table, ` +
+      `pg_stat_user_tables; etcd: gRPC messages, keep-alive stream messages included, ` +
+      `/metrics; ZooKeeper: packets, \`srvr\`. The etcd and ZooKeeper counts are server-wide, ` +
+      `and other sessions share the services: read them against the idle window) and the ` +
+      `server processes' CPU from /proc (100% = one core).\n\n` +
       markdownTable(
         [
           'coordinator',
@@ -663,7 +680,10 @@ if (renewalRows.length > 0) {
 }
 if (startupRows.length > 0) {
   sections.push(
-    `**Start-up of ${STARTUP_NODES} nodes at once**: ${STARTUP_NODES} processes, each with its registry open, told to start at the same moment; time until each holds a worker ID (\`SnowflakeWorker.start\`: acquire and the clock check against the live peers). Every run checks that the ${STARTUP_NODES} IDs are distinct.\n\n` +
+    `**Start-up of ${STARTUP_NODES} nodes at once**: ${STARTUP_NODES} processes, each with ` +
+      `its registry open, told to start at the same moment; time until each holds a worker ID ` +
+      `(\`SnowflakeWorker.start\`: acquire and the clock check against the live peers). Every ` +
+      `run checks that the ${STARTUP_NODES} IDs are distinct.\n\n` +
       markdownTable(
         ['registry', 'nodes', 'all hold an ID, ms', 'median node, ms', 'distinct IDs'],
         startupRows.map((r) => [r.backend, f(r.nodes), f(r.allMs), f(r.medianMs), f(r.distinct)]),
@@ -685,7 +705,8 @@ const lines = [
   ...(renewalRows.length === 0
     ? []
     : [
-        `renewal load of ${NODES} nodes, requests per node per second (server CPU with ${NODES} nodes): ` +
+        `renewal load of ${NODES} nodes, requests per node per second (server CPU with ` +
+          `${NODES} nodes): ` +
           renewalRows
             .map((r) => `${r.backend} ${f(r.perNodePerSecond, 2)} (${f(r.loadedCpuPercent, 1)}%)`)
             .join(', '),
@@ -695,12 +716,15 @@ const lines = [
     : [
         `${STARTUP_NODES} nodes started at once, until all hold an ID: ` +
           startupRows.map((r) => `${r.backend} ${f(r.allMs)} ms`).join(', ') +
-          `; distinct IDs in every run: ${startupRows.every((r) => r.distinct === r.nodes) ? 'yes' : '**no**'}`,
+          `; distinct IDs in every run: ` +
+          `${startupRows.every((r) => r.distinct === r.nodes) ? 'yes' : '**no**'}`,
       ]),
 ];
 const page = [
-  `${machineLine()} ${load} The services run on the same 2 cores. Acquire: median of ${REPEATS} by a new node with \
-${takenList} of ${f(MAX_WORKERS)} worker IDs held; "read" is what one acquire read (SQL rows, Redis script \
+  `${machineLine()} ${load} The services run on the same 2 cores. Acquire: median of ${REPEATS} by \
+a new node with \
+${takenList} of ${f(MAX_WORKERS)} worker IDs held; "read" is what one acquire read (SQL rows, \
+Redis script \
 commands, etcd keys, ZooKeeper children).`,
   acquireTable ?? '',
   lines.map((line) => `- ${line}`).join('\n'),

@@ -138,7 +138,8 @@ async function fill(kind: StoreKind, url: string, table: string, tags: number): 
     // One transaction: 1,000,000 single-row commits would take minutes.
     db.exec('BEGIN');
     const insert = db.prepare(
-      `INSERT INTO ${table} (biz_tag, max_id, step, update_time) VALUES (?, 1, 1000, datetime('now', '-1 hour'))`,
+      `INSERT INTO ${table} (biz_tag, max_id, step, update_time) VALUES (?, 1, 1000, ` +
+        `datetime('now', '-1 hour'))`,
     );
     for (let i = 0; i < tags; i++) insert.run(`tag-${i}`);
     db.exec('COMMIT');
@@ -149,7 +150,8 @@ async function fill(kind: StoreKind, url: string, table: string, tags: number): 
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   await client.query(
-    `INSERT INTO ${table} (biz_tag, max_id, step, update_time) SELECT 'tag-' || g, 1, 1000, (now() AT TIME ZONE 'UTC') - interval '1 hour' FROM generate_series(0, ${tags - 1}) g`,
+    `INSERT INTO ${table} (biz_tag, max_id, step, update_time) SELECT 'tag-' || g, 1, 1000, ` +
+      `(now() AT TIME ZONE 'UTC') - interval '1 hour' FROM generate_series(0, ${tags - 1}) g`,
   );
   await client.query(`ANALYZE ${table}`);
   await client.end();
@@ -385,17 +387,32 @@ if (childAt >= 0) {
       f(r.p999ReadingMs / r.p999AloneMs, 2),
     ]),
   );
-  const markdown = `${machineLine()} Absolute times drift on this shared virtual machine: read the ratios between rows, and the blocks against the idle floor.
+  const markdown = `${machineLine()} Absolute times drift on this shared virtual machine: read the \
+ratios between rows, and the blocks against the idle floor.
 
-${IN_USE} tags in use (drawn from), the rest idle (last written an hour before); metrics.maxTagSeries at its default (500); the second scrape is timed (the first compiles the code); "loop blocked" is the longest gap of a 1 ms timer during it; "idle: loop blocked" is the same timer's longest gap over a second in which the process does nothing, the floor of that measure on this machine.
+${IN_USE} tags in use (drawn from), the rest idle (last written an hour before); \
+metrics.maxTagSeries at its default (500); the second scrape is timed (the first compiles the \
+code); "loop blocked" is the longest gap of a 1 ms timer during it; "idle: loop blocked" is the \
+same timer's longest gap over a second in which the process does nothing, the floor of that \
+measure on this machine.
 
 ${costs}
 
-The tag refresh as a node runs it: the full read, page by page, at start-up (the first, which also sorts every name for the status route's index, before the node is ready) and every segment.tagFullRefreshMs (1 h; periodic), and the incremental read (every segment.tagRefreshMs, 60 s), which here finds the ${IN_USE} tags the draws wrote. "Rows read per node per minute" is one incremental read plus a sixtieth of a full read.
+The tag refresh as a node runs it: the full read, page by page, at start-up (the first, which also \
+sorts every name for the status route's index, before the node is ready) and every \
+segment.tagFullRefreshMs (1 h; periodic), and the incremental read (every segment.tagRefreshMs, 60 \
+s), which here finds the ${IN_USE} tags the draws wrote. "Rows read per node per minute" is one \
+incremental read plus a sixtieth of a full read.
 
 ${refresh}
 
-Single-ID requests (\`/api/segment/get/tag-0\`) to a real \`idmint serve\` on the same store, open loop at ${f(RATE)} req/s for ${SECONDS} s after ${WARMUP} s of warm-up (bench/support/open-loop.ts, latency from each request's intended send time), p99.9 in ms: a node doing nothing else, one scraped every 100 ms (150 times Prometheus's usual rate), and one reading every tag back to back (\`segment.tagRefreshMs\` 1 ms, every refresh a full read: the hourly read, without pause); the bare Fastify route at the same rate beside them. Each in a fresh process. The generator shares the 2 cores with the server.
+Single-ID requests (\`/api/segment/get/tag-0\`) to a real \`idmint serve\` on the same store, open \
+loop at ${f(RATE)} req/s for ${SECONDS} s after ${WARMUP} s of warm-up \
+(bench/support/open-loop.ts, latency from each request's intended send time), p99.9 in ms: a node \
+doing nothing else, one scraped every 100 ms (150 times Prometheus's usual rate), and one reading \
+every tag back to back (\`segment.tagRefreshMs\` 1 ms, every refresh a full read: the hourly read, \
+without pause); the bare Fastify route at the same rate beside them. Each in a fresh process. The \
+generator shares the 2 cores with the server.
 
 ${latency}`;
   // What docs/benchmarks.md keeps: the cost table, and the refresh and the latency as ranges over
@@ -405,8 +422,10 @@ ${latency}`;
     return low === high ? low : `${low} to ${high}`;
   };
   const largest = rows.filter((r) => r.tags === Math.max(...rows.map((row) => row.tags)));
-  const page = `${machineLine()} ${IN_USE} tags in use, the rest idle; "loop blocked" is the longest gap of \
-a 1 ms timer during the operation, "idle" the same over a second of doing nothing (this machine's floor).
+  const page = `${machineLine()} ${IN_USE} tags in use, the rest idle; "loop blocked" is the \
+longest gap of \
+a 1 ms timer during the operation, "idle" the same over a second of doing nothing (this machine's \
+floor).
 
 ${costs}
 
@@ -418,9 +437,11 @@ ms; a periodic full read took ${range(
     rows.map((r) => r.fullMs),
     0,
   )} ms and blocked the loop at most \
-${f(Math.max(...rows.map((r) => r.fullBlockMs)), 1)} ms at a time (the first, which also sorts every name, \
+${f(Math.max(...rows.map((r) => r.fullBlockMs)), 1)} ms at a time (the first, which also sorts \
+every name, \
 ${f(Math.max(...rows.map((r) => r.firstBlockMs)), 1)} ms); rows read per node per minute at \
-${f(largest[0]?.tags ?? 0)} tags: ${largest.map((r) => `${f(r.changeRows + r.fullRows / 60)} (${r.store})`).join(', ')}
+${f(largest[0]?.tags ?? 0)} tags: \
+${largest.map((r) => `${f(r.changeRows + r.fullRows / 60)} (${r.store})`).join(', ')}
 - p99.9 of a real \`idmint serve\` at ${f(RATE)} req/s (open loop): alone \
 ${range(
   rows.map((r) => r.p999AloneMs),

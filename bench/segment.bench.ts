@@ -322,18 +322,23 @@ const allocations = await roundTrips();
 
 const steady = latencies[0] as LatencyResult;
 const hidden = latencies[1] as LatencyResult;
-const markdown = `${machineLine()} ${ROUNDS} rounds of ${BURST.toLocaleString('en-US')} IDs per candidate,
+const markdown = `${machineLine()} ${ROUNDS} rounds of ${BURST.toLocaleString('en-US')} IDs per \
+candidate,
 interleaved; the median round is shown. Stores are SQLite \`:memory:\` unless named.
 
 **Throughput, warm buffer** (target: \`next(tag)\` at least 20 million IDs/s; measured
-${formatRate(warm.nextSyncRate)} IDs/s: **${warm.nextSyncRate >= 20e6 ? 'met' : 'not met on this run'}**):
+${formatRate(warm.nextSyncRate)} IDs/s: \
+**${warm.nextSyncRate >= 20e6 ? 'met' : 'not met on this run'}**):
 
 ${markdownTable(['Candidate', 'IDs/s', 'vs bare counter', 'Notes'], warm.rows)}
 
 **Latency across range switches** (target: p99.9 of \`next(tag)\` with every allocation delayed
-50 ms within 1.5x of steady state; measured **${(hidden.service.p999 / steady.service.p999).toFixed(2)}x**, and
-${(hidden.response.p999 / steady.response.p999).toFixed(2)}x for the response time). ${LATENCY_MS / 1000} s per row at 100,000 requests/s served in ~1 ms ticks. *Call*: from the
-call to the ID in hand (\`nextSync(tag) ?? await next(tag)\`, what a route does). *Response*: from the
+50 ms within 1.5x of steady state; measured \
+**${(hidden.service.p999 / steady.service.p999).toFixed(2)}x**, and
+${(hidden.response.p999 / steady.response.p999).toFixed(2)}x for the response time). \
+${LATENCY_MS / 1000} s per row at 100,000 requests/s served in ~1 ms ticks. *Call*: from the
+call to the ID in hand (\`nextSync(tag) ?? await next(tag)\`, what a route does). *Response*: from \
+the
 request's scheduled arrival to the ID in hand, including time queued behind a stalled request
 and the tick's timer lag, as a client would see it. Response p99.9 mostly measures the event
 loop's timer lag, which varies from run to run with the machine's load (steady state included);
@@ -377,14 +382,17 @@ const switchRatio = hidden.service.p999 / steady.service.p999;
 const roundTripLine = allocations.map(([backend, p50, p99]) =>
   p99 === '' ? `${backend} unreachable` : `${backend} ${p50} / ${p99}`,
 );
-const page = `${machineLine()} Median of ${ROUNDS} interleaved rounds of ${BURST.toLocaleString('en-US')} IDs \
+const page = `${machineLine()} Median of ${ROUNDS} interleaved rounds of \
+${BURST.toLocaleString('en-US')} IDs \
 per candidate; stores are SQLite \`:memory:\` unless named.
 
 ${markdownTable(['Candidate', 'IDs/s', 'vs bare counter', 'Notes'], warm.rows)}
 
-- \`next(tag)\` on a warm buffer at least 20,000,000 IDs/s: ${warm.nextSyncRate >= 20e6 ? 'met' : '**not met**'} \
+- \`next(tag)\` on a warm buffer at least 20,000,000 IDs/s: \
+${warm.nextSyncRate >= 20e6 ? 'met' : '**not met**'} \
 (${formatRate(warm.nextSyncRate)})
-- p99.9 of \`next(tag)\` across range switches, every allocation delayed 50 ms, within 1.5x of steady state: \
+- p99.9 of \`next(tag)\` across range switches, every allocation delayed 50 ms, within 1.5x of \
+steady state: \
 ${switchRatio <= 1.5 ? 'met' : '**not met**'} (${switchRatio.toFixed(2)}x; response time \
 ${(hidden.response.p999 / steady.response.p999).toFixed(2)}x, mostly the event loop's timer lag)
 - allocation round trip, p50 / p99 of ${ALLOCATIONS} in a row: ${roundTripLine.join('; ')}`;

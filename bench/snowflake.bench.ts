@@ -295,7 +295,8 @@ const rows = bursts.map((r) => {
     r.candidate.note,
   ];
 });
-const markdown = `${machineLine()} ${ROUNDS} rounds of ${BURST.toLocaleString('en-US')} IDs per candidate,
+const markdown = `${machineLine()} ${ROUNDS} rounds of ${BURST.toLocaleString('en-US')} IDs per \
+candidate,
 interleaved; the median round is shown. "vs fastest peer" divides by the fastest npm peer in the
 same run. Timed loops keep only the last ID; "Unique" is a separate, untimed burst of the same
 size whose every ID is checked, still far above 4,096 IDs per millisecond for the snowflake
@@ -307,17 +308,21 @@ ${markdownTable(['Candidate', 'IDs/s', 'vs fastest peer', 'Unique', 'Notes'], ro
 
 **Sustained, strict real time** (idmint \`next()\`, default \`wait\` policy, ${SUSTAINED_MS / 1000}
 * s): ${formatRate(sustained.rate)} IDs/s,
-${((sustained.rate / sustained.limit) * 100).toFixed(1)}% of the layout limit of ${formatRate(sustained.limit)} IDs/s
+${((sustained.rate / sustained.limit) * 100).toFixed(1)}% of the layout limit of \
+${formatRate(sustained.limit)} IDs/s
 (2^12 IDs per 1 ms unit); strictly increasing: ${sustained.increasing ? 'yes' : '**no**'}.`;
 
 /** What docs/benchmarks.md keeps: one table, and the sustained run in a line. */
-const page = `${machineLine()} Median of ${ROUNDS} interleaved rounds of ${BURST.toLocaleString('en-US')} IDs \
-per candidate (idmint under the \`borrow\` policy); "vs fastest peer" divides by the fastest npm peer in the same run.
+const page = `${machineLine()} Median of ${ROUNDS} interleaved rounds of \
+${BURST.toLocaleString('en-US')} IDs \
+per candidate (idmint under the \`borrow\` policy); "vs fastest peer" divides by the fastest npm \
+peer in the same run.
 
 ${markdownTable(['Candidate', 'IDs/s', 'vs fastest peer', 'Unique', 'Notes'], rows)}
 
 - sustained, strict real time (\`next()\`, \`wait\` policy, ${SUSTAINED_MS / 1000} s): \
-${formatRate(sustained.rate)} IDs/s, ${((sustained.rate / sustained.limit) * 100).toFixed(1)}% of the layout's \
+${formatRate(sustained.rate)} IDs/s, ${((sustained.rate / sustained.limit) * 100).toFixed(1)}% of \
+the layout's \
 ${formatRate(sustained.limit)}; strictly increasing: ${sustained.increasing ? 'yes' : '**no**'}`;
 
 process.stdout.write(`${markdown}\n`);

@@ -58,7 +58,7 @@ for (const backend of [
 }
 
 describe('delta and remainder in a set of databases', () => {
-  it('gives each database one class mod N * delta inside its own; refuses a delta sharing a factor with N', async () => {
+  it('each database gets a class mod N * delta; a delta sharing a factor with N refused', async () => {
     const urls = [1, 2].map((n) => `sqlite:${join(root, `set-${n}.db`)}`);
     const set = await openSegmentStores(urls, { verify: false });
     try {

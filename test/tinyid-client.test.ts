@@ -70,7 +70,7 @@ function clientProcess(
 }
 
 await describeWithServices('TinyId client against idmint serve', ['postgres'], () => {
-  it('several client processes, two servers, a restart in the middle: no duplicate, odd-only stays odd', async (t) => {
+  it('client processes, two servers, a restart: no duplicate, odd-only stays odd', async (t) => {
     const fixture = await SEGMENT_BACKENDS.postgres.open();
     const servers: ServeProcess[] = [];
     const proxies: TcpProxy[] = [];

@@ -6,7 +6,10 @@ const BENCHMARKS_MD = new URL('../../docs/benchmarks.md', import.meta.url);
 /** One line describing where and when figures were measured. */
 export function machineLine(): string {
   const cpu = cpus()[0]?.model.trim() ?? 'unknown CPU';
-  return `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} x ${cpu}, Node ${process.version}.`;
+  return (
+    `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} x ${cpu}, Node ` +
+    `${process.version}.`
+  );
 }
 
 /**
@@ -19,7 +22,9 @@ export function loadNote(): string {
     .join(' ');
   const busy =
     (loadavg()[0] ?? 0) > 1
-      ? ' **The 1-minute load average was above 1 when the run started (other work on the machine, or the load of an earlier benchmark still decaying): absolute figures may be lower than on an idle machine; the ratios are the comparable part.**'
+      ? ' **The 1-minute load average was above 1 when the run started (other work on the ' +
+        'machine, or the load of an earlier benchmark still decaying): absolute figures may ' +
+        'be lower than on an idle machine; the ratios are the comparable part.**'
       : '';
   return `Load average before the run: ${load}.${busy}`;
 }
