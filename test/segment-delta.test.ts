@@ -58,7 +58,7 @@ for (const backend of [
 }
 
 describe('delta and remainder in a set of databases', () => {
-  it('each database gets a class mod N * delta; a delta sharing a factor with N refused', async () => {
+  it('each database gets a class mod N * delta; a delta with a factor of N refused', async () => {
     const urls = [1, 2].map((n) => `sqlite:${join(root, `set-${n}.db`)}`);
     const set = await openSegmentStores(urls, { verify: false });
     try {

@@ -10,7 +10,7 @@ const json = (method: 'POST' | 'PATCH', url: string, payload: unknown) => ({
 });
 
 describe('tag administration routes (in-process, SQLite)', () => {
-  it("delta and remainder: only IDs of the class on every route; bad pairs refused", async () => {
+  it('delta and remainder: only IDs of the class on every route; bad pairs refused', async () => {
     const server = await testServer();
     try {
       const created = await server.app.inject(
