@@ -106,10 +106,53 @@ describe('GET /v1/segment/{tag}/range', () => {
         const range = await call(url, '/v1/segment/orders/range?size=45', { token: ORDERS });
         assert.equal(range.statusCode, 200, range.body);
         const body = JSON.parse(range.body) as Parameters<typeof idsOfRange>[0];
-        // A range never spans two stored ranges: at most the rest of the buffered one.
-        assert.ok(body.size >= 1 && body.size <= 45);
+        // Exactly the size asked, whether the buffered range held it or not.
+        assert.equal(body.size, 45);
         idsOfRange(body).forEach(add);
       }
+    } finally {
+      await close(server);
+    }
+  });
+
+  it('answers a range larger than the step whole, from one allocation, as a batch is', async () => {
+    const { server, url } = await started();
+    try {
+      await createTag(url, { tag: 'orders', step: 1000, startId: '1' });
+      const one = await call(url, '/v1/segment/orders?count=1', { token: ORDERS });
+      assert.equal(JSON.parse(one.body).ids[0], '1');
+      const range = await call(url, '/v1/segment/orders/range?size=5000', { token: ORDERS });
+      assert.equal(range.statusCode, 200, range.body);
+      const body = JSON.parse(range.body) as Parameters<typeof idsOfRange>[0];
+      assert.equal(body.size, 5000);
+      assert.equal(body.start, '1001');
+      const tag = await call(url, '/v1/tags/orders', { token: ADMIN });
+      assert.equal(JSON.parse(tag.body).maxId, '6001', 'one allocation of 5000 after [1, 1001)');
+      const ids = new Set(idsOfRange(body));
+      // The buffered IDs still go to the next callers.
+      const after = await call(url, '/v1/segment/orders?count=999', { token: ORDERS });
+      const rest = (JSON.parse(after.body) as { ids: string[] }).ids.map(BigInt);
+      assert.deepEqual([rest[0], rest.at(-1)], [2n, 1000n]);
+      for (const id of rest) assert.ok(!ids.has(id), `ID ${id} handed out twice`);
+    } finally {
+      await close(server);
+    }
+  });
+
+  it('refuses a size above the largest range the tag may take', async () => {
+    const { server, url } = await started({ segment: { maxStep: 300 } });
+    try {
+      await createTag(url, { tag: 'orders', step: 100 });
+      assert.match(
+        assertError(
+          await call(url, '/v1/segment/orders/range?size=301', { token: ORDERS }),
+          400,
+          'INVALID_ARGUMENT',
+        ),
+        /size 301 is above the largest range tag "orders" may take, 300/,
+      );
+      const fits = await call(url, '/v1/segment/orders/range?size=300', { token: ORDERS });
+      assert.equal(JSON.parse(fits.body).size, 300);
     } finally {
       await close(server);
     }

@@ -197,6 +197,14 @@ export class SegmentBuffer {
   #next: SegmentRange | undefined;
   /** The one load in flight; every caller that needs it shares it. */
   #loading: Promise<void> | undefined;
+  /**
+   * The end of the latest store allocation (a load or a dedicated range), settled either way:
+   * every allocation starts after it, so ranges land in the order the store gave them and the
+   * check that a range never starts below one loaded before stays sound.
+   */
+  #turn: Promise<unknown> = Promise.resolve();
+  /** Allocations started or queued and not yet settled. */
+  #allocations = 0;
   /** Step of the latest range; 0 before the first load. */
   #step = 0;
   /** The tag's step as last seen in the store (an allocation or a tag refresh), for stats. */
@@ -216,7 +224,10 @@ export class SegmentBuffer {
   #failure: { readonly error: IdMintError; readonly retryAt: number } | undefined;
   #closed = false;
 
+  /** Loads of the double buffer: the first two take the stored step (see #load). */
   #loads = 0;
+  /** Ranges allocated for one caller ({@link allocateRun}); counted in stats' loads. */
+  #dedicatedLoads = 0;
   #loadFailures = 0;
   #abandonedLoads = 0;
   #heals = 0;
@@ -290,6 +301,38 @@ export class SegmentBuffer {
     return { start: first, end: this.#cursor, stride: Number(stride), count: run + 1 };
   }
 
+  /**
+   * Takes exactly `size` IDs as one run when the current range holds them (or, when it is used
+   * up, the next range does); undefined otherwise, with nothing taken. As {@link takeRun}, which
+   * it uses: crossing the prefetch threshold starts the next load.
+   */
+  takeExactRun(size: number): SegmentRun | undefined {
+    if (this.#closed) return undefined;
+    const rest =
+      this.#cursor < this.#end
+        ? Number((this.#end - this.#cursor) / this.#stride)
+        : (this.#next?.step ?? 0);
+    return rest >= size ? this.takeRun(size) : undefined;
+  }
+
+  /**
+   * A range of exactly `size` IDs allocated from the store for one caller (one atomic allocation,
+   * outside the double buffer), as one run. It is checked as every loaded range is (it must start
+   * at or above the IDs already loaded of its class, else the row is raised and it is allocated
+   * again) and counts as loaded and issued at once. Allocations of this buffer run one at a time,
+   * loads included. Rejects at once during the back-off after a failed allocation; a failure of
+   * its own starts that back-off (so a store that is down gets one try per `retryAfterMs`),
+   * except ID_SPACE_EXHAUSTED, which a smaller range may not meet. A buffer closed meanwhile
+   * drops the range: never issued.
+   */
+  allocateRun(size: number): Promise<SegmentRun> {
+    if (this.#closed) return Promise.reject(closedError());
+    const failure = this.#failure;
+    if (failure !== undefined && this.#s.clock.now() < failure.retryAt)
+      return Promise.reject(failure.error);
+    return this.#serial(() => this.#dedicated(size));
+  }
+
   /** IDs that {@link take} can hand out right now without waiting. */
   available(): number {
     if (this.#closed) return 0;
@@ -322,6 +365,9 @@ export class SegmentBuffer {
     this.#closed = true;
     this.#left = 0;
     if (this.#loading !== undefined) await this.#loading.catch(() => undefined);
+    // A dedicated allocation in flight lands (and is dropped) before the tails are read, so a
+    // give-back compares max_id with what the store holds after it.
+    await this.#turn;
     const cursor = this.#cursor;
     const end = this.#end;
     const stride = Number(this.#stride);
@@ -373,7 +419,7 @@ export class SegmentBuffer {
       remaining: this.available(),
       nextReady: this.#next !== undefined,
       loading: this.#loading !== undefined,
-      loads: this.#loads,
+      loads: this.#loads + this.#dedicatedLoads,
       loadFailures: this.#loadFailures,
       abandonedLoads: this.#abandonedLoads,
       heals: this.#heals,
@@ -436,25 +482,69 @@ export class SegmentBuffer {
   }
 
   #load(): Promise<void> {
-    const s = this.#s;
-    // Leaf's first two loads (the first range and the first prefetch) take the tag's stored step,
-    // read in the same atomic step as the allocation; the dynamic step starts with the third,
-    // timed from the second (SegmentIDGenImpl.updateSegmentFromDb's three branches).
-    const step =
-      this.#loads < 2
-        ? undefined
-        : nextStep(s.stepPolicy, {
-            step: this.#step,
-            minStep: this.#minStep,
-            lastedMs: s.clock.now() - this.#lastLoadAt,
-          });
-    const started = performance.now(); // latency for stats only; behaviour reads the injected clock
-    const loading = this.#allocateAbove(step).then(
-      (range) => this.#loaded(range, step, performance.now() - started),
-      (error: unknown) => this.#failed(error, performance.now() - started),
-    );
+    const loading = this.#serial(() => {
+      const s = this.#s;
+      // Leaf's first two loads (the first range and the first prefetch) take the tag's stored
+      // step, read in the same atomic step as the allocation; the dynamic step starts with the
+      // third, timed from the second (SegmentIDGenImpl.updateSegmentFromDb's three branches).
+      const step =
+        this.#loads < 2
+          ? undefined
+          : nextStep(s.stepPolicy, {
+              step: this.#step,
+              minStep: this.#minStep,
+              lastedMs: s.clock.now() - this.#lastLoadAt,
+            });
+      const started = performance.now(); // latency for stats only; behaviour reads the clock
+      return this.#allocateAbove(step).then(
+        (range) => this.#loaded(range, step, performance.now() - started),
+        (error: unknown) => this.#failed(error, performance.now() - started),
+      );
+    });
     this.#loading = loading;
     return loading;
+  }
+
+  /**
+   * Runs `work` after every allocation before it has settled (see #turn): at once when none is in
+   * flight, so a load starts within the call that needs it, as callers of {@link nextSync} expect.
+   */
+  #serial<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#allocations === 0 ? work() : this.#turn.then(work);
+    this.#allocations++;
+    const settled = () => {
+      this.#allocations--;
+    };
+    this.#turn = run.then(settled, settled);
+    return run;
+  }
+
+  async #dedicated(size: number): Promise<SegmentRun> {
+    if (this.#closed) throw closedError();
+    const started = performance.now();
+    let range: SegmentRange;
+    try {
+      range = await this.#allocateAbove(size);
+    } catch (error) {
+      throw this.#recordFailure(error, performance.now() - started, true);
+    }
+    const ms = performance.now() - started;
+    const problem = this.#problem(range, size);
+    if (problem !== undefined) throw this.#recordFailure(this.#refusal(range, problem), ms, false);
+    const stride = range.stride ?? 1;
+    this.#rangeStride = stride;
+    this.#highest.set(range.start % BigInt(stride), range.end);
+    this.#failure = undefined;
+    this.#tagStep = range.tagStep;
+    this.#minStep = range.tagStep;
+    this.#dedicatedLoads++;
+    this.#loadedIds += range.step;
+    this.#loadMsTotal += ms;
+    if (ms > this.#loadMsMax) this.#loadMsMax = ms;
+    this.#s.onEvent?.({ type: 'load', tag: this.tag, ms, range });
+    // Allocated after close began: dropped, never issued (the IDs are lost, not reissued).
+    if (this.#closed) throw closedError();
+    return { start: range.start, end: range.end, stride, count: range.step };
   }
 
   /**
@@ -511,25 +601,7 @@ export class SegmentBuffer {
     // A store that hands out a range below one already loaded of its class (and went on doing so
     // after being raised), or of another stride (a set re-formed under a running node), would
     // make this process repeat IDs: refuse it rather than issue from it.
-    if (problem !== undefined) {
-      const highest = this.#highest.get(residue) ?? 0n;
-      const strided = stride === 1 ? '' : ` and stride ${String(stride)}`;
-      const returned =
-        `the store returned range [${range.start}, ${range.end}) of step ` +
-        `${range.step}${strided}`;
-      this.#failed(
-        new IdMintError('STORE_UNAVAILABLE', `tag "${this.tag}": ${returned}, ${problem.message}`, {
-          details: {
-            tag: this.tag,
-            start: range.start.toString(),
-            end: range.end.toString(),
-            stride: String(stride),
-            highest: highest.toString(),
-          },
-        }),
-        ms,
-      );
-    }
+    if (problem !== undefined) this.#failed(this.#refusal(range, problem), ms);
     this.#loading = undefined;
     this.#failure = undefined;
     this.#rangeStride = stride;
@@ -546,7 +618,41 @@ export class SegmentBuffer {
     this.#s.onEvent?.({ type: 'load', tag: this.tag, ms, range });
   }
 
+  /** The error refusing a range the store returned that must not be issued from. */
+  #refusal(range: SegmentRange, problem: RangeProblem): IdMintError {
+    const stride = range.stride ?? 1;
+    const strideOk = Number.isSafeInteger(stride) && stride >= 1 && stride <= MAX_SEGMENT_DATABASES;
+    const highest = this.#highest.get(strideOk ? range.start % BigInt(stride) : 0n) ?? 0n;
+    const strided = stride === 1 ? '' : ` and stride ${String(stride)}`;
+    const returned =
+      `the store returned range [${range.start}, ${range.end}) of step ` +
+      `${range.step}${strided}`;
+    return new IdMintError(
+      'STORE_UNAVAILABLE',
+      `tag "${this.tag}": ${returned}, ${problem.message}`,
+      {
+        details: {
+          tag: this.tag,
+          start: range.start.toString(),
+          end: range.end.toString(),
+          stride: String(stride),
+          highest: highest.toString(),
+        },
+      },
+    );
+  }
+
   #failed(cause: unknown, ms: number): never {
+    this.#loading = undefined;
+    throw this.#recordFailure(cause, ms, false);
+  }
+
+  /**
+   * Records a failed allocation (counts, back-off, event) and returns its error. `sized`: the
+   * allocation was of a size a caller chose, whose ID_SPACE_EXHAUSTED says nothing of the tag's
+   * own loads: only returned.
+   */
+  #recordFailure(cause: unknown, ms: number, sized: boolean): IdMintError {
     const error = isIdMintError(cause)
       ? cause
       : new IdMintError(
@@ -555,14 +661,15 @@ export class SegmentBuffer {
             `${cause instanceof Error ? cause.message : String(cause)}`,
           { cause },
         );
+    // The caller's size did not fit below 2^63-1: an answer to that caller, not a store failure.
+    if (sized && error.code === 'ID_SPACE_EXHAUSTED') return error;
     if (error.details?.abandoned === true) this.#abandonedLoads++;
-    this.#loading = undefined;
     this.#failure = { error, retryAt: this.#s.clock.now() + this.#s.retryAfterMs };
     // the fast path must look again, so a retry happens while IDs are still buffered
     this.#left = 0;
     this.#loadFailures++;
     this.#s.onEvent?.({ type: 'load', tag: this.tag, ms, error });
-    throw error;
+    return error;
   }
 }
 

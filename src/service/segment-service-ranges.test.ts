@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, describe, it } from 'node:test';
 import { rejectsWith } from '../../test/support/segment-store-suite.ts';
 import { ManualClock } from '../clocks/manual-clock.ts';
@@ -141,6 +142,166 @@ describe('SegmentService.nextRange', () => {
         /size must be an integer/,
       );
       await rejectsWith(service.nextRange('ghost', 5), 'TAG_NOT_FOUND', /ghost/);
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+});
+
+describe('SegmentService.exactRange', () => {
+  it('answers exactly the size asked: from the buffered range when it holds it, else one allocation', async () => {
+    const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
+    await store.init();
+    await store.createTag({ tag: 'orders', step: 100, startId: 1n });
+    const service = await serviceOn(store);
+    try {
+      const seen = new Set<bigint>();
+      const add = (id: bigint) => {
+        assert.ok(!seen.has(id), `ID ${id} issued twice`);
+        seen.add(id);
+      };
+      const first = await service.exactRange('orders', 30);
+      assert.deepEqual(first, { start: 1n, end: 31n, stride: 1, count: 30 });
+      idsOf(first).forEach(add);
+      // 70 left in the buffered range: a range of 80 is allocated whole, after the prefetch
+      // that crossing the threshold started ([101, 201)), and nothing buffered is skipped.
+      const big = await service.exactRange('orders', 80);
+      assert.deepEqual(big, { start: 201n, end: 281n, stride: 1, count: 80 });
+      idsOf(big).forEach(add);
+      assert.equal((await store.getTag('orders'))?.maxId, 281n, 'one allocation of 80');
+      for (const id of await service.nextBatch('orders', 70)) add(id);
+      assert.ok(seen.has(31n) && seen.has(100n), 'the buffered rest went to the next callers');
+      // The next range [101, 201) holds 60: served from it once the current range is used up.
+      const fromNext = await service.exactRange('orders', 60);
+      assert.deepEqual(fromNext, { start: 101n, end: 161n, stride: 1, count: 60 });
+      idsOf(fromNext).forEach(add);
+      // Larger than any buffered range: a range of its own, as large as the largest allowed.
+      const step = await service.exactRange('orders', 1000);
+      assert.equal(step.count, 1000);
+      idsOf(step).forEach(add);
+      for (const id of await service.nextBatch('orders', 300)) add(id);
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
+  it('keeps every answer exact and disjoint under concurrent callers, batches included', async () => {
+    const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
+    await store.init();
+    await store.createTag({ tag: 'orders', step: 50, startId: 1n });
+    const service = await serviceOn(store);
+    try {
+      const seen = new Set<bigint>();
+      const sizes = [1, 7, 49, 50, 51, 120, 333, 3, 64, 200];
+      const answers = await Promise.all(
+        Array.from({ length: 60 }, async (_, i) => {
+          const size = sizes[i % sizes.length] as number;
+          if (i % 5 === 4) return { size, ids: await service.nextBatch('orders', size) };
+          const run = await service.exactRange('orders', size);
+          assert.equal(run.count, size, `a range of ${size} answered ${run.count}`);
+          return { size, ids: idsOf(run) };
+        }),
+      );
+      for (const { size, ids } of answers) {
+        assert.equal(ids.length, size);
+        for (const id of ids) {
+          assert.ok(!seen.has(id), `ID ${id} issued twice`);
+          seen.add(id);
+        }
+      }
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
+  it('steps by the stride of a set of databases, every answer exact', async () => {
+    const members = [0, 1].map(
+      (offset) =>
+        new SqliteSegmentStore({
+          path: join(directory, `${++files}.db`),
+          residue: { offset, increment: 2 },
+        }),
+    );
+    const store = new MultiSegmentStore({
+      databases: members.map((member, index) => ({
+        store: member as SqliteSegmentStore & SetMemberStore,
+        name: `db${index}`,
+      })),
+      now: () => Date.now(),
+      backoffMs: 1000,
+    });
+    await store.init();
+    await store.createTag({ tag: 'orders', step: 10, startId: 100n });
+    const service = await serviceOn(store);
+    try {
+      const seen = new Set<bigint>();
+      for (const size of [4, 9, 25, 3, 40, 1]) {
+        const run = await service.exactRange('orders', size);
+        assert.equal(run.stride, 2);
+        assert.equal(run.count, size);
+        for (const id of idsOf(run)) {
+          assert.equal(id % 2n, run.start % 2n, 'a run stays in its residue class');
+          assert.ok(!seen.has(id));
+          seen.add(id);
+        }
+      }
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
+  it('never issues a range of its own below IDs already loaded: the row is raised past them', async () => {
+    const path = join(directory, `${++files}.db`);
+    const store = new SqliteSegmentStore({ path });
+    await store.init();
+    await store.createTag({ tag: 'orders', step: 100, startId: 1n });
+    const service = await serviceOn(store);
+    try {
+      const first = await service.exactRange('orders', 20); // [1, 21); prefetched [101, 201)
+      assert.equal((await store.getTag('orders'))?.maxId, 201n);
+      // max_id moved back under the node (a restore nobody fenced): the next allocation would
+      // hand out [1, 151) again.
+      const db = new DatabaseSync(path);
+      db.prepare("UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'orders'").run();
+      db.close();
+      const run = await service.exactRange('orders', 150);
+      assert.deepEqual(run, { start: 201n, end: 351n, stride: 1, count: 150 });
+      assert.ok(run.start >= first.end);
+      assert.equal(service.tagStats('orders')?.heals, 1);
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
+  it('refuses a size above the largest range the tag may take, which the fence is sized in', async () => {
+    const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
+    await store.init();
+    await store.createTag({ tag: 'orders', step: 20, startId: 1n });
+    await store.createTag({ tag: 'wide', step: 80, startId: 1n });
+    const service = new SegmentService({
+      store,
+      clock: new ManualClock(Date.UTC(2026, 5, 1)),
+      tagRefreshMs: 0,
+      step: { maxStep: 50 },
+    });
+    await service.start();
+    try {
+      await rejectsWith(
+        service.exactRange('orders', 51),
+        'INVALID_ARGUMENT',
+        /size 51 is above the largest range tag "orders" may take, 50/,
+      );
+      assert.equal((await service.exactRange('orders', 50)).count, 50);
+      // A stored step above maxStep is the largest range of its tag.
+      assert.equal((await service.exactRange('wide', 80)).count, 80);
+      await rejectsWith(service.exactRange('wide', 81), 'INVALID_ARGUMENT', /, 80 /);
+      await rejectsWith(service.exactRange('orders', 0), 'INVALID_ARGUMENT', /size must be/);
+      await rejectsWith(service.exactRange('ghost', 5), 'TAG_NOT_FOUND', /ghost/);
     } finally {
       await service.close();
       await store.close();

@@ -410,6 +410,52 @@ export class SegmentService {
   }
 
   /**
+   * Exactly `size` of `tag`'s next IDs as one run, for a caller that issues them itself (the
+   * range route): from the buffered range when it holds them, else a range of that size of its
+   * own, allocated from the store in one atomic step (so across processes too no ID is in two
+   * runs). `size` is 1 to the largest range the tag may be allocated, `max(step.maxStep, its
+   * stored step)`: the failover fence is sized in those (docs/segments.md, The margin). The
+   * buffered IDs a run does not fit in stay for other callers. Waits for the allocation up to
+   * `waitTimeoutMs` (SEGMENTS_NOT_READY; a range that lands later is never issued); throws as
+   * {@link next}.
+   */
+  async exactRange(tag: string, size: number): Promise<SegmentRun> {
+    if (!Number.isSafeInteger(size) || size < 1 || size > MAX_SEGMENT_BATCH) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `size must be an integer from 1 to ${MAX_SEGMENT_BATCH}, got ${String(size)}`,
+      );
+    }
+    if (this.#closing !== undefined) throw closedError();
+    const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
+    const largest = Math.max(this.#settings.stepPolicy.maxStep, buffer.stats().tagStep);
+    if (size > largest) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `size ${size} is above the largest range tag "${tag}" may take, ${largest} (max(segment.maxStep, its step))`,
+        { details: { tag, size, largest } },
+      );
+    }
+    let run = buffer.takeExactRun(size);
+    // Nothing buffered (the tag's first use, or both ranges used up): load as a single ID does
+    // when the load should hold the run (a load is not below the stored step unless that just
+    // changed), so small ranges keep coming from the buffer instead of each costing the store an
+    // allocation. A load that does not hold it leaves the run to a range of its own.
+    if (run === undefined && buffer.available() === 0 && size <= buffer.stats().tagStep) {
+      await this.#whenReady(tag, buffer);
+      run = buffer.takeExactRun(size);
+    }
+    if (run !== undefined) return run;
+    return withTimeout(buffer.allocateRun(size), this.#waitTimeoutMs, () => {
+      return new IdMintError(
+        'SEGMENTS_NOT_READY',
+        `tag "${tag}": a range of ${size} was not allocated within ${this.#waitTimeoutMs} ms; retry`,
+        { details: { tag, waitTimeoutMs: this.#waitTimeoutMs } },
+      );
+    });
+  }
+
+  /**
    * Re-reads the tag list: the tags changed since the last read (new tags appear, steps and
    * opaque marks change), or, at start-up and every `tagFullRefreshMs`, every tag (deleted ones
    * go; an empty table empties the cache). Runs every `tagRefreshMs`; call it to apply a change

@@ -60,11 +60,11 @@ export async function drawRun(
 }
 
 /**
- * `GET /v1/segment/{tag}/range?size=N`: up to N of the tag's IDs as one contiguous run, for a
- * caller that issues them itself (idmint's client in local mode). The run comes out of the same
- * buffers as every other route, so no ID of it is ever handed out again. It never spans two
- * stored ranges: when the buffered range has fewer than N left, the answer is that rest (its
- * `size` says how many) rather than skipping it.
+ * `GET /v1/segment/{tag}/range?size=N`: exactly N of the tag's IDs as one contiguous run, for a
+ * caller that issues them itself (idmint's client in local mode). The run comes from the tag's
+ * buffered range when it holds N, else from one allocation of N in the store
+ * (SegmentService.exactRange), so no ID of it is ever handed out again and a caller reserving a
+ * block never has to stitch several together.
  */
 export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
   const { maxBatch, issued } = deps;
@@ -73,10 +73,15 @@ export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
     if (request.query.size === undefined)
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `size is required: how many IDs the range holds at most, 1 to ${maxBatch}`,
+        `size is required: how many IDs the range holds, 1 to ${maxBatch}`,
       );
     const size = parseCount(request.query.size, maxBatch, 'size');
-    const run = await drawRun(segmentsOn(deps.service), tag, size);
+    const service = segmentsOn(deps.service);
+    // Checked before and after the draw, as drawRun does: a tag first looked up by the draw is
+    // known as opaque only then, and its run is dropped, never answered.
+    refuseOpaque(service, tag);
+    const run = await service.exactRange(tag, size);
+    refuseOpaque(service, tag);
     issued.addSegment(tag, run.count);
     return {
       tag,
