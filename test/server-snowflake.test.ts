@@ -175,6 +175,31 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
+  it("IDMINT_LAYOUT=leaf brings Leaf's random sequence start, unless the spread is set", async () => {
+    const leaf = await testServer({ api: { maxBatch: 1_000_000 }, snowflake: { layout: 'leaf' } });
+    try {
+      // The batch bound counts the spread: 3,997 IDs per ms (4,096 less 0-99) in 100 ms.
+      assert.match(
+        assertError(await leaf.app.inject('/v1/snowflake?count=399701'), 400, 'INVALID_ARGUMENT'),
+        /from 1 to 399700/,
+      );
+    } finally {
+      await leaf.close();
+    }
+    const off = await testServer({
+      api: { maxBatch: 1_000_000 },
+      snowflake: { layout: 'leaf', sequenceSpread: 0 },
+    });
+    try {
+      assert.match(
+        assertError(await off.app.inject('/v1/snowflake?count=409601'), 400, 'INVALID_ARGUMENT'),
+        /from 1 to 409600/,
+      );
+    } finally {
+      await off.close();
+    }
+  });
+
   it('decodes the datacenter too for layouts that have one', async () => {
     const server = await testServer({
       snowflake: { layout: 'twitter', datacenterId: 21, registry: 'static:4' },

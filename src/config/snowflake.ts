@@ -22,7 +22,16 @@ import {
   leaseRenewIntervalMs,
 } from '../core/lease-policy.ts';
 import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
-import { backendUrl, duration, durationOrZero, integer, oneOf, onOff, text } from './keys.ts';
+import {
+  backendUrl,
+  duration,
+  durationOrZero,
+  integer,
+  integerOrWord,
+  oneOf,
+  onOff,
+  text,
+} from './keys.ts';
 import type { ConfigRule, Frozen } from './rules.ts';
 
 /**
@@ -193,11 +202,13 @@ export const SnowflakeConfig = Type.Object(
       max: 2 ** 31 - 1,
       doc: 'Datacenter ID, for layouts with a datacenter field (`twitter`).',
     }),
-    sequenceSpread: integer({
+    sequenceSpread: integerOrWord({
       env: 'IDMINT_SEQUENCE_SPREAD',
-      default: 0,
+      default: 'layout',
       min: 0,
       max: 2 ** 29,
+      word: 'layout',
+      meaning: "the layout's: 100 for leaf, as Leaf, 0 for the others",
       doc:
         "Start each millisecond's sequence at a random value below this (Leaf uses 100), so " +
         'low-traffic IDs are not all even.',
@@ -218,6 +229,11 @@ export const SnowflakeConfig = Type.Object(
 
 /** The validated snowflake part of the configuration. */
 type SnowflakeSection = Frozen<Static<typeof SnowflakeConfig>>;
+
+/** The spread the worker is given: undefined for `layout`, so the layout's applies. */
+export function configuredSpread(snowflake: SnowflakeSection): number | undefined {
+  return snowflake.sequenceSpread === 'layout' ? undefined : snowflake.sequenceSpread;
+}
 
 /** The lease TTL the worker will get: the configured one, or the registry's default. */
 export function effectiveLeaseTtlMs(snowflake: SnowflakeSection): number {
@@ -257,7 +273,7 @@ export const SNOWFLAKE_RULES: readonly ConfigRule<SnowflakeSection>[] = [
       );
     }
     const maxSpread = Math.floor((layout.maxSequence + 1) / 2);
-    if (s.sequenceSpread > maxSpread)
+    if (s.sequenceSpread !== 'layout' && s.sequenceSpread > maxSpread)
       check.fail(
         'snowflake.sequenceSpread',
         `layout "${layout.name}" allows a spread from 0 to ${maxSpread} (half its sequence space)`,

@@ -32,6 +32,12 @@ export interface LayoutSpec {
    * JavaScript can hold it as a number). The fields must add up to exactly this.
    */
   readonly totalBits?: 63 | 53;
+  /**
+   * The generator's `sequenceSpread` when none is given: each time unit's sequence starts at a
+   * random value below this. 0 (default) to half the sequence space. `leaf` has 100, Leaf's
+   * `RANDOM.nextInt(100)` (SnowflakeIDGenImpl), so its IDs are spread over low digits as Leaf's.
+   */
+  readonly sequenceSpread?: number;
 }
 
 /**
@@ -66,6 +72,8 @@ export interface Layout {
    * refuses with TIME_OVERFLOW instead of wrapping into negative or repeated IDs.
    */
   readonly expiresAtMs: number;
+  /** The spread a generator of this layout uses unless given one (see {@link LayoutSpec}). */
+  readonly sequenceSpread: number;
 }
 
 /** The parts of an ID, as decoded by {@link decomposeId}. */
@@ -90,7 +98,15 @@ const PRESETS: Readonly<Record<LayoutPresetName, LayoutSpec>> = {
   // 2095.
   idmint: { name: 'idmint', timeBits: 41, workerBits: 10, sequenceBits: 12, epoch: IDMINT_EPOCH },
   // Meituan Leaf's layout and epoch: IDs and decoding match Leaf-snowflake exactly (runs out 2080).
-  leaf: { name: 'leaf', timeBits: 41, workerBits: 10, sequenceBits: 12, epoch: TWITTER_EPOCH },
+  // Each millisecond's sequence starts at a random 0-99, as Leaf's does.
+  leaf: {
+    name: 'leaf',
+    timeBits: 41,
+    workerBits: 10,
+    sequenceBits: 12,
+    epoch: TWITTER_EPOCH,
+    sequenceSpread: 100,
+  },
   // Twitter's original: the 10 node bits split into 5 datacenter + 5 worker bits.
   twitter: {
     name: 'twitter',
@@ -232,6 +248,13 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
         `a smaller timeUnitMs`,
     );
 
+  // Half the sequence space at most, so a spread start always leaves room in its time unit.
+  const sequenceSpread = bits(
+    'sequenceSpread',
+    spec.sequenceSpread ?? 0,
+    0,
+    2 ** (sequenceBits - 1),
+  );
   const workerShift = sequenceBits;
   const datacenterShift = sequenceBits + workerBits;
   const timeShift = sequenceBits + workerBits + datacenterBits;
@@ -254,6 +277,7 @@ export function defineLayout(spec: LayoutSpec, nowMs?: number): Layout {
     maxId: (1n << BigInt(totalBits)) - 1n,
     maxIdsPerSecond: (2 ** sequenceBits * 1000) / timeUnitMs,
     expiresAtMs,
+    sequenceSpread,
   });
   validated.add(layout);
   return layout;

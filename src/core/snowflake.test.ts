@@ -462,6 +462,30 @@ describe('SnowflakeGenerator: low-traffic spread', () => {
     assert.equal(decomposeId(ids[PER_UNIT - 99] ?? 0n, layout).timestamp, T0 + 1);
   });
 
+  it("the leaf layout starts each millisecond's sequence at a random 0-99 by default, as Leaf", () => {
+    const leaf = getLayout('leaf');
+    assert.equal(leaf.sequenceSpread, 100);
+    assert.equal(getLayout('idmint').sequenceSpread, 0);
+    assert.equal(maxBatchFor(leaf), (4096 - 99) * 100, "the bound counts the layout's spread");
+    const firstOfEachMs = (extra: Partial<SnowflakeOptions>, layoutName: string): number[] => {
+      const clock = new ManualClock(T0);
+      const gen = generator(clock, undefined, { layout: layoutName, ...extra });
+      const sequences: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        sequences.push(decomposeId(gen.next(), layoutName).sequence);
+        clock.advance(1);
+      }
+      return sequences;
+    };
+    const spread = firstOfEachMs({ random: seededRandom(3) }, 'leaf');
+    assert.ok(spread.every((s) => s >= 0 && s < 100));
+    assert.ok(new Set(spread).size > 50, 'spread over 0-99');
+    // Off where asked, and for the other layouts.
+    const off = firstOfEachMs({ random: seededRandom(3), sequenceSpread: 0 }, 'leaf');
+    assert.ok(off.every((s) => s === 0));
+    assert.ok(firstOfEachMs({ random: seededRandom(3) }, 'idmint').every((s) => s === 0));
+  });
+
   it('rejects a spread above half the sequence space', () => {
     throwsCode(
       () => generator(new ManualClock(T0), undefined, { sequenceSpread: 2049 }),

@@ -27,7 +27,8 @@ export interface SnowflakeOptions {
   /**
    * Start each new time unit's sequence at a random value below this (Leaf uses 100), so IDs
    * issued at low traffic are not all even or all multiples of 2^k, which skews sharding by
-   * `id % n`. Costs up to `sequenceSpread - 1` IDs of capacity per time unit. Default 0 (off).
+   * `id % n`. Costs up to `sequenceSpread - 1` IDs of capacity per time unit. Default: the
+   * layout's (100 for `leaf`, as Leaf; 0, off, for the others).
    */
   readonly sequenceSpread?: number;
   /** Source of randomness for `sequenceSpread`, returning [0, 1). Default `Math.random`. */
@@ -48,11 +49,11 @@ export const BATCH_WINDOW_MS = 100;
 
 /**
  * The largest batch a generator of `layout` mints within {@link BATCH_WINDOW_MS}: the IDs one time
- * unit holds (less what `sequenceSpread` may skip at its start) times the time units in the
+ * unit holds (less what `sequenceSpread`, by default the layout's, may skip at its start) times the time units in the
  * window, at least one. `js-safe` (64 IDs per ms): 6,400; `idmint` (4,096 per ms): 409,600;
  * `baidu` (8,192 per second): 8,192.
  */
-export function maxBatchFor(layout: Layout, sequenceSpread = 0): number {
+export function maxBatchFor(layout: Layout, sequenceSpread = layout.sequenceSpread): number {
   const perUnit = layout.maxSequence + 1 - Math.max(0, sequenceSpread - 1);
   return perUnit * Math.max(1, Math.floor(BATCH_WINDOW_MS / layout.timeUnitMs));
 }
@@ -136,7 +137,7 @@ export class SnowflakeGenerator {
     // Half the sequence space at most, so a spread start always leaves room in its time unit.
     this.#spread = checkInteger(
       'sequenceSpread',
-      options.sequenceSpread ?? 0,
+      options.sequenceSpread ?? layout.sequenceSpread,
       0,
       Math.floor((layout.maxSequence + 1) / 2),
       layout,

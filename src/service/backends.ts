@@ -12,6 +12,7 @@ import { localNodeIdentity } from './node-identity.ts';
 import { SnowflakeWorker, type SnowflakeWorkerEvent } from './snowflake-worker.ts';
 import { MultiSegmentStore, type SetDatabaseStats } from '../stores/multi/multi-segment-store.ts';
 import type { ServerConfig } from '../config/schema.ts';
+import { configuredSpread } from '../config/snowflake.ts';
 
 /** The segment service's own bound behind the store's timeout: the store abandons a call first. */
 const LOAD_TIMEOUT_SLACK_MS = 2000;
@@ -170,7 +171,7 @@ async function openSnowflake(
     clock,
     layout: s.layout,
     datacenterId: s.datacenterId,
-    sequenceSpread: s.sequenceSpread,
+    sequenceSpread: configuredSpread(s),
     rollback: s.rollback,
     peerClockCheck: s.peerClockCheck,
     maxPeerSkewMs: s.maxPeerSkewMs,

@@ -42,6 +42,7 @@ export interface SnowflakeWorkerOptions {
   readonly datacenterId?: number;
   /** Default `{ policy: 'wait' }`. */
   readonly rollback?: WorkerRollbackOptions;
+  /** As SnowflakeGenerator's: default the layout's (100 for `leaf`, else 0). */
   readonly sequenceSpread?: number;
   readonly random?: () => number;
   /**
@@ -209,7 +210,7 @@ export class SnowflakeWorker {
     const layout = this.layout;
     const clock = this.#clock;
     // The generator checks the spread against the layout; the bound only needs it as given.
-    this.maxBatch = maxBatchFor(layout, options.sequenceSpread ?? 0);
+    this.maxBatch = maxBatchFor(layout, options.sequenceSpread ?? layout.sequenceSpread);
     this.#terms = {
       registry: this.#registry,
       identity: options.identity ?? localNodeIdentity(),

@@ -14,6 +14,7 @@ import { OpaqueIds, noOpaqueKeys } from '../../service/opaque-ids.ts';
 import { SnowflakeWorker, type WorkerRollbackOptions } from '../../service/snowflake-worker.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFlagRows, configFromFlags } from '../config-flags.ts';
+import { configuredSpread } from '../../config/snowflake.ts';
 import { backendFailure } from '../environment-errors.ts';
 import type { CliCommand, CliExit, CliIo } from '../io.ts';
 import { firstSignal, isSecondSignal } from '../signals.ts';
@@ -235,7 +236,7 @@ async function startWorker(
       layout: options.layout,
       datacenterId: options.datacenterId,
       rollback: options.rollback,
-      sequenceSpread: s.sequenceSpread,
+      sequenceSpread: configuredSpread(s),
       peerClockCheck: s.peerClockCheck,
       maxPeerSkewMs: s.maxPeerSkewMs,
     });
