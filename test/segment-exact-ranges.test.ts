@@ -77,7 +77,10 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
     `exact ranges from ${PROCESSES} OS processes at once: ${backend.name}`,
     backend.services,
     () => {
-      it(`${PROCESSES} processes x ${CALLERS} callers x ${ROUNDS} ranges of ${SIZES.join('/')} (step ${STEP}): each exact, none overlapping`, async (t) => {
+      const title =
+        `${PROCESSES} processes x ${CALLERS} callers x ${ROUNDS} ranges of ` +
+        `${SIZES.join('/')} (step ${STEP}): each exact, none overlapping`;
+      it(title, async (t) => {
         const fixture = await backend.open();
         t.after(() => fixture.dispose());
         await fixture.store.createTag({ tag: 'blocks', step: STEP });

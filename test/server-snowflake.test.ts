@@ -175,7 +175,7 @@ describe('snowflake routes (in-process)', () => {
     }
   });
 
-  it("IDMINT_LAYOUT=leaf brings Leaf's random sequence start, unless the spread is set", async () => {
+  it("IDMINT_LAYOUT=leaf brings Leaf's random sequence start unless a spread is set", async () => {
     const leaf = await testServer({ api: { maxBatch: 1_000_000 }, snowflake: { layout: 'leaf' } });
     try {
       // The batch bound counts the spread: 3,997 IDs per ms (4,096 less 0-99) in 100 ms.

@@ -462,7 +462,7 @@ describe('SnowflakeGenerator: low-traffic spread', () => {
     assert.equal(decomposeId(ids[PER_UNIT - 99] ?? 0n, layout).timestamp, T0 + 1);
   });
 
-  it("the leaf layout starts each millisecond's sequence at a random 0-99 by default, as Leaf", () => {
+  it("leaf starts each millisecond's sequence at a random 0-99 by default, as Leaf", () => {
     const leaf = getLayout('leaf');
     assert.equal(leaf.sequenceSpread, 100);
     assert.equal(getLayout('idmint').sequenceSpread, 0);

@@ -49,7 +49,8 @@ export const BATCH_WINDOW_MS = 100;
 
 /**
  * The largest batch a generator of `layout` mints within {@link BATCH_WINDOW_MS}: the IDs one time
- * unit holds (less what `sequenceSpread`, by default the layout's, may skip at its start) times the time units in the
+ * unit holds (less what `sequenceSpread`, by default the layout's, may skip at its start)
+ * times the time units in the
  * window, at least one. `js-safe` (64 IDs per ms): 6,400; `idmint` (4,096 per ms): 409,600;
  * `baidu` (8,192 per second): 8,192.
  */

@@ -150,7 +150,7 @@ describe('SegmentService.nextRange', () => {
 });
 
 describe('SegmentService.exactRange', () => {
-  it('answers exactly the size asked: from the buffered range when it holds it, else one allocation', async () => {
+  it('answers the size asked: from the buffer when it holds it, else one allocation', async () => {
     const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await store.init();
     await store.createTag({ tag: 'orders', step: 100, startId: 1n });
@@ -187,7 +187,7 @@ describe('SegmentService.exactRange', () => {
     }
   });
 
-  it('keeps every answer exact and disjoint under concurrent callers, batches included', async () => {
+  it('keeps answers exact and disjoint under concurrent callers, batches included', async () => {
     const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await store.init();
     await store.createTag({ tag: 'orders', step: 50, startId: 1n });
@@ -254,7 +254,7 @@ describe('SegmentService.exactRange', () => {
     }
   });
 
-  it('never issues a range of its own below IDs already loaded: the row is raised past them', async () => {
+  it('never issues a range of its own below IDs already loaded: the row is raised', async () => {
     const path = join(directory, `${++files}.db`);
     const store = new SqliteSegmentStore({ path });
     await store.init();
@@ -278,7 +278,7 @@ describe('SegmentService.exactRange', () => {
     }
   });
 
-  it('refuses a size above the largest range the tag may take, which the fence is sized in', async () => {
+  it('refuses a size above the largest range the tag may take (the fence unit)', async () => {
     const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await store.init();
     await store.createTag({ tag: 'orders', step: 20, startId: 1n });

@@ -432,7 +432,8 @@ export class SegmentService {
     if (size > largest) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `size ${size} is above the largest range tag "${tag}" may take, ${largest} (max(segment.maxStep, its step))`,
+        `size ${size} is above the largest range tag "${tag}" may take, ${largest} ` +
+          '(max(segment.maxStep, its step))',
         { details: { tag, size, largest } },
       );
     }
@@ -449,7 +450,8 @@ export class SegmentService {
     return withTimeout(buffer.allocateRun(size), this.#waitTimeoutMs, () => {
       return new IdMintError(
         'SEGMENTS_NOT_READY',
-        `tag "${tag}": a range of ${size} was not allocated within ${this.#waitTimeoutMs} ms; retry`,
+        `tag "${tag}": a range of ${size} was not allocated within ` +
+          `${this.#waitTimeoutMs} ms; retry`,
         { details: { tag, waitTimeoutMs: this.#waitTimeoutMs } },
       );
     });
