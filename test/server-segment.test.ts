@@ -27,7 +27,7 @@ async function createTag(
 async function leafId(server: TestServer, tag: string): Promise<bigint> {
   const response = await server.app.inject(`/api/segment/get/${tag}`);
   assert.equal(response.statusCode, 200, response.body);
-  assert.equal(response.headers['content-type'], 'text/plain; charset=utf-8');
+  assert.equal(response.headers['content-type'], 'text/plain;charset=UTF-8');
   assert.match(response.body, /^(0|[1-9][0-9]*)$/);
   return BigInt(response.body);
 }
@@ -371,7 +371,7 @@ describe('segment routes (in-process, SQLite)', () => {
           url: '/api/segment/get/any-method',
         });
         assert.equal(response.statusCode, 200, `${request.method}: ${response.body}`);
-        assert.equal(response.headers['content-type'], 'text/plain; charset=utf-8');
+        assert.equal(response.headers['content-type'], 'text/plain;charset=UTF-8');
         ids.push(BigInt(response.body));
       }
       // HEAD draws an ID and sends no body, as Leaf's (Spring runs the mapping for HEAD).
@@ -417,17 +417,17 @@ describe('segment routes (in-process, SQLite)', () => {
       const start = 2n ** 62n + 1n;
       await createTag(server, 'json', 1000, start.toString());
       const cases: [string | undefined, string][] = [
-        ['application/json', 'application/json; charset=utf-8'],
-        ['application/json;charset=UTF-8', 'application/json; charset=utf-8'],
-        ['text/plain;q=0.5, application/json', 'application/json; charset=utf-8'],
-        ['application/problem+json', 'application/json; charset=utf-8'],
-        ['application/*', 'application/json; charset=utf-8'],
-        ['text/plain, application/json', 'text/plain; charset=utf-8'],
-        ['application/json;q=0.1, text/*', 'text/plain; charset=utf-8'],
-        ['application/json;q=0, */*', 'text/plain; charset=utf-8'],
-        ['*/*', 'text/plain; charset=utf-8'],
-        ['text/html', 'text/plain; charset=utf-8'],
-        [undefined, 'text/plain; charset=utf-8'],
+        ['application/json', 'application/json;charset=UTF-8'],
+        ['application/json;charset=UTF-8', 'application/json;charset=UTF-8'],
+        ['text/plain;q=0.5, application/json', 'application/json;charset=UTF-8'],
+        ['application/problem+json', 'application/json;charset=UTF-8'],
+        ['application/*', 'application/json;charset=UTF-8'],
+        ['text/plain, application/json', 'text/plain;charset=UTF-8'],
+        ['application/json;q=0.1, text/*', 'text/plain;charset=UTF-8'],
+        ['application/json;q=0, */*', 'text/plain;charset=UTF-8'],
+        ['*/*', 'text/plain;charset=UTF-8'],
+        ['text/html', 'text/plain;charset=UTF-8'],
+        [undefined, 'text/plain;charset=UTF-8'],
       ];
       for (const [i, [accept, type]] of cases.entries()) {
         const response = await server.app.inject({
@@ -453,7 +453,7 @@ describe('segment routes (in-process, SQLite)', () => {
         });
       }
       assert.equal(snowflake.statusCode, 200, snowflake.body);
-      assert.equal(snowflake.headers['content-type'], 'application/json; charset=utf-8');
+      assert.equal(snowflake.headers['content-type'], 'application/json;charset=UTF-8');
       assert.match(snowflake.body, /^[1-9][0-9]*$/);
     } finally {
       await server.close();

@@ -105,15 +105,25 @@ export const SNOWFLAKE_DECODE = defineRoute({
   response: { 200: DecodedSnowflakeId, ...ERRORS },
 });
 
-/** Leaf's decoding answer: every value a string, the time in UTC. */
-export const LeafDecodedId = Type.Object({
-  timestamp: Type.String({ examples: ['1567733700834(2019-09-06 01:35:00.834)'] }),
-  datacenterId: Type.Optional(
-    Type.String({ description: 'Only for layouts with a datacenter field.' }),
-  ),
-  workerId: Type.String(),
-  sequenceId: Type.String(),
-});
+/**
+ * Leaf's decoding answer: every value a string, in the order Leaf's HashMap writes them, the time
+ * in UTC; or Leaf's failure for an ID Java's Long.parseLong refuses (still 200, as in Leaf).
+ */
+export const LeafDecodedId = Type.Union([
+  Type.Object({
+    workerId: Type.String(),
+    datacenterId: Type.Optional(
+      Type.String({ description: 'Only for layouts with a datacenter field.' }),
+    ),
+    sequenceId: Type.String(),
+    timestamp: Type.String({ examples: ['1567733700834(2019-09-06 01:35:00.834)'] }),
+  }),
+  Type.Object({
+    errorMsg: Type.Literal('snowflake Id反解析发生异常!', {
+      description: 'The ID is not a Java long (Leaf: "snowflake ID reverse parsing failed").',
+    }),
+  }),
+]);
 export type LeafDecodedId = Static<typeof LeafDecodedId>;
 
 /** `/decodeSnowflakeId?snowflakeId=...`: Leaf's decoding route (any method). */
@@ -124,6 +134,12 @@ export const LEAF_DECODE = defineRoute({
   operationId: 'leafDecodeSnowflakeId',
   section: 'leaf',
   summary: "The parts of a snowflake ID, in Leaf's shape (all values strings; time in UTC)",
-  querystring: Type.Object({ snowflakeId: SnowflakeIdText }),
+  // Any text, as Leaf's String parameter (also from a form body; repeated values join with ","):
+  // the handler parses it as Java's Long.parseLong.
+  querystring: Type.Object({
+    snowflakeId: Type.Union([Type.String(), Type.Array(Type.String())], {
+      description: 'The ID, decimal as Java parses a long (a sign and leading zeros allowed).',
+    }),
+  }),
   response: { 200: LeafDecodedId, ...ERRORS },
 });

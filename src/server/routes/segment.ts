@@ -18,7 +18,7 @@ import { contractRoute } from './from-contract.ts';
 import {
   idsJson,
   idsOctets,
-  leafContentType,
+  leafIdType,
   leafRoute,
   runsJson,
   wantsOctets,
@@ -80,7 +80,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     // now).
     const text = segmentIdText(keys, tag, id, wasOpaque || segments.isOpaque(tag));
     issued.addSegment(tag, 1);
-    reply.type(leafContentType(request.headers.accept)).send(text);
+    reply.type(leafIdType(request.headers.accept)).send(text);
   };
 
   leafRoute(app, LEAF_SEGMENT_ID).handle((request, reply) => {
@@ -93,7 +93,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     if (id === undefined) return slowSingle(tag, request, reply);
     const text = segmentIdText(keys, tag, id, opaque);
     issued.addSegment(tag, 1);
-    reply.type(leafContentType(request.headers.accept)).send(text);
+    reply.type(leafIdType(request.headers.accept)).send(text);
     return undefined;
   });
 

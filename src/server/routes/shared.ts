@@ -30,6 +30,16 @@ export const LEAF_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as
  */
 export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
 
+/** How a Leaf route reads bodies. */
+export interface LeafRouteOptions {
+  /**
+   * Keep an `application/x-www-form-urlencoded` body as its text (`request.body`), for a mapping
+   * that binds a `@RequestParam`, which Spring reads from a form body too. Other bodies are
+   * ignored either way.
+   */
+  readonly form?: boolean;
+}
+
 /**
  * A Leaf-compatible route, registered (`leafRoute(app, CONTRACT).handle(handler)`, as
  * contractRoute) the way Leaf's Spring mappings answer: every method in
@@ -44,6 +54,7 @@ export const LEAF_ALLOW = [...LEAF_METHODS, 'OPTIONS'].join(', ');
 export function leafRoute<C extends RouteContract, Answer = AnswerOf<C>>(
   app: FastifyInstance,
   contract: C,
+  options: LeafRouteOptions = {},
 ): { handle(handler: ContractHandler<C, Answer>): void } {
   const { url, access } = contract;
   const others = LEAF_METHODS.filter((method) => method !== 'GET');
@@ -54,6 +65,12 @@ export function leafRoute<C extends RouteContract, Answer = AnswerOf<C>>(
         leaf.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) =>
           done(null, undefined),
         );
+        if (options.form === true)
+          leaf.addContentTypeParser(
+            'application/x-www-form-urlencoded',
+            { parseAs: 'string' },
+            (_request, body, done) => done(null, body),
+          );
         leaf.get<RouteTypes<C, Answer>>(url, routeOptions(contract), handler);
         leaf.route<RouteTypes<C, Answer>>({
           method: others,
@@ -117,6 +134,21 @@ function acceptRanges(accept: string): { type: string; subtype: string }[] {
     .filter((range) => range.quality > 0)
     .sort((a, b) => b.quality - a.quality || b.specificity - a.specificity || a.index - b.index);
 }
+
+/**
+ * {@link leafContentType} as Leaf's server spells it: Spring Boot 1.5's StringHttpMessageConverter
+ * adds `charset=UTF-8` and Tomcat prints the type with no space (`text/plain;charset=UTF-8`,
+ * `application/json;charset=UTF-8`), byte for byte what Leaf sends. For Leaf's ID routes.
+ */
+export function leafIdType(accept: string | undefined): string {
+  return leafContentType(accept) === TEXT_TYPE ? LEAF_TEXT_TYPE : LEAF_JSON_TYPE;
+}
+
+/** Leaf's text answers' type, as Tomcat writes it. */
+export const LEAF_TEXT_TYPE = 'text/plain;charset=UTF-8';
+
+/** Leaf's JSON answers' type, as Tomcat writes it (see leaf-decode.ts). */
+export const LEAF_JSON_TYPE = 'application/json;charset=UTF-8';
 
 /**
  * Whether a batch request asked for binary IDs: `application/octet-stream` ranks above any JSON

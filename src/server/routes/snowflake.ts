@@ -18,13 +18,14 @@ import type { IssuedCounts } from '../plugins/metrics.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import { contractRoute } from './from-contract.ts';
 import {
-  JSON_SLICE,
-  idsJson,
-  idsOctets,
-  leafContentType,
-  leafRoute,
-  wantsOctets,
-} from './shared.ts';
+  LEAF_DECODE_FAILURE,
+  LEAF_JSON_TYPE,
+  leafDecodeBody,
+  parseJavaLong,
+  readsForm,
+  springParameter,
+} from './leaf-decode.ts';
+import { JSON_SLICE, idsJson, idsOctets, leafIdType, leafRoute, wantsOctets } from './shared.ts';
 
 /** What the snowflake routes need. */
 export interface SnowflakeRouteDeps {
@@ -80,7 +81,7 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     checkTag(request.params.tag);
     const id = worker().nextString();
     issued.snowflake++;
-    reply.type(leafContentType(request.headers.accept)).send(id);
+    reply.type(leafIdType(request.headers.accept)).send(id);
   });
 
   const bound = { bound: batchBound(batchLimit, maxBatch, layout) };
@@ -106,26 +107,24 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     return { id: request.params.id, layout: layout.name, ...parts, date: parts.date.toISOString() };
   });
 
-  // Any method, as Leaf's mapping; the ID is read from the query string only (Spring would also
-  // read it from a form body).
-  leafRoute(app, LEAF_DECODE).handle((request) => {
-    const raw = request.query.snowflakeId;
-    if (typeof raw !== 'string')
-      throw new IdMintError(
-        'INVALID_ID',
-        'snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>',
-      );
-    const parts = decomposeId(raw, layout);
-    // Leaf prints "ms(yyyy-MM-dd HH:mm:ss.SSS)" in the server's zone; idmint always uses UTC so
-    // the answer does not depend on where the server runs.
-    const date = parts.date.toISOString().replace('T', ' ').replace('Z', '');
-    return {
-      timestamp: `${parts.timestamp}(${date})`,
-      ...(parts.datacenterId === undefined ? {} : { datacenterId: String(parts.datacenterId) }),
-      workerId: String(parts.workerId),
-      sequenceId: String(parts.sequence),
-    };
-  });
+  // Any method, as Leaf's mapping; the ID from the query string and a form body, as Spring binds
+  // it, parsed as Java's Long.parseLong and decoded with Leaf's arithmetic (leaf-decode.ts).
+  leafRoute<typeof LEAF_DECODE, string>(app, LEAF_DECODE, { form: true }).handle(
+    (request, reply) => {
+      const form = readsForm(request.method, request.headers['content-type']);
+      const body = typeof request.body === 'string' && form ? request.body : undefined;
+      const raw = springParameter(request.url, 'snowflakeId', body);
+      // Spring's own 400 (MissingServletRequestParameterException) for a parameter not sent.
+      if (raw === undefined)
+        throw new IdMintError(
+          'INVALID_ID',
+          'snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>',
+        );
+      const id = parseJavaLong(raw);
+      const answer = id === undefined ? LEAF_DECODE_FAILURE : leafDecodeBody(id, layout);
+      reply.type(LEAF_JSON_TYPE).send(answer);
+    },
+  );
 }
 
 /**
