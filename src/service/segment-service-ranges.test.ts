@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, describe, it } from 'node:test';
+import { FaultySegmentStore } from '../../test/support/faulty-segment-store.ts';
 import { rejectsWith } from '../../test/support/segment-store-suite.ts';
 import { ManualClock } from '../clocks/manual-clock.ts';
 import type { SegmentRun } from '../core/segment-buffer.ts';
@@ -275,6 +276,40 @@ describe('SegmentService.exactRange', () => {
     } finally {
       await service.close();
       await store.close();
+    }
+  });
+
+  it('allocates after the load in flight, one at a time, and backs off after a failure', async () => {
+    const real = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
+    await real.init();
+    await real.createTag({ tag: 'orders', step: 100, startId: 1n });
+    const store = new FaultySegmentStore(real);
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const service = new SegmentService({ store, clock, tagRefreshMs: 0, retryAfterMs: 1000 });
+    await service.start();
+    try {
+      await service.next('orders'); // [1, 101)
+      const release = store.hold(['allocate']);
+      await service.nextBatch('orders', 20); // past the threshold: the prefetch is held
+      assert.equal(store.calls.allocate, 2);
+      const own = service.exactRange('orders', 150);
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(store.calls.allocate, 2, 'the range waits for the load in flight');
+      release();
+      assert.deepEqual(await own, { start: 201n, end: 351n, stride: 1, count: 150 });
+      assert.deepEqual(store.requestedSteps, [undefined, undefined, 150]);
+      // A failed allocation starts the back-off: the next one fails at once, asking nothing.
+      store.mode = 'fail';
+      await rejectsWith(service.exactRange('orders', 150), 'STORE_UNAVAILABLE');
+      const calls = store.calls.allocate;
+      await rejectsWith(service.exactRange('orders', 150), 'STORE_UNAVAILABLE');
+      assert.equal(store.calls.allocate, calls);
+      store.mode = 'pass';
+      clock.advance(1000);
+      assert.equal((await service.exactRange('orders', 150)).start, 351n);
+    } finally {
+      await service.close();
+      await real.close();
     }
   });
 
