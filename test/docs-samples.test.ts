@@ -174,19 +174,22 @@ class Page {
    * The page's server, started on first use. Answers shown as examples (JSON blocks under a
    * request note) come from a second one, so that they do not move the walkthrough's IDs.
    */
-  async server(role: 'walkthrough' | 'answers' = 'walkthrough'): Promise<ServeProcess> {
-    let server = this.#servers.get(role);
+  async server(role = 'walkthrough', settings: Record<string, string> = {}): Promise<ServeProcess> {
+    const key = [role, ...Object.entries(settings).map(([name, value]) => `${name}=${value}`)];
+    let server = this.#servers.get(key.join(' '));
     if (server === undefined) {
-      // Each server in a directory and with worker-ID locks of its own: both are worker 0.
-      const cwd = join(this.dir, role);
+      // Each server in a directory and with worker-ID locks of its own: each is worker 0.
+      const cwd = join(this.dir, `${role}-${this.#servers.size}`);
       mkdirSync(join(cwd, 'locks'), { recursive: true });
       const env = {
         ...this.processEnv(),
         ...SERVER_ENV,
+        ...settings,
         IDMINT_WORKER_LOCK_DIR: join(cwd, 'locks'),
       };
       server = startServe([], { cwd, env, timeoutMs: 120_000 });
-      this.#servers.set(role, server);
+      this.#servers.set(key.join(' '), server);
+      if (role === 'walkthrough') this.walkthroughDir = cwd;
     }
     const started = await server;
     if (role === 'walkthrough') this.#url = started.url;
@@ -198,9 +201,25 @@ class Page {
     return this.#url;
   }
 
+  /** The walkthrough server's directory, once started. */
+  walkthroughDir = '';
+
+  /** Services the page's samples reached, whose data it removes when done. */
+  readonly used = new Set<keyof typeof SERVICES>();
+
   async close(): Promise<void> {
     for (const server of this.#servers.values()) await (await server).stop();
     rmSync(this.dir, { recursive: true, force: true });
+    if (this.used.has('postgres')) {
+      const { default: pg } = await import('pg');
+      const client = new pg.Client({ connectionString: SERVICES.postgres.url });
+      await client.connect();
+      try {
+        await client.query(`DROP TABLE IF EXISTS ${this.name}`);
+      } finally {
+        await client.end();
+      }
+    }
   }
 }
 
@@ -304,7 +323,10 @@ function instrument(block: DocBlock, page: Page): { code: string; shown: Shown[]
   return { code: `${prelude.join('\n')}\n${code}\nprocess.exit(0);\n`, shown };
 }
 
-async function runTypeScript(block: DocBlock, page: Page): Promise<void> {
+/** Runs a sample; resolves with why it was skipped, if it was (a service it needs is down). */
+async function runTypeScript(block: DocBlock, page: Page): Promise<string | undefined> {
+  const missing = await servicesMissing(servicesOf(block.code));
+  if (missing !== undefined) return missing;
   if (needsServer(block)) await page.server();
   const { code, shown } = instrument(block, page);
   const file = join(page.dir, 'code', `sample-${block.line}.ts`);
@@ -333,6 +355,7 @@ async function runTypeScript(block: DocBlock, page: Page): Promise<void> {
       problems.push(`${block.file}:${line} ${source} // ${stated.text}: ${problem}`);
   }
   assert.deepEqual(problems, [], problems.join('\n'));
+  return undefined;
 }
 
 // ---- Shell samples --------------------------------------------------------------------------
@@ -415,8 +438,10 @@ async function runShell(block: DocBlock, page: Page): Promise<void> {
       continue;
     }
     if (/localhost|127\.0\.0\.1/.test(command)) await page.server();
-    const missing = await servicesMissing(servicesOf(command));
+    const services = servicesOf(command);
+    const missing = await servicesMissing(services);
     if (missing !== undefined) continue;
+    for (const service of services) page.used.add(service);
     const bin = `"${process.execPath}" "${IDMINT_BIN}"`;
     const shell = rewrite(command, page).replace(/(^|\s)(npx )?idmint /, `$1${bin} `);
     let stdout: string;
@@ -494,11 +519,18 @@ function checkExports(block: DocBlock): void {
 }
 
 /** A note that sets up or asks for something: HTTP requests, or SQL for the server's store. */
-const REQUEST = /^((GET|POST|PATCH|PUT|DELETE|HEAD) \/|SQL )/;
+const REQUEST = /^(IDMINT_\w+=\S+\s+)*((GET|POST|PATCH|PUT|DELETE|HEAD) \/|SQL )/;
 /** A paragraph with a note, as a block with no code. */
 const BARE: DocBlock = { file: '', line: 0, lang: 'paragraph', code: '', note: undefined };
 
 // ---- The pages ------------------------------------------------------------------------------
+
+/** Blocks that are read, not run, by language, and why. */
+const FIGURES: Record<string, string> = {
+  '': 'a figure: bit layouts, key paths (a command or its output is checked: see kindOf)',
+  mermaid: 'a diagram',
+  sql: "a table's columns, as Leaf's docs give them (test/segment-leaf.test.ts uses the table)",
+};
 
 /** What the test does with a block of each language. */
 function kindOf(block: DocBlock): string {
@@ -511,7 +543,7 @@ function kindOf(block: DocBlock): string {
   if (block.lang === '' && block.note?.startsWith('$ ')) return 'output';
   // A command or what one prints is checked; figures, diagrams and schemas are not.
   if (block.lang === '' && /^(\$ )?(npx )?idmint /.test(block.code)) return 'command';
-  return `unchecked ${block.lang || 'text'}`;
+  return FIGURES[block.lang] === undefined ? 'unknown' : 'figure';
 }
 
 const pages = docPages().map((file) => new Page(file));
@@ -523,11 +555,20 @@ describe('docs samples', { concurrency: 3 }, () => {
       for (const block of docBlocks(page.file)) {
         const kind = kindOf(block);
         const title = `${block.file}:${block.line} (${block.lang || 'text'}) ${kind}`;
-        const skip = kind.startsWith('unchecked') || kind === 'not run';
-        it(title, { skip }, async () => {
+        const why =
+          kind === 'figure'
+            ? FIGURES[block.lang]
+            : NOT_RUN.find(
+                ({ file, contains }) => file === block.file && block.code.includes(contains),
+              )?.why;
+        const skip = why ?? false;
+        it(title, { skip }, async (t) => {
           const answer = await sendRequests(block, page);
           if (kind === 'json' && answer !== undefined) checkAnswer(block, answer);
-          if (kind === 'code') await runTypeScript(block, page);
+          if (kind === 'code') {
+            const skipped = await runTypeScript(block, page);
+            if (skipped !== undefined) t.skip(skipped);
+          }
           if (kind === 'shell') {
             checkExports(block);
             await runShell(block, page);
@@ -535,6 +576,11 @@ describe('docs samples', { concurrency: 3 }, () => {
           if (kind === 'yaml') checkYaml(block);
           if (kind === 'json') checkJson(block);
           if (kind === 'output') await checkOutput(block, page);
+          assert.notEqual(
+            kind,
+            'unknown',
+            `${title}: run it (a kind above), or say why not (FIGURES)`,
+          );
           assert.notEqual(
             kind,
             'command',
@@ -581,16 +627,25 @@ describe('docs samples', { concurrency: 3 }, () => {
  * the block presumes. Resolves with the last one's answer, which a JSON block shows.
  */
 async function sendRequests(block: DocBlock, page: Page): Promise<unknown> {
-  const note = block.note ?? '';
+  // Settings first (`IDMINT_LAYOUT=js-safe GET /...`): the answer of a server started with them.
+  const settings: Record<string, string> = {};
+  let note = block.note ?? '';
+  for (let match = /^(IDMINT_\w+)=(\S+)\s+/.exec(note); match !== null; ) {
+    settings[match[1] ?? ''] = match[2] ?? '';
+    note = note.slice(match[0].length);
+    match = /^(IDMINT_\w+)=(\S+)\s+/.exec(note);
+  }
   if (!REQUEST.test(note)) return undefined;
   // Answers shown as examples come from the page's second server.
   const role = block.lang === 'json' || block.lang === 'paragraph' ? 'answers' : 'walkthrough';
-  const server = await page.server(role);
+  const server = await page.server(role, settings);
   let answer: unknown;
   for (const request of note.split(/;\s+(?=[A-Z]+ \/|SQL )/)) {
     if (request.startsWith('SQL ')) {
       // A row written straight into the server's SQLite table, as a tag moved from Leaf is.
-      const database = new DatabaseSync(join(page.dir, role, 'data', 'idmint.db'), {
+      const file = join(role === 'walkthrough' ? page.walkthroughDir : '', 'data', 'idmint.db');
+      assert.equal(role, 'walkthrough', 'SQL notes are for the walkthrough server');
+      const database = new DatabaseSync(file, {
         timeout: 10_000,
       });
       try {
