@@ -133,8 +133,10 @@ const GIVEN: Record<string, string> = {
   key: 'const key = new Uint8Array(16).fill(7);',
   tweak: 'const tweak = new Uint8Array(0);',
   numerals: 'const numerals = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];',
-  myPgPool: `const myPgPool = new (await import('${import.meta.resolve('pg')}')).default.Pool({ connectionString: '${SERVICES.postgres.url}' });`,
-  IdMintClient: `const { IdMintClient } = await import(${JSON.stringify(ENTRIES.get('idmint/client'))});`,
+  myPgPool:
+    `const { default: pg } = await import('${import.meta.resolve('pg')}');\n` +
+    `const myPgPool = new pg.Pool({ connectionString: '${SERVICES.postgres.url}' });`,
+  IdMintClient: `const { IdMintClient } = await import('${ENTRIES.get('idmint/client')}');`,
 };
 
 /**

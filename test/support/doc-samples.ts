@@ -233,7 +233,7 @@ export const SERIALIZE_SOURCE = `(value) => JSON.stringify(value, function (key,
   return x;
 })`;
 
-/** Why `actual` (as serialized by SERIALIZE_SOURCE, then parsed) is not what was stated, or undefined. */
+/** Why `actual` (serialized by SERIALIZE_SOURCE, then parsed) differs from what was stated. */
 export function mismatch(actual: unknown, stated: Stated): string | undefined {
   return compare(actual, stated.value, stated.like, '$');
 }
@@ -338,7 +338,7 @@ function loosen(shown: Shown): Shown {
   return shown;
 }
 
-/** A `<!-- ... -->` note on its own line above a paragraph (not a code block), and that paragraph. */
+/** A `<!-- ... -->` note on its own line above a paragraph (not a code block), and its text. */
 export interface ParagraphNote {
   readonly file: string;
   readonly line: number;
