@@ -162,14 +162,14 @@ class Page {
   }
 
   /** The environment a newcomer's shell would have: none of the test run's IDMINT_* settings. */
-  processEnv(): NodeJS.ProcessEnv {
+  processEnv(exported = true): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = {};
     for (const [key, value] of Object.entries(process.env))
       if (!key.startsWith('IDMINT_')) env[key] = value;
     // A segment table of this page's own in the shared databases, worker-ID locks of its own.
     env['IDMINT_SEGMENT_TABLE'] = this.name;
     env['IDMINT_WORKER_LOCK_DIR'] = join(this.dir, 'locks');
-    return { ...env, ...this.env };
+    return exported ? { ...env, ...this.env } : env;
   }
 
   /**
@@ -184,7 +184,8 @@ class Page {
       const cwd = join(this.dir, `${role}-${this.#servers.size}`);
       mkdirSync(join(cwd, 'locks'), { recursive: true });
       const env = {
-        ...this.processEnv(),
+        // What the page exported is for its walkthrough; an answer's settings are in its note.
+        ...this.processEnv(role === 'walkthrough'),
         ...SERVER_ENV,
         ...settings,
         IDMINT_WORKER_LOCK_DIR: join(cwd, 'locks'),
@@ -576,7 +577,7 @@ describe('docs samples', { concurrency: 3 }, () => {
             await runShell(block, page);
           }
           if (kind === 'yaml') checkYaml(block);
-          if (kind === 'json') checkJson(block);
+          if (kind === 'json' && answer === undefined) await checkJson(block, page);
           if (kind === 'output') await checkOutput(block, page);
           assert.notEqual(
             kind,
@@ -702,12 +703,28 @@ function checkAnswer(block: DocBlock, answer: unknown): void {
 }
 
 /** A JSON block: valid JSON (one document, or one per line as a log is). */
-function checkJson(block: DocBlock): void {
+async function checkJson(block: DocBlock, page: Page): Promise<void> {
   const text = block.code.trim();
   try {
     JSON.parse(text);
+    return;
   } catch {
     for (const line of text.split('\n'))
       assert.doesNotThrow(() => JSON.parse(line), `${block.file}:${block.line}: ${line}`);
+  }
+  // Log lines: each one the server writes at start-up has the fields it shows.
+  const lines = text.split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  if (!lines.some((line) => 'level' in line && 'msg' in line)) return;
+  const server = await page.server('answers');
+  for (const [i, line] of lines.entries()) {
+    const found = server.logs.find((log) => log['msg'] === line['msg']);
+    if (found === undefined) continue;
+    // The docs' port, where this server has one of its own.
+    const host = new URL(server.url).host;
+    const written: unknown = JSON.parse(JSON.stringify(found).replaceAll(host, '127.0.0.1:8080'));
+    const stated = statedIn(`like ${block.code.trim().split('\n')[i] ?? ''}`);
+    assert.ok(stated !== undefined);
+    const problem = mismatch(written, stated);
+    assert.equal(problem, undefined, `${block.file}:${block.line + 1 + i}: ${problem}`);
   }
 }

@@ -18,8 +18,15 @@ import { readdirSync, readFileSync } from 'node:fs';
  *   space, messages, exactly), numbers by type, objects by their keys, arrays item by item
  *   (records in a list by their keys and types; a list may hold fewer items than the example's,
  *   as a list of recent rates does).
- * - A JSON block whose line above is a note naming requests (`<!-- GET /v1/tags/order -->`,
- *   several separated by `; `, a JSON body after the path) shows the last one's answer, by shape.
+ * - A note on the line above a block (`<!-- ... -->`, unseen on the rendered page) sets up what
+ *   the block presumes: requests to the page's server (`GET /v1/tags/order`, several separated by
+ * *   `; `, a JSON body after the path) or SQL on its SQLite store (`SQL INSERT INTO leaf_alloc`).
+ *   A JSON block under requests shows the last one's answer (by shape); settings before them
+ *   (`IDMINT_LAYOUT=js-safe GET ...`) are those of the server that answers.
+ * - The same note above a paragraph: the paragraph quotes the error message the answer carries.
+ *   Every `CODE: message` a page quotes needs one (`CODE: ...` is an abbreviation, not a quote).
+ * - A plain block under `<!-- $ command -->` is exactly what the command prints.
+ * - JSON log lines: each line the server writes at start-up has the fields the doc shows.
  * - Inside VALUE: `...` as an array item allows more items; as an object entry, more keys; as a
  *   string (`'...'`), any string. A bare key (`{ timestamp, date }`) is a key with any value.
  *   An unquoted ISO time (`2025-10-20T01:00:25.051Z`) is a Date.
