@@ -20,7 +20,7 @@ import { readdirSync, readFileSync } from 'node:fs';
  *   as a list of recent rates does).
  * - A note on the line above a block (`<!-- ... -->`, unseen on the rendered page) sets up what
  *   the block presumes: requests to the page's server (`GET /v1/tags/order`, several separated by
- * *   `; `, a JSON body after the path) or SQL on its SQLite store (`SQL INSERT INTO leaf_alloc`).
+ *   `; `, a JSON body after the path) or SQL on its SQLite store (`SQL INSERT INTO leaf_alloc`).
  *   A JSON block under requests shows the last one's answer (by shape); settings before them
  *   (`IDMINT_LAYOUT=js-safe GET ...`) are those of the server that answers.
  * - The same note above a paragraph: the paragraph quotes the error message the answer carries.
