@@ -4,6 +4,7 @@ import {
   MAX_TAG_STEP,
   SEGMENT_SERVICE_BOUNDS,
 } from '../core/segment-limits.ts';
+import { DEFAULT_MAX_PEER_SKEW_MS } from '../core/lease-policy.ts';
 import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { SQL_IDENTIFIER, SQL_IDENTIFIER_RULE } from '../sql/sql-driver.ts';
 import { DEFAULT_SEGMENT_STORE_URL } from '../backends/sqlite/sqlite-backend.ts';
@@ -95,6 +96,13 @@ export const SegmentConfig = Type.Object(
       min: service.tagFullRefreshMs.min,
       max: 86_400_000,
       doc: 'How often a refresh reads every tag instead of the changes, which is how deleted tags go and how writes that did not touch update_time are seen; 0: every refresh.',
+    }),
+    periodSkewMs: duration({
+      env: 'IDMINT_SEGMENT_PERIOD_SKEW_MS',
+      default: 2 * DEFAULT_MAX_PEER_SKEW_MS,
+      min: 0,
+      max: 600_000,
+      doc: "The most two nodes' clocks may differ, for periodic tags: after its clock passes a period boundary a node issues none of the tag's IDs for this long, so no node issues a new period's ID before the boundary by any node's clock (default: twice snowflake.maxPeerSkewMs's default, as each node is within it of the peers' mean; docs/segments.md, Periodic sequences).",
     }),
     maxStep: integer({
       env: 'IDMINT_SEGMENT_MAX_STEP',

@@ -1,5 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { MAX_DESCRIPTION_LENGTH, MAX_TAG_DELTA, MAX_TAG_STEP } from '../core/segment-limits.ts';
+import { MAX_TEMPLATE_LENGTH } from '../core/periodic.ts';
 import { ERRORS, Nullable, Ref, TagName, TagParams } from './common.ts';
 import { defineRoute } from './route.ts';
 
@@ -9,6 +10,34 @@ import { defineRoute } from './route.ts';
  * A tag on the wire, as the HTTP API answers it and `idmint tags list --json` prints it: `maxId`
  * as a decimal string (it may exceed 2^53), dates as ISO strings.
  */
+/** A periodic tag's option (docs/segments.md, Periodic sequences). */
+export const Periodic = Type.Object(
+  {
+    period: Type.Union([Type.Literal('day'), Type.Literal('month')], {
+      description: 'How often the sequence restarts.',
+    }),
+    timeZone: Type.String({
+      maxLength: 64,
+      description: 'IANA time zone where the day or month is read, e.g. `Asia/Shanghai` or `UTC`.',
+    }),
+    template: Type.String({
+      maxLength: MAX_TEMPLATE_LENGTH,
+      description:
+        'The formatted ID: `{yyyy}` `{yy}` `{MM}` `{dd}` (run together as `{yyyyMMdd}`), `{seq:N}` (N digits, ' +
+        'zero-padded), and literals of `A-Z a-z 0-9 _ . : -`; e.g. `{yyyyMMdd}{seq:6}`.',
+      examples: ['{yyyyMMdd}{seq:6}'],
+    }),
+    start: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: 'First sequence number of each period (default 1).',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type Periodic = Static<typeof Periodic>;
+
 export const Tag = Type.Object(
   {
     tag: Type.String(),
@@ -25,6 +54,7 @@ export const Tag = Type.Object(
       description: "The tag issues only IDs ≡ remainder (mod delta) (TinyId's delta); 1: every ID.",
     }),
     remainder: Type.Integer({ description: "0 to delta - 1 (TinyId's remainder)." }),
+    periodic: Type.Optional(Periodic),
   },
   { $id: 'Tag' },
 );
@@ -76,6 +106,7 @@ export const NewTag = Type.Object(
     opaque: Type.Optional(Opaque),
     delta: Type.Optional(Delta),
     remainder: Type.Optional(Remainder),
+    periodic: Type.Optional(Periodic),
   },
   { additionalProperties: false },
 );

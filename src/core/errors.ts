@@ -219,6 +219,24 @@ export const ERROR_CODES = {
       "Client side, local mode: the tag's held ranges are used up and no server answered a " +
       'range request; the client keeps trying by itself.',
   },
+  PERIOD_SEQUENCE_EXHAUSTED: {
+    status: 503,
+    retryable: false,
+    summary:
+      "A periodic tag's sequence has used every number its {seq:N} digits hold in the current period; nothing is issued (never wrapped) until the next period.",
+  },
+  PERIOD_SWITCHING: {
+    status: 503,
+    retryable: true,
+    summary:
+      'A periodic tag is at its period boundary: the node waits out the allowed clock skew before issuing IDs of the new period; retry shortly.',
+  },
+  PERIODIC_NOT_NUMERIC: {
+    status: 409,
+    retryable: false,
+    summary:
+      "A periodic tag's template prints letters or separators, and the route asked answers numbers only (Leaf's segment route, TinyId's routes).",
+  },
   TIME_OVERFLOW: {
     status: 503,
     retryable: false,

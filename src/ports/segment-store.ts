@@ -5,6 +5,7 @@
  *
  * All IDs are bigint end to end: a tag's max_id may be anywhere up to 2^63-1.
  */
+import type { PeriodicOptions } from '../core/periodic.ts';
 
 /** A tag as stored. */
 export interface TagRecord {
@@ -40,6 +41,15 @@ export interface TagRecord {
    */
   readonly delta?: number;
   readonly remainder?: number;
+
+  /**
+   * Present on a periodic tag's own row (docs/segments.md, Periodic sequences): its option as
+   * stored, canonical JSON of core's PeriodicOptions (parse with core's parsePeriodic). Such a row
+   * issues nothing itself (its max_id is 2^63-1); each period draws from its own plain row,
+   * `<tag>@<period key>`. Stored in idmint's `periodic` column (a hash field on Redis); set only
+   * when the tag is created, never changed.
+   */
+  readonly periodic?: string;
 }
 
 /** A residue class of IDs: `offset`, `offset + increment`, `offset + 2 * increment`, ... (see docs/segments.md, Several databases). */
@@ -176,6 +186,13 @@ export interface NewTag {
    */
   readonly delta?: number;
   readonly remainder?: number;
+
+  /**
+   * Create a periodic tag (docs/segments.md, Periodic sequences) with this option, checked by
+   * core's PeriodicSequence.from; its step must fit one period's `{seq:N}`. Takes neither
+   * `opaque` nor `startId`. Needs the `periodic` column (SQL): `idmint db init` adds it.
+   */
+  readonly periodic?: PeriodicOptions;
 }
 
 /** Changes to a tag; absent fields stay as they are. */

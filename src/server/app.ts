@@ -395,7 +395,13 @@ async function createApp(
   healthRoutes(app, checks, metrics?.registry);
   // The keys are read once; the codecs never put them in a log line or an error.
   const opaque = OpaqueIds.fromConfig(config.opaque.keys);
-  segmentRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued, opaque });
+  segmentRoutes(app, {
+    service: segments?.service,
+    periodic: segments?.periodic,
+    maxBatch: config.api.maxBatch,
+    issued,
+    opaque,
+  });
   rangeRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
   tinyIdRoutes(app, {
     service: segments?.service,
@@ -416,6 +422,7 @@ async function createApp(
     // A tag created or re-stepped here is served at once, not after the next periodic refresh.
     onTagChanged: (record) => {
       segments?.service.tagChanged(record);
+      segments?.periodic?.tagChanged(record);
       return segments?.service.refreshTags().catch(() => undefined) ?? Promise.resolve();
     },
     opaque,

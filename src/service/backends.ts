@@ -1,3 +1,4 @@
+import { PeriodicSegments } from './periodic-segments.ts';
 import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { clockNamed } from '../clocks/named-clock.ts';
 import {
@@ -21,6 +22,8 @@ const LOAD_TIMEOUT_SLACK_MS = 2000;
 export interface Segments {
   readonly store: SegmentStore;
   readonly service: SegmentService;
+  /** Periodic tags' formatted IDs over the service (docs/segments.md, Periodic sequences). */
+  readonly periodic?: PeriodicSegments;
   /** With a set of databases (segment.stores): each database's health, for metrics and logs. */
   readonly databases?: { stats(): SetDatabaseStats[] };
 }
@@ -146,9 +149,22 @@ async function openSegments(
   opened.push(async () => {
     report.segments = await service.close();
   });
+  const periodic = new PeriodicSegments({
+    service,
+    store,
+    clock,
+    skewMs: s.periodSkewMs,
+    waitTimeoutMs: s.waitTimeoutMs,
+    loadTimeoutMs: s.timeoutMs * Math.max(1, s.stores.length) + LOAD_TIMEOUT_SLACK_MS,
+  });
   // Loads every tag, so the first request for each is served at once, and proves the store answers.
   await service.start();
-  return { store, service, ...(store instanceof MultiSegmentStore ? { databases: store } : {}) };
+  return {
+    store,
+    service,
+    periodic,
+    ...(store instanceof MultiSegmentStore ? { databases: store } : {}),
+  };
 }
 
 async function openSnowflake(

@@ -543,6 +543,24 @@ export class SegmentService {
   }
 
   /**
+   * Stops serving one tag on this node and gives its unissued tail back, as {@link close} does for
+   * every tag: a periodic tag's period row once its period is over here (no ID of it is issued
+   * afterwards). A later draw of the tag starts a new buffer with a new range. Never throws: a
+   * tail that cannot be given back is only wasted.
+   */
+  async retire(tag: string): Promise<void> {
+    const buffer = this.#buffers.get(tag);
+    if (buffer === undefined || this.#closing !== undefined) return;
+    this.#buffers.delete(tag);
+    this.#names.remove(tag);
+    const { tails } = await buffer.close();
+    for (const tail of tails)
+      await this.#bounded(this.#store.release(tag, tail.from, tail.to), 'releasing a range').catch(
+        () => false,
+      );
+  }
+
+  /**
    * Graceful shutdown: stops issuing at once (later calls get SEGMENTS_NOT_READY), lets loads in
    * flight settle, then gives each tag's unissued tail back to the store where nobody allocated
    * after us, so a restart continues right after the last ID issued instead of wasting the

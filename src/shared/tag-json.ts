@@ -1,4 +1,5 @@
-import type { Tag } from '../contract/tags.ts';
+import type { Periodic, Tag } from '../contract/tags.ts';
+import { parsePeriodic } from '../core/periodic.ts';
 import type { TagRecord } from '../ports/segment-store.ts';
 
 /**
@@ -16,5 +17,15 @@ export function tagJson(record: TagRecord): Tag {
     opaque: record.opaque === true,
     delta: record.delta ?? 1,
     remainder: record.remainder ?? 0,
+    ...(record.periodic === undefined ? {} : { periodic: periodicJson(record.periodic) }),
   };
+}
+
+/** A stored periodic option as the wire shows it; one this version cannot read, as stored. */
+function periodicJson(text: string): Periodic {
+  try {
+    return parsePeriodic(text).toOptions();
+  } catch {
+    return JSON.parse(text) as Periodic;
+  }
 }

@@ -14,6 +14,7 @@ import {
   checkStep,
   checkTag,
 } from '../core/segment-limits.ts';
+import { PeriodicSequence, checkPeriodicTagName, type PeriodicOptions } from '../core/periodic.ts';
 import { MAX_TIMER_MS } from '../core/time.ts';
 import { withDeadline } from '../shared/timeout.ts';
 import type {
@@ -490,6 +491,7 @@ export function tagRecord(row: {
   opaque?: unknown;
   delta?: unknown;
   remainder?: unknown;
+  periodic?: unknown;
 }): TagRecord {
   const residue = storedResidue(row.id_offset, row.id_increment);
   // As stored, even when not a valid sequence (allocation refuses such a row with its reason).
@@ -506,6 +508,9 @@ export function tagRecord(row: {
     opaque: toOpaqueFlag(row.opaque),
     delta: stored(row.delta, 1),
     remainder: stored(row.remainder, 0),
+    ...(row.periodic === null || row.periodic === undefined || row.periodic === ''
+      ? {}
+      : { periodic: String(row.periodic) }),
   };
 }
 
@@ -559,10 +564,12 @@ export function checkNewTag(
   opaque: boolean;
   delta: number;
   remainder: number;
+  periodic: string | null;
 } {
   if (tag === null || typeof tag !== 'object')
     throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
   const step = checkStep(tag.step);
+  if (tag.periodic !== undefined) return checkNewPeriodicTag(tag, step);
   if (tag.opaque !== undefined && typeof tag.opaque !== 'boolean')
     throw new IdMintError(
       'INVALID_ARGUMENT',
@@ -587,6 +594,37 @@ export function checkNewTag(
     description: checkDescription(tag.description),
     opaque,
     ...sequence,
+    periodic: null,
+  };
+}
+
+/**
+ * A periodic tag's own row (docs/segments.md, Periodic sequences): it holds the option and the
+ * step its period rows are created with, and issues nothing itself. Its max_id starts at 2^63-1,
+ * so a node that draws from it as from a plain tag (an older idmint, a route that knows no
+ * periods) gets no range at all, in every residue class, rather than bare IDs.
+ */
+function checkNewPeriodicTag(tag: NewTag, step: number): ReturnType<typeof checkNewTag> {
+  const sequence = PeriodicSequence.from(tag.periodic as PeriodicOptions);
+  const name = checkTag(tag.tag);
+  checkPeriodicTagName(name, sequence.period);
+  sequence.checkStep(step);
+  const plainSequence = (tag.delta ?? 1) === 1 && (tag.remainder ?? 0) === 0;
+  if (tag.opaque === true || tag.startId !== undefined || !plainSequence)
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `a periodic tag takes no opaque, startId, delta or remainder (its periods start at ` +
+        `periodic.start), tag "${name}"`,
+    );
+  return {
+    tag: name,
+    step,
+    startId: MAX_SEGMENT_ID,
+    description: checkDescription(tag.description),
+    opaque: false,
+    delta: 1,
+    remainder: 0,
+    periodic: sequence.toText(),
   };
 }
 

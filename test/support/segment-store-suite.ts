@@ -95,6 +95,43 @@ export function runSegmentStoreSuite(options: {
     assert.equal(await store.getTag('no-such-tag'), undefined);
   });
 
+  it("keeps a periodic tag's option with its row, whose own max_id issues nothing", async () => {
+    const periodic = {
+      period: 'day',
+      timeZone: 'asia/shanghai',
+      template: '{yyyyMMdd}{seq:6}',
+    } as const;
+    const created = await store.createTag({ tag: 'periodic-1', step: 100, periodic });
+    const stored = {
+      period: 'day',
+      timeZone: 'Asia/Shanghai',
+      template: '{yyyyMMdd}{seq:6}',
+      start: 1,
+    };
+    assert.deepEqual(JSON.parse(created.periodic ?? 'null'), stored);
+    assert.equal(created.maxId, MAX_SEGMENT_ID);
+    assert.deepEqual(await store.getTag('periodic-1'), created);
+    const listed = (await store.listTags()).find((record) => record.tag === 'periodic-1');
+    assert.equal(listed?.periodic, created.periodic);
+    // A node that draws from the tag as from a plain one gets no range, never bare IDs.
+    await rejectsWith(store.allocate('periodic-1'), 'ID_SPACE_EXHAUSTED');
+    assert.equal((await store.getTag('periodic-1'))?.maxId, MAX_SEGMENT_ID);
+    // Plain rows carry no option; a period row is a plain row.
+    const row = await store.createTag({ tag: 'periodic-1@20261127', step: 100 });
+    assert.equal(row.periodic, undefined);
+    await rejectsWith(
+      store.createTag({ tag: 'periodic-2', step: 1_000_000, periodic }),
+      'INVALID_ARGUMENT',
+      /step 1000000 is larger than the 999999 sequence numbers/,
+    );
+    await rejectsWith(
+      store.createTag({ tag: 'periodic-3', step: 1, periodic: { ...periodic, template: '{x}' } }),
+      'INVALID_ARGUMENT',
+      /unknown token \{x\}/,
+    );
+    assert.equal(await store.getTag('periodic-2'), undefined);
+  });
+
   it('reads the tag list a page at a time, pages no larger than asked', async () => {
     for (let i = 0; i < 12; i++) await store.createTag({ tag: `page-${i}`, step: 10 });
     const paged: string[] = [];

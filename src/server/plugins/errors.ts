@@ -45,6 +45,9 @@ const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
     'segment table)',
   RANGES_EXHAUSTED: "the client's ranges are used up and no server answered; retry",
   TIME_OVERFLOW: "the snowflake layout's time field is used up; no ID can be issued",
+  PERIOD_SEQUENCE_EXHAUSTED:
+    "the tag's sequence numbers of this period are used up; the next period starts again",
+  PERIOD_SWITCHING: 'the tag is at a period boundary; retry after Retry-After seconds',
 };
 
 /** Options of {@link installErrorHandling}. */
@@ -148,9 +151,14 @@ export function errorJson(code: ErrorCode, message: string): string {
   return `{"error":{"code":"${code}","message":${JSON.stringify(message)}}}`;
 }
 
-/** Seconds a client should wait: how far the clock is behind, else one second. */
+/** Seconds a client should wait: how far the clock is behind, the rest of a period boundary's pause, else one second. */
 function retryAfterSeconds(error: IdMintError): number {
-  const offset = error.code === 'CLOCK_MOVED_BACKWARDS' ? error.details?.['offsetMs'] : undefined;
+  const offset =
+    error.code === 'CLOCK_MOVED_BACKWARDS'
+      ? error.details?.['offsetMs']
+      : error.code === 'PERIOD_SWITCHING'
+        ? error.details?.['retryAfterMs']
+        : undefined;
   return typeof offset === 'number' && offset > 0 ? Math.ceil(offset / 1000) : 1;
 }
 

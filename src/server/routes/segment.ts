@@ -11,6 +11,8 @@ import {
   type OpaqueIds,
 } from '../../service/opaque-ids.ts';
 import { checkTag } from '../../core/segment-limits.ts';
+import type { PeriodicSequence } from '../../core/periodic.ts';
+import type { PeriodicSegments } from '../../service/periodic-segments.ts';
 import { parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
@@ -35,6 +37,8 @@ export interface SegmentRouteDeps {
    * The opaque keys; absent when none are configured (an opaque tag is then OPAQUE_UNAVAILABLE).
    */
   readonly opaque?: OpaqueIds | undefined;
+  /** Periodic tags' formatted IDs; absent, periodic tags are not served (their rows issue nothing). */
+  readonly periodic?: PeriodicSegments | undefined;
 }
 
 /**
@@ -68,12 +72,30 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     return opaque;
   };
 
+  const { periodic } = deps;
+  /** A periodic tag's next formatted ID on Leaf's route: a number as text, or refused. */
+  const periodicSingle = async (
+    tag: string,
+    sequence: PeriodicSequence,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<void> => {
+    // Leaf's clients read the answer as a long: an ID with letters would break them.
+    if (!sequence.numeric) failNotNumeric(tag, sequence);
+    const text = periodic?.nextSync(tag) ?? (await periodic?.next(tag));
+    issued.addSegment(tag, 1);
+    reply.type(leafContentType(request.headers.accept)).send(text);
+  };
+
   const slowSingle = async (
     tag: string,
     request: FastifyRequest,
     reply: FastifyReply,
   ): Promise<void> => {
     const segments = service();
+    // A tag first seen here may be periodic: its own row issues nothing, its periods do.
+    const sequence = await periodic?.lookup(checkTag(tag));
+    if (sequence !== undefined) return periodicSingle(tag, sequence, request, reply);
     const wasOpaque = checkKeys(segments, checkTag(tag));
     const id = await segments.next(tag);
     // Known as opaque before the draw (a tag dropped meanwhile) or after it (a tag first looked up
@@ -86,6 +108,8 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   leafRoute(app, LEAF_SEGMENT_ID).handle((request, reply) => {
     const tag = request.params.tag;
     const segments = deps.service;
+    const sequence = segments === undefined ? undefined : periodic?.known(tag);
+    if (sequence !== undefined) return periodicSingle(tag, sequence, request, reply);
     // Only tags the service already holds can have a buffered ID, so the fast path needs no tag
     // check. Drawing and encoding run without a pause: the tag's opaque mark cannot change between.
     const opaque = segments !== undefined && checkKeys(segments, tag);
@@ -146,8 +170,18 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     const tag = checkTag(request.params.tag);
     const count = parseCount(request.query.count, maxBatch);
     const segments = service();
-    const wasOpaque = checkKeys(segments, tag);
     const octets = wantsOctets(request.headers.accept);
+    const sequence = periodic?.known(tag) ?? (await periodic?.lookup(tag));
+    if (periodic !== undefined && sequence !== undefined) {
+      // Formatted IDs, all of one period; in binary only an all-digit template's, as 64-bit numbers.
+      if (octets && !sequence.numeric) failNotNumeric(tag, sequence);
+      const batch = await periodic.nextBatch(tag, count);
+      issued.addSegment(tag, count);
+      if (octets) return reply.type(OCTET_TYPE).send(idsOctets(batch.ids));
+      const head = `{"tag":${JSON.stringify(tag)},"period":"${batch.period}",`;
+      return reply.type(JSON_TYPE).send(idsJson(head, batch.ids));
+    }
+    const wasOpaque = checkKeys(segments, tag);
     if (!wasOpaque)
       return octets
         ? reply.type(OCTET_TYPE).send(await octetBatch(segments, tag, count))
@@ -159,6 +193,15 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     if (octets) return reply.type(OCTET_TYPE).send(idsOctets(texts));
     return reply.type(JSON_TYPE).send(idsJson(`{"tag":${JSON.stringify(tag)},`, texts));
   });
+}
+
+/** PERIODIC_NOT_NUMERIC: the route answers numbers and the tag's template prints more than digits. */
+export function failNotNumeric(tag: string, sequence: PeriodicSequence): never {
+  throw new IdMintError(
+    'PERIODIC_NOT_NUMERIC',
+    `tag "${tag}" is periodic with template "${sequence.template}", whose IDs are not numbers; this route answers numbers only, use /v1/segment/{tag}`,
+    { details: { tag, template: sequence.template } },
+  );
 }
 
 /**

@@ -58,7 +58,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   });
 
   contractRoute(app, CREATE_TAG).handle(async (request, reply) => {
-    const { tag, step, startId, description, opaque, delta, remainder } = request.body;
+    const { tag, step, startId, description, opaque, delta, remainder, periodic } = request.body;
     const segments = store();
     if (opaque === true) checkKeys(tag);
     const record = await segments.createTag({
@@ -69,6 +69,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
       ...(opaque === true ? { opaque } : {}),
       ...(delta === undefined ? {} : { delta }),
       ...(remainder === undefined ? {} : { remainder }),
+      ...(periodic === undefined ? {} : { periodic }),
     });
     await deps.onTagChanged?.(record);
     return reply.code(201).send(tagJson(record));

@@ -1,3 +1,4 @@
+import { parsePeriodic } from '../../core/periodic.ts';
 import { IdMintError, isIdMintError, type ErrorCode } from '../../core/errors.ts';
 import {
   MAX_SEGMENT_DATABASES,
@@ -505,7 +506,10 @@ export class MultiSegmentStore implements SegmentStore {
     const marks = this.size > 1 ? await this.#highs.highest(values.tag, this.size) : [];
     const created = await this.#each(missing, (db, index) =>
       db.store
-        .createTag({ ...tag, startId: max(floor, marks[index] ?? 0n) })
+        // A periodic tag's own row issues nothing (max_id 2^63-1 everywhere): no start to agree on.
+        .createTag(
+          tag.periodic === undefined ? { ...tag, startId: max(floor, marks[index] ?? 0n) } : tag,
+        )
         .catch(async (error: unknown) => {
           // Created meanwhile by another caller: what matters is that the row exists.
           if (isIdMintError(error, 'TAG_EXISTS'))
@@ -752,15 +756,24 @@ export class MultiSegmentStore implements SegmentStore {
       if (template === undefined) return { tag, action: 'unchanged', maxId: 0n }; // deleted meanwhile
       const create = (index: number, floor: bigint) =>
         (this.#databases[index] as SetDatabase).store
-          .createTag({
-            tag,
-            step: template.step,
-            description: template.description,
-            startId: floor,
-            opaque: template.opaque === true,
-            ...(template.delta === undefined ? {} : { delta: template.delta }),
-            ...(template.remainder === undefined ? {} : { remainder: template.remainder }),
-          })
+          .createTag(
+            template.periodic === undefined
+              ? {
+                  tag,
+                  step: template.step,
+                  description: template.description,
+                  startId: floor,
+                  opaque: template.opaque === true,
+                  ...(template.delta === undefined ? {} : { delta: template.delta }),
+                  ...(template.remainder === undefined ? {} : { remainder: template.remainder }),
+                }
+              : {
+                  tag,
+                  step: template.step,
+                  description: template.description,
+                  periodic: parsePeriodic(template.periodic).toOptions(),
+                },
+          )
           .then(
             () => true,
             (error: unknown) =>
@@ -1075,7 +1088,10 @@ function merge(records: readonly TagRecord[]): TagRecord {
   // Opaque if any database says so: a mark not yet written everywhere (an update cut short) must
   // never let a node serve the tag's dense IDs.
   let opaque = false;
+  // A periodic tag's option is written with its row and never changed: any database's will do.
+  let periodic: string | undefined;
   for (const record of records) {
+    periodic ??= record.periodic;
     if (record.maxId > maxId) maxId = record.maxId;
     if (record.updatedAt !== null && (updatedAt === null || record.updatedAt > updatedAt))
       updatedAt = record.updatedAt;
@@ -1091,6 +1107,7 @@ function merge(records: readonly TagRecord[]): TagRecord {
     // Written to every database together (createTag, updateTag); the lowest one's is shown.
     ...(first.delta === undefined ? {} : { delta: first.delta }),
     ...(first.remainder === undefined ? {} : { remainder: first.remainder }),
+    ...(periodic === undefined ? {} : { periodic }),
   };
 }
 

@@ -120,7 +120,7 @@ function optionalText(value: unknown): string | undefined {
 }
 
 /** Fields `read` returns per tag. */
-const FIELDS = 7;
+const FIELDS = 8;
 
 // Every script takes a nonce as its last argument and returns it first, so the client can check
 // that a reply answers the command it is given to (see RedisSegmentStore.#run).
@@ -135,7 +135,7 @@ const FIELDS = 7;
  * a false in a reply table is nil to the client: a listing stays aligned.
  */
 const PRELUDE = `local nonce = table.remove(ARGV)
-local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset', 'id_increment', 'opaque') end
+local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset', 'id_increment', 'opaque', 'periodic') end
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
 local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
 local function touch(key) local t = now() redis.call('HSET', key, 'update_time', t) redis.call('ZADD', KEYS[#KEYS], t, key) end
@@ -276,7 +276,8 @@ return {nonce, 1}`;
 
 // KEYS[1] tag hash, KEYS[2] tag set; ARGV tag, max_id, step, description or '' with ARGV[5] = '1'
 // when present, then offset and increment ('' for a store of its own: no residue fields), then
-// ARGV[8] = '1' for an opaque tag (set in the same script: no moment without it).
+// ARGV[8] = '1' for an opaque tag, ARGV[9] a periodic tag's option or '' (set in the same script:
+// no moment without them).
 const CREATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {nonce, 'exists'} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[2], 'step', ARGV[3])
@@ -284,6 +285,7 @@ touch(KEYS[1])
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'description', ARGV[4]) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'id_offset', ARGV[6], 'id_increment', ARGV[7]) end
 if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'periodic', ARGV[9]) end
 redis.call('SADD', KEYS[2], ARGV[1])
 return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
@@ -667,6 +669,7 @@ export class RedisSegmentStore implements SegmentStore {
         v.description === null ? '0' : '1',
         ...this.#residueArgs,
         v.opaque ? '1' : '0',
+        v.periodic ?? '',
       ],
     );
     if (reply[0] === 'exists')
@@ -788,6 +791,7 @@ export class RedisSegmentStore implements SegmentStore {
       id_offset: fields[4],
       id_increment: fields[5],
       opaque: fields[6],
+      periodic: fields[7],
     });
   }
 }

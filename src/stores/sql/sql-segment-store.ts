@@ -94,6 +94,13 @@ const SEQUENCE_COLUMNS = [
   ['remainder', 0],
 ] as const;
 
+/**
+ * idmint's column for periodic tags (docs/segments.md, Periodic sequences): the option as JSON on
+ * a periodic tag's own row, NULL on every other row. Added by init like the opaque column.
+ */
+const PERIODIC_COLUMN = 'periodic';
+const PERIODIC_COLUMN_TYPE = 'varchar(255) DEFAULT NULL';
+
 /** The columns an allocation returns the live history in, beside the row (and the recorded one, MySQL). */
 const HISTORY_COLUMN = 'idmint_history';
 const RECORDED_COLUMN = 'idmint_recorded';
@@ -210,6 +217,7 @@ export class SqlSegmentStore implements SegmentStore {
       await this.#addOpaqueColumn(db);
       await this.#addColumns(db, SEQUENCE_COLUMNS);
       this.#sequence = true;
+      await this.#addPeriodicColumn(db);
       await this.#addChangeIndex(db);
       await this.#createIfMissing(db, this.#sql.createHistoryTable);
     });
@@ -627,20 +635,27 @@ export class SqlSegmentStore implements SegmentStore {
     await this.#history.verify();
     return this.#call('createTag', false, async (db) => {
       try {
-        // The opaque column is named only when it is set: a Leaf table without it takes plain tags.
-        await db.query(values.opaque ? sql.insertOpaque : sql.insert, [
-          values.tag,
-          values.startId,
-          values.step,
-          values.description,
-          ...residue,
-          ...(sequenced ? [values.delta, values.remainder] : []),
-        ]);
+        // The opaque and periodic columns are named only when set: a Leaf table without them
+        // takes plain tags. A periodic row is written whole in one INSERT: no moment without it.
+        const params = [values.tag, values.startId, values.step, values.description, ...residue];
+        if (values.periodic !== null)
+          await db.query(this.#sql.insertPeriodic, [...params, values.periodic]);
+        else
+          await db.query(values.opaque ? sql.insertOpaque : sql.insert, [
+            ...params,
+            ...(sequenced ? [values.delta, values.remainder] : []),
+          ]);
       } catch (error) {
         if (this.#driver.dialect.isDuplicateKey(error))
           throw new IdMintError('TAG_EXISTS', `tag "${values.tag}" already exists`, {
             details: { tag: values.tag },
           });
+        if (values.periodic !== null && !(await this.#hasColumn(db, PERIODIC_COLUMN)))
+          throw new IdMintError(
+            'INVALID_ARGUMENT',
+            `tag "${values.tag}" cannot be periodic: table ${this.table} has no ${PERIODIC_COLUMN} column (a Leaf table); run "idmint db init" on it to add the column`,
+            { cause: error, details: { tag: values.tag } },
+          );
         if (values.opaque && !(await this.#hasOpaqueColumn(db)))
           throw this.#noOpaqueColumn(values.tag, error);
         if (sequenced && !(await this.#hasColumns(db, SEQUENCE_COLUMNS)))
@@ -751,6 +766,26 @@ export class SqlSegmentStore implements SegmentStore {
     } catch (error) {
       if (!(await this.#hasOpaqueColumn(db))) throw error;
     }
+  }
+
+  /** Adds the periodic column where the table lacks it, as {@link #addOpaqueColumn} does. */
+  async #addPeriodicColumn(db: SqlConnection): Promise<void> {
+    if (await this.#hasColumn(db, PERIODIC_COLUMN)) return;
+    try {
+      await db.query(
+        `ALTER TABLE ${this.table} ADD COLUMN ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`,
+        [],
+      );
+    } catch (error) {
+      if (!(await this.#hasColumn(db, PERIODIC_COLUMN))) throw error;
+    }
+  }
+
+  #hasColumn(db: SqlConnection, column: string): Promise<boolean> {
+    return db.query(`SELECT ${column} FROM ${this.table} WHERE 1 = 0`, []).then(
+      () => true,
+      () => false,
+    );
   }
 
   /**
@@ -945,7 +980,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   // vice versa; update_time as Leaf's: set on insert (and on update where the database can).
   const leafColumns = `biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, ${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
-  const opaqueColumn = `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0`;
+  const opaqueColumn = `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`;
   const sequenceColumns = SEQUENCE_COLUMNS.map(
     ([column, plain]) => `${column} int NOT NULL DEFAULT ${plain}`,
   ).join(', ');
@@ -990,6 +1025,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
       insert: `${insert}) VALUES (?, ?, ?, ?, ${now})`,
       insertOpaque: `${insert}, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, 1)`,
       sequenced,
+      insertPeriodic: `${insert}, ${PERIODIC_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?)`,
     };
   }
   // Database r of a set of N. Offset and increment are validated integers, written into the
@@ -1013,6 +1049,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
     insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
     sequenced,
+    insertPeriodic: `${insert}, id_offset, id_increment, ${PERIODIC_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, ?)`,
   };
 }
 
@@ -1180,6 +1217,7 @@ function asRecord(row: SqlRow): TagRecord {
     opaque: row[OPAQUE_COLUMN],
     delta: row['delta'],
     remainder: row['remainder'],
+    periodic: row[PERIODIC_COLUMN],
   });
 }
 
