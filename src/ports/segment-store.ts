@@ -349,6 +349,14 @@ export interface SegmentStore {
   /** Changes a tag's step and/or description. Throws TAG_NOT_FOUND, INVALID_ARGUMENT, STORE_UNAVAILABLE. */
   updateTag(tag: string, update: TagUpdate): Promise<TagRecord>;
 
+  /**
+   * Deletes a tag's row (every database's, for a set); resolves false when there was none. For
+   * rows nothing draws from any more: a periodic tag's old periods (`idmint tags clean`), whose
+   * numbers a node would issue again from the start if it re-created the row. Optional: a store
+   * without it cannot clean. Throws STORE_UNAVAILABLE, INVALID_ARGUMENT.
+   */
+  deleteTag?(tag: string): Promise<boolean>;
+
   /** Releases connections the store opened itself (a pool passed in by the caller stays open). */
   close(): Promise<void>;
 }

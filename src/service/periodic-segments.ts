@@ -70,6 +70,8 @@ export class PeriodicSegments {
   /** Plain tags -> clock time until which they are known as plain. */
   readonly #plain = new Map<string, number>();
   readonly #lookups = new Map<string, Promise<PeriodicTag | undefined>>();
+  /** Old periods' rows being given back (see {@link settled}). */
+  readonly #retiring = new Set<Promise<void>>();
 
   constructor(options: PeriodicSegmentsOptions) {
     this.#service = options.service;
@@ -83,6 +85,11 @@ export class PeriodicSegments {
   /** The tag's option when it is known here as periodic; undefined otherwise (ask {@link lookup}). */
   known(tag: string): PeriodicSequence | undefined {
     return this.#tags.get(tag)?.sequence;
+  }
+
+  /** Resolves once the old periods' rows retired so far have been given back (or failed to be). */
+  async settled(): Promise<void> {
+    await Promise.all(this.#retiring);
   }
 
   /** Takes a tag record just written on this node: a periodic tag is known at once. */
@@ -191,8 +198,10 @@ export class PeriodicSegments {
             { details: { tag, offsetMs: window.start - now } },
           );
         if (window !== undefined && next.key !== window.key) {
-          const old = entry.sequence.rowTag(tag, window);
-          void this.#service.retire(old);
+          // Off the request path: the give-back is a store call, and never throws.
+          const retiring = this.#service.retire(entry.sequence.rowTag(tag, window));
+          this.#retiring.add(retiring);
+          void retiring.finally(() => this.#retiring.delete(retiring));
         }
         entry.window = window = next;
       }
@@ -216,6 +225,19 @@ export class PeriodicSegments {
   async #createRow(tag: string, entry: PeriodicTag, window: PeriodWindow): Promise<void> {
     const row = entry.sequence.rowTag(tag, window);
     const found = await this.#bounded(this.#store.getTag(row), `looking up "${row}"`);
+    if (found === undefined) {
+      // The next period's row exists: another node served it, so its clock passed this period's
+      // end (plus the pause) while ours is still inside it, farther apart than the skew allowed.
+      // Creating this row now could re-create one already cleaned, and issue its numbers again.
+      const next = entry.sequence.windowAt(window.end);
+      const later = entry.sequence.rowTag(tag, next);
+      if ((await this.#bounded(this.#store.getTag(later), `looking up "${later}"`)) !== undefined)
+        throw new IdMintError(
+          'CLOCK_SKEW',
+          `tag "${tag}": period ${next.key} has begun on another node while this node's clock reads period ${window.key}; this clock is behind the others by more than segment.periodSkewMs`,
+          { details: { tag, period: window.key, later: next.key } },
+        );
+    }
     const record =
       found ??
       (await this.#bounded(

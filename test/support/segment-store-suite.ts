@@ -132,6 +132,21 @@ export function runSegmentStoreSuite(options: {
     assert.equal(await store.getTag('periodic-2'), undefined);
   });
 
+  it('deletes a row: gone from reads and lists, false the second time, the others kept', async () => {
+    assert.ok(store.deleteTag !== undefined, 'every store deletes');
+    await store.createTag({ tag: 'delete-1@20261125', step: 10 });
+    await store.createTag({ tag: 'delete-1@20261126', step: 10 });
+    await store.allocate('delete-1@20261125');
+    assert.equal(await store.deleteTag('delete-1@20261125'), true);
+    assert.equal(await store.getTag('delete-1@20261125'), undefined);
+    const names = (await store.listTags()).map((record) => record.tag);
+    assert.ok(!names.includes('delete-1@20261125') && names.includes('delete-1@20261126'));
+    assert.equal(await store.deleteTag('delete-1@20261125'), false);
+    await rejectsWith(store.allocate('delete-1@20261125'), 'TAG_NOT_FOUND');
+    // Created again, a row starts over: why only rows nothing draws from are deleted.
+    assert.equal((await store.createTag({ tag: 'delete-1@20261125', step: 10 })).maxId >= 1n, true);
+  });
+
   it('reads the tag list a page at a time, pages no larger than asked', async () => {
     for (let i = 0; i < 12; i++) await store.createTag({ tag: `page-${i}`, step: 10 });
     const paged: string[] = [];

@@ -1,5 +1,12 @@
 import { IdMintError } from '../../core/errors.ts';
-import { checkNewTagName } from '../../core/segment-limits.ts';
+import { checkNewTagName, tagNotFound } from '../../core/segment-limits.ts';
+import {
+  PERIOD_SEPARATOR,
+  parsePeriodic,
+  type PeriodicOptions,
+  type PeriodicSequence,
+  type PeriodUnit,
+} from '../../core/periodic.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { tagJson } from '../../shared/tag-json.ts';
 import { isStoreSet, openConfiguredStore } from '../../backends/open-configured.ts';
@@ -13,14 +20,29 @@ import {
 import { backendFailure } from '../environment-errors.ts';
 import type { CliCommand, CliIo } from '../io.ts';
 
-const SUBCOMMANDS = ['list', 'create', 'set-step'] as const;
+const SUBCOMMANDS = ['list', 'create', 'set-step', 'periods', 'clean'] as const;
+/** Flags only `idmint tags create` takes. */
+const CREATE_FLAGS = [
+  'step',
+  'start-id',
+  'description',
+  'opaque',
+  'periodic',
+  'time-zone',
+  'template',
+  'seq-start',
+] as const;
 
 export const tagsCommand: CliCommand = {
   name: 'tags',
-  summary: 'list, create and re-step segment tags in the configured store',
+  summary: "list, create and re-step segment tags, list and clean periodic tags' periods",
   help: `Usage: idmint tags list [--json]
        idmint tags create <tag> --step N [--start-id ID] [--description TEXT] [--opaque] [--json]
+       idmint tags create <tag> --step N --periodic day|month --template T [--time-zone Z]
+                          [--seq-start N] [--description TEXT] [--json]
        idmint tags set-step <tag> <step> [--json]
+       idmint tags periods <tag> [--json]
+       idmint tags clean <tag> --older-than N [--json]
 
 Works directly on the segment store the configuration names (segment.store, IDMINT_SEGMENT_STORE;
 default sqlite:./data/idmint.db), the same one "idmint serve" uses; no server needs to run. With a
@@ -40,6 +62,14 @@ Options:
       --description TEXT                free text, up to 256 characters
       --opaque                          a new tag's IDs are served in their opaque form (FF1 under
                                         the servers' IDMINT_OPAQUE_KEYS; docs/formats.md); for good
+      --periodic day|month              a new tag whose sequence restarts each day or month, served
+                                        as formatted IDs (docs/segments.md, Periodic sequences)
+      --template T                      a periodic tag's IDs, e.g. '{yyyyMMdd}{seq:6}'
+      --time-zone Z                     where its day or month is read, an IANA zone (default UTC)
+      --seq-start N                     first sequence number of each period (default 1)
+      --older-than N                    clean: delete the rows of the tag's periods more than N
+                                        periods before the current one (by this machine's clock);
+                                        N at least 1, so the current and previous periods stay
       --json                            print JSON (one object per tag) instead of a table
 ${configFlagHelp('segment')}
   -h, --help                            show this help`,
@@ -56,9 +86,14 @@ ${configFlagHelp('segment')}
         'start-id': { type: 'string' },
         description: { type: 'string' },
         opaque: { type: 'boolean' },
+        periodic: { type: 'string' },
+        'time-zone': { type: 'string' },
+        template: { type: 'string' },
+        'seq-start': { type: 'string' },
+        'older-than': { type: 'string' },
         json: { type: 'boolean' },
       },
-      { min: 1, max: 3, name: 'list|create|set-step' },
+      { min: 1, max: 3, name: 'list|create|set-step|periods|clean' },
     );
     if (values.help === true) {
       await io.out(`${this.help}\n`);
@@ -71,7 +106,7 @@ ${configFlagHelp('segment')}
         `unknown subcommand "${sub}"; use one of: ${SUBCOMMANDS.join(', ')}`,
       );
     }
-    const expected = sub === 'list' ? 0 : sub === 'create' ? 1 : 2;
+    const expected = sub === 'list' ? 0 : sub === 'set-step' ? 2 : 1;
     if (args.length !== expected) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
@@ -80,18 +115,19 @@ ${configFlagHelp('segment')}
           : `unexpected argument "${args[expected]}"`,
       );
     }
-    if (
-      sub !== 'create' &&
-      (values.step !== undefined ||
-        values['start-id'] !== undefined ||
-        values.description !== undefined ||
-        values.opaque !== undefined)
-    ) {
+    if (sub !== 'create' && CREATE_FLAGS.some((flag) => values[flag] !== undefined)) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `--step, --start-id, --description and --opaque belong to "idmint tags create"`,
+        `${CREATE_FLAGS.map((flag) => `--${flag}`).join(', ')} belong to "idmint tags create"`,
       );
     }
+    if ((sub === 'clean') !== (values['older-than'] !== undefined))
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        sub === 'clean'
+          ? 'missing --older-than N: clean deletes the periods more than N periods old'
+          : '--older-than belongs to "idmint tags clean"',
+      );
     // --store and --table, as for `idmint db init`, are short for --segment-store and
     // --segment-table.
     const flags: Record<string, string | boolean | undefined> = values;
@@ -165,8 +201,33 @@ async function runSubcommand(
           ...(typeof startId === 'string' ? { startId: BigInt(startId) } : {}),
           ...(typeof description === 'string' ? { description } : {}),
           ...(values['opaque'] === true ? { opaque: true } : {}),
+          ...periodicFlags(values),
         }),
       ];
+    }
+    case 'periods':
+      return periodRows(store, tag);
+    case 'clean': {
+      const raw = values['older-than'];
+      const olderThan = integerFlag(
+        'older-than',
+        typeof raw === 'string' ? raw : '',
+        0,
+        1,
+        1_000_000,
+      );
+      const sequence = await periodicTag(store, tag);
+      // The period `olderThan` periods before this machine's current one: rows before it go.
+      let window = sequence.windowAt(Date.now());
+      for (let i = 0; i < olderThan; i++) window = sequence.windowAt(window.start - 1);
+      const doomed = (await periodRows(store, tag)).filter(
+        (row) => row.tag.slice(tag.length + 1) < window.key,
+      );
+      const deleteTag = store.deleteTag?.bind(store);
+      if (deleteTag === undefined)
+        throw new IdMintError('INVALID_ARGUMENT', `the ${store.backend} store cannot delete rows`);
+      for (const row of doomed) await deleteTag(row.tag);
+      return doomed;
     }
     case 'set-step': {
       const raw = args[1] ?? '';
@@ -179,6 +240,58 @@ async function runSubcommand(
       return [await store.updateTag(tag, { step })];
     }
   }
+}
+
+/** The periodic flags of `tags create`, as NewTag's `periodic`; none without --periodic. */
+function periodicFlags(values: Readonly<Record<string, string | boolean | undefined>>): {
+  periodic?: PeriodicOptions;
+} {
+  const period = values['periodic'];
+  const template = values['template'];
+  const seqStart = values['seq-start'];
+  const timeZone = values['time-zone'];
+  if (period === undefined) {
+    if (template !== undefined || seqStart !== undefined || timeZone !== undefined)
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        '--template, --time-zone and --seq-start need --periodic day|month',
+      );
+    return {};
+  }
+  if (typeof template !== 'string')
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      "missing --template T: a periodic tag's IDs, e.g. '{yyyyMMdd}{seq:6}'",
+    );
+  return {
+    periodic: {
+      period: period as PeriodUnit,
+      timeZone: typeof timeZone === 'string' ? timeZone : 'UTC',
+      template,
+      ...(typeof seqStart === 'string'
+        ? { start: integerFlag('seq-start', seqStart, 0, 0, Number.MAX_SAFE_INTEGER) }
+        : {}),
+    },
+  };
+}
+
+/** The tag's option; INVALID_ARGUMENT when it is not a periodic tag. */
+async function periodicTag(store: SegmentStore, tag: string): Promise<PeriodicSequence> {
+  const record = await store.getTag(tag);
+  if (record === undefined) throw tagNotFound(tag);
+  if (record.periodic === undefined)
+    throw new IdMintError('INVALID_ARGUMENT', `tag "${tag}" is not periodic: it has no periods`);
+  return parsePeriodic(record.periodic);
+}
+
+/** The rows of a periodic tag's periods, oldest first (their keys sort as the periods follow). */
+async function periodRows(store: SegmentStore, tag: string): Promise<TagRecord[]> {
+  await periodicTag(store, tag);
+  const prefix = `${tag}${PERIOD_SEPARATOR}`;
+  return (await store.listTags()).filter(
+    (record) =>
+      record.tag.startsWith(prefix) && /^\d{6}(\d{2})?$/.test(record.tag.slice(prefix.length)),
+  );
 }
 
 async function print(io: CliIo, records: readonly TagRecord[], json: boolean): Promise<void> {

@@ -552,6 +552,24 @@ export class MultiSegmentStore implements SegmentStore {
     return merge(found);
   }
 
+  /** Deletes the row in every database; every one must answer (running it again completes it). */
+  async deleteTag(tag: string): Promise<boolean> {
+    checkTag(tag);
+    const outcomes = await this.#each(this.#indexes(), async (db) => {
+      if (db.store.deleteTag === undefined)
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `the ${db.store.backend} store cannot delete tags`,
+        );
+      return db.store.deleteTag(tag);
+    });
+    const deleted = this.#all(
+      `deleting tag "${tag}" (run it again when every database answers)`,
+      outcomes,
+    );
+    return deleted.some((gone) => gone === true);
+  }
+
   async close(): Promise<void> {
     await Promise.all(this.#databases.map((db) => db.store.close().catch(() => undefined)));
   }

@@ -319,6 +319,13 @@ redis.call('HSET', KEYS[1], 'd:' .. ARGV[1], ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'v:' .. ARGV[1], 1)
 return {nonce, 1}`;
 
+// KEYS[1] tag hash, KEYS[2] tag set, KEYS[3] changed set; ARGV[1] the tag.
+const DELETE = `${PRELUDE}
+local gone = redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], KEYS[1])
+return {nonce, gone}`;
+
 // KEYS[1] tag hash.
 const GET = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 0 then return {nonce, 'not_found'} end
@@ -699,6 +706,17 @@ export class RedisSegmentStore implements SegmentStore {
     );
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     return this.#record(tag, reply.slice(1));
+  }
+
+  async deleteTag(tag: string): Promise<boolean> {
+    checkTag(tag);
+    const reply = await this.#run(
+      'deleteTag',
+      DELETE,
+      [this.#key(tag), `${this.table}:tags`, this.#changedKey],
+      [tag],
+    );
+    return Number(reply[0]) === 1;
   }
 
   async close(): Promise<void> {

@@ -719,6 +719,17 @@ export class SqlSegmentStore implements SegmentStore {
     );
   }
 
+  async deleteTag(tag: string): Promise<boolean> {
+    checkTag(tag);
+    return this.#call(
+      'deleteTag',
+      false,
+      async (db) =>
+        (await db.query(`DELETE FROM ${this.table} WHERE biz_tag = ?`, [tag])).affectedRows === 1,
+      () => false,
+    );
+  }
+
   close(): Promise<void> {
     return this.#driver.close();
   }
