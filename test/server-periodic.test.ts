@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { IdMintClient } from '../src/client/client.ts';
 import { ManualClock } from '../src/clocks/manual-clock.ts';
+import { isIdMintError } from '../src/core/errors.ts';
 import { testServer, type TestServer } from './support/server.ts';
 
 // Periodic tags through the server, on a manual clock: formatted IDs on the v1 and Leaf routes,
@@ -119,9 +121,35 @@ describe('periodic tags on the server', () => {
     );
   });
 
-  it("never serves the tag's own row as bare IDs, whatever the route", async () => {
-    const range = await server.app.inject('/v1/range/orders?size=5');
-    assert.notEqual(range.statusCode, 200, range.body);
+  it("refuses ranges a caller would issue itself, on the range route and TinyId's", async () => {
+    const range = await server.app.inject('/v1/segment/orders/range?size=5');
+    assert.equal(range.statusCode, 409, range.body);
+    assert.equal(range.json().error.code, 'PERIODIC_RANGE_REFUSED');
+    const segment = await server.app.inject('/tinyid/id/nextSegmentId?bizType=orders');
+    assert.equal(segment.json().code, 6);
+    assert.match(segment.json().message, /^PERIODIC_RANGE_REFUSED/);
+  });
+
+  it("answers TinyId's ID routes with formatted IDs of an all-digit template only", async () => {
+    const simple = await server.app.inject('/tinyid/id/nextIdSimple?bizType=orders&batchSize=2');
+    assert.equal(simple.body, '20261128000007,20261128000008');
+    const json = await server.app.inject('/tinyid/id/nextId?bizType=orders&batchSize=1');
+    assert.equal(json.body, '{"data":[20261128000009],"code":200,"message":""}');
+    const letters = await server.app.inject('/tinyid/id/nextId?bizType=letters');
+    assert.match(letters.json().message, /^PERIODIC_NOT_NUMERIC/);
+  });
+
+  it('gives the client formatted IDs with their period, and refuses local mode its ranges', async () => {
+    const url = await server.listen();
+    const client = new IdMintClient({ url, retries: 0 });
+    assert.deepEqual(await client.periodicBatch('letters', 2), {
+      period: '20261128',
+      ids: ['ORD-20261128-0002', 'ORD-20261128-0003'],
+    });
+    assert.equal(await client.segment('orders'), '20261128000010');
+    await assert.rejects(client.nextId('orders'), (error: unknown) =>
+      isIdMintError(error, 'PERIODIC_RANGE_REFUSED'),
+    );
   });
 
   it('refuses a template that cannot hold the step, and unknown tokens, naming them', async () => {

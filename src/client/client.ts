@@ -205,6 +205,24 @@ export class IdMintClient {
     return body.ids;
   }
 
+  /**
+   * `count` formatted IDs of a periodic tag (docs/segments.md, Periodic sequences), all of one
+   * period, and that period's key (`20261127`). Works for any template; {@link segment} and
+   * {@link segmentBatch} answer a periodic tag's IDs too, but Leaf's route only all-digit ones.
+   * Throws PERIOD_SWITCHING (retried like any retryable answer) at a period boundary.
+   */
+  async periodicBatch(tag: string, count = 1): Promise<{ period: string; ids: string[] }> {
+    const body = await this.#request<SegmentBatch>(
+      'GET',
+      `/v1/segment/${encodeURIComponent(tag)}?count=${count}`,
+    );
+    if (body.period === undefined)
+      throw new IdMintError('INVALID_ARGUMENT', `tag "${tag}" is not a periodic tag`, {
+        details: { tag },
+      });
+    return { period: body.period, ids: body.ids };
+  }
+
   /** One snowflake ID (Leaf's `/api/snowflake/get/{tag}`; the tag is only a label there). */
   async snowflake(tag = 'default'): Promise<string> {
     return this.#request('GET', `/api/snowflake/get/${encodeURIComponent(tag)}`, undefined, 'text');

@@ -231,6 +231,12 @@ export const ERROR_CODES = {
     summary:
       'A periodic tag is at its period boundary: the node waits out the allowed clock skew before issuing IDs of the new period; retry shortly.',
   },
+  PERIODIC_RANGE_REFUSED: {
+    status: 409,
+    retryable: false,
+    summary:
+      "A range (the range route, TinyId's segment routes) is asked for a periodic tag: its IDs would be issued on the caller's clock, outside the period boundary rule.",
+  },
   PERIODIC_NOT_NUMERIC: {
     status: 409,
     retryable: false,

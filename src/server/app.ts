@@ -402,9 +402,15 @@ async function createApp(
     issued,
     opaque,
   });
-  rangeRoutes(app, { service: segments?.service, maxBatch: config.api.maxBatch, issued });
+  rangeRoutes(app, {
+    service: segments?.service,
+    periodic: segments?.periodic,
+    maxBatch: config.api.maxBatch,
+    issued,
+  });
   tinyIdRoutes(app, {
     service: segments?.service,
+    periodic: segments?.periodic,
     maxBatch: Math.max(config.api.maxBatch, TINYID_BATCH_SIZE_MAX),
     issued,
     authorizer,

@@ -4,6 +4,7 @@ import { SEGMENT_RANGE } from '../../contract/segment.ts';
 import { IdMintError } from '../../core/errors.ts';
 import { checkTag } from '../../core/segment-limits.ts';
 import type { SegmentRun } from '../../core/segment-buffer.ts';
+import type { PeriodicSegments } from '../../service/periodic-segments.ts';
 import type { SegmentService } from '../../service/segment-service.ts';
 import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
@@ -16,6 +17,8 @@ export interface RangeRouteDeps {
   /** Largest `size`: api.maxBatch, the batch route's limit. */
   readonly maxBatch: number;
   readonly issued: IssuedCounts;
+  /** Periodic tags, refused here (PERIODIC_RANGE_REFUSED); absent: their own rows issue nothing. */
+  readonly periodic?: PeriodicSegments | undefined;
 }
 
 /** The segment service, or MODE_DISABLED. */
@@ -41,6 +44,22 @@ export function refuseOpaque(service: SegmentService, tag: string): void {
       { details: { tag } },
     );
   }
+}
+
+/**
+ * PERIODIC_RANGE_REFUSED for a periodic tag: a range is issued by its caller, on the caller's
+ * clock, so nothing would keep its IDs inside their period (docs/segments.md, Periodic sequences).
+ */
+export async function refusePeriodic(
+  periodic: PeriodicSegments | undefined,
+  tag: string,
+): Promise<void> {
+  if ((periodic?.known(tag) ?? (await periodic?.lookup(tag))) !== undefined)
+    throw new IdMintError(
+      'PERIODIC_RANGE_REFUSED',
+      `tag "${tag}" is periodic: its IDs are handed out formatted, one by one or in batches (/v1/segment/{tag}), never as a range a caller issues itself`,
+      { details: { tag } },
+    );
 }
 
 /**
@@ -76,6 +95,7 @@ export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
         `size is required: how many IDs the range holds, 1 to ${maxBatch}`,
       );
     const size = parseCount(request.query.size, maxBatch, 'size');
+    await refusePeriodic(deps.periodic, tag);
     const service = segmentsOn(deps.service);
     // Checked before and after the draw, as drawRun does: a tag first looked up by the draw is
     // known as opaque only then, and its run is dropped, never answered.

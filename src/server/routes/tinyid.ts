@@ -15,7 +15,9 @@ import type { Authorizer } from '../plugins/auth.ts';
 import { JSON_TYPE, publicMessage, toIdMintError } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { clip } from '../input.ts';
-import { drawRun, refuseOpaque, segmentsOn } from './range.ts';
+import { drawRun, refuseOpaque, refusePeriodic, segmentsOn } from './range.ts';
+import { failNotNumeric } from './segment.ts';
+import type { PeriodicSegments } from '../../service/periodic-segments.ts';
 import { routeOptions } from './from-contract.ts';
 import { LEAF_ALLOW, LEAF_METHODS, leafContentType } from './shared.ts';
 
@@ -38,6 +40,8 @@ export interface TinyIdRouteDeps {
    * the error handler that counts the others.
    */
   readonly onError: (code: ErrorCode) => void;
+  /** Periodic tags: formatted IDs on the ID routes (all-digit templates), refused as segments. */
+  readonly periodic?: PeriodicSegments | undefined;
 }
 
 /**
@@ -187,8 +191,17 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     service: SegmentService,
     tag: string,
     params: TinyIdParams,
-  ): Promise<bigint[]> => {
+  ): Promise<(bigint | string)[]> => {
     const count = batchSizeOf(params.batchSize, maxBatch);
+    const sequence = deps.periodic?.known(tag) ?? (await deps.periodic?.lookup(tag));
+    if (deps.periodic !== undefined && sequence !== undefined) {
+      // TinyId's clients read Longs: only an all-digit template's IDs (at most 18 digits) fit.
+      if (!sequence.numeric) failNotNumeric(tag, sequence);
+      if (count < 1) return [];
+      const batch = await deps.periodic.nextBatch(tag, count);
+      issued.addSegment(tag, count);
+      return batch.ids;
+    }
     refuseOpaque(service, tag);
     if (count < 1) return [];
     const ids = service.nextBatchSync(tag, count) ?? (await service.nextBatch(tag, count));
@@ -203,6 +216,7 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
   ): Promise<ReturnType<typeof tinyIdSegment>> => {
     // A segment of the tag's configured step, as TinyId's is (the rest of the buffered range when
     // fewer are left).
+    await refusePeriodic(deps.periodic, tag);
     const run = await drawRun(service, tag, 'step');
     issued.addSegment(tag, run.count);
     return tinyIdSegment(run);
