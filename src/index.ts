@@ -52,6 +52,10 @@ export type {
   SegmentShutdownReport,
 } from './service/segment-service.ts';
 export type { SegmentHealEvent, SegmentLoadEvent, SegmentTagStats } from './core/segment-buffer.ts';
+export { PeriodicSegments } from './service/periodic-segments.ts';
+export type { PeriodicBatch, PeriodicSegmentsOptions } from './service/periodic-segments.ts';
+export { PeriodicSequence, parsePeriodic } from './core/periodic.ts';
+export type { Period, PeriodicOptions, PeriodUnit, PeriodWindow } from './core/periodic.ts';
 export { DEFAULT_STEP_POLICY, nextStep, resolveStepPolicy } from './core/step-policy.ts';
 export type { StepInput, StepPolicy, StepPolicyOptions } from './core/step-policy.ts';
 export { MAX_SEGMENT_ID, MAX_TAG_STEP, TAG_PATTERN } from './core/segment-limits.ts';
