@@ -46,6 +46,8 @@ interface PeriodicTag {
 
 /** How long a plain tag is remembered as plain before the store is asked again. */
 const PLAIN_MEMORY_MS = 60_000;
+/** How long a tag the store does not have is remembered as such (SegmentService's negative cache). */
+const MISSING_MEMORY_MS = 2000;
 
 /**
  * Periodic sequences (docs/segments.md, Periodic sequences): formatted IDs such as
@@ -113,7 +115,10 @@ export class PeriodicSegments {
         .then((record) => {
           if (record?.periodic !== undefined && record.tag === tag) return this.#adopt(record);
           if (this.#plain.size >= 10_000) this.#plain.clear();
-          this.#plain.set(tag, this.#clock.now() + PLAIN_MEMORY_MS);
+          // A plain tag stays plain (the option is set only at creation); a missing one may be
+          // created periodic any moment, so it is asked for again soon.
+          const memory = record === undefined ? MISSING_MEMORY_MS : PLAIN_MEMORY_MS;
+          this.#plain.set(tag, this.#clock.now() + memory);
           return undefined;
         })
         .finally(() => this.#lookups.delete(tag));
