@@ -152,6 +152,20 @@ describe('periodic tags on the server', () => {
     );
   });
 
+  it('takes a new step from the next period on, never one a period cannot hold', async () => {
+    const patch = (tag: string, payload: Record<string, unknown>) =>
+      server.app.inject({ method: 'PATCH', url: `/v1/tags/${tag}`, payload });
+    const tooLarge = await patch('tiny', { step: 100 });
+    assert.equal(tooLarge.statusCode, 400);
+    assert.match(tooLarge.json().error.message, /step 100 is larger than the 99/);
+    assert.equal((await patch('tiny', { opaque: true })).statusCode, 400);
+    assert.equal((await patch('tiny', { step: 50 })).statusCode, 200);
+    clock.set(BOUNDARY + 86_400_000 + SKEW);
+    assert.equal((await leaf('tiny')).body, '2026112901');
+    assert.equal((await server.app.inject('/v1/tags/tiny@20261129')).json().step, 50);
+    assert.equal((await server.app.inject('/v1/tags/tiny@20261128')).json().step, 10);
+  });
+
   it('refuses a template that cannot hold the step, and unknown tokens, naming them', async () => {
     const response = await server.app.inject({
       method: 'POST',

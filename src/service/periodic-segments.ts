@@ -35,7 +35,6 @@ export interface PeriodicBatch {
 /** What this node knows of a periodic tag: its option, its step, the period it serves. */
 interface PeriodicTag {
   readonly sequence: PeriodicSequence;
-  readonly step: number;
   /** The period served (or last served): never goes back, even when the clock does. */
   window: PeriodWindow | undefined;
   /** The period row known to exist (created or found), by key. */
@@ -230,7 +229,15 @@ export class PeriodicSegments {
   async #createRow(tag: string, entry: PeriodicTag, window: PeriodWindow): Promise<void> {
     const row = entry.sequence.rowTag(tag, window);
     const found = await this.#bounded(this.#store.getTag(row), `looking up "${row}"`);
+    let step = 0;
     if (found === undefined) {
+      // The tag's step as it is now: a new step applies from the next period's row on.
+      const base = await this.#bounded(this.#store.getTag(tag), `looking up "${tag}"`);
+      if (base?.periodic === undefined)
+        throw new IdMintError('TAG_NOT_FOUND', `tag "${tag}" is no longer a periodic tag`, {
+          details: { tag },
+        });
+      step = base.step;
       // The next period's row exists: another node served it, so its clock passed this period's
       // end (plus the pause) while ours is still inside it, farther apart than the skew allowed.
       // Creating this row now could re-create one already cleaned, and issue its numbers again.
@@ -247,7 +254,7 @@ export class PeriodicSegments {
       found ??
       (await this.#bounded(
         this.#store
-          .createTag({ tag: row, step: entry.step, startId: BigInt(entry.sequence.start) })
+          .createTag({ tag: row, step, startId: BigInt(entry.sequence.start) })
           .catch(async (error: unknown) => {
             // Another node created it first: that row is the period's, whatever its start.
             if (isIdMintError(error, 'TAG_EXISTS')) {
@@ -277,7 +284,6 @@ export class PeriodicSegments {
     }
     const entry: PeriodicTag = {
       sequence,
-      step: record.step,
       window: undefined,
       ready: undefined,
       creating: undefined,

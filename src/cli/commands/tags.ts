@@ -237,6 +237,9 @@ async function runSubcommand(
           'INVALID_ARGUMENT',
           `step must be an integer from 1 to 2147483647, got "${raw}"`,
         );
+      const current = await store.getTag(tag);
+      // A periodic tag's periods must each hold one range of the step.
+      if (current?.periodic !== undefined) parsePeriodic(current.periodic).checkStep(step);
       return [await store.updateTag(tag, { step })];
     }
   }

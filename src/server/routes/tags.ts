@@ -3,6 +3,7 @@ import { CREATE_TAG, GET_TAG, LIST_TAGS, Tag, UPDATE_TAG } from '../../contract/
 import { IdMintError } from '../../core/errors.ts';
 import { checkDescription, checkTag, tagNotFound } from '../../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
+import { parsePeriodic } from '../../core/periodic.ts';
 import { noOpaqueKeys, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkOpaqueStart } from '../../stores/store-support.ts';
 import { tagJson } from '../../shared/tag-json.ts';
@@ -79,6 +80,19 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
     const tag = checkTag(request.params.tag);
     const { step, description, opaque, delta, remainder } = request.body;
     const segments = store();
+    if (step !== undefined || opaque === true) {
+      const current = await segments.getTag(tag);
+      if (current === undefined) throw tagNotFound(tag);
+      if (current.periodic !== undefined) {
+        // Formatted IDs are the point of a periodic tag; and each period must hold a range.
+        if (opaque === true)
+          throw new IdMintError(
+            'INVALID_ARGUMENT',
+            `tag "${tag}" is periodic and cannot be opaque`,
+          );
+        if (step !== undefined) parsePeriodic(current.periodic).checkStep(step);
+      }
+    }
     if (opaque !== undefined) {
       const current = await segments.getTag(tag);
       if (current === undefined) throw tagNotFound(tag);
