@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { PeriodicSequence } from '../src/core/periodic.ts';
-import { openSegmentStore } from '../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../src/backends/open-segment-store.ts';
 import { runIdmint } from './support/cli.ts';
 
 // `idmint tags` for periodic tags: create one, list its periods' rows, clean the old ones while

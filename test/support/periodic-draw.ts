@@ -7,7 +7,7 @@
 import { ManualClock } from '../../src/clocks/manual-clock.ts';
 import { PeriodicSegments } from '../../src/service/periodic-segments.ts';
 import { SegmentService } from '../../src/service/segment-service.ts';
-import { openSegmentStore } from '../../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../../src/backends/open-segment-store.ts';
 
 const [url = '', table = '', tag = '', count = '0', step = '0', at = '0'] = process.argv.slice(2);
 const store = await openSegmentStore(url, { table, init: false });

@@ -5,7 +5,7 @@
 //   node segment-range-draw.ts <store-url> <table> <tag> <callers> <rounds> <sizes,...> <maxStep>
 import { MonotonicClock } from '../../src/clocks/monotonic-clock.ts';
 import { SegmentService } from '../../src/service/segment-service.ts';
-import { openSegmentStore } from '../../src/stores/open-segment-store.ts';
+import { openSegmentStore } from '../../src/backends/open-segment-store.ts';
 
 const [url = '', table = '', tag = '', callers = '1', rounds = '1', list = '', maxStep = '1'] =
   process.argv.slice(2);

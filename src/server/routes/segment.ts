@@ -84,7 +84,7 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     if (!sequence.numeric) failNotNumeric(tag, sequence);
     const text = periodic?.nextSync(tag) ?? (await periodic?.next(tag));
     issued.addSegment(tag, 1);
-    reply.type(leafContentType(request.headers.accept)).send(text);
+    reply.type(leafIdType(request.headers.accept)).send(text);
   };
 
   const slowSingle = async (
