@@ -450,12 +450,20 @@ async function runShell(block: DocBlock, page: Page): Promise<void> {
     let stdout: string;
     try {
       // The CLI runs beside the server, in a directory and with worker-ID locks of its own (as
-      // after the quick start's server is stopped): the server keeps static:0.
+      // after the quick start's server is stopped): the server keeps static:0. Its tags are the
+      // server's, as they are for a reader running both in one directory: `idmint tags create`
+      // then `curl` serves the tag just made.
       const cli = /idmint /.test(command);
+      const env = page.processEnv();
+      const sharedStore =
+        cli && page.walkthroughDir !== '' && env['IDMINT_SEGMENT_STORE'] === undefined
+          ? { IDMINT_SEGMENT_STORE: `sqlite:${join(page.walkthroughDir, 'data', 'idmint.db')}` }
+          : {};
       ({ stdout } = await run('sh', ['-c', shell], {
         cwd: cli ? join(page.dir, 'cli') : page.dir,
         env: {
-          ...page.processEnv(),
+          ...env,
+          ...sharedStore,
           ...(cli ? { IDMINT_WORKER_LOCK_DIR: join(page.dir, 'cli', 'locks') } : {}),
         },
         timeout: 60_000,
