@@ -48,59 +48,41 @@ async function serveUntilExit(
   return { code, signal, stderr: serve.stderr(), ms: Date.now() - started };
 }
 
-describe('idmint serve against a store or registry that never answers', () => {
+describe('idmint serve against a store or registry that accepts connections but never answers', () => {
   const cases: [string, (hole: string) => string[], RegExp][] = [
     [
       'Redis store',
       (hole) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`],
-      new RegExp(
-        '^idmint serve: segment store \\(IDMINT_SEGMENT_STORE\\): redis store: ' +
-          'listTagChanges timed out after 1000 ms\\n$',
-      ),
+      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): redis at 127\.0\.0\.1:\d+: timed out after 1000 ms\n$/,
     ],
     [
       'PostgreSQL store',
       (hole) => ['--no-snowflake-enabled', '--segment-store', `postgres://idmint@${hole}/ids`],
-      new RegExp(
-        '^idmint serve: segment store \\(IDMINT_SEGMENT_STORE\\): postgres store: ' +
-          'listTagChanges (timed out after 1000 ms|failed: .*timeout)\\n$',
-      ),
+      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): postgres at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
     ],
     [
       'MySQL store',
       (hole) => ['--no-snowflake-enabled', '--segment-store', `mysql://idmint@${hole}/ids`],
-      new RegExp(
-        '^idmint serve: segment store \\(IDMINT_SEGMENT_STORE\\): mysql store: ' +
-          'listTagChanges (timed out after 1000 ms|failed: .*ETIMEDOUT)\\n$',
-      ),
+      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): mysql at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
     ],
     [
       'Redis registry',
       (hole) => ['--no-segment-enabled', '--worker-registry', `redis://${hole}/0`],
-      new RegExp(
-        '^idmint serve: worker registry \\(IDMINT_WORKER_REGISTRY\\): redis worker registry ' +
-          'at 127\\.0\\.0\\.1:\\d+ cannot be reached: .*\\n$',
-      ),
+      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): redis at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
     ],
     [
       'etcd registry',
       (hole) => ['--no-segment-enabled', '--worker-registry', `etcd://${hole}/hang`],
-      new RegExp(
-        '^idmint serve: worker registry \\(IDMINT_WORKER_REGISTRY\\): etcd worker registry ' +
-          'at http://127\\.0\\.0\\.1:\\d+ cannot be reached: .*\\n$',
-      ),
+      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): etcd at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
     ],
     [
       'ZooKeeper registry',
       (hole) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`],
-      new RegExp(
-        '^idmint serve: worker registry \\(IDMINT_WORKER_REGISTRY\\): zookeeper worker ' +
-          'registry at 127\\.0\\.0\\.1:\\d+ cannot be reached: .*\\n$',
-      ),
+      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): zookeeper at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
     ],
   ];
   for (const [name, args, message] of cases) {
-    it(`${name}: start-up fails within its timeouts, exit 1, one line`, async () => {
+    it(`${name}: start-up fails within its timeouts, exit 1, one line naming the setting`, async () => {
       const hole = await BlackHole.start();
       try {
         const result = await serveUntilExit([
@@ -135,7 +117,7 @@ describe('idmint serve against a store or registry that never answers', () => {
       (hole: string) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`],
     ],
   ] as const) {
-    it(`${signal} while waiting on ${what} stops it within seconds`, async () => {
+    it(`${signal} while it waits on ${what} stops it within seconds, though its timeouts are 10 minutes`, async () => {
       const hole = await BlackHole.start();
       const serve = spawnServe(
         [
@@ -191,8 +173,7 @@ describe('idmint serve against a store or registry that never answers', () => {
       assert.equal(result.code, 1, `after ${Date.now() - started} ms: ${result.stderr}`);
       assert.equal(
         result.stderr,
-        `idmint tags: segment store (--store): redis store: listTags timed out after ` +
-          `${TIMEOUT_MS} ms\n`,
+        `idmint tags: segment store (--store): redis at ${hole.address}: timed out after ${TIMEOUT_MS} ms\n`,
       );
       assert.equal(result.stdout, '');
     } finally {
@@ -201,7 +182,7 @@ describe('idmint serve against a store or registry that never answers', () => {
   });
 });
 
-describe('idmint serve with the environment at fault: exit 1, one line', () => {
+describe('idmint serve when the environment is at fault: exit 1 and one line naming the setting', () => {
   it('port in use', async () => {
     const taken: Server = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
@@ -239,8 +220,7 @@ describe('idmint serve with the environment at fault: exit 1, one line', () => {
       ],
       [
         ['--no-snowflake-enabled', '--segment-store', 'postgres://idmint@nosuch.invalid:5432/ids'],
-        'idmint serve: host "nosuch.invalid" in the segment store URL ' +
-          '(IDMINT_SEGMENT_STORE) does not resolve\n',
+        'idmint serve: host "nosuch.invalid" in the segment store URL (IDMINT_SEGMENT_STORE) does not resolve\n',
       ],
       [
         [
@@ -250,8 +230,7 @@ describe('idmint serve with the environment at fault: exit 1, one line', () => {
           '--registry-timeout-ms',
           '1000',
         ],
-        'idmint serve: host "nosuch.invalid" in the worker registry URL ' +
-          '(IDMINT_WORKER_REGISTRY) does not resolve\n',
+        'idmint serve: host "nosuch.invalid" in the worker registry URL (IDMINT_WORKER_REGISTRY) does not resolve\n',
       ],
     ];
     for (const [args, line] of cases) {

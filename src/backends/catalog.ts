@@ -45,7 +45,7 @@ export interface BackendUrl {
   readonly redacted: string;
   /** Where it points, without credentials: `db:5432`, `zk1:2181,zk2:2181`, a file. */
   readonly target: string;
-  /** The host names in it (none for a file or static:), for explaining a failure. */
+  /** Its hosts, default ports filled in (none for a file or static:), to explain a failure. */
   readonly hosts: readonly UrlHost[];
   /** The backend's typed options (a descriptor's `parse` result), for tests and tools. */
   readonly options: unknown;

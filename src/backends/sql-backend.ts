@@ -97,8 +97,12 @@ export function parseSqlServerUrl(
   };
 }
 
-/** The target and hosts of a network SQL database, for {@link sqlBackend} specs. */
-export const sqlServerPlace = {
-  target: (address: SqlServerAddress) => hostText(address.host),
-  hosts: (address: SqlServerAddress) => [address.host],
-};
+/** The target and hosts (with the default port where the URL gives none) of a SQL server. */
+export function sqlServerPlace(defaultPort: number) {
+  return {
+    target: (address: SqlServerAddress) => hostText(address.host),
+    hosts: (address: SqlServerAddress) => [
+      { ...address.host, port: address.host.port ?? defaultPort },
+    ],
+  };
+}

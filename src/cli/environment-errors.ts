@@ -5,7 +5,8 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isIdMintError } from '../core/errors.ts';
-import { parseBackendUrl } from '../backends/catalog.ts';
+import { type BackendUrl, parseBackendUrl } from '../backends/catalog.ts';
+import { failureCause, probeAddress } from '../backends/failure-cause.ts';
 import type { BackendRole as UrlRole } from '../backends/descriptor.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import { EXIT_FAILURE } from './exit-codes.ts';
@@ -83,9 +84,43 @@ export async function backendFailure(
   // stays as it is.
   if (error.message.includes(setting.name))
     return new CommandFailure(error.message, EXIT_FAILURE, { cause: error });
-  return new CommandFailure(`${what} (${setting.name}): ${error.message}`, EXIT_FAILURE, {
+  const where = await backendAndCause(setting, error);
+  return new CommandFailure(`${what} (${setting.name}): ${where}`, EXIT_FAILURE, {
     cause: error,
   });
+}
+
+/**
+ * `postgres at db:5432: connection refused`: the backend, its address and the cause as the
+ * operating system or the database gave it. A driver that reports a refused connection only as
+ * its own timeout (ZooKeeper's client retries it; etcd's opens a circuit breaker) is seen
+ * through by connecting to the address once. The failure's own message is the last resort.
+ */
+async function backendAndCause(setting: BackendSetting, error: Error): Promise<string> {
+  let url: BackendUrl;
+  try {
+    url = parseBackendUrl(setting.url, setting.role);
+  } catch {
+    return error.message;
+  }
+  let cause = failureCause(error);
+  if (cause === undefined || cause.startsWith('timed out')) {
+    for (const host of url.hosts) {
+      const probed = await probeAddress(host, LOOKUP_TIMEOUT_MS);
+      if (probed !== undefined) {
+        cause = probed;
+        break;
+      }
+    }
+  }
+  return `${url.backend.kind} at ${url.target}: ${cause ?? innermostMessage(error)}`;
+}
+
+/** The message of the innermost cause: the driver's or the database's words, not idmint's. */
+function innermostMessage(error: Error): string {
+  let inner: Error = error;
+  for (let depth = 0; depth < 16 && inner.cause instanceof Error; depth++) inner = inner.cause;
+  return inner.message;
 }
 
 /** The first host name of `url` that does not resolve, if any (IP addresses are not looked up). */

@@ -11,7 +11,7 @@ export const etcdBackend: BackendDescriptor<CoordinatorOptions> = {
   forms: { 'worker-registry': ['etcd://host:2379[,host:2379...]/<name>'] },
   parse: (url) => parseCoordinatorUrl(url, 2379),
   target: (options) => options.hosts.map((host) => hostText(host, 2379)).join(','),
-  hosts: (options) => options.hosts,
+  hosts: (options) => options.hosts.map((host) => ({ ...host, port: host.port ?? 2379 })),
   async openRegistry(options, settings) {
     const { connectEtcdWorkerRegistry } = await import(
       '../../registries/etcd/etcd-worker-registry.ts'

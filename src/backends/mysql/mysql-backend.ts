@@ -11,7 +11,7 @@ export const mysqlBackend = sqlBackend({
     'worker-registry': ['mysql://user:password@host:3306/<database> (or mariadb://)'],
   },
   parse: (url) => parseSqlServerUrl(url, { defaultPort: 3306 }),
-  ...sqlServerPlace,
+  ...sqlServerPlace(3306),
   async openDriver(address, pool) {
     const { MysqlDriver } = await import('../../sql/mysql-driver.ts');
     return MysqlDriver.open(address, pool);

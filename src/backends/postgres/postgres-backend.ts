@@ -13,7 +13,7 @@ export const postgresBackend = sqlBackend({
     'worker-registry': ['postgres://user:password@host:5432/<database> (or postgresql://)'],
   },
   parse: (url) => parseSqlServerUrl(url, { defaultPort: 5432, hostInQuery: true }),
-  ...sqlServerPlace,
+  ...sqlServerPlace(5432),
   async openDriver(address, pool) {
     const { PostgresDriver } = await import('../../sql/postgres-driver.ts');
     return PostgresDriver.open(address, pool);

@@ -96,12 +96,18 @@ function whySqliteCannotOpen(path: string, error: unknown): string {
     case 'ENOSPC':
       return 'no space left on device';
   }
-  // node:sqlite says only "unable to open database file": find out why where that is cheap.
+  // node:sqlite says only "unable to open database file", and creating a directory on a
+  // read-only mount says ENOENT: ask the nearest place that exists why, where that is cheap.
   try {
     if (existsSync(path) && statSync(path).isDirectory()) return 'it is a directory';
-    accessSync(existsSync(path) ? path : dirname(path), constants.R_OK | constants.W_OK);
+    let nearest = path;
+    while (!existsSync(nearest) && dirname(nearest) !== nearest) nearest = dirname(nearest);
+    accessSync(nearest, constants.R_OK | constants.W_OK);
   } catch (reason) {
-    if ((reason as { code?: unknown }).code === 'EACCES') return `permission denied (${place})`;
+    const why = (reason as { code?: unknown }).code;
+    if (why === 'EACCES') return `permission denied (${place})`;
+    // A read-only mount: SQLite itself said only that it could not open the file.
+    if (why === 'EROFS') return 'read-only file system';
   }
   return error instanceof Error ? error.message : String(error);
 }

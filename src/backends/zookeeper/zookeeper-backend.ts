@@ -12,7 +12,7 @@ export const zookeeperBackend: BackendDescriptor<CoordinatorOptions> = {
   forms: { 'worker-registry': ['zookeeper://host:2181[,host:2181...]/<name>'] },
   parse: (url) => parseCoordinatorUrl(url, 2181),
   target: (options) => options.hosts.map((host) => hostText(host, 2181)).join(','),
-  hosts: (options) => options.hosts,
+  hosts: (options) => options.hosts.map((host) => ({ ...host, port: host.port ?? 2181 })),
   async openRegistry(options, settings) {
     const { connectZooKeeperWorkerRegistry } = await import(
       '../../registries/zookeeper/zookeeper-worker-registry.ts'
