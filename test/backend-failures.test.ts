@@ -108,7 +108,8 @@ describe('a SQLite file on a read-only file system', () => {
         assert.equal(result.code, 1, result.stderr);
         assert.equal(
           result.stderr,
-          `idmint serve: cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): read-only file system\n`,
+          `idmint serve: cannot open SQLite file ${path} (IDMINT_SEGMENT_STORE): ` +
+            'read-only file system\n',
         );
       }
     } finally {
@@ -153,7 +154,8 @@ await describeWithServices(
       assert.equal(result.code, 1, result.stderr);
       assert.equal(
         result.stderr,
-        `idmint serve: segment store (IDMINT_SEGMENT_STORE): postgres at ${target.host}: permission denied for table ${table}\n`,
+        'idmint serve: segment store (IDMINT_SEGMENT_STORE): ' +
+          `postgres at ${target.host}: permission denied for table ${table}\n`,
       );
     });
   },

@@ -20,7 +20,7 @@ function clean(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-it('idmint decode reads the set of databases segment.stores names, as idmint serve does', async (t) => {
+it('idmint decode reads the set segment.stores names, as idmint serve does', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'idmint-compose-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const urls = [`sqlite:${join(dir, 'a.db')}`, `sqlite:${join(dir, 'b.db')}`];
@@ -54,7 +54,7 @@ it('idmint decode reads the set of databases segment.stores names, as idmint ser
   });
 });
 
-it('no CLI command and no service opens a store or registry but through the composition root', () => {
+it('no CLI command or service opens a store or registry but through the root', () => {
   const root = new URL('../src/', import.meta.url);
   const files = [
     ...readdirSync(new URL('cli/commands/', root)).map((name) => `cli/commands/${name}`),

@@ -169,11 +169,10 @@ export function parseBackendUrl(
   const result = read(url, role);
   if (!isRefusal(result)) return result;
   const shown = typeof url === 'string' ? redactUrl(url) : String(url);
-  throw new IdMintError(
-    'CONFIG_INVALID',
-    `${setting} ${typeof url === 'string' ? JSON.stringify(shown) : shown}: ${refusalText(result, role)}`,
-    { details: { key: setting, value: shown } },
-  );
+  const quoted = typeof url === 'string' ? JSON.stringify(shown) : shown;
+  throw new IdMintError('CONFIG_INVALID', `${setting} ${quoted}: ${refusalText(result, role)}`, {
+    details: { key: setting, value: shown },
+  });
 }
 
 /**

@@ -32,7 +32,8 @@ export function parseCoordinatorUrl(
   const name = path.slice(1);
   if (!CLUSTER_NAME.test(name) || name === '.' || name === '..')
     return refuse(
-      `needs a name after the hosts (1 to 128 of A-Z a-z 0-9 _ . -): ${scheme}://host:${defaultPort}/<name>`,
+      'needs a name after the hosts (1 to 128 of A-Z a-z 0-9 _ . -): ' +
+        `${scheme}://host:${defaultPort}/<name>`,
     );
   return { hosts, name };
 }

@@ -42,7 +42,7 @@ export interface RegistrySettings {
   readonly table?: string;
   /** ZooKeeper: how long an entry must be unwritten before it is recycled. Default 10000 ms. */
   readonly recycleAfterMs?: number;
-  /** Tests only: pauses the registry at the steps docs/workers.md lists (see {@link Interleave}). */
+  /** Tests only: pauses the registry at the steps docs/workers.md lists ({@link Interleave}). */
   readonly interleave?: Interleave;
 }
 

@@ -36,7 +36,10 @@ export interface OpenConfiguredStoreOptions {
   readonly onHistory?: (event: StoreHistoryEvent) => void;
 }
 
-/** The margin a store fences a new history with, from the segment keys: fenceRanges of max(maxStep, step). */
+/**
+ * The margin a store fences a new history with, from the segment keys: fenceRanges of
+ * max(maxStep, step).
+ */
 export function segmentFenceMargin(segment: {
   readonly fenceRanges: number;
   readonly maxStep: number;

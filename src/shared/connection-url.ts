@@ -28,7 +28,7 @@ export interface UrlShape {
    * A raw password may hold `/`, so this tells which `@` ends it.
    */
   readonly pathNames?: string;
-  /** True when the hosts may be empty because the query names one (PostgreSQL's `?host=/run/...`). */
+  /** True when the hosts may be empty, the query naming one (PostgreSQL's `?host=/run/...`). */
   readonly hostInQuery?: boolean;
 }
 
@@ -123,7 +123,8 @@ export interface UrlToBuild extends UrlCredentials {
 export function buildUrl(parts: UrlToBuild): string {
   const credentials = credentialsText(parts);
   const query = parts.query === '' ? '' : `?${parts.query}`;
-  return `${parts.scheme}://${credentials}${hostText(parts.host)}/${encodeURIComponent(parts.path)}${query}`;
+  const path = encodeURIComponent(parts.path);
+  return `${parts.scheme}://${credentials}${hostText(parts.host)}/${path}${query}`;
 }
 
 /**
@@ -147,7 +148,7 @@ export function redactUrl(url: string): string {
   return `${prefix}${colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`}@${after}`;
 }
 
-/** Query values whose name says they are secret (`password=`, `sslpassword=`, `token=`) as `***`. */
+/** Query values whose name says they are secret (`password=`, `token=`) as `***`. */
 function redactQuery(text: string): string {
   const question = text.indexOf('?');
   if (question < 0) return text;
@@ -176,7 +177,10 @@ function credentialsText(url: UrlCredentials): string {
   return url.password === undefined ? `${user}@` : `${user}:${encodeURIComponent(url.password)}@`;
 }
 
-/** Hosts, path and query after the userinfo; `at` is the index of the `@` ending the userinfo, -1 when there is none. */
+/**
+ * Hosts, path and query after the userinfo; `at` is the index of the `@` ending the userinfo,
+ * -1 when there is none.
+ */
 interface Authority {
   readonly at: number;
   readonly hosts: string;
@@ -247,7 +251,10 @@ function parseUserinfo(userinfo: string): UrlCredentials {
   };
 }
 
-/** Percent-decodes where the text is encoded; a raw `%` that starts no escape (`50%off`) stays as it is. */
+/**
+ * Percent-decodes where the text is encoded; a raw `%` that starts no escape (`50%off`) stays as
+ * it is.
+ */
 export function decodeUrlPart(text: string): string {
   try {
     return decodeURIComponent(text);

@@ -46,7 +46,9 @@ export const redisBackend: BackendDescriptor<RedisOptions> = {
     const db = path === '' || path === '/' ? '0' : path.slice(1);
     if (!/^[0-9]{1,3}$/.test(db) || Number(db) > REDIS_MAX_DATABASE) {
       return {
-        refused: `the Redis database must be a number from 0 to ${REDIS_MAX_DATABASE}, got "${db}" (separate idmint's keys from other data by prefix, not by database)`,
+        refused:
+          `the Redis database must be a number from 0 to ${REDIS_MAX_DATABASE}, got "${db}" ` +
+          "(separate idmint's keys from other data by prefix, not by database)",
         showForms: false,
       };
     }
