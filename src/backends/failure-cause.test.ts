@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect, createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { IdMintError } from '../core/errors.ts';
-import { failureCause, probeAddress } from './failure-cause.ts';
+import { driverGaveUp, failureCause, probeAddress } from './failure-cause.ts';
 
 /** A loopback port nothing listens on. */
 async function closedPort(): Promise<number> {
@@ -42,6 +42,12 @@ describe('the cause of a backend failure, as the system gave it', () => {
       failureCause(new Error('Execution prevented because the circuit breaker is open')),
       undefined,
     );
+  });
+
+  it("tells a driver's own word for giving up on its connection", () => {
+    const etcd = new Error('Execution prevented because the circuit breaker is open');
+    assert.ok(driverGaveUp(new IdMintError('REGISTRY_UNAVAILABLE', 'x', { cause: etcd })));
+    assert.ok(!driverGaveUp(new Error('permission denied for table t')));
   });
 
   it("gives a database's refusal in its own words", () => {

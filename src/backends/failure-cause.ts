@@ -84,6 +84,18 @@ export function failureCause(error: unknown): string | undefined {
 }
 
 /**
+ * Driver wording for "no usable connection" (etcd3's circuit breaker, ioredis without an offline
+ * queue): said only when every attempt failed, which the system words differently (refused, or
+ * no answer).
+ */
+const DRIVER_GAVE_UP = /circuit breaker is open|Stream isn't writeable|Connection is closed/;
+
+/** True when `error` is a driver giving up on its connection in its own words. */
+export function driverGaveUp(error: unknown): boolean {
+  return chain(error).some((item) => item instanceof Error && DRIVER_GAVE_UP.test(item.message));
+}
+
+/**
  * What connecting to `host` says, within `timeoutMs`: 'connection refused' (or another system
  * cause) when the connection fails, undefined when it opens or the probe runs out of time. For
  * drivers that retry a refused connection until their own timeout and report only that.

@@ -6,7 +6,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isIdMintError } from '../core/errors.ts';
 import { type BackendUrl, parseBackendUrl } from '../backends/catalog.ts';
-import { failureCause, probeAddress } from '../backends/failure-cause.ts';
+import { driverGaveUp, failureCause, probeAddress } from '../backends/failure-cause.ts';
 import type { BackendRole as UrlRole } from '../backends/descriptor.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import { EXIT_FAILURE } from './exit-codes.ts';
@@ -113,6 +113,8 @@ async function backendAndCause(setting: BackendSetting, error: Error): Promise<s
       }
     }
   }
+  // The address accepts connections, yet the driver found none it could use: no answer in time.
+  if (cause === undefined && driverGaveUp(error)) cause = 'timed out';
   return `${url.backend.kind} at ${url.target}: ${cause ?? innermostMessage(error)}`;
 }
 
