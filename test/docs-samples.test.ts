@@ -86,6 +86,7 @@ function rewrite(code: string, page: Page): string {
     .replace(/\b(localhost|127\.0\.0\.1):8080\b/g, () => new URL(page.url()).host)
     .replace(/postgres:\/\/[^\s'",]+/g, SERVICES.postgres.url)
     .replace(/mysql:\/\/[^\s'",]+/g, SERVICES.mysql.url)
+    .replace(/rediss?:\/\/[^\s'",]+/g, SERVICES.redis.url)
     .replace(/etcd:\/\/[^\s'",]+/g, `etcd://127.0.0.1:2379/${page.name}`)
     .replace(
       /zookeeper:\/\/[^\s'"/]+\/[\w.-]+/g,
@@ -166,8 +167,11 @@ class Page {
     const env: NodeJS.ProcessEnv = {};
     for (const [key, value] of Object.entries(process.env))
       if (!key.startsWith('IDMINT_')) env[key] = value;
-    // A segment table of this page's own in the shared databases, worker-ID locks of its own.
+    // Tables, keys and worker IDs of this page's own in the shared services (the segment table
+    // is also the Redis store's key prefix), and worker-ID locks of its own.
     env['IDMINT_SEGMENT_TABLE'] = this.name;
+    env['IDMINT_WORKER_TABLE'] = `${this.name}_workers`;
+    env['IDMINT_WORKER_CLUSTER'] = this.name;
     env['IDMINT_WORKER_LOCK_DIR'] = join(this.dir, 'locks');
     return exported ? { ...env, ...this.env } : env;
   }
