@@ -158,7 +158,8 @@ class Page {
   constructor(file: string) {
     this.file = file;
     this.dir = mkdtempSync(join(tmpdir(), 'idmint-docs-'));
-    this.name = uniqueName(`docs_${file.replace(/\W/g, '_')}`).toLowerCase();
+    // Short: it names tables (63 characters at most), and `_workers` is added to it.
+    this.name = uniqueName(`docs_${file.replace(/^docs\//, '').replace(/\W/g, '_')}`).toLowerCase();
     for (const sub of ['code', 'cli', 'locks']) mkdirSync(join(this.dir, sub));
   }
 
