@@ -22,7 +22,7 @@ describe('openWorkerRegistry', () => {
     );
   });
 
-  it('gives static:<id> its host lock under the lock directory, per cluster name (default /tmp/idmint)', async () => {
+  it('gives static:<id> its host lock under the lock directory, per cluster', async () => {
     const open = async (url: string, options = {}) =>
       (await openWorkerRegistry(url, options)) as StaticWorkerRegistry;
     const named = await open('static:7', { lockDir: '/var/lib/locks', name: 'orders' });
@@ -69,7 +69,7 @@ describe('openWorkerRegistry', () => {
     });
   });
 
-  it('loads no driver package for the static registry, and only its own for another backend', () => {
+  it('loads no driver for the static registry, only its own for another', () => {
     // In a fresh process: which packages does opening each URL load?
     const dir = mkdtempSync(join(tmpdir(), 'idmint-lazy-'));
     const factory = fileURLToPath(new URL('./open-worker-registry.ts', import.meta.url));
@@ -78,7 +78,11 @@ describe('openWorkerRegistry', () => {
         `const { openWorkerRegistry } = await import(${JSON.stringify(factory)});
          const options = { stateDir: ${JSON.stringify(dir)}, lockDir: ${JSON.stringify(dir)} };
          const registry = await openWorkerRegistry(${JSON.stringify(url)}, options);
-         if (registry.backend === 'static') await (await registry.acquire({ identity: { host: 'h', port: 1 }, maxWorkers: 1024 })).release({ lastTimestamp: 1, reportedAt: 1 });
+         if (registry.backend === 'static') {
+           const identity = { host: 'h', port: 1 };
+           const lease = await registry.acquire({ identity, maxWorkers: 1024 });
+           await lease.release({ lastTimestamp: 1, reportedAt: 1 });
+         }
          await registry.close();`,
       );
       return packagesIn(urls, [

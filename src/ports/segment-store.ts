@@ -52,11 +52,20 @@ export interface TagRecord {
   readonly periodic?: string;
 }
 
-/** A residue class of IDs: `offset`, `offset + increment`, `offset + 2 * increment`, ... (see docs/segments.md, Several databases). */
+/**
+ * A residue class of IDs: `offset`, `offset + increment`, `offset + 2 * increment`, ... (see
+ * docs/segments.md, Several databases).
+ */
 export interface SegmentResidue {
-  /** 0 to `increment - 1`: which database of the set (MySQL's `auto_increment_offset` minus one, TinyId's `remainder`). */
+  /**
+   * 0 to `increment - 1`: which database of the set (MySQL's `auto_increment_offset` minus one,
+   * TinyId's `remainder`).
+   */
   readonly offset: number;
-  /** How many databases share the tag, 1 to 64 (`MAX_SEGMENT_DATABASES`, core/segment-limits.ts; MySQL's `auto_increment_increment`, TinyId's `delta`); 0 only on a fenced row. */
+  /**
+   * How many databases share the tag, 1 to 64 (`MAX_SEGMENT_DATABASES`, core/segment-limits.ts;
+   * MySQL's `auto_increment_increment`, TinyId's `delta`); 0 only on a fenced row.
+   */
   readonly increment: number;
 }
 
@@ -70,7 +79,10 @@ export interface SegmentResidue {
  */
 export interface SegmentRange {
   readonly tag: string;
-  /** First ID of the range: `max_id - step * stride` after the update, as Leaf computes it (stride 1). */
+  /**
+   * First ID of the range: `max_id - step * stride` after the update, as Leaf computes it (stride
+   * 1).
+   */
   readonly start: bigint;
   /** One past the range: the new `max_id`, `start + step * stride`. */
   readonly end: bigint;
@@ -149,7 +161,8 @@ export interface FenceReport {
 /**
  * A store found its database on a new history (its `onHistory` option, for logs and metrics):
  * `fenced`, it fenced the new history itself (it was the first to see it); `changed`, it found the
- * history other than the one it last allocated on, already fenced (by another node, or an operator).
+ * history other than the one it last allocated on, already fenced (by another node, or an
+ * operator).
  */
 export interface StoreHistoryEvent {
   readonly type: 'history';
@@ -171,7 +184,10 @@ export interface NewTag {
   readonly tag: string;
   /** IDs per range, 1 to 2^31-1 (the column is Leaf's `int`). */
   readonly step: number;
-  /** First ID the tag will issue, 0 to 2^63-1 minus `step` (room for one range). Default 1, as Leaf's table default. Stored as `max_id`. */
+  /**
+   * First ID the tag will issue, 0 to 2^63-1 minus `step` (room for one range). Default 1, as
+   * Leaf's table default. Stored as `max_id`.
+   */
   readonly startId?: bigint;
   readonly description?: string | null;
   /**
@@ -279,8 +295,8 @@ export interface SegmentStore {
    * max_id is negative, written outside idmint; or the row's residue class is not this store's:
    * a row of a set read by a store of its own, or of another database or set size; nothing is
    * issued from it), INVALID_ARGUMENT (a bad
-   * step), STORE_UNAVAILABLE (the backend failed or timed out; retryable). After a timeout the outcome is unknown: the caller must treat
-   * the range as lost (skipped), never guess it.
+   * step), STORE_UNAVAILABLE (the backend failed or timed out; retryable). After a timeout the
+   * outcome is unknown: the caller must treat the range as lost (skipped), never guess it.
    */
   allocate(tag: string, step?: number): Promise<SegmentRange>;
 
@@ -346,7 +362,10 @@ export interface SegmentStore {
    */
   createTag(tag: NewTag): Promise<TagRecord>;
 
-  /** Changes a tag's step and/or description. Throws TAG_NOT_FOUND, INVALID_ARGUMENT, STORE_UNAVAILABLE. */
+  /**
+   * Changes a tag's step and/or description. Throws TAG_NOT_FOUND, INVALID_ARGUMENT,
+   * STORE_UNAVAILABLE.
+   */
   updateTag(tag: string, update: TagUpdate): Promise<TagRecord>;
 
   /**

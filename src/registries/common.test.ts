@@ -15,7 +15,7 @@ const known = (
 const first = () => 0;
 
 describe('candidateWorkerIds', () => {
-  it("tries this identity's old ID first, then IDs whose holder is gone, then IDs never used, lowest first", () => {
+  it("tries the identity's old ID, then IDs of gone holders, then unused ones", () => {
     const plan = planAcquire({ identity, maxWorkers: 8 });
     const ids = [
       ...candidateWorkerIds(
@@ -68,7 +68,7 @@ describe('candidateWorkerIds', () => {
     assert.ok((ids.next().value as number) < 32, 'the pick after one loss comes from the next 32');
   });
 
-  it('after a loss draws at random, yet yields every candidate exactly once, the best first', () => {
+  it('after a loss draws at random, yet yields every candidate once, best first', () => {
     const plan = planAcquire({ identity, maxWorkers: 3000 });
     const all = [known(0, true), known(9, false), known(6, false, 100, identity.host)];
     const inOrder = [...candidateWorkerIds(plan, all, first)];
@@ -88,7 +88,7 @@ describe('candidateWorkerIds', () => {
     }
   });
 
-  it('nodes starting together spread out after a lost race instead of all taking the next ID', () => {
+  it('nodes starting together spread out after a lost race', () => {
     // 20 nodes list the same free IDs and claim in rounds; of those claiming one free ID in a
     // round, one wins. Claiming in order, the losers meet again on the next ID: 210 claims.
     const race = (random?: () => number) => {

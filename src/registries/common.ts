@@ -26,7 +26,9 @@ export interface AcquirePlan {
 /** Largest worker-ID space a registry accepts: the layout allows at most 31 worker bits. */
 const MAX_WORKERS = 2 ** 31;
 
-/** Validates an acquire request; INVALID_ARGUMENT names the field, the value and what is allowed. */
+/**
+ * Validates an acquire request; INVALID_ARGUMENT names the field, the value and what is allowed.
+ */
 export function planAcquire(request: AcquireRequest): AcquirePlan {
   const { identity, maxWorkers } = request;
   if (!Number.isSafeInteger(maxWorkers) || maxWorkers < 1 || maxWorkers > MAX_WORKERS) {
@@ -43,7 +45,8 @@ export function planAcquire(request: AcquireRequest): AcquirePlan {
   ) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `identity.host must be 1 to 255 characters without "/" or spaces, got ${JSON.stringify(identity?.host)}`,
+      `identity.host must be 1 to 255 characters without "/" or spaces, got ` +
+        `${JSON.stringify(identity?.host)}`,
     );
   }
   if (!Number.isInteger(identity.port) || identity.port < 0 || identity.port > 65535) {
@@ -77,7 +80,9 @@ export function planAcquire(request: AcquireRequest): AcquirePlan {
   };
 }
 
-/** True when the plan allows taking `workerId`, whose recorded lastTimestamp is given (-1: none). */
+/**
+ * True when the plan allows taking `workerId`, whose recorded lastTimestamp is given (-1: none).
+ */
 export function allows(plan: AcquirePlan, workerId: number, lastTimestamp: number): boolean {
   return (
     workerId < plan.maxWorkers &&
@@ -135,7 +140,10 @@ export function* candidateWorkerIds(
   yield* backingOff(others(), random);
 }
 
-/** The window of untried candidates the pick after the first loss is drawn from; it doubles after each. */
+/**
+ * The window of untried candidates the pick after the first loss is drawn from; it doubles after
+ * each.
+ */
 const FIRST_SPREAD = 32;
 /** The largest window: the candidates held in memory at once, whatever the layout's size. */
 const MAX_SPREAD = 1024;
@@ -173,7 +181,8 @@ export function workerIdsExhausted(backend: string, plan: AcquirePlan, live?: nu
   ].filter(Boolean);
   return new IdMintError(
     'WORKER_IDS_EXHAUSTED',
-    `${backend} worker registry: no free worker ID among the ${plan.maxWorkers} the layout's worker bits allow (limit ${plan.maxWorkers})${held}` +
+    `${backend} worker registry: no free worker ID among the ${plan.maxWorkers} the ` +
+      `layout's worker bits allow (limit ${plan.maxWorkers})${held}` +
       (filters.length > 0 ? `; ${filters.join('; ')}` : ''),
     { details: { limit: plan.maxWorkers, live: live ?? null, backend } },
   );
@@ -197,7 +206,8 @@ export function registryUnavailable(backend: string, where: string, cause: unkno
 export function leaseLost(backend: string, workerId: number, why: string): IdMintError {
   return new IdMintError(
     'LEASE_LOST',
-    `${backend} worker registry: the lease on worker ${workerId} is lost (${why}); another node may hold it now`,
+    `${backend} worker registry: the lease on worker ${workerId} is lost (${why}); another ` +
+      `node may hold it now`,
     {
       details: { backend, workerId },
     },
@@ -226,7 +236,8 @@ export function checkTtl(ttlMs: number): number {
   if (!Number.isInteger(ttlMs) || ttlMs < LEASE_TTL_BOUNDS.min || ttlMs > LEASE_TTL_BOUNDS.max) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `ttlMs must be an integer from ${LEASE_TTL_BOUNDS.min} to ${LEASE_TTL_BOUNDS.max}, got ${String(ttlMs)}`,
+      `ttlMs must be an integer from ${LEASE_TTL_BOUNDS.min} to ${LEASE_TTL_BOUNDS.max}, ` +
+        `got ${String(ttlMs)}`,
     );
   }
   return ttlMs;

@@ -70,7 +70,8 @@ export class FileLock {
     options: FileLockOptions = {},
   ): Promise<FileLock | { heldBy: LockHolder | undefined }> {
     makeDirectory(dirname(path), options.shared === true);
-    // Loaded on first use: importing the registries loads no SQLite (Node 22 calls it experimental).
+    // Loaded on first use: importing the registries loads no SQLite (Node 22 calls it
+    // experimental).
     const { DatabaseSync } = await import('node:sqlite');
     const file = `${path}.lock`;
     const db = new DatabaseSync(file);
@@ -79,7 +80,8 @@ export class FileLock {
       db.exec('BEGIN EXCLUSIVE');
       db.exec(
         'CREATE TABLE IF NOT EXISTS holder ' +
-          '(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, port INTEGER NOT NULL)',
+          '(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT ' +
+          'NULL, port INTEGER NOT NULL)',
       );
       const insert = db.prepare(
         'INSERT OR REPLACE INTO holder (id, pid, host, port) VALUES (1, ?, ?, ?)',
@@ -104,7 +106,10 @@ export class FileLock {
     return lock;
   }
 
-  /** This process's description of itself, for {@link take}: `uses` names what it holds the lock for. */
+  /**
+   * This process's description of itself, for {@link take}: `uses` names what it holds the lock
+   * for.
+   */
   static self(port: number, uses?: string): Omit<LockHolder, 'since'> {
     return {
       pid: process.pid,

@@ -56,7 +56,10 @@ export interface SqlDialect {
    * dialect can say so; else a plain CREATE INDEX whose failure {@link isDuplicateIndex} names.
    */
   createIndex(table: string, index: string, column: string): string;
-  /** True when `error` says an index of that name already exists (a CREATE INDEX that raced or ran before). */
+  /**
+   * True when `error` says an index of that name already exists (a CREATE INDEX that raced or ran
+   * before).
+   */
   isDuplicateIndex(error: unknown): boolean;
   /**
    * The definition of a `timestamp` column (no zone, UTC) that a row inserted without it gets
@@ -104,7 +107,10 @@ export function insertOnConflictDoNothing(
   columns: readonly string[],
   values: readonly string[],
 ): string {
-  return `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')}) ON CONFLICT DO NOTHING`;
+  return (
+    `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')}) ON CONFLICT ` +
+    `DO NOTHING`
+  );
 }
 
 /** Options of {@link SqlDriver.withConnection}. */

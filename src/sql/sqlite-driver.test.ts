@@ -34,7 +34,7 @@ function refusingWal(refusals: number): {
 }
 
 describe('openSqliteDatabase', () => {
-  it('retries the switch to WAL that SQLite refused at once ("database is locked"), within the timeout', () => {
+  it('retries the switch to WAL that SQLite refused ("database is locked")', () => {
     const { Database, statements } = refusingWal(3);
     openSqliteDatabase(Database, join(root, 'a', 'idmint.db'), 2000);
     assert.deepEqual(statements, [

@@ -83,7 +83,10 @@ export class SqliteDriver implements SqlDriver {
     this.#closeDatabase = options.closeDatabase;
   }
 
-  /** A driver on the file at `path` (see {@link openSqliteDatabase}), closed by close(). Loads `node:sqlite` only now. */
+  /**
+   * A driver on the file at `path` (see {@link openSqliteDatabase}), closed by close(). Loads
+   * `node:sqlite` only now.
+   */
   static async open(path: string, options: { readonly timeoutMs: number }): Promise<SqliteDriver> {
     const { DatabaseSync } = await import('node:sqlite');
     return new SqliteDriver(openSqliteDatabase(DatabaseSync, path, options.timeoutMs), {
@@ -156,7 +159,8 @@ export class SqliteDriver implements SqlDriver {
  * in-memory database. Several processes may share a file: WAL lets readers run beside the
  * writer, and the busy timeout makes a writer wait up to `timeoutMs` for the lock instead of
  * failing. (A PRAGMA, not DatabaseSync's `timeout` option: older Node 22 releases ignore it.)
- * `Database` is node:sqlite's DatabaseSync, passed in so that importing this module loads no driver.
+ * `Database` is node:sqlite's DatabaseSync, passed in so that importing this module loads no
+ * driver.
  */
 export function openSqliteDatabase(
   Database: new (path: string) => SqliteDatabaseLike,

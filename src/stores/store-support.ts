@@ -30,7 +30,10 @@ import { checkTableName } from '../sql/sql-driver.ts';
 
 /** Options every store adapter takes. */
 export interface SegmentStoreOptions {
-  /** Table (SQL) or key prefix (Redis). Default `leaf_alloc`, Leaf's own table. Letters, digits and `_`. */
+  /**
+   * Table (SQL) or key prefix (Redis). Default `leaf_alloc`, Leaf's own table. Letters, digits and
+   * `_`.
+   */
   readonly table?: string;
   /** Every store call is abandoned after this many ms with STORE_UNAVAILABLE. Default 3000. */
   readonly timeoutMs?: number;
@@ -74,7 +77,9 @@ export function fenceTimeoutMs(timeoutMs: number): number {
   return Math.min(STORE_TIMEOUT_BOUNDS.max, Math.max(30_000, 10 * timeoutMs));
 }
 
-/** `margin` if it is a valid {@link FenceMargin}; INVALID_ARGUMENT naming what is allowed otherwise. */
+/**
+ * `margin` if it is a valid {@link FenceMargin}; INVALID_ARGUMENT naming what is allowed otherwise.
+ */
 export function checkFenceMargin(margin: FenceMargin): FenceMargin {
   if (margin !== null && typeof margin === 'object' && 'ids' in margin) {
     if (typeof margin.ids !== 'bigint' || margin.ids < 1n || margin.ids > MAX_SEGMENT_ID) {
@@ -117,7 +122,10 @@ export function describeMargin(margin: FenceMargin): string {
     : `${margin.ranges} ranges of max(${margin.maxStep}, the tag's step)`;
 }
 
-/** Why an allocation is tried again: the history is not the recorded one, or the row changed between statements. */
+/**
+ * Why an allocation is tried again: the history is not the recorded one, or the row changed between
+ * statements.
+ */
 export interface AllocateRetry {
   readonly retry: 'history' | 'raced';
   readonly live?: string;
@@ -146,7 +154,8 @@ export function historyUnsettled(backend: string, tag: string, last: AllocateRet
   const live = `the database's history (${last.live ?? 'unknown'})`;
   const why =
     last.retry === 'history'
-      ? `${live} is not the one recorded for the table (${last.recorded ?? 'none'}), and fencing it did not settle that`
+      ? `${live} is not the one recorded for the table (${last.recorded ?? 'none'}), and ` +
+        `fencing it did not settle that`
       : 'the row changed between its statements every time';
   return new IdMintError(
     'STORE_UNAVAILABLE',
@@ -252,7 +261,10 @@ export function checkFenceCount(count: number | undefined): number | undefined {
 
 export const DEFAULT_SEGMENT_TABLE = 'leaf_alloc';
 export const DEFAULT_STORE_TIMEOUT_MS = 3000;
-/** A store call's timeout ends up in a timer, so it stays below 2^31 ms (Node clamps longer ones to 1 ms). */
+/**
+ * A store call's timeout ends up in a timer, so it stays below 2^31 ms (Node clamps longer ones to
+ * 1 ms).
+ */
 export const STORE_TIMEOUT_BOUNDS = { min: 1, max: MAX_TIMER_MS } as const;
 
 /** The table name, timeout and residue class, validated. */
@@ -272,7 +284,8 @@ export function resolveStoreOptions(options: SegmentStoreOptions = {}): {
   ) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `timeoutMs must be a positive integer number of ms, at most ${STORE_TIMEOUT_BOUNDS.max}, got ${String(timeoutMs)}`,
+      `timeoutMs must be a positive integer number of ms, at most ` +
+        `${STORE_TIMEOUT_BOUNDS.max}, got ${String(timeoutMs)}`,
     );
   }
   const fence = checkFenceMargin(options.fence ?? DEFAULT_FENCE_MARGIN);
@@ -293,24 +306,35 @@ export function checkResidue(residue: SegmentResidue): SegmentResidue {
   ) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `residue must be { offset, increment } with increment an integer from 1 to ${MAX_SEGMENT_DATABASES} and offset from 0 to increment - 1, got ${JSON.stringify(residue)}`,
+      `residue must be { offset, increment } with increment an integer from 1 to ` +
+        `${MAX_SEGMENT_DATABASES} and offset from 0 to increment - 1, got ` +
+        `${JSON.stringify(residue)}`,
     );
   }
   return { offset, increment };
 }
 
-/** The smallest ID at or above `id` in the residue class: where database `offset` of `increment` may start. */
+/**
+ * The smallest ID at or above `id` in the residue class: where database `offset` of `increment` may
+ * start.
+ */
 export function alignUp(id: bigint, residue: SegmentResidue): bigint {
   const n = BigInt(residue.increment);
   return id + ((BigInt(residue.offset) - (id % n) + n) % n);
 }
 
-/** What one allocation of `step` IDs may add to max_id in a set: the range, and a realignment of at most increment - 1 first. */
+/**
+ * What one allocation of `step` IDs may add to max_id in a set: the range, and a realignment of at
+ * most increment - 1 first.
+ */
 export function residueRoom(step: number, residue: SegmentResidue): bigint {
   return BigInt(step) * BigInt(residue.increment) + BigInt(residue.increment - 1);
 }
 
-/** The range of `step` IDs of the class below `end` (the new max_id); a set of one gives consecutive IDs, with no stride. */
+/**
+ * The range of `step` IDs of the class below `end` (the new max_id); a set of one gives consecutive
+ * IDs, with no stride.
+ */
 export function residueRange(
   tag: string,
   end: bigint,
@@ -381,11 +405,15 @@ export function residueMismatch(
 ): IdMintError {
   const fix =
     expected === undefined
-      ? 'a database of a set is used only through the whole set (segment.stores, in order), never alone'
-      : `this store is ${residueText(expected)}: list the set's URLs in the same order everywhere, and run "idmint db init" with them after changing the set (docs/segments.md, Several databases)`;
+      ? 'a database of a set is used only through the whole set (segment.stores, in order), ' +
+        'never alone'
+      : `this store is ${residueText(expected)}: list the set's URLs in the same order ` +
+        `everywhere, and run "idmint db init" with them after changing the set ` +
+        `(docs/segments.md, Several databases)`;
   return new IdMintError(
     'TAG_MISCONFIGURED',
-    `tag "${tag}": its row is ${residueText(found)} (id_offset ${found?.offset ?? 0}, id_increment ${found?.increment ?? 1}); ${fix}; nothing was allocated from it`,
+    `tag "${tag}": its row is ${residueText(found)} (id_offset ${found?.offset ?? 0}, ` +
+      `id_increment ${found?.increment ?? 1}); ${fix}; nothing was allocated from it`,
     {
       details: {
         tag,
@@ -442,7 +470,10 @@ function errorText(error: unknown): string {
   return typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
 }
 
-/** A stored integer (bigint, decimal string, or number where the driver had no choice) as an exact bigint. */
+/**
+ * A stored integer (bigint, decimal string, or number where the driver had no choice) as an exact
+ * bigint.
+ */
 export function toBigInt(value: unknown, column: string): bigint {
   if (typeof value === 'bigint') return value;
   if (typeof value === 'string' && /^-?[0-9]+$/.test(value)) return BigInt(value);
@@ -450,7 +481,8 @@ export function toBigInt(value: unknown, column: string): bigint {
   if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value);
   throw new IdMintError(
     'STORE_UNAVAILABLE',
-    `stored ${column} is not an exact integer: ${String(value)} (${typeof value}); is the driver parsing bigint columns as numbers?`,
+    `stored ${column} is not an exact integer: ${String(value)} (${typeof value}); is the ` +
+      `driver parsing bigint columns as numbers?`,
   );
 }
 
@@ -479,7 +511,10 @@ export function toDate(value: unknown): Date | null {
   return null;
 }
 
-/** A row of Leaf's table, as the adapter read it, as a TagRecord (with its residue class where the row has one; `opaque` is absent on a Leaf table). */
+/**
+ * A row of Leaf's table, as the adapter read it, as a TagRecord (with its residue class where the
+ * row has one; `opaque` is absent on a Leaf table).
+ */
 export function tagRecord(row: {
   biz_tag: unknown;
   max_id: unknown;
@@ -530,13 +565,18 @@ export function toOpaqueFlag(value: unknown): boolean {
   );
 }
 
-/** Validates {@link TagUpdate.opaque}: absent, or true; false is refused (an opaque tag never turns back). */
+/**
+ * Validates {@link TagUpdate.opaque}: absent, or true; false is refused (an opaque tag never turns
+ * back).
+ */
 export function checkOpaqueUpdate(opaque: unknown): boolean {
   if (opaque === undefined) return false;
   if (opaque !== true) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `opaque can only be set to true, got ${String(opaque)}: an opaque tag stays opaque (its opaque IDs are numbers its dense IDs could one day reach), and a plain tag stays plain unless marked`,
+      `opaque can only be set to true, got ${String(opaque)}: an opaque tag stays opaque ` +
+        `(its opaque IDs are numbers its dense IDs could one day reach), and a plain tag ` +
+        `stays plain unless marked`,
     );
   }
   return true;
@@ -676,7 +716,8 @@ export function checkOpaqueStart(tag: string, next: bigint): void {
   if (next >= limit) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `tag "${String(tag)}" cannot be opaque from ID ${next}: opaque segment IDs encode dense IDs below ${limit} (10^15) only`,
+      `tag "${String(tag)}" cannot be opaque from ID ${next}: opaque segment IDs encode ` +
+        `dense IDs below ${limit} (10^15) only`,
       {
         details: { tag: String(tag) },
       },
@@ -684,7 +725,10 @@ export function checkOpaqueStart(tag: string, next: bigint): void {
   }
 }
 
-/** Validates the bounds of a release; shared by every store. A store of a set takes only bounds of its class. */
+/**
+ * Validates the bounds of a release; shared by every store. A store of a set takes only bounds of
+ * its class.
+ */
 export function checkRelease(from: bigint, to: bigint, residue?: SegmentResidue): void {
   checkSegmentId(from, 'from');
   checkSegmentId(to, 'to');
@@ -693,7 +737,8 @@ export function checkRelease(from: bigint, to: bigint, residue?: SegmentResidue)
   if (residue !== undefined && !(inResidue(from, residue) && inResidue(to, residue))) {
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `release of [${from}, ${to}) on ${residueText(residue)}: both bounds must be ≡ ${residue.offset} (mod ${residue.increment})`,
+      `release of [${from}, ${to}) on ${residueText(residue)}: both bounds must be ≡ ` +
+        `${residue.offset} (mod ${residue.increment})`,
     );
   }
 }
@@ -742,7 +787,8 @@ export function parseChangeCursor(cursor: unknown): number {
   if (!Number.isSafeInteger(ms))
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `a tag change cursor is a store time this store returned (ms since the epoch), got ${JSON.stringify(cursor)}`,
+      `a tag change cursor is a store time this store returned (ms since the epoch), got ` +
+        `${JSON.stringify(cursor)}`,
     );
   return ms;
 }

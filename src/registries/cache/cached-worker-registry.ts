@@ -44,10 +44,15 @@ interface CacheState {
   readonly cluster?: string;
   readonly identity: NodeIdentity;
   readonly workerId: number;
-  /** The latest report, written locally before it is sent (so it is never behind the coordinator's). */
+  /**
+   * The latest report, written locally before it is sent (so it is never behind the coordinator's).
+   */
   readonly lastTimestamp: number;
   readonly reportedAt: number;
-  /** The last report the coordinator confirmed: if it still holds exactly this, nobody used the ID since. */
+  /**
+   * The last report the coordinator confirmed: if it still holds exactly this, nobody used the ID
+   * since.
+   */
   readonly confirmed: WorkerReport;
 }
 
@@ -162,7 +167,8 @@ export class CachedWorkerRegistry implements WorkerRegistry {
   #inUse(plan: AcquirePlan, holder: LockHolder | undefined): IdMintError {
     return new IdMintError(
       'WORKER_IDS_EXHAUSTED',
-      `${this.backend} worker registry: worker cache file ${this.#file} is in use by ${describeHolder(holder)}; ` +
+      `${this.backend} worker registry: worker cache file ${this.#file} is in use by ` +
+        `${describeHolder(holder)}; ` +
         'two processes sharing it would both start offline on the worker ID it names: ' +
         'give each process a cache file of its own (IDMINT_WORKER_CACHE_FILE)',
       {
@@ -239,7 +245,8 @@ export class CachedWorkerRegistry implements WorkerRegistry {
               workerId,
             });
           } catch (error) {
-            if (isIdMintError(error, 'REGISTRY_UNAVAILABLE')) return this.#offlineTtlMs; // still offline: the file alone
+            // still offline: the file alone
+            if (isIdMintError(error, 'REGISTRY_UNAVAILABLE')) return this.#offlineTtlMs;
             if (isIdMintError(error, 'WORKER_IDS_EXHAUSTED'))
               throw leaseLost(
                 this.backend,

@@ -60,14 +60,16 @@ export interface RedisWorkerRegistryOptions {
 //   next          the lowest ID that may never have been used, where a new ID is looked for first
 
 /**
- * Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1, live}.
+ * Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1,
+ * live}.
  *
  * The order: this identity's last ID; then up to 16 IDs whose lease ended, by `expiry` (released
- * ones first, lowest first, then expired ones, longest expired first); then up to 16 IDs from `next` on that were never used; only when none of those can be
- * taken, every ID ever used and then every ID of the layout, as before `expiry` existed. So with
- * any number of IDs held the usual claim costs a few commands, and the verdict "none free" is
- * never given without looking at all of them. IDs leased by a node that predates `expiry` are
- * missing from it until renewed: the full pass still finds them.
+ * ones first, lowest first, then expired ones, longest expired first); then up to 16 IDs from
+ * `next` on that were never used; only when none of those can be taken, every ID ever used and then
+ * every ID of the layout, as before `expiry` existed. So with any number of IDs held the usual
+ * claim costs a few commands, and the verdict "none free" is never given without looking at all of
+ * them. IDs leased by a node that predates `expiry` are missing from it until renewed: the full
+ * pass still finds them.
  */
 const ACQUIRE = `
 local p = KEYS[1]
@@ -108,7 +110,8 @@ else
   end
 end
 local ids, known = {}, {}
-for i, v in ipairs(redis.call('SMEMBERS', p .. 'ids')) do ids[i] = tonumber(v); known[ids[i]] = true end
+for i, v in ipairs(redis.call('SMEMBERS', p .. 'ids')) do ids[i] = tonumber(v); known[ids[i]] = \
+true end
 table.sort(ids)
 for _, id in ipairs(ids) do if try(id) then return claimed(id) end end
 if only >= 0 then
@@ -165,7 +168,8 @@ for _, id in ipairs(redis.call('SMEMBERS', p .. 'ids')) do
   if redis.call('EXISTS', p .. 'lease:' .. id) == 1 then
     local r = redis.call('HMGET', p .. 'record:' .. id, 'reportedAt', 'reportedServerMs')
     if r[1] and r[2] and tonumber(r[1]) >= 0 then
-      table.insert(out, id); table.insert(out, r[1]); table.insert(out, string.format('%.0f', now - tonumber(r[2])))
+      table.insert(out, id); table.insert(out, r[1]); table.insert(out, string.format('%.0f', now \
+- tonumber(r[2])))
     end
   end
 end

@@ -137,7 +137,8 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     if (this.workerId >= plan.maxWorkers) {
       throw new IdMintError(
         'CONFIG_INVALID',
-        `static worker ID ${this.workerId} does not fit the layout: worker IDs go from 0 to ${plan.maxWorkers - 1}`,
+        `static worker ID ${this.workerId} does not fit the layout: worker IDs go from 0 to ` +
+          `${plan.maxWorkers - 1}`,
       );
     }
     // Excluded whatever its record says (switch-worker leaving it): say so, not that it is in use.
@@ -266,7 +267,8 @@ export class StaticWorkerRegistry implements WorkerRegistry {
       `static worker registry: worker ${this.workerId} is in use by ${describeHolder(holder)}, ` +
         `which holds the lock of its state file ${this.stateFile}; ` +
         'two processes with one worker ID would issue the same IDs: ' +
-        'stop that one, or give this one a worker ID and state directory of its own (static:<id>, stateDir)',
+        'stop that one, or give this one a worker ID and state directory of its own ' +
+        '(static:<id>, stateDir)',
       { details: { ...this.#holderDetails(plan, holder), stateFile: this.stateFile } },
     );
   }
@@ -276,7 +278,8 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     const where = holder?.uses === undefined ? '' : ` with state file ${holder.uses}`;
     return new IdMintError(
       'WORKER_IDS_EXHAUSTED',
-      `static worker registry: worker ${this.workerId} of cluster ${this.#name} is in use on this host ` +
+      `static worker registry: worker ${this.workerId} of cluster ${this.#name} is in use ` +
+        `on this host ` +
         `by ${describeHolder(holder)}${where} (host lock ${this.hostLock}.lock); ` +
         'two processes with one worker ID would issue the same IDs: ' +
         'stop that one, or give this one another worker ID (static:<id>)',
@@ -346,7 +349,8 @@ export class StaticWorkerRegistry implements WorkerRegistry {
     return new IdMintError(
       'REGISTRY_UNAVAILABLE',
       `static worker registry: state file ${file} is unreadable (${reason}); ` +
-        `it holds the last timestamp of worker ${this.workerId}, so idmint will not start without it: ` +
+        `it holds the last timestamp of worker ${this.workerId}, so idmint will not start ` +
+        `without it: ` +
         'restore it, or remove it only if you know the clock is past every ID this worker issued',
       { cause },
     );

@@ -83,7 +83,9 @@ export interface ZooKeeperWorkerRegistryOptions {
   readonly createClient: (sessionTimeoutMs: number) => ZooKeeperClientLike;
   /** Leaf's `leaf.name`: nodes live under `/snowflake/<name>`. Default `idmint`. */
   readonly name?: string;
-  /** Requested session timeout, which is the lease TTL; the server may grant another. Default 10000. */
+  /**
+   * Requested session timeout, which is the lease TTL; the server may grant another. Default 10000.
+   */
   readonly ttlMs?: number;
   /**
    * An entry only Leaf wrote (it has no idmint record) is recycled only once ZooKeeper's clock
@@ -110,7 +112,10 @@ const NOT_EMPTY = -111;
 const SESSION_EXPIRED = -112;
 const NODE_DELETED_EVENT = 2;
 
-/** Leaf reports every 3 s (SnowflakeZookeeperHolder.ScheduledUploadData): it may have issued IDs up to then. */
+/**
+ * Leaf reports every 3 s (SnowflakeZookeeperHolder.ScheduledUploadData): it may have issued IDs up
+ * to then.
+ */
 const LEAF_REPORT_INTERVAL_MS = 3000;
 
 /** A worker ID's record, idmint's own node beside Leaf's entry. */
@@ -138,9 +143,12 @@ interface ForeverEntry {
  * Worker IDs in ZooKeeper, compatible with Meituan Leaf's layout:
  *
  * ```
- * /snowflake/<name>/forever/<ip>:<port>-<seq>  persistent, Leaf's {"ip","port","timestamp"}: worker ID = seq
- * /snowflake/<name>/workers/<id>               persistent, idmint's {"lastTimestamp","reportedAt"}
- * /snowflake/<name>/live/<id>                  ephemeral, exists exactly while a session holds the ID
+ * /snowflake/<name>/forever/<ip>:<port>-<seq>
+ *     persistent, Leaf's {"ip","port","timestamp"}: worker ID = seq
+ * /snowflake/<name>/workers/<id>
+ *     persistent, idmint's {"lastTimestamp","reportedAt"}
+ * /snowflake/<name>/live/<id>
+ *     ephemeral, exists exactly while a session holds the ID
  * ```
  *
  * A node that has an entry under its ip:port reuses it (as in Leaf). Beyond Leaf, the holder
@@ -195,7 +203,10 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     }
   }
 
-  /** One pass over the candidates: a lease, or how many claims other nodes won and how many IDs are live. */
+  /**
+   * One pass over the candidates: a lease, or how many claims other nodes won and how many IDs are
+   * live.
+   */
   async #claimOnce(
     session: Session,
     plan: AcquirePlan,
@@ -213,7 +224,8 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     );
     let raced = 0;
 
-    // 1. Entries with no live holder: this node's own (as Leaf reuses them), then others' (recycled).
+    // 1. Entries with no live holder: this node's own (as Leaf reuses them), then others'
+    //    (recycled).
     // Every claim checks, in the same multi-op, that the record and the entry are still at the
     // versions read: a node that read, then claimed after another acquired, issued and released
     // the ID in between, loses the race and reads again instead of starting from an old record.
@@ -479,7 +491,9 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     }
   }
 
-  /** The session, connecting first if there is none (or it expired); one attempt for all callers. */
+  /**
+   * The session, connecting first if there is none (or it expired); one attempt for all callers.
+   */
   #connected(): Promise<Session> {
     if (this.#closed)
       return Promise.reject(
@@ -536,7 +550,9 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
   }
 
-  /** The record of `workerId` and a version a multi-op can check, or undefined when there is none. */
+  /**
+   * The record of `workerId` and a version a multi-op can check, or undefined when there is none.
+   */
   async #record(zk: Zk, workerId: number): Promise<StoredRecord | undefined> {
     const path = this.#path('workers', workerId);
     for (;;) {
@@ -676,7 +692,9 @@ function ifCode<T>(code: number, value: T): (error: unknown) => T {
   };
 }
 
-/** `10.0.0.1:8080-0000000005` -> entry; Leaf splits on "-", the last one keeps hosts with dashes. */
+/**
+ * `10.0.0.1:8080-0000000005` -> entry; Leaf splits on "-", the last one keeps hosts with dashes.
+ */
 function parseEntry(node: string): ForeverEntry | undefined {
   const dash = node.lastIndexOf('-');
   const seq = node.slice(dash + 1);

@@ -54,7 +54,10 @@ import type { SetEntry } from './set-records.ts';
  */
 export interface SetMemberStore extends SegmentStore {
   readonly residue?: SegmentResidue;
-  /** Sets the row's max_id and residue class to `to` if they are still exactly `from`; true when set. */
+  /**
+   * Sets the row's max_id and residue class to `to` if they are still exactly `from`; true when
+   * set.
+   */
   reassign(
     tag: string,
     from: { maxId: bigint; residue: SegmentResidue },
@@ -65,7 +68,9 @@ export interface SetMemberStore extends SegmentStore {
    * where there is none (all of them where the store has no place for them yet).
    */
   readSetEntries(keys: readonly string[]): Promise<(SetEntry | undefined)[]>;
-  /** Writes a set record if its version is still `version` (undefined: none yet); true when written. */
+  /**
+   * Writes a set record if its version is still `version` (undefined: none yet); true when written.
+   */
   writeSetEntry(key: string, version: number | undefined, value: string): Promise<boolean>;
 }
 
@@ -81,7 +86,9 @@ export interface SetJoinOptions {
 
 /** One database of a set. */
 export interface SetDatabase {
-  /** Its store, opened with `residue: { offset: <its index>, increment: <databases in the set> }`. */
+  /**
+   * Its store, opened with `residue: { offset: <its index>, increment: <databases in the set> }`.
+   */
   readonly store: SetMemberStore;
   /** How messages, logs and stats name it: its URL with the password hidden. */
   readonly name: string;
@@ -89,9 +96,14 @@ export interface SetDatabase {
 
 /** Options for {@link MultiSegmentStore}; durations in ms. */
 export interface MultiSegmentStoreOptions {
-  /** The databases, in order: the one at index r issues only IDs ≡ r (mod the number of databases). */
+  /**
+   * The databases, in order: the one at index r issues only IDs ≡ r (mod the number of databases).
+   */
   readonly databases: readonly SetDatabase[];
-  /** After a database fails, it is skipped for this long, doubling with each failure in a row. Default 1000. */
+  /**
+   * After a database fails, it is skipped for this long, doubling with each failure in a row.
+   * Default 1000.
+   */
   readonly backoffMs?: number;
   /** The longest a failing database is skipped before it is tried again. Default 10000. */
   readonly maxBackoffMs?: number;
@@ -184,7 +196,10 @@ export class MultiSegmentStore implements SegmentStore {
   readonly #highs: SetHighs;
   /** Each database's identity as last read (null: none recorded; undefined: not read yet). */
   readonly #identities: (string | null | undefined)[];
-  /** Per `<index>/<tag>`: why the range's mark could not be raised, while every other database is down. */
+  /**
+   * Per `<index>/<tag>`: why the range's mark could not be raised, while every other database is
+   * down.
+   */
   readonly #uncovered = new Map<string, IdMintError>();
 
   constructor(options: MultiSegmentStoreOptions) {
@@ -196,7 +211,8 @@ export class MultiSegmentStore implements SegmentStore {
     ) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `a set needs 1 to ${MAX_SEGMENT_DATABASES} databases, got ${Array.isArray(databases) ? databases.length : String(databases)}`,
+        `a set needs 1 to ${MAX_SEGMENT_DATABASES} databases, got ` +
+          `${Array.isArray(databases) ? databases.length : String(databases)}`,
       );
     }
     const n = databases.length;
@@ -210,7 +226,8 @@ export class MultiSegmentStore implements SegmentStore {
       ) {
         throw new IdMintError(
           'INVALID_ARGUMENT',
-          `database ${index} of the set (${String(db?.name)}) must be a store opened with residue { offset: ${index}, increment: ${n} }, got ${JSON.stringify(residue)}`,
+          `database ${index} of the set (${String(db?.name)}) must be a store opened with ` +
+            `residue { offset: ${index}, increment: ${n} }, got ${JSON.stringify(residue)}`,
         );
       }
     });
@@ -234,7 +251,10 @@ export class MultiSegmentStore implements SegmentStore {
     return this.#databases.length;
   }
 
-  /** Creates each database's table (with the residue columns), or adds the columns to an existing one. Every database must answer. */
+  /**
+   * Creates each database's table (with the residue columns), or adds the columns to an existing
+   * one. Every database must answer.
+   */
   async init(): Promise<void> {
     this.#all('init', await this.#each(this.#indexes(), (db) => db.store.init()));
   }
@@ -264,12 +284,14 @@ export class MultiSegmentStore implements SegmentStore {
         continue;
       }
       try {
-        // No ID of the range is used before a high-water mark kept elsewhere bounds it (set-highs.ts).
+        // No ID of the range is used before a high-water mark kept elsewhere bounds it
+        // (set-highs.ts).
         await this.#highs.cover(index, range);
         this.#uncovered.delete(`${index}/${tag}`);
         return range;
       } catch (cause) {
-        // The range is skipped, never used; database index itself answered, so it is not backed off.
+        // The range is skipped, never used; database index itself answered, so it is not backed
+        // off.
         const error = asStoreError(cause, db.name, 'cover');
         if (error.code === 'STORE_UNAVAILABLE') this.#uncovered.set(`${index}/${tag}`, error);
         failed.push({ index, error });
@@ -295,7 +317,10 @@ export class MultiSegmentStore implements SegmentStore {
     }
   }
 
-  /** Each database's history (each has its own, recorded in its own table). Every database must answer. */
+  /**
+   * Each database's history (each has its own, recorded in its own table). Every database must
+   * answer.
+   */
   async history(): Promise<StoreHistory[]> {
     const lists = this.#all(
       'reading the histories',
@@ -402,7 +427,8 @@ export class MultiSegmentStore implements SegmentStore {
       if (index === this.size - 1 && !answered)
         throw new IdMintError(
           'STORE_UNAVAILABLE',
-          `reading the tag list: no database of the set answered; database ${index} (${db.name}): ${error.message}`,
+          `reading the tag list: no database of the set answered; database ${index} ` +
+            `(${db.name}): ${error.message}`,
           { cause: error, details: { databases: this.size } },
         );
     }
@@ -428,7 +454,8 @@ export class MultiSegmentStore implements SegmentStore {
     ) {
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `a tag change cursor of this set is a list of ${this.size} database cursors, got ${JSON.stringify(cursor)}`,
+        `a tag change cursor of this set is a list of ${this.size} database cursors, got ` +
+          `${JSON.stringify(cursor)}`,
       );
     }
     return parsed as (string | null)[];
@@ -518,7 +545,9 @@ export class MultiSegmentStore implements SegmentStore {
         }),
     );
     const made = this.#all(
-      `creating tag "${values.tag}" (created in ${describeIndexes(created.filter((o) => o.value !== undefined))}; run it again when every database answers, to complete it)`,
+      `creating tag "${values.tag}" (created in ` +
+        `${describeIndexes(created.filter((o) => o.value !== undefined))}; run it again when ` +
+        `every database answers, to complete it)`,
       created,
     );
     // `made` is indexed by database: the ones that already had the tag are holes.
@@ -544,7 +573,9 @@ export class MultiSegmentStore implements SegmentStore {
         ),
     );
     const updated = this.#all(
-      `updating tag "${tag}" (updated in ${describeIndexes(outcomes.filter((o) => o.value !== undefined))}; run it again when every database answers)`,
+      `updating tag "${tag}" (updated in ` +
+        `${describeIndexes(outcomes.filter((o) => o.value !== undefined))}; run it again when ` +
+        `every database answers)`,
       outcomes,
     );
     const found = updated.filter((record): record is TagRecord => record !== undefined);
@@ -616,7 +647,8 @@ export class MultiSegmentStore implements SegmentStore {
       for (const record of value?.rows ?? []) {
         if (!sameResidue(record.residue, expected))
           problems.push(
-            `database ${index} (${this.#name(index)}) holds tag "${record.tag}" as ${residueText(record.residue)}`,
+            `database ${index} (${this.#name(index)}) holds tag "${record.tag}" as ` +
+              `${residueText(record.residue)}`,
           );
       }
     }
@@ -639,9 +671,12 @@ export class MultiSegmentStore implements SegmentStore {
         (problems.length > 5 ? `; and ${problems.length - 5} more` : '');
       throw new IdMintError(
         'CONFIG_INVALID',
-        `the set of ${this.size} segment databases disagrees with their rows and records, so it is not used: ` +
-          `${shown}. Each database must be listed at its index in the same order everywhere; after forming the set, ` +
-          `adding a database or changing the order, run "idmint db init" with the new list (${DOCS})`,
+        `the set of ${this.size} segment databases disagrees with their rows and records, ` +
+          `so it is not used: ` +
+          `${shown}. Each database must be listed at its index in the same order ` +
+          `everywhere; after forming the set, ` +
+          `adding a database or changing the order, run "idmint db init" with the new list ` +
+          `(${DOCS})`,
         { details: { key: 'segment.stores', databases: this.size, problems: problems.length } },
       );
     }
@@ -744,7 +779,9 @@ export class MultiSegmentStore implements SegmentStore {
       for (const [index, member] of listed.entries()) this.#identities[index] = member.id;
       return listed.map((member) => member.id as string);
     }
-    const why = `its records changed under every one of ${JOIN_ATTEMPTS} attempts (another "idmint db init" running?)`;
+    const why =
+      `its records changed under every one of ${JOIN_ATTEMPTS} attempts (another "idmint db ` +
+      `init" running?)`;
     throw new IdMintError('STORE_UNAVAILABLE', `joining the set: ${why}; run it again`);
   }
 
@@ -771,7 +808,8 @@ export class MultiSegmentStore implements SegmentStore {
     for (let attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
       let rows = await read();
       const template = rows.find((row) => row !== undefined);
-      if (template === undefined) return { tag, action: 'unchanged', maxId: 0n }; // deleted meanwhile
+      // deleted meanwhile
+      if (template === undefined) return { tag, action: 'unchanged', maxId: 0n };
       const create = (index: number, floor: bigint) =>
         (this.#databases[index] as SetDatabase).store
           .createTag(
@@ -852,7 +890,8 @@ export class MultiSegmentStore implements SegmentStore {
     }
     throw new IdMintError(
       'STORE_UNAVAILABLE',
-      `joining tag "${tag}": its rows changed under every one of ${JOIN_ATTEMPTS} attempts; stop the nodes that allocate it outside idmint (Leaf) and run it again`,
+      `joining tag "${tag}": its rows changed under every one of ${JOIN_ATTEMPTS} attempts; ` +
+        `stop the nodes that allocate it outside idmint (Leaf) and run it again`,
       { details: { tag } },
     );
   }
@@ -874,7 +913,10 @@ export class MultiSegmentStore implements SegmentStore {
       const absent = Array.from({ length: increment }, (_, r) => r).filter((r) => !offsets.has(r));
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        `tag "${tag}": its rows say it is in a set of ${increment} databases, but database${absent.length === 1 ? '' : 's'} ${absent.join(', ')} of that set ${absent.length === 1 ? 'is' : 'are'} not in the list; a database that issued IDs is never left out of its set (list all of them, in their order, then the new ones)`,
+        `tag "${tag}": its rows say it is in a set of ${increment} databases, but ` +
+          `database${absent.length === 1 ? '' : 's'} ${absent.join(', ')} of that set ` +
+          `${absent.length === 1 ? 'is' : 'are'} not in the list; a database that issued IDs ` +
+          `is never left out of its set (list all of them, in their order, then the new ones)`,
         { details: { tag, increment } },
       );
     }
@@ -896,10 +938,14 @@ export class MultiSegmentStore implements SegmentStore {
     if (!formed || empty.length === 0 || this.size === 1) return;
     throw new IdMintError(
       'INVALID_ARGUMENT',
-      `database ${empty.map((index) => `${index} (${this.#name(index)})`).join(', ')} has no tags, ` +
-        `but the other databases are already a set of ${this.size}, formed before idmint recorded a set's ` +
-        "members and high-water marks: if it replaces a database of the set, that database's IDs are known only " +
-        'to it, so copy its table (rows and max_id as they are, from the database itself, not a backup) ' +
+      `database ${empty.map((index) => `${index} (${this.#name(index)})`).join(', ')} has ` +
+        `no tags, ` +
+        `but the other databases are already a set of ${this.size}, formed before idmint ` +
+        `recorded a set's ` +
+        'members and high-water marks: if it replaces a database of the set, that ' +
+        "database's IDs are known only " +
+        'to it, so copy its table (rows and max_id as they are, from the database itself, ' +
+        'not a backup) ' +
         `to the new database instead (${DOCS})`,
       { details: { key: 'segment.stores', databases: this.size } },
     );
@@ -1001,7 +1047,10 @@ export class MultiSegmentStore implements SegmentStore {
     h.lastError = null;
   }
 
-  /** A database that is unavailable or timed out is skipped for a backoff; other errors (no such tag) say nothing of its health. */
+  /**
+   * A database that is unavailable or timed out is skipped for a backoff; other errors (no such
+   * tag) say nothing of its health.
+   */
   #failed(index: number, error: IdMintError): void {
     if (error.code !== 'STORE_UNAVAILABLE') return;
     const h = this.#health[index] as Health;
@@ -1013,7 +1062,10 @@ export class MultiSegmentStore implements SegmentStore {
       Math.min(this.#maxBackoffMs, this.#backoffMs * 2 ** Math.min(h.failuresInRow - 1, 30));
   }
 
-  /** Runs `run` on each database of `indexes` at once; each outcome is its value or its IdMintError (health updated). */
+  /**
+   * Runs `run` on each database of `indexes` at once; each outcome is its value or its IdMintError
+   * (health updated).
+   */
   async #each<T>(
     indexes: readonly number[],
     run: (db: SetDatabase, index: number) => Promise<T>,
@@ -1034,7 +1086,10 @@ export class MultiSegmentStore implements SegmentStore {
     );
   }
 
-  /** Every outcome's value at its database's index (holes where `outcomes` skipped one), or the combined error when any database failed. */
+  /**
+   * Every outcome's value at its database's index (holes where `outcomes` skipped one), or the
+   * combined error when any database failed.
+   */
   #all<T>(what: string, outcomes: readonly Outcome<T>[]): T[] {
     const failed = outcomes.filter((o) => o.error !== undefined);
     if (failed.length > 0)
@@ -1075,7 +1130,9 @@ export class MultiSegmentStore implements SegmentStore {
       ...errors.map((e) => `database ${e.index} (${this.#name(e.index)}): ${e.error.message}`),
       ...skipped.map(
         (index) =>
-          `database ${index} (${this.#name(index)}): down, retried in ${Math.max(0, Math.ceil((this.#health[index] as Health).retryAt - this.#now()))} ms`,
+          `database ${index} (${this.#name(index)}): down, retried in ` +
+          `${Math.max(0, Math.ceil((this.#health[index] as Health).retryAt - this.#now()))} ` +
+          `ms`,
       ),
     ];
     const first = errors.find((e) => e.error.code === code)?.error;
@@ -1090,7 +1147,9 @@ function max(a: bigint, b: bigint): bigint {
   return a > b ? a : b;
 }
 
-/** The databases' lists (lowest database first) as one record per tag, each merged as {@link merge}. */
+/**
+ * The databases' lists (lowest database first) as one record per tag, each merged as {@link merge}.
+ */
 function mergeByName(lists: readonly (readonly TagRecord[])[]): TagRecord[] {
   const byName = new Map<string, TagRecord[]>();
   for (const list of lists)
@@ -1129,7 +1188,10 @@ function merge(records: readonly TagRecord[]): TagRecord {
   };
 }
 
-/** An error from a database's store as an IdMintError (a store throws only those; anything else is an outage). */
+/**
+ * An error from a database's store as an IdMintError (a store throws only those; anything else is
+ * an outage).
+ */
 function asStoreError(cause: unknown, name: string, operation: string): IdMintError {
   if (isIdMintError(cause)) return cause;
   return new IdMintError(

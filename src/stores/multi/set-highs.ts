@@ -39,7 +39,9 @@ export interface MarkAccess {
   name(index: number): string;
   /** Runs `run` on database `index`'s store; rejects with an IdMintError. */
   call<T>(index: number, run: (store: MarkStore) => Promise<T>): Promise<T>;
-  /** Database `index`'s identity (its `self` record), null when it has none; `fresh` reads it again. */
+  /**
+   * Database `index`'s identity (its `self` record), null when it has none; `fresh` reads it again.
+   */
   identity(index: number, fresh: boolean): Promise<string | null>;
 }
 
@@ -60,7 +62,9 @@ export interface SettledMarks {
 type RaiseOutcome = 'raised' | 'replaced';
 type Settled = PromiseSettledResult<RaiseOutcome>;
 
-/** The high-water marks of one set, with what this process knows is kept (see the file's comment). */
+/**
+ * The high-water marks of one set, with what this process knows is kept (see the file's comment).
+ */
 export class SetHighs {
   readonly #access: MarkAccess;
   /** Per tag, per index: a mark this process knows is kept on database index and on another. */
@@ -141,7 +145,8 @@ export class SetHighs {
       );
       if ((await Promise.all(writes)).every(Boolean)) return { highest, lost };
     }
-    const why = `its high-water marks changed under every one of ${MARK_ATTEMPTS} attempts to settle them`;
+    const why = `its high-water marks changed under every one of ${MARK_ATTEMPTS} attempts to \
+settle them`;
     throw new IdMintError('STORE_UNAVAILABLE', `tag "${tag}": ${why}; run it again`, {
       details: { tag },
     });
@@ -191,7 +196,10 @@ export class SetHighs {
       : this.#notKept(index, tag, [own], [index]);
   }
 
-  /** Raises database index's mark on `member` to at least `target`; 'replaced' when the mark names another database. */
+  /**
+   * Raises database index's mark on `member` to at least `target`; 'replaced' when the mark names
+   * another database.
+   */
   async #raiseOn(
     member: number,
     index: number,
@@ -216,7 +224,9 @@ export class SetHighs {
       )
         return 'raised';
     }
-    const why = `the high-water mark "${key}" changed under every one of ${MARK_ATTEMPTS} attempts to raise it`;
+    const why =
+      `the high-water mark "${key}" changed under every one of ${MARK_ATTEMPTS} attempts to ` +
+      `raise it`;
     throw new IdMintError('STORE_UNAVAILABLE', `${this.#where(member)}: ${why}`);
   }
 
@@ -231,8 +241,10 @@ export class SetHighs {
       return new IdMintError(
         'TAG_MISCONFIGURED',
         `tag "${tag}": ${this.#where(index)} was replaced in the set ` +
-          `(its members keep marks for another database at index ${index}); run this node with the list ` +
-          '"idmint db init" last formed, and never use the replaced database again; the range is skipped',
+          `(its members keep marks for another database at index ${index}); run this node ` +
+          `with the list ` +
+          '"idmint db init" last formed, and never use the replaced database again; the ' +
+          'range is skipped',
         { details: { tag, column: 'high', database: index } },
       );
     }

@@ -15,7 +15,9 @@ const set = (...ids: string[]) => ids.map((id) => ({ id, name: `db-${id}` }));
 const abc = set('a', 'b', 'c');
 const abcd = set('a', 'b', 'c', 'd');
 
-/** Database `id` of the list, recording `recorded` (and holding tag rows when it does, unless told). */
+/**
+ * Database `id` of the list, recording `recorded` (and holding tag rows when it does, unless told).
+ */
 function listed(
   id: string,
   recorded?: ReturnType<typeof set>,
@@ -43,7 +45,7 @@ describe('checkJoin', () => {
     );
   });
 
-  it('refuses a list that leaves out a recorded member, whatever records it, naming the member', () => {
+  it('refuses a list that leaves out a recorded member, naming it', () => {
     const leftOut =
       /database 2 of the set recorded in database 0 \(db-a\), db-c, is not in the list/;
     refuses([listed('a', abc), listed('b', abc)], undefined, leftOut);
@@ -55,7 +57,7 @@ describe('checkJoin', () => {
     );
   });
 
-  it('names the replacing command only when the list has an empty database at the missing index', () => {
+  it('names the replacing command only for an empty database at the index', () => {
     const command = /run "idmint db init --stores db-a,db-b,db-x --replace 2"/;
     refuses([listed('a', abc), listed('b', abc), listed('x')], undefined, command);
     refuses(
@@ -128,7 +130,7 @@ describe('membershipProblems', () => {
     );
   });
 
-  it('names a re-forming cut short, and a database replaced in its set that still records it', () => {
+  it('names a cut-short re-forming, and a replaced database still recording it', () => {
     const cutShort =
       /database 0 \(db-a\) records another set \(db-a, db-b, db-c, db-d\), unlike the others/;
     assert.match(first([{ id: 'a', set: abcd }, ...records('b', 'c')]), cutShort);

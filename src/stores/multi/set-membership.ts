@@ -33,7 +33,10 @@ const DOCS = 'docs/segments.md, Several databases';
 
 /** The command that forms `names` into a set, for messages (passwords stay hidden). */
 export function initCommand(names: readonly string[], replace?: number): string {
-  return `idmint db init --stores ${names.join(',')}${replace === undefined ? '' : ` --replace ${replace}`}`;
+  return (
+    `idmint db init --stores ` +
+    `${names.join(',')}${replace === undefined ? '' : ` --replace ${replace}`}`
+  );
 }
 
 /**
@@ -51,7 +54,9 @@ export function checkJoin(list: readonly ListedMember[], replace: number | undef
     const first = list.findIndex((other) => other.id === member.id);
     if (first === index) return;
     const what = `database ${first} (${list[first]?.name}) and database ${index} (${member.name})`;
-    const why = `${what} are one database (set record identity ${member.id}); list each database of a set once`;
+    const why =
+      `${what} are one database (set record identity ${member.id}); list each database of a ` +
+      `set once`;
     throw new IdMintError('INVALID_ARGUMENT', why, { details: { key: 'segment.stores' } });
   });
   const ids = new Set(list.map((m) => m.id));
@@ -73,11 +78,13 @@ export function checkJoin(list: readonly ListedMember[], replace: number | undef
   const empty = newcomer !== undefined && newcomer.set === undefined && !newcomer.hasRows;
   const replacing =
     set.length === list.length && empty
-      ? `, or, if it is lost for good and ${newcomer.name} replaces it, run "${initCommand(names, index)}"`
+      ? `, or, if it is lost for good and ${newcomer.name} replaces it, run ` +
+        `"${initCommand(names, index)}"`
       : '';
   throw new IdMintError(
     'INVALID_ARGUMENT',
-    `database ${index} of the set recorded in database ${by} (${list[by]?.name}), ${member.name}, ` +
+    `database ${index} of the set recorded in database ${by} (${list[by]?.name}), ` +
+      `${member.name}, ` +
       'is not in the list: a database that issued IDs is never left out of its set; ' +
       `list all ${set.length} of them in their order (new ones after)${replacing} (${DOCS})`,
     { details: { key: 'segment.stores', missing: missing.size } },
@@ -110,7 +117,8 @@ function checkReplacement(
   const others = set.some((member, index) => index !== replace && member.id !== list[index]?.id);
   if (lost.index !== replace || set.length !== list.length || others) {
     throw refuse(
-      `the list must be the recorded set (${listed(set)}) with only database ${replace} in another's place, ` +
+      `the list must be the recorded set (${listed(set)}) with only database ${replace} in ` +
+        `another's place, ` +
         'in the same order; make other changes with a separate "idmint db init"',
     );
   }
@@ -154,7 +162,8 @@ export function membershipProblems(
       const own = set === undefined ? 'no set' : `another set (${listed(set)})`;
       problems.push(
         `${where} records ${own}, unlike the others (${listed(recorded)}): ` +
-          'an "idmint db init" was cut short or run with another list; run it again with the list to use',
+          'an "idmint db init" was cut short or run with another list; run it again with ' +
+          'the list to use',
       );
     } else if (at >= 0 && at !== index) {
       const order = 'list them in that order, or form the new one with "idmint db init"';
@@ -166,7 +175,8 @@ export function membershipProblems(
       );
     } else if (at < 0 && recorded.length === names.length && recorded[index] !== undefined) {
       problems.push(
-        `${where} is not in the set its databases record, whose database ${index} is ${recorded[index]?.name}: ` +
+        `${where} is not in the set its databases record, whose database ${index} is ` +
+          `${recorded[index]?.name}: ` +
           `if that database is lost for good, run "${initCommand(names, index)}" to replace it`,
       );
     } else if (at < 0) {
@@ -177,7 +187,8 @@ export function membershipProblems(
   }
   if (recorded.length !== names.length && problems.length === 0) {
     problems.push(
-      `the list has ${names.length} databases, the set its databases record ${recorded.length}: ${form}`,
+      `the list has ${names.length} databases, the set its databases record ` +
+        `${recorded.length}: ${form}`,
     );
   }
   return problems;

@@ -29,9 +29,14 @@ export interface RecordedMember {
   readonly name: string;
 }
 
-/** A high-water mark: every ID database r handed out of the tag is below `high`, while `member` is database r. */
+/**
+ * A high-water mark: every ID database r handed out of the tag is below `high`, while `member` is
+ * database r.
+ */
 export interface HighMark {
-  /** Identity of the database the mark is for; null when it was raised before the set was recorded. */
+  /**
+   * Identity of the database the mark is for; null when it was raised before the set was recorded.
+   */
   readonly member: string | null;
   readonly high: bigint;
 }

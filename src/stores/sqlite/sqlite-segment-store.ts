@@ -5,7 +5,10 @@ import { resolveStoreOptions, type SegmentStoreOptions } from '../store-support.
 
 /** Options for {@link SqliteSegmentStore}. */
 export interface SqliteSegmentStoreOptions extends SegmentStoreOptions {
-  /** Database file (its directory is created if missing), or `:memory:` for a private in-memory database. */
+  /**
+   * Database file (its directory is created if missing), or `:memory:` for a private in-memory
+   * database.
+   */
   readonly path: string;
 }
 
@@ -16,7 +19,8 @@ export interface SqliteSegmentStoreOptions extends SegmentStoreOptions {
  */
 export class SqliteSegmentStore extends SqlSegmentStore {
   constructor(options: SqliteSegmentStoreOptions) {
-    // Opened here, synchronously: node:sqlite is imported by this module, which only SQLite users load.
+    // Opened here, synchronously: node:sqlite is imported by this module, which only SQLite users
+    // load.
     const db = openSqliteDatabase(
       DatabaseSync,
       options.path,
