@@ -61,7 +61,8 @@ describe('the backend catalog reads connection URLs', () => {
   for (const password of TRICKY_PASSWORDS) {
     for (const encoded of [false, true]) {
       const written = encoded ? encodeURIComponent(password) : password;
-      it(`reads and hides the password ${JSON.stringify(password)} written ${encoded ? 'percent-encoded' : 'raw'}`, () => {
+      const how = encoded ? 'percent-encoded' : 'raw';
+      it(`reads and hides the password ${JSON.stringify(password)} written ${how}`, () => {
         for (const [url, kind] of [
           [`postgres://idmint:${written}@db.internal:5432/ids`, 'postgres'],
           [`mariadb://idmint:${written}@db.internal:3306/ids`, 'mysql'],
@@ -73,7 +74,8 @@ describe('the backend catalog reads connection URLs', () => {
           );
           assert.equal(parsed.backend.kind, kind, url);
           const options = parsed.options as { password?: string };
-          // A raw password that looks percent-encoded reads as the encoding says, as every URL parser does.
+          // A raw password that looks percent-encoded reads as the encoding says, as every URL
+          // parser does.
           assert.equal(options.password, encoded ? password : decodeURIComponentOr(password), url);
           assert.equal(
             parsed.target,
@@ -92,7 +94,7 @@ describe('the backend catalog reads connection URLs', () => {
     }
   }
 
-  it('hands pg and mysql2 a URL with every part encoded, and ioredis the parts, so the driver reads the same password', () => {
+  it('gives pg, mysql2 and ioredis the same password, encoded as each needs', () => {
     const url = sqlDriverUrl('postgresql://idmint:p@ss/w0rd@db:5432/ids?sslmode=require');
     assert.equal(url, 'postgresql://idmint:p%40ss%2Fw0rd@db:5432/ids?sslmode=require');
     const parsed = new URL(url);
@@ -205,7 +207,8 @@ describe('the backend catalog reads connection URLs', () => {
             error.message,
           );
           assert.match(error.message, problem);
-          // The accepted forms follow when the form is wrong; a value out of range says what is allowed itself.
+          // The accepted forms follow when the form is wrong; a value out of range says what is
+          // allowed itself.
           const forms =
             role === 'segment-store' ? SEGMENT_STORE_URL_FORMS : WORKER_REGISTRY_URL_FORMS;
           for (const form of forms)
@@ -221,7 +224,7 @@ describe('the backend catalog reads connection URLs', () => {
     });
   }
 
-  it('sqlitePathOf reads every spelling of a sqlite: URL the same way, and refuses the rest', () => {
+  it('sqlitePathOf reads every spelling of a sqlite: URL alike', () => {
     assert.equal(sqlitePathOf('sqlite:./data/idmint.db'), './data/idmint.db');
     assert.equal(sqlitePathOf('sqlite:/var/lib/idmint.db'), '/var/lib/idmint.db');
     assert.equal(sqlitePathOf('sqlite:///var/lib/idmint.db'), '/var/lib/idmint.db');

@@ -30,7 +30,7 @@ describe('openSegmentStore', () => {
     await store.close();
   });
 
-  it('maps postgres://, postgresql://, mysql://, mariadb://, redis:// and rediss:// to their adapters without connecting', async () => {
+  it('maps each URL scheme to its adapter without connecting', async () => {
     for (const [url, backend] of [
       ['postgres://nobody@127.0.0.1:1/db', 'postgres'],
       ['postgresql://nobody@127.0.0.1:1/db', 'postgres'],
@@ -50,7 +50,7 @@ describe('openSegmentStore', () => {
     }
   });
 
-  it('refuses anything else with CONFIG_INVALID naming the setting, the value and the accepted forms, password hidden', async () => {
+  it('refuses anything else (CONFIG_INVALID) naming setting, value and forms', async () => {
     for (const url of [
       'mongodb://u:secret@h/db',
       'sqlite:',
@@ -66,7 +66,10 @@ describe('openSegmentStore', () => {
           assert.ok(isIdMintError(error, 'CONFIG_INVALID'), url);
           assert.match(
             error.message,
-            /^IDMINT_SEGMENT_STORE ".*": .*; accepted forms: sqlite:\.\/data\/idmint\.db .*sqlite::memory:, postgres:\/\/.*mysql:\/\/.*mariadb:\/\/.*redis:\/\/.*rediss:\/\//,
+            new RegExp(
+              '^IDMINT_SEGMENT_STORE ".*": .*; accepted forms: sqlite:\\./data/idmint\\.db ' +
+                '.*sqlite::memory:, postgres://.*mysql://.*mariadb://.*redis://.*rediss://',
+            ),
           );
           assert.doesNotMatch(error.message, /secret/);
           return true;
@@ -79,7 +82,7 @@ describe('openSegmentStore', () => {
     );
   });
 
-  it('a Redis database out of 0..15 is refused before connecting: /99 is not silently database 0, /abc no crash', async () => {
+  it('a Redis database out of 0..15 is refused before connecting', async () => {
     for (const [url, got] of [
       ['redis://127.0.0.1:1/99', '99'],
       ['redis://127.0.0.1:1/abc', 'abc'],
@@ -96,7 +99,7 @@ describe('openSegmentStore', () => {
     }
   });
 
-  it('names the setting and the reason when a SQLite file cannot be opened (STORE_UNAVAILABLE, not a stack)', async (t) => {
+  it('names setting and reason when a SQLite file cannot be opened', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'idmint-open-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, 'plain-file'), '');
@@ -125,7 +128,9 @@ describe('openSegmentStore', () => {
     const root = new URL('../../', import.meta.url);
     const { urls } = modulesLoadedBy(`
       await import(${JSON.stringify(new URL('src/index.ts', root).href)});
-      const { openSegmentStore } = await import(${JSON.stringify(new URL('src/backends/open-segment-store.ts', root).href)});
+      const { openSegmentStore } = await import(${JSON.stringify(
+        new URL('src/backends/open-segment-store.ts', root).href,
+      )});
       const store = await openSegmentStore('sqlite::memory:');
       await store.close();
     `);

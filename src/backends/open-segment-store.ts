@@ -11,7 +11,9 @@ export { DEFAULT_SEGMENT_STORE_URL } from './sqlite/sqlite-backend.ts';
 /** The URL forms {@link openSegmentStore} accepts, for messages and `--help` (from the catalog). */
 export { SEGMENT_STORE_URL_FORMS };
 
-/** Options for {@link openSegmentStore}: `table`, `timeoutMs`, `poolSize` (PostgreSQL, MySQL), and: */
+/**
+ * Options for {@link openSegmentStore}: `table`, `timeoutMs`, `poolSize` (PostgreSQL, MySQL), and:
+ */
 export interface OpenSegmentStoreOptions extends StoreSettings {
   /**
    * Create the table if missing (`init()`) before returning. Default: true for SQLite (the
@@ -62,7 +64,10 @@ export interface OpenSegmentStoresOptions extends Omit<OpenSegmentStoreOptions, 
    * the set, and `idmint tags list`, which shows it, open without the check.
    */
   readonly verify?: boolean;
-  /** After a database fails it is skipped for this long, doubling per failure in a row. Default 1000. */
+  /**
+   * After a database fails it is skipped for this long, doubling per failure in a row. Default
+   * 1000.
+   */
   readonly backoffMs?: number;
   /** The longest a failing database is skipped. Default 10000. */
   readonly maxBackoffMs?: number;
@@ -83,7 +88,8 @@ export async function openSegmentStores(
   if (!Array.isArray(urls) || urls.length < 1 || urls.length > MAX_SEGMENT_DATABASES) {
     throw new IdMintError(
       'CONFIG_INVALID',
-      `${setting}: a set of segment databases needs 1 to ${MAX_SEGMENT_DATABASES} URLs, got ${Array.isArray(urls) ? urls.length : String(urls)}`,
+      `${setting}: a set of segment databases needs 1 to ${MAX_SEGMENT_DATABASES} URLs, got ` +
+        `${Array.isArray(urls) ? urls.length : String(urls)}`,
       { details: { key: setting } },
     );
   }
@@ -94,7 +100,8 @@ export async function openSegmentStores(
     if (first !== index)
       throw new IdMintError(
         'CONFIG_INVALID',
-        `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ${index}); each database of a set is listed once`,
+        `${setting}: ${JSON.stringify(redactUrl(url))} is listed twice (at ${first} and ` +
+          `${index}); each database of a set is listed once`,
         { details: { key: setting } },
       );
     return read;

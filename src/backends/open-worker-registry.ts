@@ -9,7 +9,9 @@ export interface OpenWorkerRegistryOptions extends RegistrySettings {
    * so the node can restart while the coordinator is down. See docs/workers.md first.
    */
   readonly cacheFile?: string;
-  /** The setting's name in error messages, e.g. `IDMINT_WORKER_REGISTRY`. Default `workerRegistry`. */
+  /**
+   * The setting's name in error messages, e.g. `IDMINT_WORKER_REGISTRY`. Default `workerRegistry`.
+   */
   readonly key?: string;
 }
 
@@ -23,7 +25,8 @@ export const WORKER_REGISTRY_FORMS = WORKER_REGISTRY_URL_FORMS;
  * - `static:0`: worker 0 from configuration, state file under `./data/`, locked host-wide;
  * - `zookeeper://host:2181/name`: Leaf's layout under `/snowflake/name`;
  * - `etcd://host:2379/name`: keys under `/idmint/workers/name/`;
- * - `redis://host:6379/0` (`rediss://` for TLS): keys under `idmint:workers:{<options.name>}:` in database 0;
+ * - `redis://host:6379/0` (`rediss://` for TLS): keys under `idmint:workers:{<options.name>}:` in
+ *   database 0;
  * - `postgres://...`, `mysql://...` (or `mariadb://`), `sqlite:path.db`: a `worker_node` table.
  *
  * Anything else is CONFIG_INVALID naming the setting, the value (password hidden) and these

@@ -140,7 +140,10 @@ describe('server configuration', () => {
     );
     rejects(
       () => loadConfig({ env: { IDMINT_WORKER_REGISTRY: 'consul://x' } }),
-      /snowflake\.registry.*accepted forms: sqlite:<file>, .*static:<worker id>, zookeeper:\/\/.*etcd:\/\//,
+      new RegExp(
+        'snowflake\\.registry.*accepted forms: sqlite:<file>, .*static:<worker id>, ' +
+          'zookeeper://.*etcd://',
+      ),
     );
     rejects(
       () => loadConfig({ env: { IDMINT_LOG_REQUESTS: 'maybe' } }),

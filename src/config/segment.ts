@@ -39,12 +39,16 @@ export const SegmentConfig = Type.Object(
       env: 'IDMINT_SEGMENT_STORE',
       default: DEFAULT_SEGMENT_STORE_URL,
       role: 'segment-store',
-      doc: 'Where tags and their ranges live: sqlite:FILE, sqlite::memory:, postgres://, mysql:// or mariadb://, redis:// or rediss://.',
+      doc:
+        'Where tags and their ranges live: sqlite:FILE, sqlite::memory:, postgres://, ' +
+        'mysql:// or mariadb://, redis:// or rediss://.',
     }),
     table: text({
       env: 'IDMINT_SEGMENT_TABLE',
       default: DEFAULT_SEGMENT_TABLE,
-      doc: "Table (SQL) or key prefix (Redis) of the tags; Leaf's own `leaf_alloc` by default, so a Leaf database works as is.",
+      doc:
+        "Table (SQL) or key prefix (Redis) of the tags; Leaf's own `leaf_alloc` by default, " +
+        'so a Leaf database works as is.',
       pattern: SQL_IDENTIFIER,
       allowed: SQL_IDENTIFIER_RULE,
     }),
@@ -53,7 +57,9 @@ export const SegmentConfig = Type.Object(
       default: DEFAULT_STORE_TIMEOUT_MS,
       min: STORE_TIMEOUT_BOUNDS.min,
       max: 600_000,
-      doc: 'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose allocation timed out is skipped, never guessed.',
+      doc:
+        'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose ' +
+        'allocation timed out is skipped, never guessed.',
     }),
     poolSize: integer({
       env: 'IDMINT_SEGMENT_POOL_SIZE',
@@ -81,21 +87,27 @@ export const SegmentConfig = Type.Object(
       default: service.retryAfterMs.fallback,
       min: service.retryAfterMs.min,
       max: 600_000,
-      doc: 'After a failed load, how long requests that find nothing buffered fail fast before the store is tried again.',
+      doc:
+        'After a failed load, how long requests that find nothing buffered fail fast before ' +
+        'the store is tried again.',
     }),
     tagRefreshMs: duration({
       env: 'IDMINT_SEGMENT_TAG_REFRESH_MS',
       default: service.tagRefreshMs.fallback,
       min: service.tagRefreshMs.min,
       max: 86_400_000,
-      doc: 'How often the tags changed since the last read are read (tags created elsewhere appear, steps and opaque marks change); 0: never.',
+      doc:
+        'How often the tags changed since the last read are read (tags created elsewhere ' +
+        'appear, steps and opaque marks change); 0: never.',
     }),
     tagFullRefreshMs: duration({
       env: 'IDMINT_SEGMENT_TAG_FULL_REFRESH_MS',
       default: service.tagFullRefreshMs.fallback,
       min: service.tagFullRefreshMs.min,
       max: 86_400_000,
-      doc: 'How often a refresh reads every tag instead of the changes, which is how deleted tags go and how writes that did not touch update_time are seen; 0: every refresh.',
+      doc:
+        'How often a refresh reads every tag instead of the changes, which is how deleted ' +
+        'tags go and how writes that did not touch update_time are seen; 0: every refresh.',
     }),
     periodSkewMs: duration({
       env: 'IDMINT_SEGMENT_PERIOD_SKEW_MS',
@@ -109,14 +121,18 @@ export const SegmentConfig = Type.Object(
       default: DEFAULT_STEP_POLICY.maxStep,
       min: 1,
       max: MAX_TAG_STEP,
-      doc: "The dynamic step never grows past this, unless a tag's own step is larger (Leaf: 1,000,000).",
+      doc:
+        "The dynamic step never grows past this, unless a tag's own step is larger (Leaf: " +
+        '1,000,000).',
     }),
     rangeDurationMs: integer({
       env: 'IDMINT_SEGMENT_RANGE_DURATION_MS',
       default: DEFAULT_STEP_POLICY.growBelowMs,
       min: 1,
       max: 86_400_000,
-      doc: 'Target lifetime of a range: one used up faster doubles the step, one lasting over twice as long halves it (Leaf: 15 min).',
+      doc:
+        'Target lifetime of a range: one used up faster doubles the step, one lasting over ' +
+        'twice as long halves it (Leaf: 15 min).',
     }),
     fenceRanges: integer({
       env: 'IDMINT_SEGMENT_FENCE_RANGES',
@@ -124,9 +140,12 @@ export const SegmentConfig = Type.Object(
       min: FENCE_RANGES_BOUNDS.min,
       max: FENCE_RANGES_BOUNDS.max,
       doc:
-        "When the store's database is found on a new history (a promoted replica, a restarted Redis, a " +
-        "table first seen), every tag's max_id is raised by this many of the largest ranges a node may " +
-        "take, max(segment.maxStep, the tag's step), once, before any ID is issued from it. It must cover " +
+        "When the store's database is found on a new history (a promoted replica, a " +
+        'restarted Redis, a ' +
+        "table first seen), every tag's max_id is raised by this many of the largest ranges " +
+        'a node may ' +
+        "take, max(segment.maxStep, the tag's step), once, before any ID is issued from it. " +
+        'It must cover ' +
         'what a lagging replica can lose (docs/segments.md, Failover and restore).',
     }),
     stores: backendUrlList({
@@ -134,7 +153,11 @@ export const SegmentConfig = Type.Object(
       default: [],
       role: 'segment-store',
       max: MAX_SEGMENT_DATABASES,
-      doc: 'A set of databases in place of segment.store, so segment mode has no single database to lose: the one at index r issues only IDs ≡ r (mod their number). Same order everywhere; after changing it, run `idmint db init` (docs/segments.md, Several databases).',
+      doc:
+        'A set of databases in place of segment.store, so segment mode has no single database ' +
+        'to lose: the one at index r issues only IDs ≡ r (mod their number). Same order ' +
+        'everywhere; after changing it, run `idmint db init` (docs/segments.md, Several ' +
+        'databases).',
     }),
   },
   { additionalProperties: false },
@@ -147,7 +170,8 @@ export const SEGMENT_RULES: readonly ConfigRule<Frozen<Static<typeof SegmentConf
     if (segment.stores.length > 0 && check.isSet('segment.store'))
       check.fail(
         'segment.stores',
-        'segment.store and segment.stores are both set: use segment.stores alone for a set of databases, segment.store alone for one',
+        'segment.store and segment.stores are both set: use segment.stores alone for a set ' +
+          'of databases, segment.store alone for one',
       );
   },
 ];

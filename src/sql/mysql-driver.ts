@@ -13,7 +13,10 @@ import {
 } from './sql-driver.ts';
 import { loadDriver } from '../shared/load-driver.ts';
 
-/** Per-query options idmint sets, so BIGINT and TIMESTAMP come back as exact strings whatever the pool's defaults. */
+/**
+ * Per-query options idmint sets, so BIGINT and TIMESTAMP come back as exact strings whatever the
+ * pool's defaults.
+ */
 export interface MysqlQueryOptions {
   sql: string;
   values: SqlValue[];
@@ -98,14 +101,20 @@ export const mysqlDialect: SqlDialect = {
   liveHistory: "CONCAT('mysql server_id ', @@server_id)",
 };
 
-/** MySQL or MariaDB through a `mysql2/promise` Pool: {@link MysqlDriver.open} opens one, or pass your own. */
+/**
+ * MySQL or MariaDB through a `mysql2/promise` Pool: {@link MysqlDriver.open} opens one, or pass
+ * your own.
+ */
 export class MysqlDriver implements SqlDriver {
   readonly dialect = mysqlDialect;
   readonly #pool: MysqlPoolLike;
   readonly #closePool: boolean;
   readonly #queryTimeoutMs: number | undefined;
 
-  /** A driver on `pool`; close() ends the pool only when `closePool`; each statement bounded by `queryTimeoutMs` when given. */
+  /**
+   * A driver on `pool`; close() ends the pool only when `closePool`; each statement bounded by
+   * `queryTimeoutMs` when given.
+   */
   constructor(
     pool: MysqlPoolLike,
     options: { readonly closePool: boolean; readonly queryTimeoutMs?: number },
@@ -120,7 +129,10 @@ export class MysqlDriver implements SqlDriver {
     this.#queryTimeoutMs = options.queryTimeoutMs;
   }
 
-  /** A driver on a pool of its own at `address` (MySQL or MariaDB), ended by close(). Loads `mysql2` only now. */
+  /**
+   * A driver on a pool of its own at `address` (MySQL or MariaDB), ended by close(). Loads `mysql2`
+   * only now.
+   */
   static async open(address: SqlServerAddress, options: SqlPoolOptions): Promise<MysqlDriver> {
     return new MysqlDriver(await openMysqlPool(address, options), {
       closePool: true,

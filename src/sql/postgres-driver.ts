@@ -69,7 +69,8 @@ export const postgresDialect: SqlDialect = {
   isValueRefused(error) {
     return VALUE_REFUSED.has(String((error as { code?: unknown } | null)?.code));
   },
-  isMissingTable: (error) => (error as { code?: unknown } | null)?.code === '42P01', // undefined_table
+  // undefined_table
+  isMissingTable: (error) => (error as { code?: unknown } | null)?.code === '42P01',
   limit: limitClause,
   greatest: (a, b) => `GREATEST(${a}, ${b})`,
   // The cluster's system identifier (new on initdb; a base backup, hence a replica, keeps it) and
@@ -78,7 +79,8 @@ export const postgresDialect: SqlDialect = {
   // server in recovery, so a replica fails here, as any write on it would. pg_control_system()
   // reads the control file (8 kB, cached by the OS); neither function needs a privilege.
   liveHistory:
-    "('postgres system ' || (SELECT system_identifier FROM pg_control_system()) || ' timeline ' || " +
+    "('postgres system ' || (SELECT system_identifier FROM pg_control_system()) || ' " +
+    "timeline ' || " +
     "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint)",
 };
 

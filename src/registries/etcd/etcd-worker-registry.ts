@@ -48,7 +48,10 @@ export interface EtcdTransactionLike {
   ): EtcdTransactionLike;
   then(...operations: EtcdOperationLike[]): EtcdTransactionLike;
   else(...operations: EtcdOperationLike[]): EtcdTransactionLike;
-  /** `responses` answer the operations of the branch taken, in order; `header.revision` is the store's revision after it. */
+  /**
+   * `responses` answer the operations of the branch taken, in order; `header.revision` is the
+   * store's revision after it.
+   */
   commit(): Promise<{
     succeeded: boolean;
     header: { revision: string };

@@ -35,7 +35,10 @@ const PAGE = 16;
 
 /** Options for {@link SqlWorkerRegistry}. */
 export interface SqlWorkerRegistryOptions {
-  /** The database: a driver from idmint's SQL layer (`new PostgresDriver(pool)`, `new MysqlDriver(pool)`, `new SqliteDriver(db)`). */
+  /**
+   * The database: a driver from idmint's SQL layer (`new PostgresDriver(pool)`, `new
+   * MysqlDriver(pool)`, `new SqliteDriver(db)`).
+   */
   readonly client: SqlDriver;
   /** Cluster name; worker IDs are unique within it. Default `idmint`. */
   readonly name?: string;
@@ -60,7 +63,8 @@ export interface SqlWorkerRegistryOptions {
  * Worker IDs leased from a SQL table (PostgreSQL, MySQL/MariaDB or SQLite), one row per worker ID:
  *
  * ```
- * worker_node(name, worker_id, holder, host, port, lease_expires_at, last_timestamp, reported_at, reported_db_at, fence)
+ * worker_node(name, worker_id, holder, host, port, lease_expires_at, last_timestamp, reported_at,
+ * reported_db_at, fence)
  * ```
  *
  * A claim is one conditional statement: an UPDATE of a row whose lease expired (by the database's
@@ -87,7 +91,8 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     if (dialect === undefined)
       throw new IdMintError(
         'INVALID_ARGUMENT',
-        'client must be a SQL driver: new PostgresDriver(pool), new MysqlDriver(pool) or new SqliteDriver(db)',
+        'client must be a SQL driver: new PostgresDriver(pool), new MysqlDriver(pool) or ' +
+          'new SqliteDriver(db)',
       );
     this.#client = options.client;
     this.backend = dialect.backend;
@@ -339,24 +344,31 @@ function statements(table: string, dialect: SqlDialect) {
     // The reads of acquire, each bounded (PAGE rows) and walking the primary key (name, worker_id):
     // one worker ID's row; this identity's free rows; any free rows; the runs of IDs no row names.
     one: sql(
-      `SELECT last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} WHERE name = ? AND worker_id = ?`,
+      `SELECT last_timestamp, CASE WHEN ${live} THEN 1 ELSE 0 END AS live FROM ${table} ` +
+        `WHERE name = ? AND worker_id = ?`,
     ),
     mine: sql(
-      `SELECT worker_id FROM ${table} WHERE name = ? AND host = ? AND port = ? AND ${free} AND last_timestamp < ? AND worker_id > ?
+      `SELECT worker_id FROM ${table} WHERE name = ? AND host = ? AND port = ? AND ${free} AND
+         last_timestamp < ? AND worker_id > ?
        ORDER BY worker_id ${dialect.limit(PAGE)}`,
     ),
     free: sql(
-      `SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND worker_id > ? ORDER BY worker_id ${dialect.limit(PAGE)}`,
+      `SELECT worker_id FROM ${table} WHERE name = ? AND ${free} AND last_timestamp < ? AND ` +
+        `worker_id > ? ORDER BY worker_id ${dialect.limit(PAGE)}`,
     ),
     // A run starts at 0 or just after a named ID, where no row is; it ends at the next named ID.
-    gaps: `SELECT g.gap_start, (SELECT MIN(n.worker_id) FROM ${table} n WHERE n.name = ? AND n.worker_id > g.gap_start) AS next_used
-       FROM (SELECT 0 AS gap_start UNION ALL SELECT worker_id + 1 AS gap_start FROM ${table} WHERE name = ?) g
-       WHERE g.gap_start >= ? AND NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.name = ? AND e.worker_id = g.gap_start)
+    gaps: `SELECT g.gap_start, (SELECT MIN(n.worker_id) FROM ${table} n WHERE n.name = ? AND
+         n.worker_id > g.gap_start) AS next_used
+       FROM (SELECT 0 AS gap_start UNION ALL SELECT worker_id + 1 AS gap_start FROM ${table} WHERE
+         name = ?) g
+       WHERE g.gap_start >= ? AND NOT EXISTS (SELECT 1 FROM ${table} e WHERE e.name = ? AND
+         e.worker_id = g.gap_start)
        ORDER BY g.gap_start ${dialect.limit(PAGE)}`,
     countLive: sql(`SELECT COUNT(*) AS n FROM ${table} WHERE name = ? AND ${live}`),
     // The fence column counts claims: a monotonic fencing token for anyone auditing the table.
     claim: sql(
-      `UPDATE ${table} SET holder = ?, host = ?, port = ?, lease_expires_at = {now} + ?, fence = fence + 1
+      `UPDATE ${table} SET holder = ?, host = ?, port = ?, lease_expires_at = {now} + ?, fence =
+         fence + 1
        WHERE name = ? AND worker_id = ? AND ${free} AND last_timestamp < ?`,
     ),
     insert: sql(
@@ -367,7 +379,8 @@ function statements(table: string, dialect: SqlDialect) {
       ),
     ),
     held: sql(
-      `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? AND holder = ?`,
+      `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? ` +
+        `AND holder = ?`,
     ),
     // A renewal never lowers the record (one that lands after a later one changes nothing); the
     // larger value is chosen in the statement itself, so it is atomic. CASE rather than GREATEST,
@@ -380,11 +393,13 @@ function statements(table: string, dialect: SqlDialect) {
        WHERE name = ? AND worker_id = ? AND holder = ?`,
     ),
     release: sql(
-      `UPDATE ${table} SET holder = NULL, lease_expires_at = 0, last_timestamp = ?, reported_at = ?, reported_db_at = {now}
+      `UPDATE ${table} SET holder = NULL, lease_expires_at = 0, last_timestamp = ?, reported_at =
+         ?, reported_db_at = {now}
        WHERE name = ? AND worker_id = ? AND holder = ?`,
     ),
     peers: sql(
-      `SELECT worker_id, reported_at, {now} - reported_db_at AS age_ms FROM ${table} WHERE name = ? AND ${live} AND reported_at >= 0`,
+      `SELECT worker_id, reported_at, {now} - reported_db_at AS age_ms FROM ${table} WHERE ` +
+        `name = ? AND ${live} AND reported_at >= 0`,
     ),
   };
 }

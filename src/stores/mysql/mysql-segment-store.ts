@@ -26,7 +26,10 @@ export class MysqlSegmentStore extends SqlSegmentStore {
     super(new MysqlDriver(options.pool, { closePool: options.closePool === true }), options);
   }
 
-  /** Opens a pool of its own on `address` (parsed by its backend), ended by close(). Loads `mysql2` on first use. */
+  /**
+   * Opens a pool of its own on `address` (parsed by its backend), ended by close(). Loads `mysql2`
+   * on first use.
+   */
   static async connect(
     address: SqlServerAddress,
     options: ConnectSegmentStoreOptions = {},

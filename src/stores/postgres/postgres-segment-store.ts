@@ -21,7 +21,10 @@ export class PostgresSegmentStore extends SqlSegmentStore {
     super(new PostgresDriver(options.pool, { closePool: options.closePool === true }), options);
   }
 
-  /** Opens a pool of its own on `address` (parsed by its backend), ended by close(). Loads `pg` on first use. */
+  /**
+   * Opens a pool of its own on `address` (parsed by its backend), ended by close(). Loads `pg` on
+   * first use.
+   */
   static async connect(
     address: SqlServerAddress,
     options: ConnectSegmentStoreOptions = {},
