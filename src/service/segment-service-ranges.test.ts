@@ -279,7 +279,7 @@ describe('SegmentService.exactRange', () => {
     }
   });
 
-  it('allocates after the load in flight, one at a time, and backs off after a failure', async () => {
+  it('allocates after the load in flight, one at a time; backs off after a failure', async () => {
     const real = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
     await real.init();
     await real.createTag({ tag: 'orders', step: 100, startId: 1n });
