@@ -56,7 +56,7 @@ describe('idmint tags for periodic tags', () => {
     assert.match(noTemplate.stderr, /missing --template/);
   });
 
-  it('lists the periods oldest first and cleans those older than N, never the last two', async () => {
+  it('lists periods oldest first, cleans those older than N, never the last two', async () => {
     const sequence = PeriodicSequence.from({
       period: 'day',
       timeZone: 'UTC',

@@ -68,13 +68,16 @@ describe('a periodic tag across a day boundary, two servers with clocks apart (l
     return server;
   };
 
-  /** Moves a node's wall clock `seconds` ahead of the real time (libfaketime reads the file on each read). */
+  /**
+   * Moves a node's wall clock `seconds` ahead of the real time (libfaketime reads the file on each
+   * read).
+   */
   const setOffset = (file: string, seconds: number) => {
     writeFileSync(`${file}.tmp`, `+${seconds}\n`);
     renameSync(`${file}.tmp`, file);
   };
 
-  it('issues no new-day ID before midnight by any clock, no old-day ID after midnight + skew', async () => {
+  it('no new-day ID before midnight by any clock, no old-day ID past midnight + skew', async () => {
     const fileA = join(root, 'a.rc');
     const fileB = join(root, 'b.rc');
     const a = await start('a', fileA);

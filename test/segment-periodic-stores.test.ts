@@ -60,7 +60,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
     `a periodic tag from ${PROCESSES} OS processes at once: ${backend.name}`,
     backend.services,
     () => {
-      it(`${PROCESSES} processes x ${COUNT} formatted IDs, the period's row made on demand`, async (t) => {
+      it(`${PROCESSES} processes x ${COUNT} formatted IDs, one row made on demand`, async (t) => {
         const fixture = await backend.open();
         t.after(() => fixture.dispose());
         await fixture.store.createTag({

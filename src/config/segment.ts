@@ -114,7 +114,12 @@ export const SegmentConfig = Type.Object(
       default: 2 * DEFAULT_MAX_PEER_SKEW_MS,
       min: 0,
       max: 600_000,
-      doc: "The most two nodes' clocks may differ, for periodic tags: after its clock passes a period boundary a node issues none of the tag's IDs for this long, so no node issues a new period's ID before the boundary by any node's clock (default: twice snowflake.maxPeerSkewMs's default, as each node is within it of the peers' mean; docs/segments.md, Periodic sequences).",
+      doc:
+        "The most two nodes' clocks may differ, for periodic tags: after its clock passes a " +
+        "period boundary a node issues none of the tag's IDs for this long, so no node issues " +
+        "a new period's ID before the boundary by any node's clock (default: twice " +
+        "snowflake.maxPeerSkewMs's default, as each node is within it of the peers' mean; " +
+        'docs/segments.md, Periodic sequences).',
     }),
     maxStep: integer({
       env: 'IDMINT_SEGMENT_MAX_STEP',

@@ -28,13 +28,17 @@ export const LEAF_SEGMENT_ID = defineRoute({
   },
 });
 
-/** The JSON batch: the tag and its IDs, as decimal strings (a periodic tag's formatted, with their period). */
+/**
+ * The JSON batch: the tag and its IDs, as decimal strings (a periodic tag's formatted, with their
+ * period).
+ */
 export const SegmentBatch = Type.Object({
   tag: Type.String(),
   period: Type.Optional(
     Type.String({
       description:
-        "A periodic tag's only: the period every ID of the batch belongs to (`20261127`, `202611`).",
+        "A periodic tag's only: the period every ID of the batch belongs to (`20261127`, " +
+        '`202611`).',
     }),
   ),
   ids: Type.Array(Type.String()),

@@ -23,7 +23,8 @@ export const Periodic = Type.Object(
     template: Type.String({
       maxLength: MAX_TEMPLATE_LENGTH,
       description:
-        'The formatted ID: `{yyyy}` `{yy}` `{MM}` `{dd}` (run together as `{yyyyMMdd}`), `{seq:N}` (N digits, ' +
+        'The formatted ID: `{yyyy}` `{yy}` `{MM}` `{dd}` (run together as `{yyyyMMdd}`), ' +
+        '`{seq:N}` (N digits, ' +
         'zero-padded), and literals of `A-Z a-z 0-9 _ . : -`; e.g. `{yyyyMMdd}{seq:6}`.',
       examples: ['{yyyyMMdd}{seq:6}'],
     }),

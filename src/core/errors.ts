@@ -223,25 +223,29 @@ export const ERROR_CODES = {
     status: 503,
     retryable: false,
     summary:
-      "A periodic tag's sequence has used every number its {seq:N} digits hold in the current period; nothing is issued (never wrapped) until the next period.",
+      "A periodic tag's sequence has used every number its {seq:N} digits hold in the current " +
+      'period; nothing is issued (never wrapped) until the next period.',
   },
   PERIOD_SWITCHING: {
     status: 503,
     retryable: true,
     summary:
-      'A periodic tag is at its period boundary: the node waits out the allowed clock skew before issuing IDs of the new period; retry shortly.',
+      'A periodic tag is at its period boundary: the node waits out the allowed clock skew ' +
+      'before issuing IDs of the new period; retry shortly.',
   },
   PERIODIC_RANGE_REFUSED: {
     status: 409,
     retryable: false,
     summary:
-      "A range (the range route, TinyId's segment routes) is asked for a periodic tag: its IDs would be issued on the caller's clock, outside the period boundary rule.",
+      "A range (the range route, TinyId's segment routes) is asked for a periodic tag: its IDs " +
+      "would be issued on the caller's clock, outside the period boundary rule.",
   },
   PERIODIC_NOT_NUMERIC: {
     status: 409,
     retryable: false,
     summary:
-      "A periodic tag's template prints letters or separators, and the route asked answers numbers only (Leaf's segment route, TinyId's routes).",
+      "A periodic tag's template prints letters or separators, and the route asked answers " +
+      "numbers only (Leaf's segment route, TinyId's routes).",
   },
   TIME_OVERFLOW: {
     status: 503,

@@ -16,7 +16,9 @@ export type PeriodUnit = 'day' | 'month';
 /** The reset periods a tag may take. */
 export const PERIOD_UNITS: readonly PeriodUnit[] = ['day', 'month'];
 
-/** A periodic tag's option, as given and as stored (canonical JSON in the row's `period` column). */
+/**
+ * A periodic tag's option, as given and as stored (canonical JSON in the row's `period` column).
+ */
 export interface PeriodicOptions {
   readonly period: PeriodUnit;
   /** An IANA time zone (`Asia/Shanghai`, `UTC`): where the day or month is read. */
@@ -35,7 +37,9 @@ export const MAX_SEQ_DIGITS = 18;
 export const MAX_NUMERIC_DIGITS = 18;
 /** Separates a tag from its period key in the row's name: `orders@20261127`. */
 export const PERIOD_SEPARATOR = '@';
-/** Characters allowed between tokens: those a URL, a JSON string or a log line carry as they are. */
+/**
+ * Characters allowed between tokens: those a URL, a JSON string or a log line carry as they are.
+ */
 const LITERAL = /^[A-Za-z0-9_.:-]*$/;
 
 type Field = 'yyyy' | 'yy' | 'MM' | 'dd';
@@ -100,14 +104,16 @@ export class PeriodicSequence {
     const start = options.start ?? 1;
     if (!Number.isSafeInteger(start) || start < 0 || BigInt(start) > this.maxSeq)
       throw invalid(
-        `start must be an integer from 0 to ${this.maxSeq} (the largest {seq:${this.seqDigits}}), got ${show(start)}`,
+        `start must be an integer from 0 to ${this.maxSeq} (the largest ` +
+          `{seq:${this.seqDigits}}), got ${show(start)}`,
       );
     this.start = start;
     this.width = this.#parts.reduce((sum, part) => sum + partWidth(part), 0);
     this.numeric = this.#parts.every((part) => part.kind !== 'literal' || /^\d*$/.test(part.text));
     if (this.numeric && this.width > MAX_NUMERIC_DIGITS)
       throw invalid(
-        `template "${this.template}" makes ${this.width}-digit IDs; an all-digit ID has at most ${MAX_NUMERIC_DIGITS} digits so that it fits a signed 64-bit integer`,
+        `template "${this.template}" makes ${this.width}-digit IDs; an all-digit ID has at most ` +
+          `${MAX_NUMERIC_DIGITS} digits so that it fits a signed 64-bit integer`,
       );
   }
 
@@ -118,7 +124,10 @@ export class PeriodicSequence {
     return new PeriodicSequence(options);
   }
 
-  /** The option as stored: canonical JSON (the time zone as Intl names it), read back by {@link parsePeriodic}. */
+  /**
+   * The option as stored: canonical JSON (the time zone as Intl names it), read back by {@link
+   * parsePeriodic}.
+   */
   toText(): string {
     return JSON.stringify(this.toOptions());
   }
@@ -140,7 +149,8 @@ export class PeriodicSequence {
     const room = this.maxSeq - BigInt(this.start) + 1n;
     if (BigInt(step) > room)
       throw invalid(
-        `step ${step} is larger than the ${room} sequence numbers {seq:${this.seqDigits}} holds from ${this.start}; widen {seq:N} or lower the step`,
+        `step ${step} is larger than the ${room} sequence numbers {seq:${this.seqDigits}} holds ` +
+          `from ${this.start}; widen {seq:N} or lower the step`,
       );
   }
 
@@ -179,7 +189,10 @@ export class PeriodicSequence {
     return { ...period, start, end };
   }
 
-  /** The smallest instant in `(low, high]` whose period key passes `test` (`high` if none does sooner). */
+  /**
+   * The smallest instant in `(low, high]` whose period key passes `test` (`high` if none does
+   * sooner).
+   */
   #firstAtOrAfter(low: number, high: number, test: (key: string) => boolean): number {
     let lo = low;
     let hi = high;
@@ -229,7 +242,8 @@ export function checkPeriodicTagName(tag: string, period: PeriodUnit): void {
   const room = MAX_TAG_LENGTH - 1 - (period === 'day' ? 8 : 6);
   if ([...tag].length > room || tag.includes(PERIOD_SEPARATOR))
     throw invalid(
-      `a periodic tag has at most ${room} characters and no "${PERIOD_SEPARATOR}" (its rows are named <tag>${PERIOD_SEPARATOR}<period>), got ${show(tag)}`,
+      `a periodic tag has at most ${room} characters and no "${PERIOD_SEPARATOR}" (its rows are ` +
+        `named <tag>${PERIOD_SEPARATOR}<period>), got ${show(tag)}`,
     );
 }
 
@@ -259,7 +273,8 @@ export function parseTemplate(template: unknown, period: PeriodUnit): Part[] {
     if (literal !== undefined) {
       if (!LITERAL.test(literal))
         throw invalid(
-          `template "${template}" has "${literal}" outside tokens; literals are A-Z a-z 0-9 _ . : -`,
+          `template "${template}" has "${literal}" outside tokens; literals are A-Z a-z 0-9 _ . ` +
+            `: -`,
         );
       parts.push({ kind: 'literal', text: literal });
       continue;
@@ -278,7 +293,8 @@ export function parseTemplate(template: unknown, period: PeriodUnit): Part[] {
       : undefined;
     if (fields === undefined)
       throw invalid(
-        `template "${template}" has an unknown token {${token}}; tokens are {yyyy} {yy} {MM} {dd} (run together as in {yyyyMMdd}) and {seq:N}`,
+        `template "${template}" has an unknown token {${token}}; tokens are {yyyy} {yy} {MM} ` +
+          `{dd} (run together as in {yyyyMMdd}) and {seq:N}`,
       );
     for (const field of fields) {
       note(field === 'yy' ? 'yyyy' : field);
@@ -326,7 +342,8 @@ function dateFormat(timeZone: unknown): Intl.DateTimeFormat {
 function sequenceExhausted(tag: string, period: Period, max: bigint): IdMintError {
   return new IdMintError(
     'PERIOD_SEQUENCE_EXHAUSTED',
-    `tag "${tag}" has issued all ${max} sequence numbers of period ${period.key}; nothing is issued until the next period`,
+    `tag "${tag}" has issued all ${max} sequence numbers of period ${period.key}; nothing is ` +
+      `issued until the next period`,
     { details: { tag, period: period.key, maxSeq: max.toString() } },
   );
 }

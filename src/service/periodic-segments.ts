@@ -45,7 +45,9 @@ interface PeriodicTag {
 
 /** How long a plain tag is remembered as plain before the store is asked again. */
 const PLAIN_MEMORY_MS = 60_000;
-/** How long a tag the store does not have is remembered as such (SegmentService's negative cache). */
+/**
+ * How long a tag the store does not have is remembered as such (SegmentService's negative cache).
+ */
 const MISSING_MEMORY_MS = 2000;
 
 /**
@@ -83,7 +85,9 @@ export class PeriodicSegments {
     this.#loadTimeoutMs = options.loadTimeoutMs;
   }
 
-  /** The tag's option when it is known here as periodic; undefined otherwise (ask {@link lookup}). */
+  /**
+   * The tag's option when it is known here as periodic; undefined otherwise (ask {@link lookup}).
+   */
   known(tag: string): PeriodicSequence | undefined {
     return this.#tags.get(tag)?.sequence;
   }
@@ -198,7 +202,8 @@ export class PeriodicSegments {
         if (window !== undefined && next.key < window.key)
           throw new IdMintError(
             'CLOCK_MOVED_BACKWARDS',
-            `tag "${tag}": the clock reads period ${next.key}, before period ${window.key} already served; no ID of an earlier period is issued again`,
+            `tag "${tag}": the clock reads period ${next.key}, before period ${window.key} ` +
+              `already served; no ID of an earlier period is issued again`,
             { details: { tag, offsetMs: window.start - now } },
           );
         if (window !== undefined && next.key !== window.key) {
@@ -246,7 +251,9 @@ export class PeriodicSegments {
       if ((await this.#bounded(this.#store.getTag(later), `looking up "${later}"`)) !== undefined)
         throw new IdMintError(
           'CLOCK_SKEW',
-          `tag "${tag}": period ${next.key} has begun on another node while this node's clock reads period ${window.key}; this clock is behind the others by more than segment.periodSkewMs`,
+          `tag "${tag}": period ${next.key} has begun on another node while this node's clock ` +
+            `reads period ${window.key}; this clock is behind the others by more than ` +
+            `segment.periodSkewMs`,
           { details: { tag, period: window.key, later: next.key } },
         );
     }
@@ -278,7 +285,8 @@ export class PeriodicSegments {
     } catch (error) {
       throw new IdMintError(
         'TAG_MISCONFIGURED',
-        `tag "${record.tag}" has a periodic option this server cannot read: ${(error as Error).message}`,
+        `tag "${record.tag}" has a periodic option this server cannot read: ` +
+          `${(error as Error).message}`,
         { cause: error, details: { tag: record.tag } },
       );
     }
@@ -309,7 +317,8 @@ function switching(tag: string, pauseMs: number): IdMintError {
   const ms = Math.max(1, Math.ceil(pauseMs));
   return new IdMintError(
     'PERIOD_SWITCHING',
-    `tag "${tag}" is at a period boundary: IDs of the new period are issued in ${ms} ms, once every node's clock is past it`,
+    `tag "${tag}" is at a period boundary: IDs of the new period are issued in ${ms} ms, once ` +
+      `every node's clock is past it`,
     { details: { tag, retryAfterMs: ms } },
   );
 }

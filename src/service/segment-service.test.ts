@@ -26,7 +26,9 @@ const databases = mkdtempSync(join(tmpdir(), 'idmint-segment-service-'));
 let databaseCount = 0;
 after(() => rmSync(databases, { recursive: true, force: true }));
 
-/** A real SQLite store whose deleteTag is an operator's DELETE, synchronous, straight in the file. */
+/**
+ * A real SQLite store whose deleteTag is an operator's DELETE, synchronous, straight in the file.
+ */
 async function sqliteStore() {
   const path = join(databases, `${++databaseCount}.db`);
   const store = Object.assign(new SqliteSegmentStore({ path }), {

@@ -132,7 +132,7 @@ export function runSegmentStoreSuite(options: {
     assert.equal(await store.getTag('periodic-2'), undefined);
   });
 
-  it('deletes a row: gone from reads and lists, false the second time, the others kept', async () => {
+  it('deletes a row: gone from reads and lists, false the second time, others kept', async () => {
     assert.ok(store.deleteTag !== undefined, 'every store deletes');
     await store.createTag({ tag: 'delete-1@20261125', step: 10 });
     await store.createTag({ tag: 'delete-1@20261126', step: 10 });

@@ -151,7 +151,10 @@ export function errorJson(code: ErrorCode, message: string): string {
   return `{"error":{"code":"${code}","message":${JSON.stringify(message)}}}`;
 }
 
-/** Seconds a client should wait: how far the clock is behind, the rest of a period boundary's pause, else one second. */
+/**
+ * Seconds a client should wait: how far the clock is behind, the rest of a period boundary's pause,
+ * else one second.
+ */
 function retryAfterSeconds(error: IdMintError): number {
   const offset =
     error.code === 'CLOCK_MOVED_BACKWARDS'

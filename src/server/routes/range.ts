@@ -57,7 +57,8 @@ export async function refusePeriodic(
   if ((periodic?.known(tag) ?? (await periodic?.lookup(tag))) !== undefined)
     throw new IdMintError(
       'PERIODIC_RANGE_REFUSED',
-      `tag "${tag}" is periodic: its IDs are handed out formatted, one by one or in batches (/v1/segment/{tag}), never as a range a caller issues itself`,
+      `tag "${tag}" is periodic: its IDs are handed out formatted, one by one or in batches ` +
+        `(/v1/segment/{tag}), never as a range a caller issues itself`,
       { details: { tag } },
     );
 }

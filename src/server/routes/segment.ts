@@ -37,7 +37,9 @@ export interface SegmentRouteDeps {
    * The opaque keys; absent when none are configured (an opaque tag is then OPAQUE_UNAVAILABLE).
    */
   readonly opaque?: OpaqueIds | undefined;
-  /** Periodic tags' formatted IDs; absent, periodic tags are not served (their rows issue nothing). */
+  /**
+   * Periodic tags' formatted IDs; absent, periodic tags are not served (their rows issue nothing).
+   */
   readonly periodic?: PeriodicSegments | undefined;
 }
 
@@ -173,7 +175,8 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     const octets = wantsOctets(request.headers.accept);
     const sequence = periodic?.known(tag) ?? (await periodic?.lookup(tag));
     if (periodic !== undefined && sequence !== undefined) {
-      // Formatted IDs, all of one period; in binary only an all-digit template's, as 64-bit numbers.
+      // Formatted IDs, all of one period; in binary only an all-digit template's, as 64-bit
+      // numbers.
       if (octets && !sequence.numeric) failNotNumeric(tag, sequence);
       const batch = await periodic.nextBatch(tag, count);
       issued.addSegment(tag, count);
@@ -195,11 +198,14 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   });
 }
 
-/** PERIODIC_NOT_NUMERIC: the route answers numbers and the tag's template prints more than digits. */
+/**
+ * PERIODIC_NOT_NUMERIC: the route answers numbers and the tag's template prints more than digits.
+ */
 export function failNotNumeric(tag: string, sequence: PeriodicSequence): never {
   throw new IdMintError(
     'PERIODIC_NOT_NUMERIC',
-    `tag "${tag}" is periodic with template "${sequence.template}", whose IDs are not numbers; this route answers numbers only, use /v1/segment/{tag}`,
+    `tag "${tag}" is periodic with template "${sequence.template}", whose IDs are not numbers; ` +
+      `this route answers numbers only, use /v1/segment/{tag}`,
     { details: { tag, template: sequence.template } },
   );
 }

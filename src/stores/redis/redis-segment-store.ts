@@ -135,7 +135,10 @@ const FIELDS = 8;
  * a false in a reply table is nil to the client: a listing stays aligned.
  */
 const PRELUDE = `local nonce = table.remove(ARGV)
-local function read(key) return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset', 'id_increment', 'opaque', 'periodic') end
+local function read(key)
+  return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset',
+    'id_increment', 'opaque', 'periodic')
+end
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
 local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
 local function touch(key) local t = now() redis.call('HSET', key, 'update_time', t) redis.call('ZADD', KEYS[#KEYS], t, key) end

@@ -653,7 +653,9 @@ export class SqlSegmentStore implements SegmentStore {
         if (values.periodic !== null && !(await this.#hasColumn(db, PERIODIC_COLUMN)))
           throw new IdMintError(
             'INVALID_ARGUMENT',
-            `tag "${values.tag}" cannot be periodic: table ${this.table} has no ${PERIODIC_COLUMN} column (a Leaf table); run "idmint db init" on it to add the column`,
+            `tag "${values.tag}" cannot be periodic: table ${this.table} has no ` +
+              `${PERIODIC_COLUMN} column (a Leaf table); run "idmint db init" on it to add the ` +
+              `column`,
             { cause: error, details: { tag: values.tag } },
           );
         if (values.opaque && !(await this.#hasOpaqueColumn(db)))
@@ -991,7 +993,8 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   // vice versa; update_time as Leaf's: set on insert (and on update where the database can).
   const leafColumns = `biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, ${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
-  const opaqueColumn = `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`;
+  const opaqueColumn =
+    `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ` + `${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`;
   const sequenceColumns = SEQUENCE_COLUMNS.map(
     ([column, plain]) => `${column} int NOT NULL DEFAULT ${plain}`,
   ).join(', ');
@@ -1060,7 +1063,9 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
     insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
     sequenced,
-    insertPeriodic: `${insert}, id_offset, id_increment, ${PERIODIC_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, ?)`,
+    insertPeriodic:
+      `${insert}, id_offset, id_increment, ${PERIODIC_COLUMN}) ` +
+      `VALUES (?, ?, ?, ?, ${now}, ?, ?, ?)`,
   };
 }
 
