@@ -14,8 +14,8 @@
 # installs libfaketime (Debian's faketime), which a clock-rollback test needs, Debian's prometheus
 # package (promtool checks /metrics and the alert rules; a test starts its own prometheus server
 # to scrape a server it runs), chromium (Debian's chromium), which the dashboard's browser tests
-# drive, and the PostgreSQL, MariaDB and Redis server binaries the failover tests start replicas
-# with; `status` with no service named reports them, promtool, prometheus and chromium. `up chromium`
+# drive, spin (Debian's spin), which checks the lease protocol's model, and the PostgreSQL, MariaDB
+# and Redis server binaries the failover tests start replicas with; `status` with no service named reports them, promtool, prometheus and chromium. `up chromium`
 # or `status chromium` names the browser alone. Prints one line per service and exits non-zero if
 # any service is not up at the end.
 # Needs root (or sudo) only to install or start.
@@ -240,6 +240,25 @@ chromium_up() {
 }
 chromium_version() { chromium --version 2>/dev/null | head -n 1; }
 
+# spin (Debian's spin package): test/lease-model.test.ts checks the lease protocol's Promela model
+# (models/lease.pml) exhaustively, compiling spin's verifier with the system's gcc.
+spin_status() {
+  if command -v spin >/dev/null 2>&1; then
+    printf '%-10s %-5s %-15s %s\n' spin up - "$1"
+  else
+    printf '%-10s %-5s %-15s %s\n' spin down - "${2:-not installed (scripts/services.sh up)}"
+    return 1
+  fi
+}
+spin_up() {
+  if command -v spin >/dev/null 2>&1; then spin_status "already installed"; return; fi
+  if ! apt_install spin gcc; then
+    spin_status - "install failed (see $LOG_DIR/apt.log)"
+    return 1
+  fi
+  spin_status installed
+}
+
 # ---- commands ----------------------------------------------------------------------------------
 
 address() {
@@ -314,11 +333,13 @@ main() {
     replication_up || failed=1
     promtool_up || failed=1
     chromium_up || failed=1
+    spin_up || failed=1
   fi
   if [ "$command" = status ] && [ $# -eq 0 ]; then
     replication_status || failed=1
     promtool_status "$(prometheus --version 2>&1 | head -n 1) (promtool and prometheus)" || failed=1
     chromium_status "$(chromium_version)" || failed=1
+    spin_status "$(spin -V 2>/dev/null | head -n 1)" || failed=1
   fi
   exit $failed
 }
