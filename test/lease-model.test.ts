@@ -74,7 +74,8 @@ describe('the lease protocol model (spin)', { skip: spinSkip() }, () => {
   test('verifies exhaustively with 0 errors', () => {
     const v = verify([]);
     process.stdout.write(
-      `# spin: models/lease.pml (${BOUNDS.join(' ')}): ${v.states} states stored, ${v.seconds} s, ${v.errors} errors\n`,
+      `# spin: models/lease.pml (${BOUNDS.join(' ')}): ${v.states} states stored, ` +
+        `${v.seconds} s, ${v.errors} errors\n`,
     );
     assert.equal(v.errors, 0, v.output);
     assert.ok(v.states > 100_000, `suspiciously few states: ${v.states}`);
@@ -106,7 +107,8 @@ describe('the lease protocol model (spin)', { skip: spinSkip() }, () => {
         .map((line) => line.replace(/.*\[(.*)\]\s*$/, '$1'));
       assert.ok(steps.length > 0, `the trail replays no step:\n${trail.slice(0, 2000)}`);
       process.stdout.write(
-        `# spin -D${variant}: counterexample after ${v.states} states; first events: ${steps.join(' | ')}\n`,
+        `# spin -D${variant}: counterexample after ${v.states} states; ` +
+          `first events: ${steps.join(' | ')}\n`,
       );
     });
   }
