@@ -67,6 +67,16 @@ export const AuthConfig = Type.Object(
       allowed: `empty, or ${TOKEN_RULE}`,
       secret: true,
     }),
+    tinyidTokenFile: text({
+      env: 'IDMINT_TINYID_TOKEN_FILE',
+      default: '',
+      doc:
+        "TinyId's tokens (its tiny_id_token rows, as idmint db import --from-tinyid writes " +
+        'them): each accepted as stored, any text, on the TinyId routes only and only for its ' +
+        'biz types; a weak one is named in a warning at start-up. Any token turns auth on.',
+      pattern: /^.*$/,
+      allowed: 'empty, or the path of a JSON file holding a list of { token, bizType }',
+    }),
   },
   { additionalProperties: false },
 );

@@ -9,6 +9,13 @@ import {
 import { IdMintError } from '../../core/errors.ts';
 import type { ServerConfig } from '../../config/schema.ts';
 import { TAG_PATTERN } from '../../core/segment-limits.ts';
+import {
+  readTinyIdTokenFile,
+  tokenFingerprint,
+  tokensByToken,
+  tokenWeakness,
+  type TinyIdTokenRow,
+} from '../../config/tinyid-tokens.ts';
 
 /** Who is calling, once the token has been checked. */
 export interface Principal {
@@ -41,8 +48,18 @@ const EVERYONE: Principal = { admin: true, allows: () => true };
 export class Authorizer {
   readonly enabled: boolean;
   readonly #entries: readonly { digest: Buffer; principal: Principal }[];
+  /** TinyId's tokens (auth.tinyidTokenFile): valid only in TinyId's `token` parameter. */
+  readonly #tinyId: readonly { digest: Buffer; bizTypes: ReadonlySet<string> }[];
 
-  constructor(auth: ServerConfig['auth']) {
+  /**
+   * `tinyIdTokens`: the rows of auth.tinyidTokenFile ({@link loadTinyIdTokens}). Any token, of
+   * either kind, turns auth on for every route: a deployment that configured only TinyId's tokens
+   * must not find its idmint routes open.
+   */
+  constructor(
+    auth: Pick<ServerConfig['auth'], 'tokens' | 'adminToken'>,
+    tinyIdTokens: readonly TinyIdTokenRow[] = [],
+  ) {
     const entries = auth.tokens.map((rule) => ({
       digest: digest(rule.token),
       principal: limitedTo(rule.tags),
@@ -50,7 +67,11 @@ export class Authorizer {
     if (auth.adminToken !== '')
       entries.push({ digest: digest(auth.adminToken), principal: EVERYONE });
     this.#entries = entries;
-    this.enabled = entries.length > 0;
+    this.#tinyId = [...tokensByToken(tinyIdTokens)].map(([token, bizTypes]) => ({
+      digest: digest(token),
+      bizTypes,
+    }));
+    this.enabled = entries.length > 0 || this.#tinyId.length > 0;
   }
 
   /** The caller behind an `Authorization` header; UNAUTHORIZED when missing or unknown. */
@@ -75,8 +96,8 @@ export class Authorizer {
   /**
    * Why `token` (sent bare, as TinyId's clients send theirs in the query) may not draw from `tag`:
    * UNAUTHORIZED for no token or one this server does not know, FORBIDDEN for a token whose tags
-   * do not allow it; undefined when it may (a configured token whose tags allow it, or the admin
-   * token). Always undefined with auth off.
+   * do not allow it; undefined when it may (a configured token whose tags allow it, a TinyId token
+   * with a row for the tag, or the admin token). Always undefined with auth off.
    */
   tokenRefusal(token: string | undefined, tag: string): 'UNAUTHORIZED' | 'FORBIDDEN' | undefined {
     if (!this.enabled) return undefined;
@@ -86,8 +107,18 @@ export class Authorizer {
     for (const entry of this.#entries) {
       if (timingSafeEqual(presented, entry.digest)) found = entry.principal;
     }
-    if (found === undefined) return 'UNAUTHORIZED';
-    return found.allows(tag) ? undefined : 'FORBIDDEN';
+    // TinyId's canVisit: the token's rows name the biz_type exactly. Every entry is compared,
+    // as above, whatever matched before.
+    let tinyIdKnown = false;
+    let tinyIdAllows = false;
+    for (const entry of this.#tinyId) {
+      if (timingSafeEqual(presented, entry.digest)) {
+        tinyIdKnown = true;
+        tinyIdAllows = entry.bizTypes.has(tag);
+      }
+    }
+    if (found?.allows(tag) === true || tinyIdAllows) return undefined;
+    return found === undefined && !tinyIdKnown ? 'UNAUTHORIZED' : 'FORBIDDEN';
   }
 
   /** Checks a bearer-token `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */
@@ -144,6 +175,30 @@ export function installAuth(app: FastifyInstance, authorizer: Authorizer): void 
     };
     route.onRequest = route.onRequest === undefined ? [hook] : [hook, ...[route.onRequest].flat()];
   });
+}
+
+/**
+ * The rows of auth.tinyidTokenFile (none when it is empty), read once at start-up, and one warning
+ * per weak token saying why it is weak: its SHA-256 prefix and biz types name it, never its text.
+ */
+export function loadTinyIdTokens(
+  auth: ServerConfig['auth'],
+  warn: (fields: Record<string, unknown>, message: string) => void,
+): TinyIdTokenRow[] {
+  if (auth.tinyidTokenFile === '') return [];
+  const rows = readTinyIdTokenFile(auth.tinyidTokenFile);
+  for (const [token, bizTypes] of tokensByToken(rows)) {
+    const weakness = tokenWeakness(token);
+    if (weakness === undefined) continue;
+    const name = tokenFingerprint(token);
+    const types = [...bizTypes].join(', ');
+    warn(
+      { token: name, bizTypes: [...bizTypes] },
+      `TinyId token ${name} (biz types ${types}) is weak: ${weakness}; ` +
+        'anyone who guesses it may draw those IDs, so give its clients a longer random one',
+    );
+  }
+  return rows;
 }
 
 function digest(token: string): Buffer {
