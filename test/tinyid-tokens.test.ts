@@ -66,7 +66,7 @@ describe('TinyId token rules', () => {
 });
 
 describe('TinyId tokens on idmint serve', () => {
-  it("TinyId's client draws with its tokens as stored, each only for its rows' biz types", async (t) => {
+  it("TinyId's client draws with its tokens as stored, each for its rows' biz types", async (t) => {
     const fixture = await SEGMENT_BACKENDS.sqlite.open();
     await fixture.store.createTag({ tag: 'test', step: 200 });
     await fixture.store.createTag({ tag: 'test_odd', step: 200, delta: 2, remainder: 1 });

@@ -20,22 +20,38 @@ import type {
   SegmentStore,
   StoreHistory,
   StoreHistoryEvent,
+  TagRecord,
 } from '../../ports/segment-store.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFromFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
 import type { MultiSegmentStore, SetJoinReport } from '../../stores/multi/multi-segment-store.ts';
 import type { CliCommand } from '../io.ts';
+import {
+  applyTagPlan,
+  planLine,
+  planTags,
+  readTinyIdTables,
+  tokenFilePlan,
+  tokenFileText,
+  prepareTokenFile,
+  type TagPlan,
+  type TinyIdTables,
+} from '../tinyid-import.ts';
 
-const SUBCOMMANDS = ['init', 'history', 'fence'] as const;
+const SUBCOMMANDS = ['init', 'history', 'fence', 'import'] as const;
 
 export const dbCommand: CliCommand = {
   name: 'db',
-  summary: 'create the segment table (db init), show its history (db history), fence it (db fence)',
+  summary:
+    'create the segment table (db init), show its history (db history), fence it (db fence), ' +
+    "import TinyId's tags and tokens (db import)",
   help: `Usage: idmint db init [--store URL | --stores URL,... [--replace INDEX]] [--table NAME]
                       [--timeout MS]
        idmint db history [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
        idmint db fence [--margin IDS | --ranges N] [--tag TAG] [--if-fences N]
+                       [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
+       idmint db import --from-tinyid URL [--tokens-file PATH] [--dry-run]
                        [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
 
 init: creates the segment table (Leaf's leaf_alloc layout) if it is missing and idmint's history
@@ -63,6 +79,16 @@ fences once more (safe: nothing is ever lowered); with --if-fences N it fences o
 table has had exactly N fences (as db history shows), so a retried run does nothing twice.
 docs/operations.md, After a failover or a restore.
 
+import: TinyId's tables (tiny_id_info, tiny_id_token) from its MySQL/MariaDB or PostgreSQL
+database at --from-tinyid, once, so TinyId's clients switch by being pointed at idmint. Runs init
+first, then makes each biz_type a tag whose next ID is the first of its class above TinyId's
+max_id (above every ID TinyId issued), with TinyId's delta and remainder and step
+ceil(step / delta) (TinyId's step is a width); a tag that exists is raised and re-sequenced,
+never lowered. Writes tiny_id_token's rows to --tokens-file (default: the configured
+auth.tinyidTokenFile), mode 0600. Safe to run again: a second run changes nothing, a run after
+TinyId issued more raises. --dry-run prints the plan and changes nothing. docs/api.md, Moving
+from TinyId.
+
 Options:
   -s, --store URL     the segment store (default: the configured one, IDMINT_SEGMENT_STORE or
                       the config file in IDMINT_CONFIG, else ${DEFAULT_SEGMENT_STORE_URL}), one of:
@@ -82,6 +108,9 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
                       (default: the configured segment.fenceRanges)
       --tag TAG       fence: only this tag
       --if-fences N   fence: only if the table has had exactly N fences
+      --from-tinyid URL  import: TinyId's database, mysql://... or postgres://...
+      --tokens-file PATH import: where tiny_id_token's rows go (auth.tinyidTokenFile)
+      --dry-run       import: print the plan, change nothing
   -h, --help          show this help`,
 
   async run(argv, io) {
@@ -97,6 +126,9 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
         ranges: { type: 'string' },
         tag: { type: 'string' },
         'if-fences': { type: 'string' },
+        'from-tinyid': { type: 'string' },
+        'tokens-file': { type: 'string' },
+        'dry-run': { type: 'boolean' },
       },
       { min: 1, max: 1, name: 'subcommand' },
     );
@@ -115,6 +147,18 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
         throw new IdMintError('INVALID_ARGUMENT', `--${flag} belongs to "idmint db fence"`);
       }
     }
+    for (const flag of ['from-tinyid', 'tokens-file', 'dry-run'] as const) {
+      if (sub !== 'import' && values[flag] !== undefined) {
+        throw new IdMintError('INVALID_ARGUMENT', `--${flag} belongs to "idmint db import"`);
+      }
+    }
+    const fromTinyId = values['from-tinyid'];
+    if (sub === 'import' && fromTinyId === undefined) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        "idmint db import needs --from-tinyid URL: TinyId's database",
+      );
+    }
     if (sub !== 'init' && values.replace !== undefined) {
       throw new IdMintError('INVALID_ARGUMENT', '--replace belongs to "idmint db init"');
     }
@@ -125,7 +169,8 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       );
     }
     // Without flags, the store `idmint serve` would use (environment and IDMINT_CONFIG file).
-    const configured = configFromFlags({}).config.segment;
+    const loaded = configFromFlags({}).config;
+    const configured = loaded.segment;
     const fence = fenceMarginFlags(values.margin, values.ranges, segmentFenceMargin(configured));
     const rawIfFences = values['if-fences'];
     const ifFences =
@@ -163,12 +208,26 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     // What the store fences of itself (init, or an allocation finding a new history) is told here.
     const fenced: StoreHistoryEvent[] = [];
     const onHistory = (event: StoreHistoryEvent) => fenced.push(event);
-    // init runs init() itself; history and fence open the store as every command does (SQLite's
-    // embedded store is initialized when opened, a server's is not). The flags stand in for the
-    // configured database(s), table and timeout; the rest (the pool size) is as configured.
+    // init and import run init() themselves; history and fence open the store as every command
+    // does (SQLite's embedded store is initialized when opened, a server's is not). The flags
+    // stand in for the configured database(s), table and timeout; the rest (the pool size) is as
+    // configured.
+    const dryRun = values['dry-run'] === true;
+    // TinyId's tables are read before the store is opened: a wrong URL changes nothing.
+    const tinyId =
+      fromTinyId === undefined ? undefined : await readTinyIdTables(fromTinyId, timeoutMs);
+    const tokensFile = values['tokens-file'] ?? loaded.auth.tinyidTokenFile;
+    if (tinyId !== undefined && tinyId.tokens.length > 0 && tokensFile === '') {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `tiny_id_token has ${tinyId.tokens.length} rows: give --tokens-file PATH ` +
+          '(then set auth.tinyidTokenFile to it) so its clients keep their tokens',
+      );
+    }
+    const noInit = sub === 'init' || sub === 'import';
     const opening = openConfiguredStore(
       { ...configured, store: url, stores: set ? urls : [], table, timeoutMs },
-      { fence, source, onHistory, verify: false, ...(sub === 'init' ? { init: false } : {}) },
+      { fence, source, onHistory, verify: false, ...(noInit ? { init: false } : {}) },
     );
     const store: SegmentStore = await opening.catch(async (error: unknown) => {
       // A store URL given on the command line is a usage error (exit 2), not a failure of the work.
@@ -186,6 +245,13 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       if (sub === 'history') lines = historyLines(await store.history(), table);
       else if (sub === 'fence')
         lines = fenceLines(await store.fence(request), table, fence, ifFences);
+      else if (sub === 'import' && tinyId !== undefined)
+        lines = await importTinyId(store, tinyId, {
+          dryRun,
+          tokensFile,
+          setSize: set ? urls.length : 1,
+          from: redactUrl(fromTinyId ?? ''),
+        });
       else if (set) lines = await initSet(store as MultiSegmentStore, urls, table, replace);
       else lines = await initOne(store, url, table);
     } catch (error) {
@@ -200,6 +266,74 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     return 0;
   },
 };
+
+/**
+ * `idmint db import --from-tinyid`: the plan for every biz_type (refused rows stop the import
+ * before anything changes), then, unless a dry run, init, the tags and the token file.
+ */
+async function importTinyId(
+  store: SegmentStore,
+  tables: TinyIdTables,
+  options: { dryRun: boolean; tokensFile: string; setSize: number; from: string },
+): Promise<string[]> {
+  const { dryRun, tokensFile, setSize } = options;
+  if (!dryRun) await store.init();
+  const current = new Map<string, TagRecord>();
+  for (const row of tables.info) {
+    const record = await store.getTag(row.bizType).catch((error: unknown) => {
+      // A biz_type idmint cannot name is refused by the plan, with its reason.
+      if (isIdMintError(error, 'INVALID_ARGUMENT')) return undefined;
+      throw error;
+    });
+    if (record !== undefined) current.set(record.tag, record);
+  }
+  const plans = planTags(tables.info, current);
+  const refused = plans.filter((plan) => plan.action === 'refuse');
+  const lines = [
+    `TinyId's database ${options.from}: ${tables.info.length} tags, ` +
+      `${tables.tokens.length} token rows`,
+  ];
+  const tokenText = tokenFileText(tables.tokens);
+  const tokens = tables.tokens.length === 0 ? undefined : tokenFilePlan(tokensFile, tokenText);
+  if (dryRun || refused.length > 0) {
+    lines.push(...plans.map((plan) => planLine(plan, false)));
+    if (tokens !== undefined)
+      lines.push(`tokens: ${tokens === 'write' ? 'write' : 'unchanged'} ${tokensFile}`);
+    if (refused.length > 0) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `${refused.length} of TinyId's tags cannot be imported, so nothing was: ` +
+          `${lines
+            .slice(1)
+            .filter((line) => line.includes(': refused: '))
+            .join('; ')}`,
+      );
+    }
+    lines.push('dry run: nothing changed');
+    return lines;
+  }
+  const file = tokens === 'write' ? prepareTokenFile(tokensFile, tokenText) : undefined;
+  try {
+    for (const plan of plans) lines.push(await applyPlan(store, plan, setSize));
+  } catch (error) {
+    file?.discard();
+    throw error;
+  }
+  file?.commit();
+  if (tokens !== undefined)
+    lines.push(`tokens: ${tokens === 'write' ? 'written to' : 'unchanged in'} ${tokensFile}`);
+  return lines;
+}
+
+/** Carries out one tag's plan and says what it did. */
+async function applyPlan(store: SegmentStore, plan: TagPlan, setSize: number): Promise<string> {
+  const changed = await applyTagPlan(store, plan, setSize);
+  // In a set the plan saw the highest row only: a lower one may have been raised (or not).
+  if (changed && plan.action === 'unchanged')
+    return `tag ${plan.tag}: changed: rows of the set below ${plan.startId} raised`;
+  if (!changed && plan.action === 'change') return `tag ${plan.tag}: unchanged`;
+  return planLine(plan, true);
+}
 
 /** The margin --margin or --ranges names, else the configured one. */
 function fenceMarginFlags(
