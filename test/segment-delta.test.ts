@@ -9,7 +9,7 @@ import { after, describe, it } from 'node:test';
 import { openSegmentStores } from '../src/backends/open-segment-store.ts';
 import type { SegmentRange } from '../src/ports/segment-store.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
-import { describeWithServices } from './support/services.ts';
+import { SERVICES, describeWithServices, uniqueName } from './support/services.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'idmint-delta-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -21,10 +21,32 @@ function idsOf(range: SegmentRange): bigint[] {
   return ids;
 }
 
+/** Writes a remainder TinyId would accept (5 for delta 3) into the row by hand. */
+async function handWrittenRemainder(
+  backend: (typeof SEGMENT_BACKENDS)[keyof typeof SEGMENT_BACKENDS],
+  fixture: { url: string; table: string },
+): Promise<void> {
+  if (backend.sql !== undefined) {
+    await backend.sql(
+      fixture.url,
+      `UPDATE ${fixture.table} SET remainder = 5 WHERE biz_tag = 'odd'`,
+    );
+    return;
+  }
+  const { Redis } = await import('ioredis');
+  const client = new Redis(fixture.url);
+  try {
+    await client.hset(`${fixture.table}:tag:odd`, 'remainder', '5');
+  } finally {
+    client.disconnect();
+  }
+}
+
 for (const backend of [
   SEGMENT_BACKENDS.sqlite,
   SEGMENT_BACKENDS.postgres,
   SEGMENT_BACKENDS.mariadb,
+  SEGMENT_BACKENDS.redis,
 ]) {
   await describeWithServices(`delta and remainder on ${backend.name}`, backend.services, () => {
     it('issues only the class, changes above max_id, refuses a bad pair', async (t) => {
@@ -48,10 +70,7 @@ for (const backend of [
         code: 'INVALID_ARGUMENT',
       });
       // A row written by hand with a remainder TinyId would accept: nothing is allocated from it.
-      await backend.sql?.(
-        fixture.url,
-        `UPDATE ${fixture.table} SET remainder = 5 WHERE biz_tag = 'odd'`,
-      );
+      await handWrittenRemainder(backend, fixture);
       await assert.rejects(store.allocate('odd'), { code: 'TAG_MISCONFIGURED' });
     });
   });
@@ -87,12 +106,38 @@ describe('delta and remainder in a set of databases', () => {
   });
 });
 
-await describeWithServices('delta and remainder on redis', ['redis'], () => {
-  it('is refused rather than stored and ignored', async (t) => {
-    const fixture = await SEGMENT_BACKENDS.redis.open();
-    t.after(() => fixture.dispose());
-    await assert.rejects(fixture.store.createTag({ tag: 'odd', step: 3, delta: 2, remainder: 1 }), {
-      code: 'INVALID_ARGUMENT',
+await describeWithServices('delta and remainder in a set of Redis databases', ['redis'], () => {
+  it('gives each database its class mod N * delta, and reads back delta and remainder', async () => {
+    const prefix = uniqueName('delta');
+    const base = SERVICES.redis.url.replace(/\/\d*$/, '');
+    const set = await openSegmentStores([`${base}/1`, `${base}/2`], {
+      verify: false,
+      table: prefix,
     });
+    try {
+      await set.join();
+      const created = await set.createTag({ tag: 'thirds', step: 4, delta: 3, remainder: 2 });
+      assert.deepEqual([created.delta, created.remainder], [3, 2]);
+      const ids = new Set<bigint>();
+      for (let i = 0; i < 6; i++) {
+        const range = await set.allocate('thirds');
+        assert.equal(range.stride, 6);
+        for (const id of idsOf(range)) {
+          assert.equal(id % 3n, 2n, `${id} is of the tag's class`);
+          assert.ok(!ids.has(id), `${id} twice`);
+          ids.add(id);
+        }
+      }
+      assert.deepEqual(new Set([...ids].map((id) => id % 6n)), new Set([2n, 5n]));
+    } finally {
+      await set.close();
+      const { Redis } = await import('ioredis');
+      for (const db of [1, 2]) {
+        const client = new Redis(`${base}/${db}`);
+        const keys = await client.keys(`${prefix}:*`);
+        if (keys.length > 0) await client.del(...keys);
+        client.disconnect();
+      }
+    }
   });
 });

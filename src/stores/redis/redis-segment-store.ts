@@ -1,12 +1,15 @@
 import { IdMintError } from '../../core/errors.ts';
 import {
+  EVERY_ID,
   MAX_SEGMENT_ID,
+  MAX_TAG_DELTA,
   MAX_TAG_STEP,
   checkDescription,
   checkSequence,
   checkStep,
   checkTag,
   idSpaceExhausted,
+  storedSequence,
   tagMisconfigured,
   tagNotFound,
 } from '../../core/segment-limits.ts';
@@ -37,6 +40,7 @@ import {
   checkPageLimit,
   checkRaise,
   checkRelease,
+  combinedResidue,
   fenceTimeoutMs,
   historyUnsettled,
   parseChangeCursor,
@@ -88,7 +92,8 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 // (`history`, `fences`, `update_time`: see RedisSegmentStore); `<prefix>:tag:<tag>` is a hash
 // with Leaf's columns (max_id, step, description,
 // update_time as ms since the epoch, and, on a database of a set, id_offset and id_increment) and
-// idmint's `opaque` ('1' on an opaque tag, else absent); `<prefix>:tags` is the set of tag names,
+// idmint's `opaque` ('1' on an opaque tag, else absent) and TinyId's `delta` and `remainder`
+// (absent on a tag of every ID); `<prefix>:tags` is the set of tag names,
 // for listing; `<prefix>:changed` is a sorted set of tag keys scored by their last write's time
 // (ms), for the incremental tag refresh. A hash without id_offset and id_increment is a plain row (0 and 1). A tag
 // may hold any character idmint accepts (`:`, `{`, `}`, `/`, spaces, Unicode): keys are binary-safe,
@@ -120,7 +125,7 @@ function optionalText(value: unknown): string | undefined {
 }
 
 /** Fields `read` returns per tag. */
-const FIELDS = 8;
+const FIELDS = 10;
 
 // Every script takes a nonce as its last argument and returns it first, so the client can check
 // that a reply answers the command it is given to (see RedisSegmentStore.#run).
@@ -137,7 +142,7 @@ const FIELDS = 8;
 const PRELUDE = `local nonce = table.remove(ARGV)
 local function read(key)
   return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset',
-    'id_increment', 'opaque', 'periodic')
+    'id_increment', 'opaque', 'periodic', 'delta', 'remainder')
 end
 local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
 local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
@@ -161,9 +166,14 @@ end
 // own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the only
 // write before the reply is built, so an overflow error leaves the hash untouched.
 //
-// In a set of N, max_id is first raised to the next ID of class r, then advanced by step * N.
-// max_id mod N is computed digit by digit from its decimal string (Lua numbers are doubles, exact
-// only to 2^53); the amount added is below 2^38, exact, and formatted without an exponent.
+// The row's class: its own sequence (TinyId's delta and remainder fields; absent: every ID) on a
+// store of its own; in a set of N, the one class mod N * delta inside both r mod N and the tag's
+// (store-support.ts's combinedResidue, found by the same search). max_id is first raised to the
+// next ID of the class, then advanced by step * modulus. max_id mod the modulus is computed digit by
+// digit from its decimal string (Lua numbers are doubles, exact only to 2^53); the amount added
+// is below 2^44 (step < 2^31, modulus at most 64 * 64), exact, and formatted without an exponent.
+// The reply carries the delta and remainder the script used, so the range is computed with the
+// class it was allocated in, never a cached one.
 const ALLOCATE = `${PRELUDE}
 local live = live_history()
 local recorded = redis.call('HGET', KEYS[2], 'history')
@@ -176,18 +186,31 @@ if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then return {no
 if not (string.match(stored, '^[1-9]%d*$') and #stored <= 10 and tonumber(stored) <= ${MAX_TAG_STEP}) then return {nonce, 'misconfigured', 'step', stored} end
 local max_id = redis.call('HGET', KEYS[1], 'max_id')
 if not (max_id and string.match(max_id, '^%d+$')) then return {nonce, 'misconfigured', 'max_id', max_id or '(missing)'} end
+local delta = redis.call('HGET', KEYS[1], 'delta') or '1'
+local remainder = redis.call('HGET', KEYS[1], 'remainder') or '0'
+local sane = string.match(delta, '^[1-9]%d?$') and tonumber(delta) <= ${MAX_TAG_DELTA}
+  and string.match(remainder, '^%d%d?$') and tonumber(remainder) < tonumber(delta)
+if not sane then return {nonce, 'misconfigured', 'delta', delta .. ' (remainder ' .. remainder .. ')'} end
 local step = ARGV[1] ~= '' and ARGV[1] or stored
+local n = ARGV[3] ~= '' and tonumber(ARGV[3]) or 1
+local r = ARGV[3] ~= '' and tonumber(ARGV[2]) or 0
+local d = tonumber(delta)
+local class = -1
+for k = 0, d - 1 do
+  if (r + n * k) % d == tonumber(remainder) then class = r + n * k break end
+end
+if class < 0 then return {nonce, 'misconfigured', 'delta', delta .. ' (shares a factor with the set of ' .. n .. ')'} end
+local modulus = n * d
 local add = step
-if ARGV[3] ~= '' then
-  local n = tonumber(ARGV[3])
+if modulus > 1 then
   local m = 0
-  for i = 1, #max_id do m = (m * 10 + tonumber(string.sub(max_id, i, i))) % n end
-  add = string.format('%.0f', (tonumber(ARGV[2]) - m + n) % n + tonumber(step) * n)
+  for i = 1, #max_id do m = (m * 10 + tonumber(string.sub(max_id, i, i))) % modulus end
+  add = string.format('%.0f', (class - m + modulus) % modulus + tonumber(step) * modulus)
 end
 local added = redis.pcall('HINCRBY', KEYS[1], 'max_id', add)
 if type(added) == 'table' and added.err then return {nonce, 'exhausted', max_id, step, added.err} end
 touch(KEYS[1])
-return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored, live}`;
+return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored, live, delta, remainder}`;
 
 // KEYS[1] tag hash, KEYS[2] the history hash; ARGV from, to, and the store's offset and increment
 // ('' for a store of its own). Compare-and-set on the exact decimal strings; a set's store also on
@@ -279,8 +302,9 @@ return {nonce, 1}`;
 
 // KEYS[1] tag hash, KEYS[2] tag set; ARGV tag, max_id, step, description or '' with ARGV[5] = '1'
 // when present, then offset and increment ('' for a store of its own: no residue fields), then
-// ARGV[8] = '1' for an opaque tag, ARGV[9] a periodic tag's option or '' (set in the same script:
-// no moment without them).
+// ARGV[8] = '1' for an opaque tag, ARGV[9] a periodic tag's option or '', ARGV[10] and ARGV[11]
+// the delta and remainder (no fields for delta 1), all set in the same script: no moment without
+// them.
 const CREATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {nonce, 'exists'} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[2], 'step', ARGV[3])
@@ -289,15 +313,17 @@ if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'description', ARGV[4]) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'id_offset', ARGV[6], 'id_increment', ARGV[7]) end
 if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
 if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'periodic', ARGV[9]) end
+if ARGV[10] ~= '1' then redis.call('HSET', KEYS[1], 'delta', ARGV[10], 'remainder', ARGV[11]) end
 redis.call('SADD', KEYS[2], ARGV[1])
 return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
 // KEYS[1] tag hash; ARGV step or '', description mode ('keep' | 'set' | 'clear'), description,
-// '1' to mark the tag opaque (never unmarked).
+// '1' to mark the tag opaque (never unmarked), delta and remainder or '' to keep them.
 const UPDATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 0 then return {nonce, 'not_found'} end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[1]) end
 if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'delta', ARGV[5], 'remainder', ARGV[6]) end
 if ARGV[2] == 'set' then redis.call('HSET', KEYS[1], 'description', ARGV[3]) end
 if ARGV[2] == 'clear' then redis.call('HDEL', KEYS[1], 'description') end
 touch(KEYS[1])
@@ -474,8 +500,10 @@ export class RedisSegmentStore implements SegmentStore {
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     if (reply[0] === 'residue')
       throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
-    if (reply[0] === 'misconfigured')
-      throw tagMisconfigured(tag, reply[1] === 'step' ? 'step' : 'max_id', reply[2]);
+    if (reply[0] === 'misconfigured') {
+      const field = reply[1] === 'step' || reply[1] === 'delta' ? reply[1] : 'max_id';
+      throw tagMisconfigured(tag, field, reply[2]);
+    }
     if (reply[0] === 'exhausted') {
       // HINCRBY fails only on overflow or on a max_id Redis does not read as an integer ("007").
       if (!String(reply[3]).includes('overflow')) throw tagMisconfigured(tag, 'max_id', reply[1]);
@@ -484,10 +512,11 @@ export class RedisSegmentStore implements SegmentStore {
     const end = toBigInt(reply[1], 'max_id');
     const tagStep = toStep(reply[2]);
     const used = step ?? tagStep;
-    const residue = this.residue;
     this.#history.allocatedOn(String(reply[3]));
-    if (residue === undefined) return { tag, start: end - BigInt(used), end, step: used, tagStep };
-    return residueRange(tag, end, used, tagStep, residue);
+    // The script checked the sequence it used and found its class in this store's.
+    const sequence = storedSequence(reply[4], reply[5]) ?? EVERY_ID;
+    const own = combinedResidue(this.residue ?? { offset: 0, increment: 1 }, sequence);
+    return residueRange(tag, end, used, tagStep, own);
   }
 
   async release(tag: string, from: bigint, to: bigint): Promise<boolean> {
@@ -663,7 +692,6 @@ export class RedisSegmentStore implements SegmentStore {
 
   async createTag(tag: NewTag): Promise<TagRecord> {
     const v = checkNewTag(tag, this.residue);
-    if (v.delta !== 1) throw noSequence(v.tag);
     // A prefix's first tag records its history first (Redis needs no `db init`): a prefix idmint
     // fills from empty is never fenced at its first allocation.
     await this.#history.verify();
@@ -680,6 +708,8 @@ export class RedisSegmentStore implements SegmentStore {
         ...this.#residueArgs,
         v.opaque ? '1' : '0',
         v.periodic ?? '',
+        String(v.delta),
+        String(v.remainder),
       ],
     );
     if (reply[0] === 'exists')
@@ -691,11 +721,11 @@ export class RedisSegmentStore implements SegmentStore {
 
   async updateTag(tag: string, update: TagUpdate): Promise<TagRecord> {
     checkTag(tag);
-    if (update.delta !== undefined || update.remainder !== undefined) {
-      // Every ID is the plain sequence: delta 1 (remainder 0) changes nothing and is accepted.
-      const sequence = checkSequence(update.delta, update.remainder);
-      if (sequence.delta !== 1) throw noSequence(tag);
-    }
+    // Both together, as on SQL: an absent remainder is 0.
+    const sequence =
+      update.delta === undefined && update.remainder === undefined
+        ? undefined
+        : checkSequence(update.delta, update.remainder);
     const step = update.step === undefined ? '' : String(checkStep(update.step));
     const description =
       update.description === undefined ? undefined : checkDescription(update.description);
@@ -705,7 +735,14 @@ export class RedisSegmentStore implements SegmentStore {
       'updateTag',
       UPDATE,
       [this.#key(tag), this.#changedKey],
-      [step, mode, description ?? '', opaque],
+      [
+        step,
+        mode,
+        description ?? '',
+        opaque,
+        sequence === undefined ? '' : String(sequence.delta),
+        sequence === undefined ? '' : String(sequence.remainder),
+      ],
     );
     if (reply[0] === 'not_found') throw tagNotFound(tag);
     return this.#record(tag, reply.slice(1));
@@ -813,19 +850,8 @@ export class RedisSegmentStore implements SegmentStore {
       id_increment: fields[5],
       opaque: fields[6],
       periodic: fields[7],
+      delta: fields[8],
+      remainder: fields[9],
     });
   }
-}
-
-/**
- * A tag's own delta is not kept on Redis yet (its allocation script issues every ID): refused
- * rather than stored and ignored, which would issue IDs outside the tag's class.
- */
-function noSequence(tag: string): IdMintError {
-  return new IdMintError(
-    'INVALID_ARGUMENT',
-    `tag "${tag}": a delta above 1 is not supported on a Redis store yet; use a SQL store ` +
-      '(SQLite, PostgreSQL, MySQL) for a tag with delta and remainder',
-    { details: { tag } },
-  );
 }
