@@ -107,7 +107,7 @@ describe('delta and remainder in a set of databases', () => {
 });
 
 await describeWithServices('delta and remainder in a set of Redis databases', ['redis'], () => {
-  it('gives each database its class mod N * delta, and reads back delta and remainder', async () => {
+  it('gives each database its class mod N * delta; reads delta and remainder back', async () => {
     const prefix = uniqueName('delta');
     const base = SERVICES.redis.url.replace(/\/\d*$/, '');
     const set = await openSegmentStores([`${base}/1`, `${base}/2`], {

@@ -169,8 +169,8 @@ end
 // The row's class: its own sequence (TinyId's delta and remainder fields; absent: every ID) on a
 // store of its own; in a set of N, the one class mod N * delta inside both r mod N and the tag's
 // (store-support.ts's combinedResidue, found by the same search). max_id is first raised to the
-// next ID of the class, then advanced by step * modulus. max_id mod the modulus is computed digit by
-// digit from its decimal string (Lua numbers are doubles, exact only to 2^53); the amount added
+// next ID of the class, then advanced by step * modulus. max_id mod the modulus is computed digit
+// by digit from its decimal string (Lua numbers are doubles, exact only to 2^53); the amount added
 // is below 2^44 (step < 2^31, modulus at most 64 * 64), exact, and formatted without an exponent.
 // The reply carries the delta and remainder the script used, so the range is computed with the
 // class it was allocated in, never a cached one.
@@ -190,7 +190,9 @@ local delta = redis.call('HGET', KEYS[1], 'delta') or '1'
 local remainder = redis.call('HGET', KEYS[1], 'remainder') or '0'
 local sane = string.match(delta, '^[1-9]%d?$') and tonumber(delta) <= ${MAX_TAG_DELTA}
   and string.match(remainder, '^%d%d?$') and tonumber(remainder) < tonumber(delta)
-if not sane then return {nonce, 'misconfigured', 'delta', delta .. ' (remainder ' .. remainder .. ')'} end
+if not sane then
+  return {nonce, 'misconfigured', 'delta', delta .. ' (remainder ' .. remainder .. ')'}
+end
 local step = ARGV[1] ~= '' and ARGV[1] or stored
 local n = ARGV[3] ~= '' and tonumber(ARGV[3]) or 1
 local r = ARGV[3] ~= '' and tonumber(ARGV[2]) or 0
@@ -199,7 +201,9 @@ local class = -1
 for k = 0, d - 1 do
   if (r + n * k) % d == tonumber(remainder) then class = r + n * k break end
 end
-if class < 0 then return {nonce, 'misconfigured', 'delta', delta .. ' (shares a factor with the set of ' .. n .. ')'} end
+if class < 0 then
+  return {nonce, 'misconfigured', 'delta', delta .. ' (shares a factor with the set size ' .. n .. ')'}
+end
 local modulus = n * d
 local add = step
 if modulus > 1 then
