@@ -202,7 +202,7 @@ for k = 0, d - 1 do
   if (r + n * k) % d == tonumber(remainder) then class = r + n * k break end
 end
 if class < 0 then
-  return {nonce, 'misconfigured', 'delta', delta .. ' (a factor of the set size ' .. n .. ')'}
+  return {nonce, 'misconfigured', 'delta', delta .. ' (not coprime to the set size ' .. n .. ')'}
 end
 local modulus = n * d
 local add = step
