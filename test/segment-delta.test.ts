@@ -141,3 +141,51 @@ await describeWithServices('delta and remainder in a set of Redis databases', ['
     }
   });
 });
+
+// A node that opened a Leaf table (no delta columns) keeps its statements until it learns of the
+// columns. If `idmint db init` adds them and a tag is given a delta before the node's next full
+// tag read, its next allocation must still be in the tag's class: the row it gets back shows the
+// columns, and the range outside the class is skipped.
+for (const backend of [
+  SEGMENT_BACKENDS.sqlite,
+  SEGMENT_BACKENDS.postgres,
+  SEGMENT_BACKENDS.mariadb,
+]) {
+  await describeWithServices(
+    `a delta given after db init (${backend.name})`,
+    backend.services,
+    () => {
+      it('a node that saw a Leaf table allocates in the class at once', async (t) => {
+        const fixture = await backend.open({ init: false });
+        t.after(() => fixture.dispose());
+        const sql = backend.sql;
+        assert.ok(sql !== undefined);
+        await sql(
+          fixture.url,
+          `CREATE TABLE ${fixture.table} (biz_tag varchar(128) NOT NULL PRIMARY KEY, ` +
+            'max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, ' +
+            'description varchar(256) DEFAULT NULL, update_time timestamp NULL)',
+        );
+        await sql(
+          fixture.url,
+          `INSERT INTO ${fixture.table} (biz_tag, max_id, step) VALUES ('late', 1, 4)`,
+        );
+        const node = fixture.store;
+        const before = await node.allocate('late');
+        assert.equal(before.stride ?? 1, 1, 'a Leaf table: every ID');
+        const operator = await fixture.openAnother();
+        await operator.init();
+        await operator.updateTag('late', { delta: 2, remainder: 1 });
+        const after = await node.allocate('late');
+        assert.equal(after.stride, 2);
+        assert.deepEqual(
+          idsOf(after).filter((id) => id % 2n !== 1n),
+          [],
+        );
+        assert.ok(after.start >= before.end);
+        // And from then on, without a second look.
+        assert.equal((await node.allocate('late')).start % 2n, 1n);
+      });
+    },
+  );
+}

@@ -303,6 +303,18 @@ export class SqlSegmentStore implements SegmentStore {
       if (why instanceof IdMintError) throw why;
       return why;
     }
+    // The row comes back whole (`*`): a table this store took for a Leaf table shows the sequence
+    // columns once `idmint db init` has added them. A tag given a delta meanwhile has just been
+    // advanced by `step` alone, not `step * delta`, so a range read with the row's delta would
+    // reach back over the previous range (duplicates): that advance is skipped, never issued, and
+    // the tag allocated again in its class, in the same transaction where there is one. Before,
+    // the store kept the old statement until its next full tag read.
+    if (sql !== this.#sql.sequenced && 'delta' in row) {
+      this.#sequence = true;
+      const sequence = storedSequence(row['delta'], row['remainder']);
+      if (sequence === undefined || sequence.delta !== 1 || sequence.remainder !== 0)
+        return this.#allocateOnce(db, tag, step);
+    }
     const end = toBigInt(row['max_id'], 'max_id');
     const tagStep = toStep(row['step']);
     const used = step ?? tagStep;
