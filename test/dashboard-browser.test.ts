@@ -303,14 +303,17 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       }
       await dialog.getByLabel('Step (IDs per range)').fill('50');
       await dialog.getByLabel('Description (optional)').fill('made in the page');
+      // TinyId's odd-only sequence, from the form.
+      await dialog.getByLabel('Delta (every Nth ID; 1: every ID)').fill('2');
+      await dialog.getByLabel('Remainder (IDs ≡ remainder mod delta)').fill('1');
       await dialog.getByRole('button', { name: 'Create' }).click();
       await dialog.waitFor({ state: 'detached', timeout: WAIT_MS });
       await page.locator('tr[data-tag="made.in.page"]').waitFor({ timeout: WAIT_MS });
       const client = new IdMintClient({ url, token: ADMIN, retries: 0 });
       const listed = await client.listTags();
       assert.deepEqual(
-        listed.map((t) => [t.tag, t.step, t.description]),
-        [['made.in.page', 50, 'made in the page']],
+        listed.map((t) => [t.tag, t.step, t.description, t.delta, t.remainder]),
+        [['made.in.page', 50, 'made in the page', 2, 1]],
       );
 
       // A duplicate is the server's 409, shown as it words it.
@@ -337,6 +340,24 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await edit.getByRole('button', { name: 'Save' }).click();
       await edit.waitFor({ state: 'detached', timeout: WAIT_MS });
       assert.equal((await client.getTag('made.in.page')).step, 75);
+
+      // The sequence from the edit form: the stored pair first, a bad one refused in the API's
+      // words, then a new class.
+      await page.getByRole('button', { name: 'Edit made.in.page' }).click();
+      const remainder = edit.getByLabel('Remainder (IDs ≡ remainder mod delta)');
+      await remainder.and(page.locator(':enabled')).waitFor({ timeout: WAIT_MS });
+      assert.equal(await edit.getByLabel('Delta (every Nth ID; 1: every ID)').inputValue(), '2');
+      assert.equal(await remainder.inputValue(), '1');
+      await remainder.fill('2');
+      await edit.getByRole('button', { name: 'Save' }).click();
+      const bad = await expected('PATCH', '/v1/tags/made.in.page', { delta: 2, remainder: 2 });
+      await edit.getByRole('alert').filter({ hasText: bad }).waitFor({ timeout: WAIT_MS });
+      assert.match(bad, /^INVALID_ARGUMENT: .*remainder/);
+      await edit.getByLabel('Delta (every Nth ID; 1: every ID)').fill('3');
+      await edit.getByRole('button', { name: 'Save' }).click();
+      await edit.waitFor({ state: 'detached', timeout: WAIT_MS });
+      const changed = await client.getTag('made.in.page');
+      assert.deepEqual([changed.step, changed.delta, changed.remainder], [75, 3, 2]);
       // The browser logs each refused call (400, 409) as a failed resource load: those were meant.
       assert.deepEqual(
         problems.errors.filter(

@@ -11,6 +11,53 @@ function numberOrText(text: string): number | string {
   return /^-?[0-9]+(\.[0-9]+)?$/.test(text.trim()) ? Number(text.trim()) : text;
 }
 
+/**
+ * TinyId's delta and remainder as sent: both together, as the API takes them, and nothing when
+ * the form says every ID (delta 1, remainder 0) and `always` is false.
+ */
+function sequenceOf(
+  delta: string,
+  remainder: string,
+  always: boolean,
+): { delta?: number; remainder?: number } {
+  if (!always && delta.trim() === '1' && remainder.trim() === '0') return {};
+  return {
+    delta: numberOrText(delta) as number,
+    remainder: numberOrText(remainder === '' ? '0' : remainder) as number,
+  };
+}
+
+/** The two sequence fields, labelled as the API documents them. */
+function SequenceFields(props: {
+  readonly id: string;
+  readonly delta: string;
+  readonly remainder: string;
+  readonly disabled?: boolean;
+  readonly onDelta: (value: string) => void;
+  readonly onRemainder: (value: string) => void;
+}) {
+  return (
+    <>
+      <label for={`${props.id}-delta`}>Delta (every Nth ID; 1: every ID)</label>
+      <input
+        id={`${props.id}-delta`}
+        inputMode="numeric"
+        value={props.delta}
+        disabled={props.disabled}
+        onInput={(event) => props.onDelta((event.currentTarget as HTMLInputElement).value)}
+      />
+      <label for={`${props.id}-remainder`}>Remainder (IDs ≡ remainder mod delta)</label>
+      <input
+        id={`${props.id}-remainder`}
+        inputMode="numeric"
+        value={props.remainder}
+        disabled={props.disabled}
+        onInput={(event) => props.onRemainder((event.currentTarget as HTMLInputElement).value)}
+      />
+    </>
+  );
+}
+
 /** A modal dialog (the browser's <dialog>: focus moves in, Escape closes, focus returns). */
 function Dialog(props: {
   readonly title: string;
@@ -56,6 +103,8 @@ export function NewTagDialog(props: {
   const [tag, setTag] = useState('');
   const [step, setStep] = useState('1000');
   const [description, setDescription] = useState('');
+  const [delta, setDelta] = useState('1');
+  const [remainder, setRemainder] = useState('0');
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
   return (
@@ -70,6 +119,7 @@ export function NewTagDialog(props: {
               tag,
               step: numberOrText(step) as number,
               ...(description === '' ? {} : { description }),
+              ...sequenceOf(delta, remainder, false),
             });
             props.onClose(true);
           } catch (caught) {
@@ -99,6 +149,13 @@ export function NewTagDialog(props: {
           value={description}
           onInput={(event) => setDescription((event.currentTarget as HTMLInputElement).value)}
         />
+        <SequenceFields
+          id="new"
+          delta={delta}
+          remainder={remainder}
+          onDelta={setDelta}
+          onRemainder={setRemainder}
+        />
         <ErrorLine error={error} />
         <div class="row end">
           <button type="button" onClick={() => props.onClose(false)}>
@@ -114,7 +171,8 @@ export function NewTagDialog(props: {
 }
 
 /**
- * PATCH /v1/tags/:tag: change the step or the description; the tag is read first to fill the form.
+ * PATCH /v1/tags/:tag: change the step, the description or the sequence (TinyId's delta and
+ * remainder, sent together); the tag is read first to fill the form.
  */
 export function EditTagDialog(props: {
   readonly token: string;
@@ -123,15 +181,25 @@ export function EditTagDialog(props: {
 }) {
   const [step, setStep] = useState('');
   const [description, setDescription] = useState('');
-  const [original, setOriginal] = useState<{ step: number; description: string } | null>(null);
+  const [delta, setDelta] = useState('');
+  const [remainder, setRemainder] = useState('');
+  const [original, setOriginal] = useState<{
+    step: number;
+    description: string;
+    delta: string;
+    remainder: string;
+  } | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
   useEffect(() => {
     getTag(props.token, props.tag).then(
       (record) => {
-        setOriginal({ step: record.step, description: record.description ?? '' });
+        const sequence = { delta: String(record.delta), remainder: String(record.remainder) };
+        setOriginal({ step: record.step, description: record.description ?? '', ...sequence });
         setStep(String(record.step));
         setDescription(record.description ?? '');
+        setDelta(sequence.delta);
+        setRemainder(sequence.remainder);
       },
       (caught: unknown) => setError(asApiError(caught)),
     );
@@ -143,10 +211,17 @@ export function EditTagDialog(props: {
         onSubmit={async (event) => {
           event.preventDefault();
           if (original === null) return;
-          const body: { step?: number; description?: string | null } = {};
+          const body: {
+            step?: number;
+            description?: string | null;
+            delta?: number;
+            remainder?: number;
+          } = {};
           if (step !== String(original.step)) body.step = numberOrText(step) as number;
           if (description !== original.description)
             body.description = description === '' ? null : description;
+          if (delta !== original.delta || remainder !== original.remainder)
+            Object.assign(body, sequenceOf(delta, remainder, true));
           if (Object.keys(body).length === 0) {
             props.onClose(false);
             return;
@@ -177,6 +252,15 @@ export function EditTagDialog(props: {
           disabled={original === null}
           onInput={(event) => setDescription((event.currentTarget as HTMLInputElement).value)}
         />
+        <SequenceFields
+          id="edit"
+          delta={delta}
+          remainder={remainder}
+          disabled={original === null}
+          onDelta={setDelta}
+          onRemainder={setRemainder}
+        />
+        <p class="muted small">A new delta applies above the IDs already allocated.</p>
         <ErrorLine error={error} />
         <div class="row end">
           <button type="button" onClick={() => props.onClose(false)}>
