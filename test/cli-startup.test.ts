@@ -48,41 +48,59 @@ async function serveUntilExit(
   return { code, signal, stderr: serve.stderr(), ms: Date.now() - started };
 }
 
-describe('idmint serve against a store or registry that accepts connections but never answers', () => {
+describe('idmint serve against a backend that accepts connections but never answers', () => {
   const cases: [string, (hole: string) => string[], RegExp][] = [
     [
       'Redis store',
       (hole) => ['--no-snowflake-enabled', '--segment-store', `redis://${hole}/0`],
-      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): redis at 127\.0\.0\.1:\d+: timed out after 1000 ms\n$/,
+      new RegExp(
+        '^idmint serve: segment store \\(IDMINT_SEGMENT_STORE\\): redis at ' +
+          '127\\.0\\.0\\.1:\\d+: timed out after 1000 ms\\n$',
+      ),
     ],
     [
       'PostgreSQL store',
       (hole) => ['--no-snowflake-enabled', '--segment-store', `postgres://idmint@${hole}/ids`],
-      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): postgres at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
+      new RegExp(
+        '^idmint serve: segment store \\(IDMINT_SEGMENT_STORE\\): postgres at ' +
+          '127\\.0\\.0\\.1:\\d+: timed out( after 1000 ms)?\\n$',
+      ),
     ],
     [
       'MySQL store',
       (hole) => ['--no-snowflake-enabled', '--segment-store', `mysql://idmint@${hole}/ids`],
-      /^idmint serve: segment store \(IDMINT_SEGMENT_STORE\): mysql at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
+      new RegExp(
+        '^idmint serve: segment store \\(IDMINT_SEGMENT_STORE\\): mysql at ' +
+          '127\\.0\\.0\\.1:\\d+: timed out( after 1000 ms)?\\n$',
+      ),
     ],
     [
       'Redis registry',
       (hole) => ['--no-segment-enabled', '--worker-registry', `redis://${hole}/0`],
-      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): redis at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
+      new RegExp(
+        '^idmint serve: worker registry \\(IDMINT_WORKER_REGISTRY\\): redis at ' +
+          '127\\.0\\.0\\.1:\\d+: timed out( after 1000 ms)?\\n$',
+      ),
     ],
     [
       'etcd registry',
       (hole) => ['--no-segment-enabled', '--worker-registry', `etcd://${hole}/hang`],
-      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): etcd at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
+      new RegExp(
+        '^idmint serve: worker registry \\(IDMINT_WORKER_REGISTRY\\): etcd at ' +
+          '127\\.0\\.0\\.1:\\d+: timed out( after 1000 ms)?\\n$',
+      ),
     ],
     [
       'ZooKeeper registry',
       (hole) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`],
-      /^idmint serve: worker registry \(IDMINT_WORKER_REGISTRY\): zookeeper at 127\.0\.0\.1:\d+: timed out( after 1000 ms)?\n$/,
+      new RegExp(
+        '^idmint serve: worker registry \\(IDMINT_WORKER_REGISTRY\\): zookeeper at ' +
+          '127\\.0\\.0\\.1:\\d+: timed out( after 1000 ms)?\\n$',
+      ),
     ],
   ];
   for (const [name, args, message] of cases) {
-    it(`${name}: start-up fails within its timeouts, exit 1, one line naming the setting`, async () => {
+    it(`${name}: fails within its timeouts, exit 1, one line naming the setting`, async () => {
       const hole = await BlackHole.start();
       try {
         const result = await serveUntilExit([
@@ -117,7 +135,7 @@ describe('idmint serve against a store or registry that accepts connections but 
       (hole: string) => ['--no-segment-enabled', '--worker-registry', `zookeeper://${hole}/hang`],
     ],
   ] as const) {
-    it(`${signal} while it waits on ${what} stops it within seconds, though its timeouts are 10 minutes`, async () => {
+    it(`${signal} while waiting on ${what}: stops within seconds, timeouts 10 min`, async () => {
       const hole = await BlackHole.start();
       const serve = spawnServe(
         [
@@ -173,7 +191,8 @@ describe('idmint serve against a store or registry that accepts connections but 
       assert.equal(result.code, 1, `after ${Date.now() - started} ms: ${result.stderr}`);
       assert.equal(
         result.stderr,
-        `idmint tags: segment store (--store): redis at ${hole.address}: timed out after ${TIMEOUT_MS} ms\n`,
+        `idmint tags: segment store (--store): redis at ${hole.address}: ` +
+          `timed out after ${TIMEOUT_MS} ms\n`,
       );
       assert.equal(result.stdout, '');
     } finally {
@@ -182,7 +201,7 @@ describe('idmint serve against a store or registry that accepts connections but 
   });
 });
 
-describe('idmint serve when the environment is at fault: exit 1 and one line naming the setting', () => {
+describe('idmint serve, environment at fault: exit 1 and one line naming the setting', () => {
   it('port in use', async () => {
     const taken: Server = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
@@ -220,7 +239,8 @@ describe('idmint serve when the environment is at fault: exit 1 and one line nam
       ],
       [
         ['--no-snowflake-enabled', '--segment-store', 'postgres://idmint@nosuch.invalid:5432/ids'],
-        'idmint serve: host "nosuch.invalid" in the segment store URL (IDMINT_SEGMENT_STORE) does not resolve\n',
+        'idmint serve: host "nosuch.invalid" in the segment store URL (IDMINT_SEGMENT_STORE) ' +
+          'does not resolve\n',
       ],
       [
         [
@@ -230,7 +250,8 @@ describe('idmint serve when the environment is at fault: exit 1 and one line nam
           '--registry-timeout-ms',
           '1000',
         ],
-        'idmint serve: host "nosuch.invalid" in the worker registry URL (IDMINT_WORKER_REGISTRY) does not resolve\n',
+        'idmint serve: host "nosuch.invalid" in the worker registry URL (IDMINT_WORKER_REGISTRY) ' +
+          'does not resolve\n',
       ],
     ];
     for (const [args, line] of cases) {

@@ -40,7 +40,7 @@ describe('periodic tags on the server', () => {
   const leaf = (tag: string) => server.app.inject(`/api/segment/get/${tag}`);
   const errorCode = (body: Record<string, unknown>) => (body['error'] as { code: string }).code;
 
-  it('creates a periodic tag and answers formatted IDs of the current period, dense from 1', async () => {
+  it('creates a periodic tag; formatted IDs of the current period, dense from 1', async () => {
     const created = await create('orders', '{yyyyMMdd}{seq:6}');
     assert.deepEqual(created['periodic'], {
       period: 'day',
@@ -61,7 +61,7 @@ describe('periodic tags on the server', () => {
     assert.equal(row.json().step, 10);
   });
 
-  it('issues nothing for the allowed skew after the boundary, then the new period from 1', async () => {
+  it('nothing for the allowed skew after the boundary, then the new period from 1', async () => {
     clock.set(BOUNDARY - 1);
     assert.equal((await leaf('orders')).body, '20261127000005');
     clock.set(BOUNDARY);
@@ -95,7 +95,7 @@ describe('periodic tags on the server', () => {
     assert.equal((await leaf('tiny')).statusCode, 503);
   });
 
-  it('answers a template with letters on v1 only: Leaf and binary answers are numbers', async () => {
+  it('answers a template with letters on v1 only; Leaf and binary answer numbers', async () => {
     await create('letters', 'ORD-{yyyyMMdd}-{seq:4}');
     assert.deepEqual((await batch('letters', 1)).body['ids'], ['ORD-20261128-0001']);
     const response = await leaf('letters');
@@ -140,7 +140,7 @@ describe('periodic tags on the server', () => {
     assert.match(letters.json().message, /^error query segmentId: PERIODIC_NOT_NUMERIC/);
   });
 
-  it('gives the client formatted IDs with their period, and refuses local mode its ranges', async () => {
+  it('gives the client formatted IDs with their period, refuses local mode ranges', async () => {
     const url = await server.listen();
     const client = new IdMintClient({ url, retries: 0 });
     assert.deepEqual(await client.periodicBatch('letters', 2), {
