@@ -1,5 +1,5 @@
 import { IdMintError } from '../../core/errors.ts';
-import { checkNewTagName, tagNotFound } from '../../core/segment-limits.ts';
+import { MAX_TAG_DELTA, checkNewTagName, tagNotFound } from '../../core/segment-limits.ts';
 import {
   PERIOD_SEPARATOR,
   parsePeriodic,
@@ -20,27 +20,29 @@ import {
 import { backendFailure } from '../environment-errors.ts';
 import type { CliCommand, CliIo } from '../io.ts';
 
-const SUBCOMMANDS = ['list', 'create', 'set-step', 'periods', 'clean'] as const;
+const SUBCOMMANDS = ['list', 'create', 'set-step', 'set', 'periods', 'clean'] as const;
 /** Flags only `idmint tags create` takes. */
 const CREATE_FLAGS = [
-  'step',
   'start-id',
-  'description',
   'opaque',
   'periodic',
   'time-zone',
   'template',
   'seq-start',
 ] as const;
+/** Flags `idmint tags create` and `idmint tags set` take. */
+const CHANGE_FLAGS = ['step', 'description', 'delta', 'remainder'] as const;
 
 export const tagsCommand: CliCommand = {
   name: 'tags',
-  summary: "list, create and re-step segment tags, list and clean periodic tags' periods",
+  summary: "list, create, re-step and change segment tags; list and clean periodic tags' periods",
   help: `Usage: idmint tags list [--json]
-       idmint tags create <tag> --step N [--start-id ID] [--description TEXT] [--opaque] [--json]
+       idmint tags create <tag> --step N [--start-id ID] [--description TEXT] [--opaque]
+                          [--delta D [--remainder R]] [--json]
        idmint tags create <tag> --step N --periodic day|month --template T [--time-zone Z]
                           [--seq-start N] [--description TEXT] [--json]
        idmint tags set-step <tag> <step> [--json]
+       idmint tags set <tag> [--step N] [--description TEXT] [--delta D [--remainder R]] [--json]
        idmint tags periods <tag> [--json]
        idmint tags clean <tag> --older-than N [--json]
 
@@ -49,6 +51,9 @@ default sqlite:./data/idmint.db), the same one "idmint serve" uses; no server ne
 set of databases (segment.stores, IDMINT_SEGMENT_STORES, --stores) a tag is created and re-stepped
 in every database, database r at the first ID ≡ r (mod N) at or above --start-id; every database
 must answer, and running it again completes a create that one of them missed.
+--delta and --remainder are TinyId's: the tag issues only IDs ≡ remainder (mod delta), delta 1 to
+64, remainder 0 to delta - 1 (default 0); a change takes effect above the IDs already allocated
+(docs/api.md, Tags). A Leaf table needs "idmint db init" first, which adds their columns.
 A new step is taken as Leaf takes it: by the first loads after a restart, and as the floor of
 the dynamic step from the next range on (docs/segments.md, Steps).
 
@@ -70,6 +75,8 @@ Options:
       --older-than N                    clean: delete the rows of the tag's periods more than N
                                         periods before the current one (by this machine's clock);
                                         N at least 1, so the current and previous periods stay
+      --delta D                         only every D-th ID (TinyId's delta), 1 to 64
+      --remainder R                     the IDs ≡ R (mod D), 0 to D - 1 (default 0)
       --json                            print JSON (one object per tag) instead of a table
 ${configFlagHelp('segment')}
   -h, --help                            show this help`,
@@ -91,9 +98,11 @@ ${configFlagHelp('segment')}
         template: { type: 'string' },
         'seq-start': { type: 'string' },
         'older-than': { type: 'string' },
+        delta: { type: 'string' },
+        remainder: { type: 'string' },
         json: { type: 'boolean' },
       },
-      { min: 1, max: 3, name: 'list|create|set-step|periods|clean' },
+      { min: 1, max: 3, name: 'list|create|set-step|set|periods|clean' },
     );
     if (values.help === true) {
       await io.out(`${this.help}\n`);
@@ -111,7 +120,7 @@ ${configFlagHelp('segment')}
       throw new IdMintError(
         'INVALID_ARGUMENT',
         args.length < expected
-          ? `missing argument: idmint tags ${sub} ${sub === 'create' ? '<tag>' : '<tag> <step>'}`
+          ? `missing argument: idmint tags ${sub} ${sub === 'set-step' ? '<tag> <step>' : '<tag>'}`
           : `unexpected argument "${args[expected]}"`,
       );
     }
@@ -119,6 +128,13 @@ ${configFlagHelp('segment')}
       throw new IdMintError(
         'INVALID_ARGUMENT',
         `${CREATE_FLAGS.map((flag) => `--${flag}`).join(', ')} belong to "idmint tags create"`,
+      );
+    }
+    if (sub !== 'create' && sub !== 'set' && CHANGE_FLAGS.some((f) => values[f] !== undefined)) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `--step, --description, --delta and --remainder belong to "idmint tags create" and ` +
+          '"idmint tags set"',
       );
     }
     if ((sub === 'clean') !== (values['older-than'] !== undefined))
@@ -202,8 +218,24 @@ async function runSubcommand(
           ...(typeof description === 'string' ? { description } : {}),
           ...(values['opaque'] === true ? { opaque: true } : {}),
           ...periodicFlags(values),
+          ...sequenceFlags(values),
         }),
       ];
+    }
+    case 'set': {
+      const raw = values['step'];
+      const description = values['description'];
+      const update = {
+        ...(typeof raw === 'string' ? { step: integerFlag('step', raw, 0, 1, 2 ** 31 - 1) } : {}),
+        ...(typeof description === 'string' ? { description } : {}),
+        ...sequenceFlags(values),
+      };
+      if (Object.keys(update).length === 0)
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          'nothing to set: give --step, --description or --delta (with --remainder)',
+        );
+      return [await store.updateTag(tag, update)];
     }
     case 'periods':
       return periodRows(store, tag);
@@ -295,6 +327,31 @@ async function periodRows(store: SegmentStore, tag: string): Promise<TagRecord[]
     (record) =>
       record.tag.startsWith(prefix) && /^\d{6}(\d{2})?$/.test(record.tag.slice(prefix.length)),
   );
+}
+
+/**
+ * --delta and --remainder as a tag's sequence (the store checks the pair: remainder below delta);
+ * a remainder alone has no delta to be a remainder of.
+ */
+function sequenceFlags(values: Readonly<Record<string, string | boolean | undefined>>): {
+  delta?: number;
+  remainder?: number;
+} {
+  const { delta, remainder } = values;
+  if (typeof delta !== 'string') {
+    if (remainder !== undefined)
+      throw new IdMintError('INVALID_ARGUMENT', '--remainder needs --delta: a remainder of what');
+    return {};
+  }
+  const d = integerFlag('delta', delta, 1, 1, MAX_TAG_DELTA);
+  const r = integerFlag(
+    'remainder',
+    typeof remainder === 'string' ? remainder : undefined,
+    0,
+    0,
+    d - 1,
+  );
+  return { delta: d, remainder: r };
 }
 
 async function print(io: CliIo, records: readonly TagRecord[], json: boolean): Promise<void> {
