@@ -1,5 +1,8 @@
 import { IdMintError } from './errors.ts';
 import { MAX_TAG_LENGTH } from './segment-limits.ts';
+import type { PeriodicOptions, PeriodUnit } from '../ports/segment-store.ts';
+
+export type { PeriodicOptions, PeriodUnit };
 
 /**
  * Periodic sequences (docs/segments.md, Periodic sequences): a tag whose sequence restarts each
@@ -10,24 +13,8 @@ import { MAX_TAG_LENGTH } from './segment-limits.ts';
  * when a node may serve a period.
  */
 
-/** How often a sequence restarts. */
-export type PeriodUnit = 'day' | 'month';
-
 /** The reset periods a tag may take. */
 export const PERIOD_UNITS: readonly PeriodUnit[] = ['day', 'month'];
-
-/**
- * A periodic tag's option, as given and as stored (canonical JSON in the row's `period` column).
- */
-export interface PeriodicOptions {
-  readonly period: PeriodUnit;
-  /** An IANA time zone (`Asia/Shanghai`, `UTC`): where the day or month is read. */
-  readonly timeZone: string;
-  /** The formatted ID: literals and `{yyyy}` `{yy}` `{MM}` `{dd}` `{seq:N}` (see parseTemplate). */
-  readonly template: string;
-  /** The first sequence number of each period. Default 1. */
-  readonly start?: number;
-}
 
 /** Longest template: a formatted ID is meant to be read and typed. */
 export const MAX_TEMPLATE_LENGTH = 64;

@@ -5,7 +5,6 @@
  *
  * All IDs are bigint end to end: a tag's max_id may be anywhere up to 2^63-1.
  */
-import type { PeriodicOptions } from '../core/periodic.ts';
 
 /** A tag as stored. */
 export interface TagRecord {
@@ -378,4 +377,20 @@ export interface SegmentStore {
 
   /** Releases connections the store opened itself (a pool passed in by the caller stays open). */
   close(): Promise<void>;
+}
+
+/** The reset period of a periodic tag (docs/segments.md, Periodic sequences). */
+export type PeriodUnit = 'day' | 'month';
+
+/**
+ * A periodic tag's option, as given and as stored (canonical JSON in the row's `period` column).
+ */
+export interface PeriodicOptions {
+  readonly period: PeriodUnit;
+  /** An IANA time zone (`Asia/Shanghai`, `UTC`): where the day or month is read. */
+  readonly timeZone: string;
+  /** The formatted ID: literals and `{yyyy}` `{yy}` `{MM}` `{dd}` `{seq:N}` (see parseTemplate). */
+  readonly template: string;
+  /** The first sequence number of each period. Default 1. */
+  readonly start?: number;
 }
