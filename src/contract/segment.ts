@@ -13,8 +13,9 @@ export const LEAF_SEGMENT_ID = defineRoute({
   operationId: 'leafSegmentId',
   section: 'leaf',
   summary:
-    "The tag's next ID (Leaf-compatible; any method): text/plain, or the same bare number as JSON for Accept: " +
-    "application/json. An opaque tag's ID is its opaque form: 19 digits, a signed BIGINT",
+    "The tag's next ID (Leaf-compatible; any method): text/plain, or the same bare number " +
+    "as JSON for Accept: application/json. An opaque tag's ID is its opaque form: 19 digits, " +
+    'a signed BIGINT',
   params: TagParams,
   response: {
     200: {
@@ -53,8 +54,9 @@ export const SEGMENT_BATCH = defineRoute({
   operationId: 'segmentIds',
   section: 'segment',
   summary:
-    "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart falls inside); an " +
-    "opaque tag's in their opaque form, in no visible order. JSON, or binary for Accept: application/octet-stream",
+    "A batch of the tag's next IDs, increasing (dense unless a range boundary or a restart " +
+    "falls inside); an opaque tag's in their opaque form, in no visible order. JSON, or " +
+    'binary for Accept: application/octet-stream',
   params: TagParams,
   querystring: countQuery,
   response: {
@@ -82,18 +84,20 @@ export const SegmentRange = Type.Object(
       minimum: 1,
       maximum: MAX_SEGMENT_STRIDE,
       description:
-        "Distance between consecutive IDs: the tag's delta (1: every ID), times N from one database of a set of " +
-        "N (every ID in `start`'s residue class mod stride). Step by it.",
+        "Distance between consecutive IDs: the tag's delta (1: every ID), times N from one " +
+        "database of a set of N (every ID in `start`'s residue class mod stride). Step by it.",
     }),
     size: Type.Integer({
       minimum: 1,
       description:
-        'IDs in the range: the `size` asked for, or fewer when the buffered range held fewer (never more).',
+        'IDs in the range: the `size` asked for, or fewer when the buffered range held fewer ' +
+        '(never more).',
     }),
   },
   {
     description:
-      'The range: IDs `start`, `start + stride`, ... up to `last`; `end` is exclusive. Decimal strings.',
+      'The range: IDs `start`, `start + stride`, ... up to `last`; `end` is exclusive. ' +
+      'Decimal strings.',
   },
 );
 export type SegmentRange = Static<typeof SegmentRange>;

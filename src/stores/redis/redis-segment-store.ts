@@ -72,10 +72,16 @@ export interface RedisAddress {
   readonly tls?: Record<string, never>;
 }
 
-/** The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua script. */
+/**
+ * The part of an `ioredis` client idmint uses (a structural subset): every operation is one Lua
+ * script.
+ */
 export interface RedisClientLike {
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
-  /** Drops the connection, failing every queued command; with `reconnect` opens a new one. Used only when a reply is found out of step. */
+  /**
+   * Drops the connection, failing every queued command; with `reconnect` opens a new one. Used only
+   * when a reply is found out of step.
+   */
   disconnect(reconnect?: boolean): void;
   quit(): Promise<unknown>;
 }
@@ -90,15 +96,15 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 
 // Keys: `<prefix>:history` is a hash recording the history the prefix was last fenced for
 // (`history`, `fences`, `update_time`: see RedisSegmentStore); `<prefix>:tag:<tag>` is a hash
-// with Leaf's columns (max_id, step, description,
-// update_time as ms since the epoch, and, on a database of a set, id_offset and id_increment) and
-// idmint's `opaque` ('1' on an opaque tag, else absent) and TinyId's `delta` and `remainder`
-// (absent on a tag of every ID); `<prefix>:tags` is the set of tag names,
-// for listing; `<prefix>:changed` is a sorted set of tag keys scored by their last write's time
-// (ms), for the incremental tag refresh. A hash without id_offset and id_increment is a plain row (0 and 1). A tag
-// may hold any character idmint accepts (`:`, `{`, `}`, `/`, spaces, Unicode): keys are binary-safe,
-// and the prefix is a plain identifier with no `:`, so `<prefix>:tag:` ends where the tag starts and
-// no tag's key can be another prefix's key or a tag set. On a single Redis, hash slots play no
+// with Leaf's columns (max_id, step, description, update_time as ms since the epoch, and, on a
+// database of a set, id_offset and id_increment) and idmint's `opaque` ('1' on an opaque tag, else
+// absent) and TinyId's `delta` and `remainder` (absent on a tag of every ID); `<prefix>:tags` is
+// the set of tag names, for listing; `<prefix>:changed` is a sorted set of tag keys scored by their
+// last write's time (ms), for the incremental tag refresh. A hash without id_offset and
+// id_increment is a plain row (0 and 1). A tag may hold any character idmint accepts (`:`, `{`,
+// `}`, `/`, spaces, Unicode): keys are binary-safe, and the prefix is a plain identifier with no
+// `:`, so `<prefix>:tag:` ends where the tag starts and no tag's key can be another prefix's key or
+// a tag set. On a single Redis, hash slots play no
 // part, so `{` and `}` in a tag change nothing (a Redis Cluster is not supported: creating and
 // listing tags touch several keys, which a cluster refuses across slots whatever the tags).
 // `<prefix>:set` is a hash of a set's own records (MultiSegmentStore: its members, this
@@ -108,7 +114,10 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 // adds in 64-bit integers (and refuses to overflow, changing nothing), and max_id travels as the
 // hash's decimal string.
 //
-/** Tries of one allocation: a fence of a new history between the first two, one more if another lands. */
+/**
+ * Tries of one allocation: a fence of a new history between the first two, one more if another
+ * lands.
+ */
 const ALLOCATE_ATTEMPTS = 3;
 
 /** What the FENCE script is asked: an automatic fence runs only on a new history. */
@@ -144,11 +153,21 @@ local function read(key)
   return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset',
     'id_increment', 'opaque', 'periodic', 'delta', 'remainder')
 end
-local function now() local t = redis.call('TIME') return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3) end
-local function residue(key) return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1' end
-local function touch(key) local t = now() redis.call('HSET', key, 'update_time', t) redis.call('ZADD', KEYS[#KEYS], t, key) end
+local function now()
+  local t = redis.call('TIME')
+  return t[1] .. string.sub(string.format('%06d', t[2]), 1, 3)
+end
+local function residue(key)
+  return redis.call('HGET', key, 'id_offset') or '0', redis.call('HGET', key, 'id_increment') or '1'
+end
+local function touch(key)
+  local t = now()
+  redis.call('HSET', key, 'update_time', t)
+  redis.call('ZADD', KEYS[#KEYS], t, key)
+end
 local function live_history()
-  return 'redis replid ' .. (string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or 'unknown')
+  return 'redis replid ' ..
+    (string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or 'unknown')
 end
 local function append(out, tag, key)
   local fields = read(key)
@@ -161,10 +180,10 @@ end
 // KEYS[1] tag hash, KEYS[2] the history hash; ARGV[1] step or '' for the stored one; ARGV[2],
 // ARGV[3] the store's offset and increment, or '' for a store of its own. Nothing is allocated
 // unless the history recorded is the server's live one (else 'history': the client fences first);
-// the reply names the history the range came from. A row written outside idmint may hold a step or max_id
-// no range can come from: refused, unchanged; so is a row of another residue class (a store of its
-// own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the only
-// write before the reply is built, so an overflow error leaves the hash untouched.
+// the reply names the history the range came from. A row written outside idmint may hold a step or
+// max_id no range can come from: refused, unchanged; so is a row of another residue class (a store
+// of its own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the
+// only write before the reply is built, so an overflow error leaves the hash untouched.
 //
 // The row's class: its own sequence (TinyId's delta and remainder fields; absent: every ID) on a
 // store of its own; in a set of N, the one class mod N * delta inside both r mod N and the tag's
@@ -182,10 +201,17 @@ local stored = redis.call('HGET', KEYS[1], 'step')
 if not stored then return {nonce, 'not_found'} end
 local offset, increment = residue(KEYS[1])
 if ARGV[3] == '' and increment ~= '1' then return {nonce, 'residue', offset, increment} end
-if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then return {nonce, 'residue', offset, increment} end
-if not (string.match(stored, '^[1-9]%d*$') and #stored <= 10 and tonumber(stored) <= ${MAX_TAG_STEP}) then return {nonce, 'misconfigured', 'step', stored} end
+if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then
+  return {nonce, 'residue', offset, increment}
+end
+if not (string.match(stored, '^[1-9]%d*$') and #stored <= 10
+    and tonumber(stored) <= ${MAX_TAG_STEP}) then
+  return {nonce, 'misconfigured', 'step', stored}
+end
 local max_id = redis.call('HGET', KEYS[1], 'max_id')
-if not (max_id and string.match(max_id, '^%d+$')) then return {nonce, 'misconfigured', 'max_id', max_id or '(missing)'} end
+if not (max_id and string.match(max_id, '^%d+$')) then
+  return {nonce, 'misconfigured', 'max_id', max_id or '(missing)'}
+end
 local delta = redis.call('HGET', KEYS[1], 'delta') or '1'
 local remainder = redis.call('HGET', KEYS[1], 'remainder') or '0'
 local sane = string.match(delta, '^[1-9]%d?$') and tonumber(delta) <= ${MAX_TAG_DELTA}
@@ -212,7 +238,9 @@ if modulus > 1 then
   add = string.format('%.0f', (class - m + modulus) % modulus + tonumber(step) * modulus)
 end
 local added = redis.pcall('HINCRBY', KEYS[1], 'max_id', add)
-if type(added) == 'table' and added.err then return {nonce, 'exhausted', max_id, step, added.err} end
+if type(added) == 'table' and added.err then
+  return {nonce, 'exhausted', max_id, step, added.err}
+end
 touch(KEYS[1])
 return {nonce, 'ok', redis.call('HGET', KEYS[1], 'max_id'), stored, live, delta, remainder}`;
 
@@ -228,8 +256,8 @@ redis.call('HSET', KEYS[1], 'max_id', ARGV[1])
 touch(KEYS[1])
 return {nonce, 1}`;
 
-// KEYS[1] tag hash, KEYS[2] changed set; ARGV the target, the store's offset and increment ('' for a
-// store of its own). Sets max_id to the target only if it is below: compared as decimal strings
+// KEYS[1] tag hash, KEYS[2] changed set; ARGV the target, the store's offset and increment ('' for
+// a store of its own). Sets max_id to the target only if it is below: compared as decimal strings
 // (canonical, no sign), so no Lua number ever holds it.
 const RAISE = `${PRELUDE}
 local max_id = redis.call('HGET', KEYS[1], 'max_id')
@@ -297,7 +325,9 @@ return {nonce, live_history(), recorded, redis.call('HGET', KEYS[1], 'fences') o
 // KEYS[1] tag hash; ARGV expected max_id, offset, increment, then the new ones. Re-forms a set
 // (MultiSegmentStore.join): a compare-and-set on max_id and the residue class together.
 const REASSIGN = `${PRELUDE}
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[1] then return {nonce, 0} end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'max_id') ~= ARGV[1] then
+  return {nonce, 0}
+end
 local offset, increment = residue(KEYS[1])
 if offset ~= ARGV[2] or increment ~= ARGV[3] then return {nonce, 0} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[4], 'id_offset', ARGV[5], 'id_increment', ARGV[6])
@@ -370,7 +400,9 @@ return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 const CHANGES = `${PRELUDE}
 local out = {nonce, now()}
 if ARGV[1] == '' then return out end
-for _, key in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], '+inf', 'BYSCORE')) do append(out, string.sub(key, #ARGV[2] + 1), key) end
+for _, key in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], '+inf', 'BYSCORE')) do
+  append(out, string.sub(key, #ARGV[2] + 1), key)
+end
 return out`;
 
 // KEYS[1] tag set; ARGV[1] SSCAN cursor, ARGV[2] COUNT, ARGV[3] hash key prefix. The next
@@ -390,8 +422,9 @@ return out`;
 
 /**
  * Leaf's table as Redis hashes, through `ioredis`. With the `residue` option the store is one
- * database of a set (src/stores/multi/), as the SQL stores are: see SqlSegmentStore. Every operation is one Lua script, so it is
- * atomic on the server; allocation is HINCRBY on max_id (Redis INCRBY backing whole ranges).
+ * database of a set (src/stores/multi/), as the SQL stores are: see SqlSegmentStore. Every
+ * operation is one Lua script, so it is atomic on the server; allocation is HINCRBY on max_id
+ * (Redis INCRBY backing whole ranges).
  *
  * Durability is Redis's: without AOF (`appendonly yes`, `appendfsync always` or `everysec`), a
  * Redis restart can lose the last allocations and hand the same range out again. Use it only
@@ -404,7 +437,9 @@ export class RedisSegmentStore implements SegmentStore {
   readonly #client: RedisClientLike;
   readonly #closeClient: boolean;
   readonly #timeoutMs: number;
-  /** Nonces are `<this store's random id>:<count>`: unique among every command on a shared client. */
+  /**
+   * Nonces are `<this store's random id>:<count>`: unique among every command on a shared client.
+   */
   readonly #nonceId = globalThis.crypto.randomUUID().slice(0, 8);
   #commands = 0;
   readonly residue?: SegmentResidue;
@@ -421,7 +456,8 @@ export class RedisSegmentStore implements SegmentStore {
       residue === undefined ? ['', ''] : [String(residue.offset), String(residue.increment)];
     if (options.client === undefined || typeof options.client.eval !== 'function') {
       throw new TypeError(
-        'RedisSegmentStore needs { client } (an ioredis client); use RedisSegmentStore.connect(url) to open one',
+        'RedisSegmentStore needs { client } (an ioredis client); ' +
+          'use RedisSegmentStore.connect(url) to open one',
       );
     }
     this.table = table;
@@ -670,7 +706,9 @@ export class RedisSegmentStore implements SegmentStore {
     return { cursor: changeCursor(Number(reply[0])), records: this.#records(reply.slice(1)) };
   }
 
-  /** SSCAN steps of the tag set: about `limit` tags a page (a small set comes whole), in no order. */
+  /**
+   * SSCAN steps of the tag set: about `limit` tags a page (a small set comes whole), in no order.
+   */
   async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
     checkPageLimit(limit);
     if (after !== undefined && !/^[1-9]\d{0,19}$/.test(after))
@@ -780,7 +818,10 @@ export class RedisSegmentStore implements SegmentStore {
     return `${this.table}:tag:${tag}`;
   }
 
-  /** The hash of the set's own records (MultiSegmentStore): never a tag's key, the tag set or the changed set. */
+  /**
+   * The hash of the set's own records (MultiSegmentStore): never a tag's key, the tag set or the
+   * changed set.
+   */
   get #setKey(): string {
     return `${this.table}:set`;
   }
@@ -836,7 +877,8 @@ export class RedisSegmentStore implements SegmentStore {
     this.#client.disconnect(true);
     throw new IdMintError(
       'STORE_UNAVAILABLE',
-      `redis store: ${operation} got a reply meant for another command (the connection lost data on the way); the connection was reset`,
+      `redis store: ${operation} got a reply meant for another command ` +
+        '(the connection lost data on the way); the connection was reset',
       {
         details: { backend: this.backend, operation },
       },

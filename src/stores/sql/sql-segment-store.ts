@@ -71,7 +71,10 @@ import {
   type SegmentStoreOptions,
 } from '../store-support.ts';
 
-/** The residue columns of a set's databases (TinyId's `remainder` and `delta`), and their values on a plain row. */
+/**
+ * The residue columns of a set's databases (TinyId's `remainder` and `delta`), and their values on
+ * a plain row.
+ */
 const RESIDUE_COLUMNS = [
   ['id_offset', 0],
   ['id_increment', 1],
@@ -101,7 +104,10 @@ const SEQUENCE_COLUMNS = [
 const PERIODIC_COLUMN = 'periodic';
 const PERIODIC_COLUMN_TYPE = 'varchar(255) DEFAULT NULL';
 
-/** The columns an allocation returns the live history in, beside the row (and the recorded one, MySQL). */
+/**
+ * The columns an allocation returns the live history in, beside the row (and the recorded one,
+ * MySQL).
+ */
 const HISTORY_COLUMN = 'idmint_history';
 const RECORDED_COLUMN = 'idmint_recorded';
 
@@ -129,7 +135,10 @@ class HistoryMismatch extends Error {
   }
 }
 
-/** Thrown inside a fence transaction whose claim another fence won: rolls it back, carrying what was found. */
+/**
+ * Thrown inside a fence transaction whose claim another fence won: rolls it back, carrying what was
+ * found.
+ */
 class FenceRaced extends Error {
   readonly outcome: FenceOutcome;
   constructor(outcome: FenceOutcome) {
@@ -172,7 +181,10 @@ export class SqlSegmentStore implements SegmentStore {
   readonly #sql: ReturnType<typeof statements>;
   readonly #setSql: ReturnType<typeof setStatements>;
   readonly residue?: SegmentResidue;
-  /** Whether the table had the opaque column at the last full read's first page (undefined: not looked yet). */
+  /**
+   * Whether the table had the opaque column at the last full read's first page (undefined: not
+   * looked yet).
+   */
   #listsOpaque: boolean | undefined;
   /**
    * Whether the table has the sequence columns: true once seen (columns are never dropped); false
@@ -356,7 +368,9 @@ export class SqlSegmentStore implements SegmentStore {
     return this.#fenceOnce(request);
   }
 
-  /** {@link #fenceTransaction}; a claim lost to another fence rolls the transaction back (`raced`). */
+  /**
+   * {@link #fenceTransaction}; a claim lost to another fence rolls the transaction back (`raced`).
+   */
   async #fenceOnce(request: FenceCall): Promise<FenceOutcome> {
     try {
       const fence = (db: SqlConnection) => this.#fenceTransaction(db, request);
@@ -601,7 +615,9 @@ export class SqlSegmentStore implements SegmentStore {
     });
   }
 
-  /** Keyset pages in the database's order of `biz_tag` (its primary key), `next` the last tag read. */
+  /**
+   * Keyset pages in the database's order of `biz_tag` (its primary key), `next` the last tag read.
+   */
   async listTagPage(after: string | undefined, limit: number): Promise<TagPage> {
     checkPageLimit(limit);
     if (after !== undefined) checkTag(after);
@@ -711,7 +727,8 @@ export class SqlSegmentStore implements SegmentStore {
         if (sets.length > 0) {
           try {
             await db.query(
-              `UPDATE ${this.table} SET ${sets.join(', ')}, update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`,
+              `UPDATE ${this.table} SET ${sets.join(', ')}, ` +
+                `update_time = ${this.#driver.dialect.nowTimestamp} WHERE biz_tag = ?`,
               [...params, tag],
             );
           } catch (error) {
@@ -848,7 +865,9 @@ export class SqlSegmentStore implements SegmentStore {
   #noOpaqueColumn(tag: string, cause: unknown): IdMintError {
     return new IdMintError(
       'OPAQUE_UNAVAILABLE',
-      `tag "${tag}" cannot be made opaque: table ${this.table} has no ${OPAQUE_COLUMN} column (a Leaf table); run "idmint db init" on it to add the column (plain tags keep working without it)`,
+      `tag "${tag}" cannot be made opaque: table ${this.table} has no ${OPAQUE_COLUMN} column ` +
+        `(a Leaf table); run "idmint db init" on it to add the column ` +
+        `(plain tags keep working without it)`,
       {
         cause,
         details: { tag },
@@ -856,13 +875,16 @@ export class SqlSegmentStore implements SegmentStore {
     );
   }
 
-  /** A write the database refused because the table cannot hold a value: bad input, not an outage. */
+  /**
+   * A write the database refused because the table cannot hold a value: bad input, not an outage.
+   */
   #refusedValue(error: unknown, tag: string): unknown {
     if (!this.#driver.dialect.isValueRefused(error)) return error;
     const reason = error instanceof Error ? error.message : String(error);
     return new IdMintError(
       'INVALID_ARGUMENT',
-      `tag "${tag}": table ${this.table} cannot store this tag or description (${reason}); on MySQL, a table in the utf8mb4 character set holds every tag`,
+      `tag "${tag}": table ${this.table} cannot store this tag or description (${reason}); ` +
+        `on MySQL, a table in the utf8mb4 character set holds every tag`,
       {
         cause: error,
         details: { tag },
@@ -915,7 +937,10 @@ export class SqlSegmentStore implements SegmentStore {
     }
   }
 
-  /** The set's own table ({@link setTableName}); a concurrent init that created it first is not an error. */
+  /**
+   * The set's own table ({@link setTableName}); a concurrent init that created it first is not an
+   * error.
+   */
   async #createSetTable(db: SqlConnection): Promise<void> {
     try {
       await db.query(this.#setSql.create, []);
@@ -982,7 +1007,8 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   const recorded = `(SELECT history FROM ${record})`;
   const history = {
     createHistoryTable:
-      `CREATE TABLE IF NOT EXISTS ${HISTORY_TABLE} (segment_table varchar(64) NOT NULL PRIMARY KEY, ` +
+      `CREATE TABLE IF NOT EXISTS ${HISTORY_TABLE} ` +
+      `(segment_table varchar(64) NOT NULL PRIMARY KEY, ` +
       `history varchar(255) NOT NULL, fences bigint NOT NULL DEFAULT 0, ` +
       `${dialect.autoTimestampColumn('update_time')})${dialect.tableOptions}`,
     readHistory:
@@ -998,12 +1024,16 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
       `UPDATE ${HISTORY_TABLE} SET history = ?, fences = fences + 1, update_time = ${now} ` +
       `WHERE segment_table = '${table}' AND history = ? AND fences = ?`,
     readAllocated:
-      `SELECT *, ${live} AS ${HISTORY_COLUMN}, (SELECT history FROM ${record}) AS ${RECORDED_COLUMN} ` +
+      `SELECT *, ${live} AS ${HISTORY_COLUMN}, ` +
+      `(SELECT history FROM ${record}) AS ${RECORDED_COLUMN} ` +
       `FROM ${table} WHERE biz_tag = ?`,
   };
   // Leaf's columns and types (scripts/leaf_alloc.sql), so Leaf's own table works unchanged and
   // vice versa; update_time as Leaf's: set on insert (and on update where the database can).
-  const leafColumns = `biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL, ${dialect.autoTimestampColumn('update_time')}`;
+  const leafColumns =
+    'biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1, ' +
+    'step int NOT NULL, description varchar(256) DEFAULT NULL, ' +
+    `${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
   const opaqueColumn =
     `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ` + `${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`;
@@ -1014,7 +1044,8 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     `UPDATE ${table} SET max_id = ?, update_time = ${now} ` +
     `WHERE biz_tag = ? AND max_id = ? AND ${verified}`;
   // Never lowers: only a max_id below the target is moved.
-  const raise = `UPDATE ${table} SET max_id = ?, update_time = ${now} WHERE biz_tag = ? AND max_id < ?`;
+  const raise =
+    `UPDATE ${table} SET max_id = ?, ` + `update_time = ${now} WHERE biz_tag = ? AND max_id < ?`;
   const insert = `INSERT INTO ${table} (biz_tag, max_id, step, description, update_time`;
   const shared = {
     ...history,
@@ -1023,11 +1054,14 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     list: `SELECT * FROM ${table}`,
     clock: `SELECT ${dialect.nowMs} AS now_ms`,
     changedSince: `SELECT * FROM ${table} WHERE update_time >= ${dialect.timestampFromMs('?')}`,
-    // A full read's pages: the listing's columns only (see TagListing), opaque where the table has it.
+    // A full read's pages: the listing's columns only (see TagListing), opaque where the table has
+    // it.
     page: pageQueries(table, 'biz_tag, step'),
     pageWithOpaque: pageQueries(table, `biz_tag, step, ${OPAQUE_COLUMN}`),
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
-    reassign: `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?`,
+    reassign:
+      `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} ` +
+      'WHERE biz_tag = ? AND max_id = ? AND id_offset = ? AND id_increment = ?',
   };
   const sequenced = sequencedStatements(table, dialect, residue, step, verified, recorded, {
     insert,
@@ -1040,12 +1074,18 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     // so the overflow guard is evaluated only for a valid step: `MAX - step` with a negative step
     // overflows (an error on PostgreSQL and MySQL, a lossy float on SQLite), and SQL promises no
     // order for the terms of an AND.
-    const allocate = `UPDATE ${table} SET max_id = max_id + ${step}, update_time = ${now} WHERE biz_tag = ? AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 THEN max_id <= ${MAX_SEGMENT_ID} - ${step} ELSE 1 = 0 END`;
+    const allocate =
+      `UPDATE ${table} SET max_id = max_id + ${step}, update_time = ${now} ` +
+      `WHERE biz_tag = ? AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 ` +
+      `THEN max_id <= ${MAX_SEGMENT_ID} - ${step} ELSE 1 = 0 END`;
     return {
       ...shared,
-      createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ${opaqueColumn}, ${sequenceColumns})${dialect.tableOptions}`,
+      createTable:
+        `CREATE TABLE IF NOT EXISTS ${table} ` +
+        `(${leafColumns}, ${opaqueColumn}, ${sequenceColumns})${dialect.tableOptions}`,
       allocate,
-      allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
+      allocateReturning:
+        `${allocate} AND ${verified} ` + `RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
       release,
       raise,
       insert: `${insert}) VALUES (?, ?, ?, ?, ${now})`,
@@ -1064,16 +1104,25 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
   const { offset: r, increment: n } = residue;
   const wide = dialect.castToBigint(step);
   const guard = `id_offset = ${r} AND id_increment = ${n}`;
-  const allocate = `UPDATE ${table} SET max_id = max_id + (${r + n} - max_id % ${n}) % ${n} + ${wide} * ${n}, update_time = ${now} WHERE biz_tag = ? AND ${guard} AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 THEN max_id <= ${MAX_SEGMENT_ID} - ${wide} * ${n} - ${n - 1} ELSE 1 = 0 END`;
+  const allocate =
+    `UPDATE ${table} SET max_id = max_id + (${r + n} - max_id % ${n}) % ${n} + ${wide} * ${n}, ` +
+    `update_time = ${now} WHERE biz_tag = ? AND ${guard} ` +
+    `AND CASE WHEN step BETWEEN 1 AND ${MAX_TAG_STEP} AND max_id >= 0 ` +
+    `THEN max_id <= ${MAX_SEGMENT_ID} - ${wide} * ${n} - ${n - 1} ELSE 1 = 0 END`;
   return {
     ...shared,
-    createTable: `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ${opaqueColumn}, ${sequenceColumns})${dialect.tableOptions}`,
+    createTable:
+      `CREATE TABLE IF NOT EXISTS ${table} (${leafColumns}, ` +
+      'id_offset int NOT NULL DEFAULT 0, id_increment int NOT NULL DEFAULT 1, ' +
+      `${opaqueColumn}, ${sequenceColumns})${dialect.tableOptions}`,
     allocate,
     allocateReturning: `${allocate} AND ${verified} RETURNING *, ${recorded} AS ${HISTORY_COLUMN}`,
     release: `${release} AND ${guard}`,
     raise: `${raise} AND ${guard}`,
     insert: `${insert}, id_offset, id_increment) VALUES (?, ?, ?, ?, ${now}, ?, ?)`,
-    insertOpaque: `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
+    insertOpaque:
+      `${insert}, id_offset, id_increment, ${OPAQUE_COLUMN}) ` +
+      `VALUES (?, ?, ?, ?, ${now}, ?, ?, 1)`,
     sequenced,
     insertPeriodic:
       `${insert}, id_offset, id_increment, ${PERIODIC_COLUMN}) ` +
@@ -1113,7 +1162,8 @@ function sequencedStatements(
       : `CASE delta ${deltas
           .map(
             (d) =>
-              `WHEN ${d} THEN ${r} + ${n} * (((remainder + ${d * n - r}) * ${inverseMod(n, d)}) % ${d})`,
+              `WHEN ${d} THEN ${r} + ${n} * ` +
+              `(((remainder + ${d * n - r}) * ${inverseMod(n, d)}) % ${d})`,
           )
           .join(' ')} END`;
   const sane = `delta IN (${deltas.join(', ')}) AND remainder >= 0 AND remainder < delta`;
@@ -1148,7 +1198,9 @@ function inverseMod(a: number, m: number): number {
   return 1;
 }
 
-/** Keys read in one statement, so a read of every tag's marks stays within every backend's limits. */
+/**
+ * Keys read in one statement, so a read of every tag's marks stays within every backend's limits.
+ */
 const SET_READ_CHUNK = 200;
 
 /**
@@ -1173,13 +1225,16 @@ function setStatements(table: string, dialect: SqlDialect) {
   return {
     create: `CREATE TABLE IF NOT EXISTS ${name} (${columns.join(', ')})${dialect.tableOptions}`,
     read: (keys: number) =>
-      `SELECT entry, version, value FROM ${name} WHERE segment_table = ? AND entry IN (${marks(keys)})`,
+      `SELECT entry, version, value FROM ${name} ` +
+      `WHERE segment_table = ? AND entry IN (${marks(keys)})`,
     insert: dialect.insertIfAbsent(
       name,
       ['segment_table', 'entry', 'version', 'value'],
       ['?', '?', '1', '?'],
     ),
-    update: `UPDATE ${name} SET value = ?, version = version + 1 WHERE segment_table = ? AND entry = ? AND version = ?`,
+    update:
+      `UPDATE ${name} SET value = ?, version = version + 1 ` +
+      'WHERE segment_table = ? AND entry = ? AND version = ?',
   };
 }
 
@@ -1199,10 +1254,16 @@ function fenceStatement(
   const amount =
     'ids' in margin
       ? dialect.castToBigint(margin.ids.toString())
-      : `${dialect.castToBigint(String(margin.ranges))} * ${dialect.greatest(String(margin.maxStep), 'step')}`;
-  const raised = `CASE WHEN max_id > ${MAX_SEGMENT_ID} - ${amount} THEN ${MAX_SEGMENT_ID} ELSE max_id + ${amount} END`;
+      : `${dialect.castToBigint(String(margin.ranges))} * ` +
+        `${dialect.greatest(String(margin.maxStep), 'step')}`;
+  const raised =
+    `CASE WHEN max_id > ${MAX_SEGMENT_ID} - ${amount} ` +
+    `THEN ${MAX_SEGMENT_ID} ELSE max_id + ${amount} END`;
   const rows = oneTag ? 'max_id >= 0 AND biz_tag = ?' : 'max_id >= 0';
-  return `UPDATE ${table} SET max_id = ${raised}, update_time = ${dialect.nowTimestamp} WHERE ${rows}`;
+  return (
+    `UPDATE ${table} SET max_id = ${raised}, ` +
+    `update_time = ${dialect.nowTimestamp} WHERE ${rows}`
+  );
 }
 
 /**
@@ -1213,7 +1274,10 @@ export function changeIndexName(table: string): string {
   return `${table.slice(0, 50)}_update_time`;
 }
 
-/** The first page and the next ones (after a biz_tag) of `columns`, in biz_tag order; the caller adds the dialect's limit. */
+/**
+ * The first page and the next ones (after a biz_tag) of `columns`, in biz_tag order; the caller
+ * adds the dialect's limit.
+ */
 function pageQueries(
   table: string,
   columns: string,
