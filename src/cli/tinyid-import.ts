@@ -291,3 +291,71 @@ export function prepareTokenFile(path: string, text: string): { commit(): void; 
     discard: () => rmSync(temporary, { force: true }),
   };
 }
+
+/**
+ * `idmint db import --from-tinyid`: the plan for every biz_type (refused rows stop the import
+ * before anything changes), then, unless a dry run, init, the tags and the token file.
+ */
+export async function importTinyId(
+  store: SegmentStore,
+  tables: TinyIdTables,
+  options: { dryRun: boolean; tokensFile: string; setSize: number; from: string },
+): Promise<string[]> {
+  const { dryRun, tokensFile, setSize } = options;
+  if (!dryRun) await store.init();
+  const current = new Map<string, TagRecord>();
+  for (const row of tables.info) {
+    const record = await store.getTag(row.bizType).catch((error: unknown) => {
+      // A biz_type idmint cannot name is refused by the plan, with its reason.
+      if (isIdMintError(error, 'INVALID_ARGUMENT')) return undefined;
+      throw error;
+    });
+    if (record !== undefined) current.set(record.tag, record);
+  }
+  const plans = planTags(tables.info, current);
+  const refused = plans.filter((plan) => plan.action === 'refuse');
+  const lines = [
+    `TinyId's database ${options.from}: ${tables.info.length} tags, ` +
+      `${tables.tokens.length} token rows`,
+  ];
+  const tokenText = tokenFileText(tables.tokens);
+  const tokens = tables.tokens.length === 0 ? undefined : tokenFilePlan(tokensFile, tokenText);
+  if (dryRun || refused.length > 0) {
+    lines.push(...plans.map((plan) => planLine(plan, false)));
+    if (tokens !== undefined)
+      lines.push(`tokens: ${tokens === 'write' ? 'write' : 'unchanged'} ${tokensFile}`);
+    if (refused.length > 0) {
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `${refused.length} of TinyId's tags cannot be imported, so nothing was: ` +
+          `${lines
+            .slice(1)
+            .filter((line) => line.includes(': refused: '))
+            .join('; ')}`,
+      );
+    }
+    lines.push('dry run: nothing changed');
+    return lines;
+  }
+  const file = tokens === 'write' ? prepareTokenFile(tokensFile, tokenText) : undefined;
+  try {
+    for (const plan of plans) lines.push(await applyPlan(store, plan, setSize));
+  } catch (error) {
+    file?.discard();
+    throw error;
+  }
+  file?.commit();
+  if (tokens !== undefined)
+    lines.push(`tokens: ${tokens === 'write' ? 'written to' : 'unchanged in'} ${tokensFile}`);
+  return lines;
+}
+
+/** Carries out one tag's plan and says what it did. */
+async function applyPlan(store: SegmentStore, plan: TagPlan, setSize: number): Promise<string> {
+  const changed = await applyTagPlan(store, plan, setSize);
+  // In a set the plan saw the highest row only: a lower one may have been raised (or not).
+  if (changed && plan.action === 'unchanged')
+    return `tag ${plan.tag}: changed: rows of the set below ${plan.startId} raised`;
+  if (!changed && plan.action === 'change') return `tag ${plan.tag}: unchanged`;
+  return planLine(plan, true);
+}

@@ -20,24 +20,12 @@ import type {
   SegmentStore,
   StoreHistory,
   StoreHistoryEvent,
-  TagRecord,
 } from '../../ports/segment-store.ts';
 import { integerFlag, parseCommandArgs } from '../args.ts';
 import { configFromFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
 import type { MultiSegmentStore, SetJoinReport } from '../../stores/multi/multi-segment-store.ts';
 import type { CliCommand } from '../io.ts';
-import {
-  applyTagPlan,
-  planLine,
-  planTags,
-  readTinyIdTables,
-  tokenFilePlan,
-  tokenFileText,
-  prepareTokenFile,
-  type TagPlan,
-  type TinyIdTables,
-} from '../tinyid-import.ts';
 
 const SUBCOMMANDS = ['init', 'history', 'fence', 'import'] as const;
 
@@ -214,8 +202,12 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     // configured.
     const dryRun = values['dry-run'] === true;
     // TinyId's tables are read before the store is opened: a wrong URL changes nothing.
+    // Loaded only for import: no other command pays for TinyId's module and its drivers' code.
+    const importer = sub === 'import' ? await import('../tinyid-import.ts') : undefined;
     const tinyId =
-      fromTinyId === undefined ? undefined : await readTinyIdTables(fromTinyId, timeoutMs);
+      fromTinyId === undefined || importer === undefined
+        ? undefined
+        : await importer.readTinyIdTables(fromTinyId, timeoutMs);
     const tokensFile = values['tokens-file'] ?? loaded.auth.tinyidTokenFile;
     if (tinyId !== undefined && tinyId.tokens.length > 0 && tokensFile === '') {
       throw new IdMintError(
@@ -245,8 +237,8 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
       if (sub === 'history') lines = historyLines(await store.history(), table);
       else if (sub === 'fence')
         lines = fenceLines(await store.fence(request), table, fence, ifFences);
-      else if (sub === 'import' && tinyId !== undefined)
-        lines = await importTinyId(store, tinyId, {
+      else if (importer !== undefined && tinyId !== undefined)
+        lines = await importer.importTinyId(store, tinyId, {
           dryRun,
           tokensFile,
           setSize: set ? urls.length : 1,
@@ -266,74 +258,6 @@ ${SEGMENT_STORE_URL_FORMS.map((form) => `                        ${form}`).join(
     return 0;
   },
 };
-
-/**
- * `idmint db import --from-tinyid`: the plan for every biz_type (refused rows stop the import
- * before anything changes), then, unless a dry run, init, the tags and the token file.
- */
-async function importTinyId(
-  store: SegmentStore,
-  tables: TinyIdTables,
-  options: { dryRun: boolean; tokensFile: string; setSize: number; from: string },
-): Promise<string[]> {
-  const { dryRun, tokensFile, setSize } = options;
-  if (!dryRun) await store.init();
-  const current = new Map<string, TagRecord>();
-  for (const row of tables.info) {
-    const record = await store.getTag(row.bizType).catch((error: unknown) => {
-      // A biz_type idmint cannot name is refused by the plan, with its reason.
-      if (isIdMintError(error, 'INVALID_ARGUMENT')) return undefined;
-      throw error;
-    });
-    if (record !== undefined) current.set(record.tag, record);
-  }
-  const plans = planTags(tables.info, current);
-  const refused = plans.filter((plan) => plan.action === 'refuse');
-  const lines = [
-    `TinyId's database ${options.from}: ${tables.info.length} tags, ` +
-      `${tables.tokens.length} token rows`,
-  ];
-  const tokenText = tokenFileText(tables.tokens);
-  const tokens = tables.tokens.length === 0 ? undefined : tokenFilePlan(tokensFile, tokenText);
-  if (dryRun || refused.length > 0) {
-    lines.push(...plans.map((plan) => planLine(plan, false)));
-    if (tokens !== undefined)
-      lines.push(`tokens: ${tokens === 'write' ? 'write' : 'unchanged'} ${tokensFile}`);
-    if (refused.length > 0) {
-      throw new IdMintError(
-        'INVALID_ARGUMENT',
-        `${refused.length} of TinyId's tags cannot be imported, so nothing was: ` +
-          `${lines
-            .slice(1)
-            .filter((line) => line.includes(': refused: '))
-            .join('; ')}`,
-      );
-    }
-    lines.push('dry run: nothing changed');
-    return lines;
-  }
-  const file = tokens === 'write' ? prepareTokenFile(tokensFile, tokenText) : undefined;
-  try {
-    for (const plan of plans) lines.push(await applyPlan(store, plan, setSize));
-  } catch (error) {
-    file?.discard();
-    throw error;
-  }
-  file?.commit();
-  if (tokens !== undefined)
-    lines.push(`tokens: ${tokens === 'write' ? 'written to' : 'unchanged in'} ${tokensFile}`);
-  return lines;
-}
-
-/** Carries out one tag's plan and says what it did. */
-async function applyPlan(store: SegmentStore, plan: TagPlan, setSize: number): Promise<string> {
-  const changed = await applyTagPlan(store, plan, setSize);
-  // In a set the plan saw the highest row only: a lower one may have been raised (or not).
-  if (changed && plan.action === 'unchanged')
-    return `tag ${plan.tag}: changed: rows of the set below ${plan.startId} raised`;
-  if (!changed && plan.action === 'change') return `tag ${plan.tag}: unchanged`;
-  return planLine(plan, true);
-}
 
 /** The margin --margin or --ranges names, else the configured one. */
 function fenceMarginFlags(
