@@ -4,6 +4,7 @@
 // nor an internal method name ("listTagChanges failed").
 
 import { connect } from 'node:net';
+import { connect as connectTls } from 'node:tls';
 import type { UrlHost } from '../shared/connection-url.ts';
 
 /** System error codes, as words. */
@@ -88,7 +89,8 @@ export function failureCause(error: unknown): string | undefined {
  * queue): said only when every attempt failed, which the system words differently (refused, or
  * no answer).
  */
-const DRIVER_GAVE_UP = /circuit breaker is open|Stream isn't writeable|Connection is closed/;
+const DRIVER_GAVE_UP =
+  /circuit breaker is open|Stream isn't writeable|Connection is closed|max retries per request/;
 
 /** True when `error` is a driver giving up on its connection in its own words. */
 export function driverGaveUp(error: unknown): boolean {
@@ -98,21 +100,29 @@ export function driverGaveUp(error: unknown): boolean {
 /**
  * What connecting to `host` says, within `timeoutMs`: 'connection refused' (or another system
  * cause) when the connection fails, undefined when it opens or the probe runs out of time. For
- * drivers that retry a refused connection until their own timeout and report only that.
+ * drivers that retry a refused connection until their own timeout and report only that. With
+ * `tls` (rediss:) the probe also shakes hands, so an untrusted certificate is named as such.
  */
-export function probeAddress(host: UrlHost, timeoutMs: number): Promise<string | undefined> {
+export function probeAddress(
+  host: UrlHost,
+  timeoutMs: number,
+  tls = false,
+): Promise<string | undefined> {
   return new Promise((resolve) => {
     if (host.host === '' || host.port === undefined) return resolve(undefined);
-    const socket = connect({ host: host.host, port: host.port });
+    const target = { host: host.host, port: host.port };
+    const socket = tls ? connectTls(target) : connect(target);
     const done = (cause: string | undefined) => {
       clearTimeout(timer);
       socket.destroy();
       resolve(cause);
     };
     const timer = setTimeout(() => done(undefined), timeoutMs);
-    socket.once('connect', () => done(undefined));
+    socket.once(tls ? 'secureConnect' : 'connect', () => done(undefined));
     socket.once('error', (error: NodeJS.ErrnoException) =>
-      done(OS_CAUSES[error.code ?? ''] ?? undefined),
+      done(
+        OS_CAUSES[error.code ?? ''] ?? (tls ? `TLS handshake failed: ${error.message}` : undefined),
+      ),
     );
   });
 }

@@ -105,8 +105,9 @@ async function backendAndCause(setting: BackendSetting, error: Error): Promise<s
   }
   let cause = failureCause(error);
   if (cause === undefined || cause.startsWith('timed out')) {
+    const tls = (url.options as { tls?: unknown } | undefined)?.tls !== undefined;
     for (const host of url.hosts) {
-      const probed = await probeAddress(host, LOOKUP_TIMEOUT_MS);
+      const probed = await probeAddress(host, LOOKUP_TIMEOUT_MS, tls);
       if (probed !== undefined) {
         cause = probed;
         break;
