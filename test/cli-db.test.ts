@@ -239,6 +239,11 @@ describe('idmint db init', () => {
       // The backend, its address and the cause as the system gave it (docs/errors.md).
       /^idmint db: segment store \(--store\): postgres at 127\.0\.0\.1:1: connection refused\n$/,
     ],
+    [
+      ['db', 'import', '--from-tinyid', 'mysql://root@127.0.0.1:1/tinyid', '--dry-run'],
+      1,
+      /^idmint db: --from-tinyid "mysql:\/\/root@127\.0\.0\.1:1\/tinyid": connection refused\n$/,
+    ],
   ];
   for (const [args, exit, message] of failures) {
     it(`exits ${exit} with one line for: idmint ${args.join(' ')}`, async () => {

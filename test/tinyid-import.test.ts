@@ -78,6 +78,16 @@ describe('TinyId import arithmetic', () => {
 for (const backend of [SEGMENT_BACKENDS.mariadb, SEGMENT_BACKENDS.postgres]) {
   const service = backend.name === 'mariadb' ? 'mysql' : 'postgres';
   await describeWithServices(`db import --from-tinyid (${backend.name})`, [service], () => {
+    it('says in one line that a database holds no TinyId tables, and changes nothing', async () => {
+      const result = await runIdmint(
+        ['db', 'import', '--from-tinyid', SERVICES[service].url, '--dry-run'],
+        { env: clean() },
+      );
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /^idmint db: --from-tinyid "[^"]+": no TinyId tables there \(/);
+      assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
+    });
+
     it("imports TinyId's tags and tokens once, above every ID it issued", async (t) => {
       // TinyId's database: its own, named for this run, on the same server.
       const database = uniqueName('tinyid').toLowerCase();

@@ -9,6 +9,7 @@ import {
 } from '../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
 import { isRefusal, redactUrl, urlScheme } from '../shared/connection-url.ts';
+import { failureCause } from '../backends/failure-cause.ts';
 import { parseSqlServerUrl } from '../backends/sql-backend.ts';
 import { MysqlDriver } from '../sql/mysql-driver.ts';
 import { PostgresDriver } from '../sql/postgres-driver.ts';
@@ -88,6 +89,30 @@ export async function readTinyIdTables(url: string, timeoutMs: number): Promise<
   if (isRefusal(address))
     throw new IdMintError('INVALID_ARGUMENT', `--from-tinyid ${shown}: ${address.refused}`);
   const options = { poolSize: 1, timeoutMs };
+  return readTables(mysql, address, options, timeoutMs).catch((error: unknown) => {
+    if (isIdMintError(error)) throw error;
+    const code = (error as { code?: unknown }).code;
+    // MySQL's ER_NO_SUCH_TABLE, PostgreSQL's undefined_table: a database, but not TinyId's.
+    if (code === 'ER_NO_SUCH_TABLE' || code === '42P01')
+      throw new IdMintError(
+        'INVALID_ARGUMENT',
+        `--from-tinyid ${shown}: no TinyId tables there (${(error as Error).message})`,
+        { cause: error },
+      );
+    const cause = failureCause(error) ?? (error instanceof Error ? error.message : String(error));
+    throw new IdMintError('STORE_UNAVAILABLE', `--from-tinyid ${shown}: ${cause}`, {
+      cause: error,
+    });
+  });
+}
+
+/** TinyId's two tables, read in one connection. */
+async function readTables(
+  mysql: boolean,
+  address: Exclude<ReturnType<typeof parseSqlServerUrl>, { refused: string }>,
+  options: { poolSize: number; timeoutMs: number },
+  timeoutMs: number,
+): Promise<TinyIdTables> {
   const driver: SqlDriver = mysql
     ? await MysqlDriver.open(address, options)
     : await PostgresDriver.open(address, options);
