@@ -2,11 +2,11 @@
 // processes on one real store at once: every answer holds exactly the IDs asked, and no ID is in
 // two answers, whether it came from a buffered range or from an allocation of its own.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { describeWithServices } from './support/services.ts';
+import { drawProcess } from './support/draw-process.ts';
 
 const DRAW = fileURLToPath(new URL('./support/segment-range-draw.ts', import.meta.url));
 const PROCESSES = 3;
@@ -28,48 +28,20 @@ interface Answer {
 
 function drawInProcess(url: string, table: string, tag: string) {
   const args = [String(CALLERS), String(ROUNDS), SIZES.join(','), String(MAX_STEP)];
-  const child = spawn(
-    process.execPath,
-    ['--disable-warning=ExperimentalWarning', DRAW, url, table, tag, ...args],
-    { stdio: ['pipe', 'pipe', 'pipe'], timeout: 120_000 },
+  const draw = drawProcess(DRAW, [url, table, tag, ...args]);
+  const answers = draw.lines.then((lines) =>
+    lines.map((line): Answer => {
+      const [asked, start, end, stride, count] = line.split(' ');
+      return {
+        asked: Number(asked),
+        start: BigInt(start ?? ''),
+        end: BigInt(end ?? ''),
+        stride: BigInt(stride ?? ''),
+        count: Number(count),
+      };
+    }),
   );
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  let ready!: () => void;
-  const readiness = new Promise<void>((resolve) => (ready = resolve));
-  child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  child.stderr.on('data', (chunk: Buffer) => {
-    err.push(chunk);
-    if (Buffer.concat(err).toString().includes('ready\n')) ready();
-  });
-  const answers = new Promise<Answer[]>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) {
-        reject(new Error(`segment-range-draw exited ${code}: ${Buffer.concat(err).toString()}`));
-        return;
-      }
-      const lines = Buffer.concat(out).toString().trimEnd().split('\n');
-      resolve(
-        lines.map((line) => {
-          const [asked, start, end, stride, count] = line.split(' ');
-          return {
-            asked: Number(asked),
-            start: BigInt(start ?? ''),
-            end: BigInt(end ?? ''),
-            stride: BigInt(stride ?? ''),
-            count: Number(count),
-          };
-        }),
-      );
-    });
-  });
-  // A process that dies before it is ready must fail the test, not hang it.
-  return {
-    ready: Promise.race([readiness, answers.then(() => undefined)]),
-    go: () => child.stdin.end('go\n'),
-    answers,
-  };
+  return { ready: draw.ready, go: () => draw.go(), answers };
 }
 
 for (const backend of Object.values(SEGMENT_BACKENDS)) {

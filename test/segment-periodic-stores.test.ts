@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { describeWithServices } from './support/services.ts';
+import { drawProcess } from './support/draw-process.ts';
 
 // A periodic tag drawn by several OS processes at once on every store: the period's row is
 // created on demand by whichever process comes first (the others find it, TAG_EXISTS), and the
@@ -17,42 +17,9 @@ const STEP = 20;
 const AT = Date.UTC(2026, 10, 27, 12);
 
 function drawInProcess(url: string, table: string) {
-  const child = spawn(
-    process.execPath,
-    [
-      '--disable-warning=ExperimentalWarning',
-      DRAW,
-      url,
-      table,
-      'orders',
-      String(COUNT),
-      String(STEP),
-      String(AT),
-    ],
-    { stdio: ['pipe', 'pipe', 'pipe'], timeout: 120_000 },
-  );
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  let ready!: () => void;
-  const readiness = new Promise<void>((resolve) => (ready = resolve));
-  child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  child.stderr.on('data', (chunk: Buffer) => {
-    err.push(chunk);
-    if (Buffer.concat(err).toString().includes('ready\n')) ready();
-  });
-  const ids = new Promise<string[]>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0)
-        reject(new Error(`periodic-draw exited ${code}: ${Buffer.concat(err).toString()}`));
-      else resolve(Buffer.concat(out).toString().trimEnd().split('\n'));
-    });
-  });
-  return {
-    ready: Promise.race([readiness, ids.then(() => undefined)]),
-    go: () => child.stdin.end('go\n'),
-    ids,
-  };
+  const args = [url, table, 'orders', String(COUNT), String(STEP), String(AT)];
+  const draw = drawProcess(DRAW, args);
+  return { ready: draw.ready, go: () => draw.go(), ids: draw.lines };
 }
 
 for (const backend of Object.values(SEGMENT_BACKENDS)) {

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
 import { describeWithServices } from './support/services.ts';
+import { drawProcess } from './support/draw-process.ts';
 
 const DRAW = fileURLToPath(new URL('./support/segment-draw.ts', import.meta.url));
 const PROCESSES = 4;
@@ -19,44 +19,8 @@ function drawInProcess(
   table: string,
   tag: string,
 ): { ready: Promise<void>; go(): void; ids: Promise<bigint[]> } {
-  const child = spawn(
-    process.execPath,
-    ['--disable-warning=ExperimentalWarning', DRAW, url, table, tag, String(COUNT), String(STEP)],
-    {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      timeout: 120_000,
-    },
-  );
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  let ready!: () => void;
-  const readiness = new Promise<void>((resolve) => (ready = resolve));
-  child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  child.stderr.on('data', (chunk: Buffer) => {
-    err.push(chunk);
-    if (Buffer.concat(err).toString().includes('ready\n')) ready();
-  });
-  const ids = new Promise<bigint[]>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0)
-        reject(new Error(`segment-draw exited ${code}: ${Buffer.concat(err).toString()}`));
-      else
-        resolve(
-          Buffer.concat(out)
-            .toString()
-            .trimEnd()
-            .split('\n')
-            .map((line) => BigInt(line)),
-        );
-    });
-  });
-  // A process that dies before it is ready must fail the test, not hang it.
-  return {
-    ready: Promise.race([readiness, ids.then(() => undefined)]),
-    go: () => child.stdin.end('go\n'),
-    ids,
-  };
+  const draw = drawProcess(DRAW, [url, table, tag, String(COUNT), String(STEP)]);
+  return { ...draw, ids: draw.lines.then((lines) => lines.map((line) => BigInt(line))) };
 }
 
 // Uniqueness across processes is the claim that matters most, and async tasks in one process
