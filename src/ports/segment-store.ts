@@ -6,6 +6,8 @@
  * All IDs are bigint end to end: a tag's max_id may be anywhere up to 2^63-1.
  */
 
+import type { IssuerLeases } from './issuer-lease.ts';
+
 /** A tag as stored. */
 export interface TagRecord {
   /** The business tag (Leaf's `biz_tag`): 1 to 128 code points, no U+0000 (core's `checkTag`). */
@@ -49,7 +51,18 @@ export interface TagRecord {
    * when the tag is created, never changed.
    */
   readonly periodic?: string;
+
+  /**
+   * `cluster` on a cluster-ordered tag (docs/segments.md, Cluster order): one node at a time
+   * issues it, holding the tag's issuer lease ({@link SegmentStore.issuers}), so every answer is
+   * above every answer that came before it anywhere in the cluster. Stored in idmint's `ordering`
+   * column (a hash field on Redis); absent on every other tag. Set only when the tag is created.
+   */
+  readonly ordering?: TagOrdering;
 }
+
+/** How a tag's IDs are ordered across nodes: `cluster`, strictly increasing cluster-wide. */
+export type TagOrdering = 'cluster';
 
 /**
  * A residue class of IDs: `offset`, `offset + increment`, `offset + 2 * increment`, ... (see
@@ -208,6 +221,12 @@ export interface NewTag {
    * `opaque` nor `startId`. Needs the `periodic` column (SQL): `idmint db init` adds it.
    */
   readonly periodic?: PeriodicOptions;
+
+  /**
+   * Create a cluster-ordered tag. Needs the `ordering` column (SQL): `idmint db init` adds it; a
+   * store without {@link SegmentStore.issuers} refuses with INVALID_ARGUMENT naming the reason.
+   */
+  readonly ordering?: TagOrdering;
 }
 
 /** Changes to a tag; absent fields stay as they are. */
@@ -374,6 +393,12 @@ export interface SegmentStore {
    * without it cannot clean. Throws STORE_UNAVAILABLE, INVALID_ARGUMENT.
    */
   deleteTag?(tag: string): Promise<boolean>;
+
+  /**
+   * The issuer leases of cluster-ordered tags (src/ports/issuer-lease.ts), kept in this store's
+   * database. Absent on a store that cannot keep them: it refuses `ordering: cluster` tags.
+   */
+  readonly issuers?: IssuerLeases;
 
   /** Releases connections the store opened itself (a pool passed in by the caller stays open). */
   close(): Promise<void>;
