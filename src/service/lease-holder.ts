@@ -1,5 +1,6 @@
 import { IdMintError } from '../core/errors.ts';
 import type { SnowflakeGenerator } from '../core/snowflake.ts';
+import type { TimerHandle } from '../ports/timers.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import { iso } from '../core/time.ts';
 import {
@@ -97,7 +98,7 @@ export class LeaseHolder {
   /** The transition in flight and its completion; undefined when idle. */
   #transition: LeaseTransition | undefined;
   #inFlight: Promise<void> | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: TimerHandle | undefined;
   /** The timer fired: a renewal (or, without a lease, a recovery) is due. */
   #due = false;
   #switchWanted = false;
@@ -212,7 +213,7 @@ export class LeaseHolder {
    */
   close(): Promise<void> {
     if (this.#closing !== undefined) return this.#closing;
-    clearTimeout(this.#timer);
+    this.#terms.timers.clearTimeout(this.#timer);
     const holding = this.#holding;
     if (holding !== undefined) this.#retire(holding);
     this.#closing = this.#release();
@@ -252,10 +253,11 @@ export class LeaseHolder {
 
   /** The next renewal (or, without a lease, recovery) is due in `delayMs`. */
   #arm(delayMs: number): void {
-    clearTimeout(this.#timer);
+    const timers = this.#terms.timers;
+    timers.clearTimeout(this.#timer);
     this.#due = false;
     if (this.#closing !== undefined) return;
-    this.#timer = setTimeout(() => {
+    this.#timer = timers.setTimeout(() => {
       this.#timer = undefined;
       this.#due = true;
       this.#kick();
@@ -294,7 +296,7 @@ export class LeaseHolder {
   }
 
   async #lose(holding: Holding): Promise<void> {
-    clearTimeout(this.#timer);
+    this.#terms.timers.clearTimeout(this.#timer);
     // Where the coordinator dropped the lease this fails at once (LEASE_LOST); where a signal
     // came while it still holds it, this frees the ID with the exact last timestamp rather than
     // leaving it to lapse. Either way nothing more is issued under it: it was retired.
@@ -446,6 +448,7 @@ export class LeaseHolder {
           `${this.#terms.registry.backend} registry did not confirm the release of worker ` +
             `${holding.lease.workerId} in time`,
         ),
+      this.#terms.timers,
     );
   }
 

@@ -1,6 +1,7 @@
 import { IdMintError } from '../core/errors.ts';
 import type { SnowflakeGenerator } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
+import type { Timers } from '../ports/timers.ts';
 import type {
   NodeIdentity,
   WorkerLease,
@@ -38,6 +39,11 @@ export interface LeaseTerms {
   readonly identity: NodeIdentity;
   /** Every time in the lease logic is read from this clock. */
   readonly clock: Clock;
+  /**
+   * Renewal timers, request timeouts and waits for the clock: the host's (`systemTimers`), or
+   * virtual ones in the simulation (test/support/sim/).
+   */
+  readonly timers: Timers;
   /** Worker IDs 0 to maxWorkers - 1 may be leased (2^workerBits of the layout). */
   readonly maxWorkers: number;
   /** The generator stops this long before the lease could expire. */
@@ -166,6 +172,7 @@ export async function renewHolding(
         `${terms.registry.backend} registry did not confirm the renewal of worker ` +
           `${lease.workerId} in time`,
       ),
+    terms.timers,
   );
   holding.recorded = horizon;
   if (holding.retired) return undefined;
@@ -250,7 +257,7 @@ async function waitForClock(
       renewedAt = now;
       await lease.renew(unchanged(lease));
     }
-    await sleep(Math.min(lease.lastTimestamp - now + 1, 250));
+    await sleep(Math.min(lease.lastTimestamp - now + 1, 250), terms.timers);
     now = clock.now();
   }
 }

@@ -13,7 +13,7 @@ import { BATCH_WINDOW_MS, SnowflakeGenerator, maxBatchFor } from '../core/snowfl
 import type { Clock } from '../ports/clock.ts';
 import type { NodeIdentity, WorkerRegistry } from '../ports/worker-registry.ts';
 import { iso } from '../core/time.ts';
-import { sleep } from '../shared/time.ts';
+import { sleep, systemTimers } from '../shared/time.ts';
 import { LeaseHolder, type LeaseEvent, type LeaseStats } from './lease-holder.ts';
 import type { LeaseTerms } from './lease-holding.ts';
 import { localNodeIdentity } from './node-identity.ts';
@@ -215,6 +215,7 @@ export class SnowflakeWorker {
       registry: this.#registry,
       identity: options.identity ?? localNodeIdentity(),
       clock,
+      timers: systemTimers,
       maxWorkers: layout.maxWorkerId + 1,
       marginMs,
       leadMs: resolved.name === 'borrow' ? resolved.maxLeadMs : 0,

@@ -1,19 +1,23 @@
+import type { TimerHandle, Timers } from '../ports/timers.ts';
+import { systemTimers } from './time.ts';
+
 /**
  * Settles like `promise`, or rejects with `onTimeout()` once `ms` have passed, whichever comes
- * first. The timer is cleared as soon as the race is decided, and a late settlement of `promise`
- * is observed (never an unhandled rejection) and ignored: a caller that timed out must treat the
- * outcome as unknown.
+ * first (`ms` on `timers`, the host's by default). The timer is cleared as soon as the race is
+ * decided, and a late settlement of `promise` is observed (never an unhandled rejection) and
+ * ignored: a caller that timed out must treat the outcome as unknown.
  */
 export function withTimeout<T>(
   promise: Promise<T>,
   ms: number,
   onTimeout: () => Error,
+  timers: Timers = systemTimers,
 ): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  let timer: TimerHandle | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(onTimeout()), ms);
+    timer = timers.setTimeout(() => reject(onTimeout()), ms);
   });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, timeout]).finally(() => timers.clearTimeout(timer));
 }
 
 /**
