@@ -1,0 +1,22 @@
+import { SnowflakeGenerator } from '../../../src/core/snowflake.ts';
+import type { GeneratorFactory } from './sim-node.ts';
+
+// Deliberately broken lease holders, for the test that shows the simulation catches them. The
+// holder itself stays the production code: only the fence it sets on its generator is bent, as
+// a holder with the bug would set it. Nothing in src/ knows about them.
+
+/**
+ * A renewal's reply trusted as if it had just been granted: the fence counted from when the
+ * reply arrived, not from when the renewal was sent, so a late reply lifts the fence past the
+ * lease's end.
+ */
+export function trustLateReply(ttlMs: number): GeneratorFactory {
+  return ({ workerId, lastTimestamp }, node) => {
+    const clock = node.clock.clock;
+    return new (class extends SnowflakeGenerator {
+      override setValidUntil(ms: number): void {
+        super.setValidUntil(Number.isFinite(ms) ? clock.now() + ttlMs - node.marginMs : ms);
+      }
+    })({ clock, layout: node.layout, workerId, lastTimestamp });
+  };
+}

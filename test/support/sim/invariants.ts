@@ -1,0 +1,143 @@
+import type { SimCoordinator } from './sim-coordinator.ts';
+import type { World } from './world.ts';
+
+/** Which lease an ID was issued under. */
+export interface Issuer {
+  readonly node: string;
+  readonly workerId: number;
+  /** The coordinator's token of the claim the generator's lease came from. */
+  readonly token: number;
+}
+
+/** The last ID issued under one worker ID, and by whom. */
+interface Last {
+  readonly id: bigint;
+  readonly timestamp: number;
+  readonly issuer: Issuer;
+}
+
+/**
+ * The invariants, checked at the step that could break them (each ID as it is issued, each
+ * record as the coordinator writes it), so the first violation stops the schedule where it
+ * happened:
+ *
+ * - UNIQUE: no ID is issued twice, across nodes and their restarts.
+ * - EXCLUSIVE: an ID is issued only while the coordinator holds the issuer's claim (its token,
+ *   not expired by the coordinator's clock). The coordinator never grants one worker ID to two
+ *   claims at once, so no two nodes issue under one worker ID at overlapping times.
+ * - AFTER: under one worker ID, each ID is above every ID issued before it; a new holder's first
+ *   timestamp is after the previous holder's last.
+ * - RECORD: the record's lastTimestamp is at or above every timestamp issued under its worker ID
+ *   (an ID above it would be reissued by the next holder), and a write other than the holder's
+ *   exact release never lowers it.
+ */
+export class Checker {
+  readonly #world: World;
+  /** Invariants counted but not stopping the run (to show what else still holds). */
+  readonly #tolerate: ReadonlySet<string>;
+  #coordinator: SimCoordinator | undefined;
+  readonly #ids = new Set<bigint>();
+  readonly #last = new Map<number, Last>();
+  /** The first violation; the run stops there. */
+  violation: string | undefined;
+  issuedCount = 0;
+  /** A worker ID passing to a claim of another node (after a loss, a crash, a release). */
+  takeovers = 0;
+  /** ... of the same node (a restart or a recovery that got its ID back). */
+  reclaims = 0;
+
+  constructor(world: World, tolerate: Iterable<string> = []) {
+    this.#world = world;
+    this.#tolerate = new Set(tolerate);
+  }
+
+  watch(coordinator: SimCoordinator): void {
+    this.#coordinator = coordinator;
+  }
+
+  /** Checks an ID as it is issued; false once an invariant is broken. */
+  issued(issuer: Issuer, id: bigint, timestamp: number): boolean {
+    this.issuedCount++;
+    const now = this.#world.now;
+    const { workerId, token, node } = issuer;
+    if (this.#ids.has(id)) return this.#fail('UNIQUE', `${node} issued ${id} a second time`);
+    this.#ids.add(id);
+    const record = this.#coordinator?.records[workerId];
+    if (record === undefined) return this.#fail('EXCLUSIVE', `no worker ${workerId}`);
+    if (record.token !== token || now >= record.expiresAt) {
+      const whose =
+        record.token === token
+          ? `its claim expired at ${record.expiresAt.toFixed(1)}`
+          : `the claim is token ${record.token}'s, not ${token}`;
+      const message =
+        `${node} issued ${id} (t=${timestamp}) under worker ${workerId} at ${now.toFixed(1)}: ` +
+        `${whose}`;
+      if (!this.#fail('EXCLUSIVE', message)) return false;
+    }
+    if (timestamp > record.lastTimestamp) {
+      return this.#fail(
+        'RECORD',
+        `${node} issued t=${timestamp} under worker ${workerId}, above its record ` +
+          `${record.lastTimestamp}`,
+      );
+    }
+    const last = this.#last.get(workerId);
+    if (last !== undefined) {
+      if (id <= last.id) {
+        const message =
+          `${node} issued ${id} (t=${timestamp}) under worker ${workerId}, not above ` +
+          `${last.id} (t=${last.timestamp}) issued before by ${last.issuer.node}`;
+        if (!this.#fail('AFTER', message)) return false;
+      } else if (last.issuer.token !== token) {
+        if (timestamp <= last.timestamp) {
+          return this.#fail(
+            'AFTER',
+            `${node}'s first t=${timestamp} under worker ${workerId} is not after ` +
+              `${last.issuer.node}'s last t=${last.timestamp}`,
+          );
+        }
+        if (last.issuer.node !== node) this.takeovers++;
+        else this.reclaims++;
+      }
+    }
+    if (last === undefined || id > last.id) this.#last.set(workerId, { id, timestamp, issuer });
+    return true;
+  }
+
+  /** Called by the coordinator at each write of a record. */
+  wrote(
+    workerId: number,
+    kind: 'claim' | 'renew' | 'release',
+    before: number,
+    after: number,
+    reported: number,
+  ): boolean {
+    // A renewal that landed after a later one: the rule "renew never lowers the record" at work.
+    if (kind === 'renew' && reported < before) this.#world.count('renewal landed below the record');
+    if (kind !== 'release' && after < before) {
+      return this.#fail('RECORD', `a ${kind} lowered worker ${workerId}'s record`);
+    }
+    const last = this.#last.get(workerId);
+    if (last !== undefined && after < last.timestamp) {
+      return this.#fail(
+        'RECORD',
+        `a ${kind} set worker ${workerId}'s record to ${after}, below t=${last.timestamp} ` +
+          `issued by ${last.issuer.node}`,
+      );
+    }
+    return true;
+  }
+
+  /** Records a violation: false (stop) unless the invariant is tolerated, then counted. */
+  #fail(invariant: string, message: string): boolean {
+    if (this.#tolerate.has(invariant)) {
+      this.#world.count(`${invariant} broken (tolerated)`);
+      return true;
+    }
+    if (this.violation !== undefined) return false;
+    this.violation = `${invariant}: ${message}`;
+    this.#world.failed = true;
+    this.#world.log.add(this.#world.now, 'CHECK', `VIOLATED ${this.violation}`);
+    return false;
+  }
+}

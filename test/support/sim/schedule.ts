@@ -1,0 +1,89 @@
+import type { CoordinatorStyle } from './sim-coordinator.ts';
+import type { NetworkFaults } from './sim-network.ts';
+import type { SimNode } from './sim-node.ts';
+import type { World } from './world.ts';
+
+/**
+ * What one schedule is like, drawn from its seed: the coordinator's flavour, how far clocks
+ * drift, how the network treats messages, how often nodes are paused, cut off, crashed or
+ * closed. Schedules differ in kind as well as in order, so ten thousand seeds cover calm runs
+ * and storms.
+ */
+export interface ScheduleParams {
+  readonly style: CoordinatorStyle;
+  readonly signals: boolean;
+  /** Every node clock's rate stays within 1 +- drift of the registry's clock. */
+  readonly drift: number;
+  /** Node clocks start up to this far (ms) either side of the registry's. */
+  readonly offsetMs: number;
+  readonly network: NetworkFaults;
+  readonly lagMs: number;
+  /** Mean time between two faults of one node. */
+  readonly faultGapMs: number;
+  /** Mean time between two requests for IDs at one node. */
+  readonly issueGapMs: number;
+  readonly callTimeoutMs: number;
+}
+
+/** The drift bound the simulation draws from: under margin / TTL (1,000 / 10,000 ms). */
+export const MAX_DRIFT = 0.09;
+
+export function drawParams(world: World): ScheduleParams {
+  return {
+    style: world.pick(['sql', 'redis'] as const),
+    signals: world.chance(0.5),
+    drift: world.pick([0, 0.01, 0.05, MAX_DRIFT]),
+    offsetMs: world.pick([0, 20, 500, 3000]),
+    network: {
+      latencyMs: world.pick([1, 10, 100, 800]),
+      tailShare: world.pick([0, 0.02, 0.1]),
+      tailMs: world.pick([3000, 12_000]),
+      loss: world.pick([0, 0.02, 0.1, 0.3]),
+      duplicate: world.pick([0, 0.05]),
+    },
+    lagMs: world.pick([0, 20, 300]),
+    faultGapMs: world.pick([2000, 6000, 15_000]),
+    issueGapMs: world.pick([50, 300, 1000]),
+    callTimeoutMs: world.pick([2000, 5000]),
+  };
+}
+
+/**
+ * Puts each node's random processes on the agenda: requests for IDs, clock rate changes and
+ * faults (pause, partition, crash, graceful close), each re-arming itself until the end.
+ */
+export function scheduleNodes(world: World, nodes: readonly SimNode[], p: ScheduleParams): void {
+  for (const node of nodes) {
+    world.after(world.uniform(0, 2000), () => {
+      node.boot();
+      return true;
+    });
+    const ask = () => {
+      node.issue(1 + Math.floor(world.random() * 3));
+      world.after(world.logUniform(1, 2 * p.issueGapMs), ask);
+      return false;
+    };
+    world.after(world.uniform(0, p.issueGapMs), ask);
+    const drift = () => {
+      const clock = node.setup.clock;
+      // Half the time at an extreme of the bound: where a missing margin shows first.
+      const rate = world.chance(0.5)
+        ? 1 + (world.chance(0.5) ? 1 : -1) * p.drift
+        : 1 + world.uniform(-p.drift, p.drift);
+      clock.setRate(rate);
+      world.after(world.logUniform(200, 20_000), drift);
+      return false;
+    };
+    drift();
+    const fault = () => {
+      world.after(world.logUniform(p.faultGapMs / 4, p.faultGapMs * 2), fault);
+      const kind = world.random();
+      if (kind < 0.35) node.pause(world.logUniform(10, 20_000));
+      else if (kind < 0.7) node.partition(world.logUniform(100, 25_000));
+      else if (kind < 0.85) node.crash(world.logUniform(10, 15_000));
+      else if (!node.shutdown(world.logUniform(10, 5000))) node.pause(world.uniform(0, 100));
+      return true;
+    };
+    world.after(world.logUniform(p.faultGapMs / 4, p.faultGapMs * 2), fault);
+  }
+}

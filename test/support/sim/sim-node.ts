@@ -1,0 +1,293 @@
+import { IdMintError, isIdMintError } from '../../../src/core/errors.ts';
+import type { Layout } from '../../../src/core/layout.ts';
+import type { SnowflakeGenerator } from '../../../src/core/snowflake.ts';
+import { LeaseHolder } from '../../../src/service/lease-holder.ts';
+import type { LeaseTerms } from '../../../src/service/lease-holding.ts';
+import type { DriftClock } from './drift-clock.ts';
+import type { Checker, Issuer } from './invariants.ts';
+import type { SimCoordinator } from './sim-coordinator.ts';
+import type { Endpoint, SimNetwork } from './sim-network.ts';
+import { NodeTimers } from './node-timers.ts';
+import { SimRegistryClient } from './sim-registry.ts';
+import type { World } from './world.ts';
+
+/** Makes the generator of a lease: the real one, or a deliberately broken one (test only). */
+export type GeneratorFactory = (
+  make: { readonly workerId: number; readonly lastTimestamp: number | undefined },
+  node: { readonly clock: DriftClock; readonly layout: Layout; readonly marginMs: number },
+) => SnowflakeGenerator;
+
+/** What a node is made of, fixed per schedule. */
+export interface NodeSetup {
+  readonly name: string;
+  readonly port: number;
+  readonly clock: DriftClock;
+  readonly layout: Layout;
+  readonly maxWorkers: number;
+  readonly marginMs: number;
+  /** Event-loop lag: a timer fires up to this late. */
+  readonly lagMs: number;
+  /** The registry driver's timeout for one call. */
+  readonly callTimeoutMs: number;
+  readonly signals: boolean;
+  /** How long a supervisor waits before starting the worker again after a failed start. */
+  readonly restartMs: number;
+  readonly generator: GeneratorFactory;
+}
+
+/** What a node has seen, for the run's counters. */
+export interface NodeCounts {
+  starts: number;
+  startFailures: number;
+  leaseLosses: number;
+  fenced: number;
+  /** next() failures other than LEASE_LOST: none expected with steady clocks. */
+  unexpected: number;
+}
+
+/**
+ * One node: a process running the real LeaseHolder with real generators over the simulated
+ * registry, on its own drifting clock and virtual timers. The schedule pauses it (SIGSTOP: its
+ * timers and answers wait, its clock runs on), crashes it (memory lost, requests in flight keep
+ * travelling) and restarts it, closes it gracefully, cuts its link, and asks it for IDs.
+ */
+export class SimNode implements Endpoint {
+  readonly setup: NodeSetup;
+  readonly counts: NodeCounts = {
+    starts: 0,
+    startFailures: 0,
+    leaseLosses: 0,
+    fenced: 0,
+    unexpected: 0,
+  };
+  readonly #world: World;
+  readonly #coordinator: SimCoordinator;
+  readonly #network: SimNetwork;
+  readonly #checker: Checker;
+  #incarnation = 0;
+  #up = false;
+  #paused = false;
+  #deferred: (() => void)[] = [];
+  #partitionedUntil = Number.NEGATIVE_INFINITY;
+  #holder: LeaseHolder | undefined;
+  #generator: SnowflakeGenerator | undefined;
+  readonly #issuers = new WeakMap<SnowflakeGenerator, Issuer>();
+
+  constructor(
+    world: World,
+    coordinator: SimCoordinator,
+    network: SimNetwork,
+    checker: Checker,
+    setup: NodeSetup,
+  ) {
+    this.#world = world;
+    this.#coordinator = coordinator;
+    this.#network = network;
+    this.#checker = checker;
+    this.setup = setup;
+  }
+
+  get name(): string {
+    return this.setup.name;
+  }
+
+  get incarnation(): number {
+    return this.#incarnation;
+  }
+
+  get up(): boolean {
+    return this.#up;
+  }
+
+  cutOff(): boolean {
+    return this.#world.now < this.#partitionedUntil;
+  }
+
+  deliver(incarnation: number, fn: () => void): boolean {
+    if (incarnation !== this.#incarnation || !this.#up) return false;
+    if (this.#paused) {
+      this.#deferred.push(fn);
+      return false;
+    }
+    fn();
+    return true;
+  }
+
+  /** Starts a new process of this node: a new LeaseHolder, as a supervisor would. */
+  boot(): void {
+    this.#incarnation++;
+    this.#up = true;
+    this.#paused = false;
+    this.#deferred = [];
+    const world = this.#world;
+    const { clock, lagMs, callTimeoutMs, signals } = this.setup;
+    const timers = new NodeTimers(world, this, clock, lagMs);
+    const client = new SimRegistryClient({
+      world,
+      network: this.#network,
+      coordinator: this.#coordinator,
+      node: this,
+      timers,
+      callTimeoutMs,
+      signals,
+    });
+    this.#start(this.#terms(timers, client), this.#incarnation);
+  }
+
+  #terms(timers: NodeTimers, client: SimRegistryClient): LeaseTerms {
+    const { clock, layout, maxWorkers, marginMs, port } = this.setup;
+    return {
+      registry: client,
+      identity: { host: 'sim', port },
+      clock: clock.clock,
+      timers,
+      maxWorkers,
+      marginMs,
+      leadMs: 0,
+      renewIntervalMs: undefined,
+      switchWorker: false,
+      createGenerator: (workerId, lastTimestamp) => {
+        const generator = this.setup.generator(
+          { workerId, lastTimestamp },
+          { clock, layout, marginMs },
+        );
+        const token = client.tokens.get(workerId) ?? -1;
+        this.#issuers.set(generator, { node: this.name, workerId, token });
+        return generator;
+      },
+    };
+  }
+
+  #start(terms: LeaseTerms, incarnation: number): void {
+    const world = this.#world;
+    this.counts.starts++;
+    world.log.add(world.now, this.name, `starts (process ${incarnation})`);
+    LeaseHolder.start(terms, {
+      adopted: (generator) => {
+        if (incarnation !== this.#incarnation) return;
+        this.#generator = generator;
+        const issuer = this.#issuers.get(generator);
+        world.log.add(world.now, this.name, `adopts worker ${issuer?.workerId} (${issuer?.token})`);
+      },
+      onEvent: (event) => {
+        if (event.type === 'lease-lost') this.counts.leaseLosses++;
+        world.count(event.type);
+        world.log.add(world.now, this.name, `${event.type}: ${event.message}`);
+      },
+    }).then(
+      (holder) => {
+        if (incarnation === this.#incarnation) this.#holder = holder;
+      },
+      (error: unknown) => {
+        if (incarnation !== this.#incarnation) return;
+        this.counts.startFailures++;
+        const code = isIdMintError(error) ? error.code : String(error);
+        world.log.add(
+          world.now,
+          this.name,
+          `start failed: ${code} ${error instanceof Error ? error.message : ''}`,
+        );
+        world.count(`start failed: ${code}`);
+        terms.timers.setTimeout(() => this.#start(terms, incarnation), this.setup.restartMs);
+      },
+    );
+  }
+
+  /** Asks the generator for `count` IDs now, as requests would. */
+  issue(count: number): void {
+    const generator = this.#generator;
+    if (!this.#up || this.#paused || generator === undefined) return;
+    const issuer = this.#issuers.get(generator);
+    if (issuer === undefined) throw new Error('a generator the node did not make');
+    // A fenced generator throws LEASE_LOST, and building that error is most of the cost of a
+    // schedule: ask a fenced one now and then only (it must still refuse), an open one always.
+    const world = this.#world;
+    if (this.setup.clock.clock.now() >= generator.validUntil() && !world.chance(0.05)) {
+      this.counts.fenced++;
+      return;
+    }
+    for (let i = 0; i < count && !world.failed; i++) {
+      let id: bigint;
+      try {
+        id = generator.next();
+      } catch (error) {
+        if (isIdMintError(error, 'LEASE_LOST')) this.counts.fenced++;
+        else {
+          this.counts.unexpected++;
+          const why = error instanceof IdMintError ? error.message : String(error);
+          this.#world.log.add(this.#world.now, this.name, `next() failed: ${why}`);
+        }
+        return;
+      }
+      this.#checker.issued(issuer, id, generator.lastTimestamp());
+    }
+  }
+
+  /** SIGSTOP for `ms`: nothing of the process runs; its clock does. */
+  pause(ms: number): void {
+    if (!this.#up || this.#paused) return;
+    this.#paused = true;
+    const world = this.#world;
+    const incarnation = this.#incarnation;
+    world.log.add(world.now, this.name, `paused for ${ms.toFixed(0)} ms`);
+    world.count('pause');
+    world.after(ms, () => {
+      if (incarnation !== this.#incarnation || !this.#paused) return false;
+      this.#paused = false;
+      world.log.add(world.now, this.name, `resumed (${this.#deferred.length} events held)`);
+      const held = this.#deferred;
+      this.#deferred = [];
+      for (const fn of held) world.after(0, () => this.deliver(incarnation, fn));
+      return false;
+    });
+  }
+
+  /** Cuts the node's link both ways for `ms`. */
+  partition(ms: number): void {
+    const until = this.#world.now + ms;
+    this.#partitionedUntil = Math.max(this.#partitionedUntil, until);
+    this.#world.log.add(this.#world.now, this.name, `cut off for ${ms.toFixed(0)} ms`);
+    this.#world.count('partition');
+  }
+
+  /** SIGKILL, then a restart after `restartMs`. */
+  crash(restartMs: number): void {
+    if (!this.#up) return;
+    this.#world.count('crash');
+    this.#down(`crashed; restarts in ${restartMs.toFixed(0)} ms`, restartMs);
+  }
+
+  /** close() (a graceful shutdown), then a restart `restartMs` after it ends. */
+  shutdown(restartMs: number): boolean {
+    const holder = this.#holder;
+    if (!this.#up || this.#paused || holder === undefined) return false;
+    const world = this.#world;
+    const incarnation = this.#incarnation;
+    world.log.add(world.now, this.name, 'close()');
+    world.count('close');
+    const done = (how: string) => {
+      if (incarnation !== this.#incarnation) return;
+      this.#down(`closed (${how}); restarts in ${restartMs.toFixed(0)} ms`, restartMs);
+    };
+    holder.close().then(
+      () => done('released'),
+      (error: unknown) => done(`release failed: ${isIdMintError(error) ? error.code : error}`),
+    );
+    return true;
+  }
+
+  #down(why: string, restartMs: number): void {
+    const world = this.#world;
+    this.#up = false;
+    this.#paused = false;
+    this.#incarnation++;
+    this.#deferred = [];
+    this.#holder = undefined;
+    this.#generator = undefined;
+    world.log.add(world.now, this.name, why);
+    world.after(restartMs, () => {
+      this.boot();
+      return true;
+    });
+  }
+}

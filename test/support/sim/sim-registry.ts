@@ -1,0 +1,129 @@
+import { IdMintError } from '../../../src/core/errors.ts';
+import type { Timers } from '../../../src/ports/timers.ts';
+import type {
+  AcquireRequest,
+  PeerTime,
+  WorkerLease,
+  WorkerRegistry,
+  WorkerReport,
+} from '../../../src/ports/worker-registry.ts';
+import type { Answer, SimCoordinator } from './sim-coordinator.ts';
+import type { Endpoint, SimNetwork } from './sim-network.ts';
+import type { World } from './world.ts';
+
+/** What the registry client of one process needs from the simulation. */
+export interface ClientContext {
+  readonly world: World;
+  readonly network: SimNetwork;
+  readonly coordinator: SimCoordinator;
+  readonly node: Endpoint;
+  /** The process's timers: the driver's own timeout for a call runs on them. */
+  readonly timers: Timers;
+  /** A call unanswered this long fails REGISTRY_UNAVAILABLE (it may still land). */
+  readonly callTimeoutMs: number;
+  /** The coordinator tells a holder when its lease expires (etcd, ZooKeeper), late or never. */
+  readonly signals: boolean;
+}
+
+/**
+ * The WorkerRegistry one node process talks to: every call is a request over the simulated
+ * network to the one coordinator, answered (or not) as the schedule decides, and failed with
+ * REGISTRY_UNAVAILABLE by the driver's own timeout when no answer comes in time.
+ */
+export class SimRegistryClient implements WorkerRegistry {
+  readonly backend = 'sim';
+  readonly #c: ClientContext;
+  readonly #incarnation: number;
+  /** The lease token each worker ID was last granted to this process with. */
+  readonly tokens = new Map<number, number>();
+  readonly #lost = new Map<number, AbortController>();
+
+  constructor(context: ClientContext) {
+    this.#c = context;
+    this.#incarnation = context.node.incarnation;
+  }
+
+  acquire(request: AcquireRequest): Promise<WorkerLease> {
+    const { coordinator, world } = this.#c;
+    return this.#call('acquire', () => {
+      const answer = coordinator.acquire(world.now, request);
+      if (answer.ok) this.#watch(answer.value.workerId, answer.value.token);
+      return answer;
+    }).then((grant) => {
+      this.tokens.set(grant.workerId, grant.token);
+      const lost = new AbortController();
+      this.#lost.set(grant.token, lost);
+      const { workerId, token } = grant;
+      const lease: WorkerLease = {
+        workerId,
+        lastTimestamp: grant.lastTimestamp,
+        reportedAt: grant.reportedAt,
+        ttlMs: grant.ttlMs,
+        lost: lost.signal,
+        renew: (report: WorkerReport) =>
+          this.#call(`renew w${workerId} ${report.lastTimestamp}`, () => {
+            const answer = coordinator.renew(world.now, workerId, token, report);
+            if (answer.ok) this.#watch(workerId, token);
+            return answer;
+          }),
+        release: (report: WorkerReport) =>
+          this.#call(`release w${workerId} ${report.lastTimestamp}`, () =>
+            coordinator.release(world.now, workerId, token, report),
+          ),
+      };
+      return lease;
+    });
+  }
+
+  peers(): Promise<PeerTime[]> {
+    const { coordinator, world } = this.#c;
+    return this.#call('peers', () => ({ ok: true, value: coordinator.peers(world.now) }));
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  #call<T>(what: string, handle: () => Answer<T>): Promise<T> {
+    const { network, node, timers, callTimeoutMs, world } = this.#c;
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      const timer = timers.setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        world.log.add(world.now, node.name, `${what}: timed out`);
+        reject(new IdMintError('REGISTRY_UNAVAILABLE', `${what}: no answer in time (sim)`));
+      }, callTimeoutMs);
+      world.log.add(world.now, node.name, `sends ${what}`);
+      network.request(node, what, handle, (answer) => {
+        if (settled) {
+          world.count('answer after its timeout');
+          return;
+        }
+        settled = true;
+        timers.clearTimeout(timer);
+        if (answer.ok) resolve(answer.value);
+        else reject(new IdMintError(answer.code, answer.message));
+      });
+    });
+  }
+
+  /** With signals: when this claim lapses unrenewed, the coordinator tells its holder. */
+  #watch(workerId: number, token: number): void {
+    const { coordinator, network, node, world, signals } = this.#c;
+    if (!signals) return;
+    const incarnation = this.#incarnation;
+    const record = coordinator.records[workerId];
+    if (record === undefined) return;
+    world.queue.push(record.expiresAt, () => {
+      if (record.token !== token || world.now < record.expiresAt) return false;
+      world.count('lost signal sent');
+      network.notify(node, incarnation, `lost w${workerId}`, () =>
+        this.#lost
+          .get(token)
+          ?.abort(new IdMintError('LEASE_LOST', `worker ${workerId}: lease expired (sim)`)),
+      );
+      return false;
+    });
+  }
+}
