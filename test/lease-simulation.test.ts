@@ -119,14 +119,19 @@ describe('the lease holder under seeded simulated schedules', () => {
     // none is above the record, because the next holder starts after the horizon recorded.
     const options: SimOptions = { marginMs: 0, tolerate: ['EXCLUSIVE', 'AFTER'] };
     const runs = REPLAY ? 1 : 1000;
-    let overlapping = 0;
+    let could = 0;
+    let did = 0;
     for (let i = 0; i < runs; i++) {
       const result = await simulate(seedAt(i), { ...options, logSize: LOG_SIZE });
       assert.equal(result.violation, undefined, describeFailure(result));
-      if ((result.tally.get('EXCLUSIVE broken (tolerated)') ?? 0) > 0) overlapping++;
+      if ((result.tally.get('EXCLUSIVE broken (tolerated)') ?? 0) > 0) could++;
+      if ((result.tally.get('EXCLUSIVE broken by an ID issued (tolerated)') ?? 0) > 0) did++;
     }
-    process.stdout.write(`# safetyMarginMs 0: issuers overlapped in ${overlapping}/${runs}\n`);
-    if (!REPLAY) assert.ok(overlapping > 0, 'no schedule made two issuers overlap');
+    process.stdout.write(
+      `# safetyMarginMs 0: a node could issue past its claim in ${could}/${runs} schedules, ` +
+        `and did in ${did}; no ID repeated\n`,
+    );
+    if (!REPLAY) assert.ok(did > 0, 'no schedule made a node issue past its claim');
   });
 
   for (const [name, options, invariant] of broken) {

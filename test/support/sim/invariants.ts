@@ -18,18 +18,19 @@ interface Last {
 
 /**
  * The invariants, checked at the step that could break them (each ID as it is issued, each
- * record as the coordinator writes it), so the first violation stops the schedule where it
- * happened:
+ * record as the coordinator writes it) and, for what a node could issue, after every step, so
+ * the first violation stops the schedule where it happened:
  *
  * - UNIQUE: no ID is issued twice, across nodes and their restarts.
- * - EXCLUSIVE: an ID is issued only while the coordinator holds the issuer's claim (its token,
- *   not expired by the coordinator's clock). The coordinator never grants one worker ID to two
+ * - EXCLUSIVE: a node can issue (its clock is below its generator's fence) only while the
+ *   coordinator holds the claim its lease came from (its token, not expired by the coordinator's
+ *   clock). The coordinator never grants one worker ID to two
  *   claims at once, so no two nodes issue under one worker ID at overlapping times.
  * - AFTER: under one worker ID, each ID is above every ID issued before it; a new holder's first
  *   timestamp is after the previous holder's last.
- * - RECORD: the record's lastTimestamp is at or above every timestamp issued under its worker ID
- *   (an ID above it would be reissued by the next holder), and a write other than the holder's
- *   exact release never lowers it.
+ * - RECORD: the record's lastTimestamp is at or above every timestamp issued, or issuable before
+ *   the fence, under its worker ID (an ID above it would be reissued by the next holder), and a
+ *   write other than the holder's exact release never lowers it.
  */
 export class Checker {
   readonly #world: World;
@@ -72,7 +73,7 @@ export class Checker {
       const message =
         `${node} issued ${id} (t=${timestamp}) under worker ${workerId} at ${now.toFixed(1)}: ` +
         `${whose}`;
-      if (!this.#fail('EXCLUSIVE', message)) return false;
+      if (!this.#fail('EXCLUSIVE', message, 'by an ID issued')) return false;
     }
     if (timestamp > record.lastTimestamp) {
       return this.#fail(
@@ -104,6 +105,36 @@ export class Checker {
     return true;
   }
 
+  /**
+   * After every step, for each node whose generator could issue now: EXCLUSIVE and RECORD must
+   * already hold for anything it could issue, whether or not it is asked before its fence.
+   */
+  able(issuer: Issuer, validUntil: number): boolean {
+    const now = this.#world.now;
+    const { workerId, token, node } = issuer;
+    const record = this.#coordinator?.records[workerId];
+    if (record === undefined) return this.#fail('EXCLUSIVE', `no worker ${workerId}`);
+    if (record.token !== token || now >= record.expiresAt) {
+      const whose =
+        record.token === token
+          ? `its claim expired at ${record.expiresAt.toFixed(1)}`
+          : `the claim is token ${record.token}'s, not ${token}`;
+      const message =
+        `${node} can issue under worker ${workerId} at ${now.toFixed(1)} (fence ` +
+        `${validUntil}): ${whose}`;
+      if (!this.#fail('EXCLUSIVE', message)) return false;
+    }
+    // IDs have timestamps below the fence: the record must already cover them.
+    if (validUntil - 1 > record.lastTimestamp) {
+      return this.#fail(
+        'RECORD',
+        `${node} can issue under worker ${workerId} up to t=${validUntil - 1}, above its ` +
+          `record ${record.lastTimestamp}`,
+      );
+    }
+    return true;
+  }
+
   /** Called by the coordinator at each write of a record. */
   wrote(
     workerId: number,
@@ -129,9 +160,9 @@ export class Checker {
   }
 
   /** Records a violation: false (stop) unless the invariant is tolerated, then counted. */
-  #fail(invariant: string, message: string): boolean {
+  #fail(invariant: string, message: string, how = ''): boolean {
     if (this.#tolerate.has(invariant)) {
-      this.#world.count(`${invariant} broken (tolerated)`);
+      this.#world.count(`${invariant} broken${how === '' ? '' : ` ${how}`} (tolerated)`);
       return true;
     }
     if (this.violation !== undefined) return false;

@@ -193,6 +193,20 @@ export class SimNode implements Endpoint {
     );
   }
 
+  /**
+   * The lease this node's generator could issue under right now (up, clock below its fence,
+   * paused or not: a paused node issues the moment it resumes), with its fence; undefined when
+   * it could issue nothing.
+   */
+  able(): { readonly issuer: Issuer; readonly validUntil: number } | undefined {
+    const generator = this.#generator;
+    if (!this.#up || generator === undefined) return undefined;
+    const validUntil = generator.validUntil();
+    if (this.setup.clock.clock.now() >= validUntil) return undefined;
+    const issuer = this.#issuers.get(generator);
+    return issuer === undefined ? undefined : { issuer, validUntil };
+  }
+
   /** Asks the generator for `count` IDs now, as requests would. */
   issue(count: number): void {
     const generator = this.#generator;

@@ -108,6 +108,10 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
     }
     events++;
     if (event.run()) await drain();
+    for (const node of nodes) {
+      const able = node.able();
+      if (able !== undefined) checker.able(able.issuer, able.validUntil);
+    }
     if (world.failed) break;
   }
   const counts: NodeCounts = {
