@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { trustLateReply } from './support/sim/broken-generators.ts';
+import { noRetire, trustLateReply } from './support/sim/broken-generators.ts';
 import { simulate, TTL_MS, type SimOptions, type SimResult } from './support/sim/simulation.ts';
 import { testSeed } from './support/random.ts';
 
@@ -112,6 +112,8 @@ describe('the lease holder under seeded simulated schedules', () => {
     ['safetyMarginMs 0', { marginMs: 0 }, /^EXCLUSIVE/],
     // A bug: the fence counted from when a renewal's answer arrived, not from when it was sent.
     ['a late renewal answer trusted', { generator: trustLateReply(TTL_MS) }, /^(RECORD|EXCLUSIVE)/],
+    // A bug: retiring a lease (close(), a loss) does not fence, so IDs follow the release.
+    ['no fence when a lease is retired', { generator: noRetire }, /^(EXCLUSIVE|RECORD)/],
   ];
   test('safetyMarginMs 0: issuers overlap, yet the horizon keeps every ID unique', async () => {
     // With no margin a slow clock keeps a node issuing after its claim ran out (EXCLUSIVE), and

@@ -20,3 +20,16 @@ export function trustLateReply(ttlMs: number): GeneratorFactory {
     })({ clock, layout: node.layout, workerId, lastTimestamp });
   };
 }
+
+/**
+ * A holder that does not stop issuing when it retires a lease (close(), a loss, a switch): the
+ * fence stays where the last renewal put it, so IDs keep coming after the release recorded the
+ * exact last timestamp and freed the worker ID.
+ */
+export const noRetire: GeneratorFactory = ({ workerId, lastTimestamp }, node) =>
+  new (class extends SnowflakeGenerator {
+    override setValidUntil(ms: number): void {
+      if (ms === Number.NEGATIVE_INFINITY && Number.isFinite(this.validUntil())) return;
+      super.setValidUntil(ms);
+    }
+  })({ clock: node.clock.clock, layout: node.layout, workerId, lastTimestamp });
