@@ -3,7 +3,8 @@
  * docs/workers.md ("The lease protocol, checked") maps every event below to the code and states
  * the bounds; test/lease-model.test.ts runs it in npm test.
  *
- * One worker ID, N = 2 nodes wanting it, one registry (token-guarded, as Redis, SQL and etcd
+ * One worker ID, N = 2 nodes wanting it (-DN=3 for three: docs/workers.md gives the bounds it
+ * completes at, outside npm test), one registry (token-guarded, as Redis, SQL and etcd
  * are). Time is in ticks of the registry's clock (real time). Each node reads its own clock: node
  * 1 starts 0 or OFF ticks ahead of node 0 (renaming the nodes covers the other sign), and node 0's
  * clock drifts boundedly: in any W consecutive ticks at most one of its ticks is lost (a fast
