@@ -84,6 +84,8 @@ describe('the lease holder under seeded simulated schedules', () => {
       'partition',
       'crash',
       'close',
+      'clock stepped forwards',
+      'restart on a clock stepped back',
     ]) {
       assert.ok((tally.get(what) ?? 0) > 0, `no schedule saw "${what}"`);
     }

@@ -23,6 +23,8 @@ export interface ScheduleParams {
   /** Mean time between two requests for IDs at one node. */
   readonly issueGapMs: number;
   readonly callTimeoutMs: number;
+  /** Wall-clock steps: forwards while running, either way across a restart; up to this (ms). */
+  readonly clockStepMs: number;
 }
 
 /** The drift bound the simulation draws from: under margin / TTL (1,000 / 10,000 ms). */
@@ -45,6 +47,7 @@ export function drawParams(world: World): ScheduleParams {
     faultGapMs: world.pick([2000, 6000, 15_000]),
     issueGapMs: world.pick([50, 300, 1000]),
     callTimeoutMs: world.pick([2000, 5000]),
+    clockStepMs: world.pick([0, 0, 1000, 15_000]),
   };
 }
 
@@ -78,9 +81,14 @@ export function scheduleNodes(world: World, nodes: readonly SimNode[], p: Schedu
     const fault = () => {
       world.after(world.logUniform(p.faultGapMs / 4, p.faultGapMs * 2), fault);
       const kind = world.random();
+      const step = p.clockStepMs;
       if (kind < 0.35) node.pause(world.logUniform(10, 20_000));
       else if (kind < 0.7) node.partition(world.logUniform(100, 25_000));
-      else if (kind < 0.85) node.crash(world.logUniform(10, 15_000));
+      else if (kind < 0.8) {
+        // Half the crashes of a stepping schedule restart on a wall clock stepped either way.
+        const by = step > 0 && world.chance(0.5) ? Math.round(world.uniform(-step, step)) : 0;
+        node.crash(world.logUniform(10, 15_000), by);
+      } else if (kind < 0.85 && step > 0) node.stepForward(world.logUniform(1, step));
       else if (!node.shutdown(world.logUniform(10, 5000))) node.pause(world.uniform(0, 100));
       return true;
     };

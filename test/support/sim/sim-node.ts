@@ -264,11 +264,21 @@ export class SimNode implements Endpoint {
     this.#world.count('partition');
   }
 
-  /** SIGKILL, then a restart after `restartMs`. */
-  crash(restartMs: number): void {
+  /**
+   * SIGKILL, then a restart after `restartMs`, on a wall clock stepped by `stepMs` meanwhile
+   * (backwards too: the new process reads the wall clock the old one's monotonic clock hid).
+   */
+  crash(restartMs: number, stepMs = 0): void {
     if (!this.#up) return;
     this.#world.count('crash');
-    this.#down(`crashed; restarts in ${restartMs.toFixed(0)} ms`, restartMs);
+    this.#down(`crashed; restarts in ${restartMs.toFixed(0)} ms`, restartMs, stepMs);
+  }
+
+  /** The wall clock steps forwards by `ms` while the process runs (NTP, an operator). */
+  stepForward(ms: number): void {
+    this.setup.clock.step(ms);
+    this.#world.count('clock stepped forwards');
+    this.#world.log.add(this.#world.now, this.name, `clock stepped forwards ${ms.toFixed(0)} ms`);
   }
 
   /** close() (a graceful shutdown), then a restart `restartMs` after it ends. */
@@ -290,7 +300,7 @@ export class SimNode implements Endpoint {
     return true;
   }
 
-  #down(why: string, restartMs: number): void {
+  #down(why: string, restartMs: number, stepMs = 0): void {
     const world = this.#world;
     this.#up = false;
     this.#paused = false;
@@ -300,6 +310,11 @@ export class SimNode implements Endpoint {
     this.#generator = undefined;
     world.log.add(world.now, this.name, why);
     world.after(restartMs, () => {
+      if (stepMs !== 0) {
+        this.setup.clock.step(stepMs);
+        world.count(stepMs < 0 ? 'restart on a clock stepped back' : 'restart on a clock ahead');
+        world.log.add(world.now, this.name, `clock stepped ${stepMs.toFixed(0)} ms`);
+      }
       this.boot();
       return true;
     });
