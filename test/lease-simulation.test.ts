@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { noRetire, trustLateReply } from './support/sim/broken-generators.ts';
+import { SimCoordinator, type Answer } from './support/sim/sim-coordinator.ts';
 import { simulate, TTL_MS, type SimOptions, type SimResult } from './support/sim/simulation.ts';
 import { testSeed } from './support/random.ts';
 
@@ -38,6 +39,82 @@ function describeFailure(result: SimResult, events = result.log.length): string 
     `replay: ${replay(result.seed)}`,
   ].join('\n');
 }
+
+function ok<T>(answer: Answer<T>): T {
+  assert.ok(answer.ok, answer.ok ? '' : `${answer.code}: ${answer.message}`);
+  return answer.value;
+}
+
+function code(answer: Answer<unknown>): string {
+  return answer.ok ? 'ok' : answer.code;
+}
+
+describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
+  const A = { identity: { host: 'a', port: 1 }, maxWorkers: 2 };
+  const B = { identity: { host: 'b', port: 1 }, maxWorkers: 2 };
+  const C = { identity: { host: 'c', port: 1 }, maxWorkers: 2 };
+
+  test('claims, the record rule, expiry by its own clock, the token guard', () => {
+    const writes: string[] = [];
+    const sim = new SimCoordinator(2, 1000, 'redis', (id, kind, before, after) =>
+      writes.push(`${kind} w${id} ${before}->${after}`),
+    );
+    const a = ok(sim.acquire(0, A));
+    assert.deepEqual([a.workerId, a.lastTimestamp, a.reportedAt, a.ttlMs], [0, -1, -1, 1000]);
+    assert.equal(ok(sim.acquire(0, B)).workerId, 1);
+    assert.equal(code(sim.acquire(10, C)), 'WORKER_IDS_EXHAUSTED');
+    // renew stores the larger values: a late, lower report changes nothing.
+    ok(sim.renew(100, 0, a.token, { lastTimestamp: 5000, reportedAt: 4000 }));
+    ok(sim.renew(200, 0, a.token, { lastTimestamp: 4500, reportedAt: 3900 }));
+    assert.deepEqual([sim.records[0]?.lastTimestamp, sim.records[0]?.reportedAt], [5000, 4000]);
+    // The claim lapses by the coordinator's clock, TTL after the last renewal it handled.
+    assert.ok(sim.holds(1199, 0, a.token));
+    assert.ok(!sim.holds(1200, 0, a.token));
+    // C takes it over and starts from the record as it stands after its claim.
+    const c = ok(sim.acquire(1200, C));
+    assert.deepEqual([c.workerId, c.lastTimestamp, c.reportedAt], [0, 5000, 4000]);
+    // A's late calls are refused by the token and leave C's record alone.
+    assert.equal(
+      code(sim.renew(1201, 0, a.token, { lastTimestamp: 9, reportedAt: 9 })),
+      'LEASE_LOST',
+    );
+    assert.equal(
+      code(sim.release(1201, 0, a.token, { lastTimestamp: 9, reportedAt: 9 })),
+      'LEASE_LOST',
+    );
+    // release stores the report exactly (below the horizon) and frees the ID at once.
+    ok(sim.release(1300, 0, c.token, { lastTimestamp: 4800, reportedAt: 4100 }));
+    assert.deepEqual([sim.records[0]?.lastTimestamp, sim.records[0]?.token], [4800, 0]);
+    assert.equal(
+      code(sim.renew(1301, 0, c.token, { lastTimestamp: 1, reportedAt: 1 })),
+      'LEASE_LOST',
+    );
+    // The identity that held an ID last gets it back.
+    assert.equal(ok(sim.acquire(1400, C)).workerId, 0);
+    assert.deepEqual(writes, [
+      'claim w0 -1->-1',
+      'claim w1 -1->-1',
+      'renew w0 -1->5000',
+      'renew w0 5000->5000',
+      'claim w0 5000->5000',
+      'release w0 5000->4800',
+      'claim w0 4800->4800',
+    ]);
+  });
+
+  test('an expired lease no one claimed: SQL renews it, Redis refuses', () => {
+    for (const [style, expected] of [
+      ['sql', 'ok'],
+      ['redis', 'LEASE_LOST'],
+    ] as const) {
+      const sim = new SimCoordinator(1, 1000, style, () => {});
+      const a = ok(sim.acquire(0, A));
+      const late = sim.renew(1500, 0, a.token, { lastTimestamp: 7, reportedAt: 7 });
+      assert.equal(code(late), expected, style);
+      assert.equal(sim.holds(1500, 0, a.token), expected === 'ok', style);
+    }
+  });
+});
 
 describe('the lease holder under seeded simulated schedules', () => {
   test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER and RECORD hold at every step`, async () => {
