@@ -117,7 +117,7 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
 });
 
 describe('the lease holder under seeded simulated schedules', () => {
-  test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER and RECORD hold at every step`, async () => {
+  test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME hold`, async () => {
     const started = performance.now();
     let events = 0;
     let issued = 0;

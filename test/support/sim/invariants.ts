@@ -28,6 +28,7 @@ interface Last {
  *   claims at once, so no two nodes issue under one worker ID at overlapping times.
  * - AFTER: under one worker ID, each ID is above every ID issued before it; a new holder's first
  *   timestamp is after the previous holder's last.
+ * - ONE-AT-A-TIME: one process never has two acquires in flight (see {@link Checker.serial}).
  * - RECORD: the record's lastTimestamp is at or above every timestamp issued, or issuable before
  *   the fence, under its worker ID (an ID above it would be reissued by the next holder), and a
  *   write other than the holder's exact release never lowers it.
@@ -133,6 +134,15 @@ export class Checker {
       );
     }
     return true;
+  }
+
+  /**
+   * ONE-AT-A-TIME: the holder ran two transitions at once (two acquires of one process in
+   * flight). Harmless to the other invariants with a token-guarded coordinator, but a lease
+   * taken twice is one left to lapse, which on ZooKeeper keeps its worker ID taken.
+   */
+  serial(message: string): boolean {
+    return this.#fail('ONE-AT-A-TIME', message);
   }
 
   /** Called by the coordinator at each write of a record. */

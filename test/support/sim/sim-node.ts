@@ -126,6 +126,7 @@ export class SimNode implements Endpoint {
       world,
       network: this.#network,
       coordinator: this.#coordinator,
+      checker: this.#checker,
       node: this,
       timers,
       callTimeoutMs,

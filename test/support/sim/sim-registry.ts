@@ -7,6 +7,7 @@ import type {
   WorkerRegistry,
   WorkerReport,
 } from '../../../src/ports/worker-registry.ts';
+import type { Checker } from './invariants.ts';
 import type { Answer, SimCoordinator } from './sim-coordinator.ts';
 import type { Endpoint, SimNetwork } from './sim-network.ts';
 import type { World } from './world.ts';
@@ -16,6 +17,7 @@ export interface ClientContext {
   readonly world: World;
   readonly network: SimNetwork;
   readonly coordinator: SimCoordinator;
+  readonly checker: Checker;
   readonly node: Endpoint;
   /** The process's timers: the driver's own timeout for a call runs on them. */
   readonly timers: Timers;
@@ -37,6 +39,8 @@ export class SimRegistryClient implements WorkerRegistry {
   /** The lease token each worker ID was last granted to this process with. */
   readonly tokens = new Map<number, number>();
   readonly #lost = new Map<number, AbortController>();
+  /** Acquires sent and not yet settled: the holder runs one transition at a time, so one. */
+  #acquiring = 0;
 
   constructor(context: ClientContext) {
     this.#c = context;
@@ -44,35 +48,42 @@ export class SimRegistryClient implements WorkerRegistry {
   }
 
   acquire(request: AcquireRequest): Promise<WorkerLease> {
-    const { coordinator, world } = this.#c;
+    const { coordinator, world, checker, node } = this.#c;
+    if (this.#acquiring > 0) checker.serial(`${node.name} sent an acquire while one was pending`);
+    this.#acquiring++;
+    const settled = () => {
+      this.#acquiring--;
+    };
     return this.#call('acquire', () => {
       const answer = coordinator.acquire(world.now, request);
       if (answer.ok) this.#watch(answer.value.workerId, answer.value.token);
       return answer;
-    }).then((grant) => {
-      this.tokens.set(grant.workerId, grant.token);
-      const lost = new AbortController();
-      this.#lost.set(grant.token, lost);
-      const { workerId, token } = grant;
-      const lease: WorkerLease = {
-        workerId,
-        lastTimestamp: grant.lastTimestamp,
-        reportedAt: grant.reportedAt,
-        ttlMs: grant.ttlMs,
-        lost: lost.signal,
-        renew: (report: WorkerReport) =>
-          this.#call(`renew w${workerId} ${report.lastTimestamp}`, () => {
-            const answer = coordinator.renew(world.now, workerId, token, report);
-            if (answer.ok) this.#watch(workerId, token);
-            return answer;
-          }),
-        release: (report: WorkerReport) =>
-          this.#call(`release w${workerId} ${report.lastTimestamp}`, () =>
-            coordinator.release(world.now, workerId, token, report),
-          ),
-      };
-      return lease;
-    });
+    })
+      .finally(settled)
+      .then((grant) => {
+        this.tokens.set(grant.workerId, grant.token);
+        const lost = new AbortController();
+        this.#lost.set(grant.token, lost);
+        const { workerId, token } = grant;
+        const lease: WorkerLease = {
+          workerId,
+          lastTimestamp: grant.lastTimestamp,
+          reportedAt: grant.reportedAt,
+          ttlMs: grant.ttlMs,
+          lost: lost.signal,
+          renew: (report: WorkerReport) =>
+            this.#call(`renew w${workerId} ${report.lastTimestamp}`, () => {
+              const answer = coordinator.renew(world.now, workerId, token, report);
+              if (answer.ok) this.#watch(workerId, token);
+              return answer;
+            }),
+          release: (report: WorkerReport) =>
+            this.#call(`release w${workerId} ${report.lastTimestamp}`, () =>
+              coordinator.release(world.now, workerId, token, report),
+            ),
+        };
+        return lease;
+      });
   }
 
   peers(): Promise<PeerTime[]> {
