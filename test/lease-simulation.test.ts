@@ -163,6 +163,7 @@ describe('the lease holder under seeded simulated schedules', () => {
       'close',
       'clock stepped forwards',
       'restart on a clock stepped back',
+      'switched-worker',
     ]) {
       assert.ok((tally.get(what) ?? 0) > 0, `no schedule saw "${what}"`);
     }

@@ -25,12 +25,18 @@ export interface ScheduleParams {
   readonly callTimeoutMs: number;
   /** Wall-clock steps: forwards while running, either way across a restart; up to this (ms). */
   readonly clockStepMs: number;
+  /**
+   * The `switch-worker` rollback policy, with eight worker IDs instead of two: a node restarted
+   * on a clock behind its ID's record moves to an ID last used before its clock.
+   */
+  readonly switchWorker: boolean;
 }
 
 /** The drift bound the simulation draws from: under margin / TTL (1,000 / 10,000 ms). */
 export const MAX_DRIFT = 0.09;
 
 export function drawParams(world: World): ScheduleParams {
+  const switchWorker = world.chance(0.25);
   return {
     style: world.pick(['sql', 'redis'] as const),
     signals: world.chance(0.5),
@@ -47,7 +53,9 @@ export function drawParams(world: World): ScheduleParams {
     faultGapMs: world.pick([2000, 6000, 15_000]),
     issueGapMs: world.pick([50, 300, 1000]),
     callTimeoutMs: world.pick([2000, 5000]),
-    clockStepMs: world.pick([0, 0, 1000, 15_000]),
+    // switch-worker is for a clock behind a worker ID's record: its schedules always step.
+    clockStepMs: world.pick(switchWorker ? [1000, 15_000] : [0, 0, 1000, 15_000]),
+    switchWorker,
   };
 }
 
@@ -85,8 +93,13 @@ export function scheduleNodes(world: World, nodes: readonly SimNode[], p: Schedu
       if (kind < 0.35) node.pause(world.logUniform(10, 20_000));
       else if (kind < 0.7) node.partition(world.logUniform(100, 25_000));
       else if (kind < 0.8) {
-        // Half the crashes of a stepping schedule restart on a wall clock stepped either way.
-        const by = step > 0 && world.chance(0.5) ? Math.round(world.uniform(-step, step)) : 0;
+        // Half the crashes of a stepping schedule restart on a wall clock stepped either way;
+        // under switch-worker, every crash restarts on a clock stepped back.
+        const by = p.switchWorker
+          ? -Math.round(world.uniform(0, step))
+          : step > 0 && world.chance(0.5)
+            ? Math.round(world.uniform(-step, step))
+            : 0;
         node.crash(world.logUniform(10, 15_000), by);
       } else if (kind < 0.85 && step > 0) node.stepForward(world.logUniform(1, step));
       else if (!node.shutdown(world.logUniform(10, 5000))) node.pause(world.uniform(0, 100));

@@ -91,7 +91,7 @@ export class SimCoordinator {
       if (record.holder === who) break;
     }
     if (pick < 0) {
-      return fail('WORKER_IDS_EXHAUSTED', `all ${limit} worker IDs are held (sim)`);
+      return fail('WORKER_IDS_EXHAUSTED', `no free worker ID below ${limit} qualifies (sim)`);
     }
     const record = this.records[pick] as SimRecord;
     record.token = ++this.#tokens;

@@ -24,6 +24,8 @@ export interface NodeSetup {
   readonly clock: DriftClock;
   readonly layout: Layout;
   readonly maxWorkers: number;
+  /** The `switch-worker` rollback policy. */
+  readonly switchWorker: boolean;
   readonly marginMs: number;
   /** Event-loop lag: a timer fires up to this late. */
   readonly lagMs: number;
@@ -136,7 +138,7 @@ export class SimNode implements Endpoint {
   }
 
   #terms(timers: NodeTimers, client: SimRegistryClient): LeaseTerms {
-    const { clock, layout, maxWorkers, marginMs, port } = this.setup;
+    const { clock, layout, maxWorkers, marginMs, port, switchWorker } = this.setup;
     return {
       registry: client,
       identity: { host: 'sim', port },
@@ -146,7 +148,7 @@ export class SimNode implements Endpoint {
       marginMs,
       leadMs: 0,
       renewIntervalMs: undefined,
-      switchWorker: false,
+      switchWorker,
       createGenerator: (workerId, lastTimestamp) => {
         const generator = this.setup.generator(
           { workerId, lastTimestamp },
@@ -227,7 +229,11 @@ export class SimNode implements Endpoint {
         id = generator.next();
       } catch (error) {
         if (isIdMintError(error, 'LEASE_LOST')) this.counts.fenced++;
-        else {
+        else if (isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && this.setup.switchWorker) {
+          // What SnowflakeWorker does with a generator's refusal under switch-worker.
+          this.#holder?.requestSwitch();
+          world.count('switch requested');
+        } else {
           this.counts.unexpected++;
           const why = error instanceof IdMintError ? error.message : String(error);
           this.#world.log.add(this.#world.now, this.name, `next() failed: ${why}`);

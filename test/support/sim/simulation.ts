@@ -13,9 +13,13 @@ import { World } from './world.ts';
 /** The lease terms of every schedule: the production defaults (TTL 10 s, margin 1 s, 3 s). */
 export const TTL_MS = 10_000;
 export const MARGIN_MS = DEFAULT_SAFETY_MARGIN_MS;
-/** Three nodes share two worker IDs, so one always waits to take over. */
+/**
+ * Three nodes share two worker IDs, so one always waits to take over; eight under switch-worker,
+ * so a node has an ID to move to.
+ */
 export const NODES = 3;
 export const WORKER_IDS = 2;
+export const SWITCH_WORKER_IDS = 8;
 /** Virtual time one schedule runs. */
 export const DURATION_MS = 60_000;
 /** Registry time 0 is this instant (a node clock reads it plus its offset). */
@@ -71,7 +75,8 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
   const world = new World(seed, seededRandom(seed), options.logSize ?? 40);
   const params = drawParams(world);
   const checker = new Checker(world, options.tolerate);
-  const coordinator = new SimCoordinator(WORKER_IDS, TTL_MS, params.style, (...write) =>
+  const workerIds = params.switchWorker ? SWITCH_WORKER_IDS : WORKER_IDS;
+  const coordinator = new SimCoordinator(workerIds, TTL_MS, params.style, (...write) =>
     checker.wrote(...write),
   );
   checker.watch(coordinator);
@@ -86,7 +91,8 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
         port: 7000 + i,
         clock: new DriftClock(EPOCH + offset, 0, params.drift),
         layout,
-        maxWorkers: WORKER_IDS,
+        maxWorkers: workerIds,
+        switchWorker: params.switchWorker,
         marginMs: options.marginMs ?? MARGIN_MS,
         lagMs: params.lagMs,
         callTimeoutMs: params.callTimeoutMs,
