@@ -180,8 +180,8 @@ describe('the lease holder under seeded simulated schedules', () => {
     const again = await simulate(first.seed, { logSize: first.log.length });
     assert.deepEqual(again.log, first.log);
     assert.deepEqual(
-      [again.events, again.issued, again.takeovers, again.counts, [...again.tally]],
-      [first.events, first.issued, first.takeovers, first.counts, [...first.tally]],
+      [again.events, again.issued, again.idSum, again.takeovers, again.counts, [...again.tally]],
+      [first.events, first.issued, first.idSum, first.takeovers, first.counts, [...first.tally]],
     );
   });
 

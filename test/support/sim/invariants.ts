@@ -43,6 +43,8 @@ export class Checker {
   /** The first violation; the run stops there. */
   violation: string | undefined;
   issuedCount = 0;
+  /** The sum of every ID issued, mod 2^64: two runs of one seed must issue the same IDs. */
+  idSum = 0n;
   /** A worker ID passing to a claim of another node (after a loss, a crash, a release). */
   takeovers = 0;
   /** ... of the same node (a restart or a recovery that got its ID back). */
@@ -64,6 +66,7 @@ export class Checker {
     const { workerId, token, node } = issuer;
     if (this.#ids.has(id)) return this.#fail('UNIQUE', `${node} issued ${id} a second time`);
     this.#ids.add(id);
+    this.idSum = BigInt.asUintN(64, this.idSum + id);
     const record = this.#coordinator?.records[workerId];
     if (record === undefined) return this.#fail('EXCLUSIVE', `no worker ${workerId}`);
     if (record.token !== token || now >= record.expiresAt) {

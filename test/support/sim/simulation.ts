@@ -49,6 +49,8 @@ export interface SimResult {
   readonly log: string[];
   readonly events: number;
   readonly issued: number;
+  /** The sum of the IDs issued, mod 2^64 (a replay must match it). */
+  readonly idSum: bigint;
   readonly takeovers: number;
   readonly reclaims: number;
   readonly counts: NodeCounts;
@@ -137,6 +139,7 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
     log: world.log.lines(),
     events,
     issued: checker.issuedCount,
+    idSum: checker.idSum,
     takeovers: checker.takeovers,
     reclaims: checker.reclaims,
     counts,
