@@ -218,6 +218,22 @@ describe('the lease holder under seeded simulated schedules', () => {
     if (!REPLAY) assert.ok(did > 0, 'no schedule made a node issue past its claim');
   });
 
+  test('the drift bound is tight: at 11% (over margin / TTL) EXCLUSIVE breaks', async () => {
+    // The schedules draw drift up to 9.9% and hold; past 10% the margin no longer covers the
+    // TTL's worth of a slow clock, and a node can issue after its claim ran out.
+    let caught: SimResult | undefined;
+    let runs = 0;
+    while (caught === undefined && runs < BROKEN_SEEDS) {
+      const result = await simulate(seedAt(runs++), { maxDrift: 0.11, logSize: LOG_SIZE });
+      if (result.violation !== undefined) caught = result;
+    }
+    assert.ok(caught !== undefined, `no violation at 11% drift in ${BROKEN_SEEDS} seeds`);
+    assert.match(caught.violation ?? '', /^EXCLUSIVE/, describeFailure(caught));
+    process.stdout.write(
+      `# drift 11%: caught after ${runs} schedules; seed ${caught.seed}: ${caught.violation}\n`,
+    );
+  });
+
   for (const [name, options, invariant] of broken) {
     test(`caught: ${name}`, async () => {
       let caught: SimResult | undefined;

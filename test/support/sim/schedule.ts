@@ -32,15 +32,18 @@ export interface ScheduleParams {
   readonly switchWorker: boolean;
 }
 
-/** The drift bound the simulation draws from: under margin / TTL (1,000 / 10,000 ms). */
-export const MAX_DRIFT = 0.09;
+/**
+ * The drift the schedules draw up to: just under safetyMarginMs / TTL (1,000 / 10,000 ms), the
+ * bound the fence needs (margin >= TTL x drift).
+ */
+export const MAX_DRIFT = 0.099;
 
-export function drawParams(world: World): ScheduleParams {
+export function drawParams(world: World, maxDrift = MAX_DRIFT): ScheduleParams {
   const switchWorker = world.chance(0.25);
   return {
     style: world.pick(['sql', 'redis'] as const),
     signals: world.chance(0.5),
-    drift: world.pick([0, 0.01, 0.05, MAX_DRIFT]),
+    drift: world.pick([0, 0.01, 0.05, maxDrift]),
     offsetMs: world.pick([0, 20, 500, 3000]),
     network: {
       latencyMs: world.pick([1, 10, 100, 800]),
@@ -51,7 +54,7 @@ export function drawParams(world: World): ScheduleParams {
     },
     lagMs: world.pick([0, 20, 300]),
     faultGapMs: world.pick([2000, 6000, 15_000]),
-    issueGapMs: world.pick([50, 300, 1000]),
+    issueGapMs: world.pick([100, 300, 1000]),
     callTimeoutMs: world.pick([2000, 5000]),
     // switch-worker is for a clock behind a worker ID's record: its schedules always step.
     clockStepMs: world.pick(switchWorker ? [1000, 15_000] : [0, 0, 1000, 15_000]),

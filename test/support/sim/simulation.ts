@@ -35,6 +35,8 @@ export interface SimOptions {
    * what else still holds when one is given up.
    */
   readonly tolerate?: readonly string[];
+  /** The largest clock drift a schedule draws (default MAX_DRIFT, under margin / TTL). */
+  readonly maxDrift?: number;
   /** How many of the last events a failure shows. */
   readonly logSize?: number;
   readonly durationMs?: number;
@@ -75,7 +77,7 @@ const realGenerator: GeneratorFactory = ({ workerId, lastTimestamp }, { clock, l
  */
 export async function simulate(seed: number, options: SimOptions = {}): Promise<SimResult> {
   const world = new World(seed, seededRandom(seed), options.logSize ?? 40);
-  const params = drawParams(world);
+  const params = drawParams(world, options.maxDrift);
   const checker = new Checker(world, options.tolerate);
   const workerIds = params.switchWorker ? SWITCH_WORKER_IDS : WORKER_IDS;
   const coordinator = new SimCoordinator(workerIds, TTL_MS, params.style, (...write) =>
