@@ -67,6 +67,10 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
     ok(sim.renew(100, 0, a.token, { lastTimestamp: 5000, reportedAt: 4000 }));
     ok(sim.renew(200, 0, a.token, { lastTimestamp: 4500, reportedAt: 3900 }));
     assert.deepEqual([sim.records[0]?.lastTimestamp, sim.records[0]?.reportedAt], [5000, 4000]);
+    // A shorter grant never ends the lease earlier than an earlier renewal left it.
+    sim.grant = () => 500;
+    assert.equal(ok(sim.renew(300, 0, a.token, { lastTimestamp: 5000, reportedAt: 4000 })), 500);
+    sim.grant = () => 1000;
     // The claim lapses by the coordinator's clock, TTL after the last renewal it handled.
     assert.ok(sim.holds(1199, 0, a.token));
     assert.ok(!sim.holds(1200, 0, a.token));
@@ -95,6 +99,7 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
       'claim w0 -1->-1',
       'claim w1 -1->-1',
       'renew w0 -1->5000',
+      'renew w0 5000->5000',
       'renew w0 5000->5000',
       'claim w0 5000->5000',
       'release w0 5000->4800',
@@ -166,6 +171,7 @@ describe('the lease holder under seeded simulated schedules', () => {
       'clock stepped forwards',
       'restart on a clock stepped back',
       'switched-worker',
+      'renewal granted less than the TTL',
     ]) {
       assert.ok((tally.get(what) ?? 0) > 0, `no schedule saw "${what}"`);
     }
@@ -196,6 +202,14 @@ describe('the lease holder under seeded simulated schedules', () => {
     ['a late renewal answer trusted', { generator: trustLateReply(TTL_MS) }, /^(RECORD|EXCLUSIVE)/],
     // A bug: retiring a lease (close(), a loss) does not fence, so IDs follow the release.
     ['no fence when a lease is retired', { generator: noRetire }, /^(EXCLUSIVE|RECORD)/],
+    // Not the holder: a coordinator whose renewal can end the lease earlier than an earlier one
+    // left it. The holder fences by the grants it heard of; a renewal it never heard back from
+    // (given up on, or a driver's retry) then cuts the lease short under it.
+    [
+      'a coordinator whose renewal can shorten the lease',
+      { renewMayShorten: true, params: { shortGrants: true } },
+      /^EXCLUSIVE/,
+    ],
   ];
   test('safetyMarginMs 0: issuers overlap, yet the horizon keeps every ID unique', async () => {
     // With no margin a slow clock keeps a node issuing after its claim ran out (EXCLUSIVE), and

@@ -93,9 +93,12 @@ export interface WorkerLease {
    * Extends the lease by its TTL and records `report`, never lowering the record: each stored
    * value becomes the larger of the stored one and the reported one, in one atomic step, so a
    * renewal that lands after a later one changes nothing. Resolves with the TTL granted, counted
-   * from when the coordinator handled the request. Throws LEASE_LOST if another node may hold the
-   * ID (never retry it), REGISTRY_UNAVAILABLE if the coordinator cannot be reached (retry; the
-   * renewal may still land, which the rule above makes harmless).
+   * from when the coordinator handled the request. A renewal never moves the lease's end earlier
+   * than an earlier one left it (every backend grants one TTL per lease, from when it handles each
+   * renewal): a renewal whose answer the holder never heard (given up on, or a driver's retry)
+   * may land last, and the holder fences by the grants it heard of. Throws LEASE_LOST if another
+   * node may hold the ID (never retry it), REGISTRY_UNAVAILABLE if the coordinator cannot be
+   * reached (retry; the renewal may still land, which the rules above make harmless).
    */
   renew(report: WorkerReport): Promise<number>;
   /**

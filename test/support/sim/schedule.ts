@@ -30,6 +30,8 @@ export interface ScheduleParams {
    * on a clock behind its ID's record moves to an ID last used before its clock.
    */
   readonly switchWorker: boolean;
+  /** Renewals are granted between half the TTL and all of it, not always all of it. */
+  readonly shortGrants: boolean;
 }
 
 /**
@@ -59,6 +61,7 @@ export function drawParams(world: World, maxDrift = MAX_DRIFT): ScheduleParams {
     // switch-worker is for a clock behind a worker ID's record: its schedules always step.
     clockStepMs: world.pick(switchWorker ? [1000, 15_000] : [0, 0, 1000, 15_000]),
     switchWorker,
+    shortGrants: world.chance(0.25),
   };
 }
 

@@ -47,17 +47,29 @@ export type RecordObserver = (
  * The coordinator of the simulated registry: each request handled in one atomic step at one
  * instant of the registry's clock, keeping the WorkerRegistry port's contract exactly (leases
  * expire by this clock; acquire returns the record after its claim; renew stores the larger
- * values; release stores the report exactly; every write guarded by the claim's token).
+ * values and never ends the lease earlier; release stores the report exactly; every write
+ * guarded by the claim's token).
  */
 export class SimCoordinator {
   readonly records: SimRecord[];
   readonly ttlMs: number;
   readonly style: CoordinatorStyle;
+  /**
+   * The TTL a renewal is granted (at most ttlMs): the port lets a coordinator grant less than the
+   * lease's TTL, and the holder must fence by what was granted.
+   */
+  grant: () => number;
+  /**
+   * Test only, a broken coordinator: a renewal sets the lease's end to its own grant even when
+   * that is earlier than an earlier renewal left it, against the port's contract.
+   */
+  renewMayShorten = false;
   readonly #observe: RecordObserver;
   #tokens = 0;
 
   constructor(workers: number, ttlMs: number, style: CoordinatorStyle, observe: RecordObserver) {
     this.ttlMs = ttlMs;
+    this.grant = () => ttlMs;
     this.style = style;
     this.#observe = observe;
     this.records = Array.from({ length: workers }, () => ({
@@ -116,9 +128,14 @@ export class SimCoordinator {
     const before = record.lastTimestamp;
     record.lastTimestamp = Math.max(before, report.lastTimestamp);
     record.reportedAt = Math.max(record.reportedAt, report.reportedAt);
-    record.expiresAt = now + this.ttlMs;
+    const granted = Math.min(this.ttlMs, this.grant());
+    // A renewal never ends the lease earlier than an earlier one left it (the port's rule): a
+    // renewal whose answer its holder never heard may land last.
+    record.expiresAt = this.renewMayShorten
+      ? now + granted
+      : Math.max(record.expiresAt, now + granted);
     this.#observe(workerId, 'renew', before, record.lastTimestamp, report.lastTimestamp);
-    return { ok: true, value: this.ttlMs };
+    return { ok: true, value: granted };
   }
 
   release(now: number, workerId: number, token: number, report: WorkerReport): Answer<void> {

@@ -37,6 +37,13 @@ export interface SimOptions {
   readonly tolerate?: readonly string[];
   /** The largest clock drift a schedule draws (default MAX_DRIFT, under margin / TTL). */
   readonly maxDrift?: number;
+  /**
+   * Test only, a broken coordinator whose renewals may end a lease earlier than an earlier one
+   * left it (with the schedules' shortened grants).
+   */
+  readonly renewMayShorten?: boolean;
+  /** Overrides of what the seed draws (after drawing, so the rest of the schedule is unchanged). */
+  readonly params?: Partial<ScheduleParams>;
   /** How many of the last events a failure shows. */
   readonly logSize?: number;
   readonly durationMs?: number;
@@ -77,13 +84,20 @@ const realGenerator: GeneratorFactory = ({ workerId, lastTimestamp }, { clock, l
  */
 export async function simulate(seed: number, options: SimOptions = {}): Promise<SimResult> {
   const world = new World(seed, seededRandom(seed), options.logSize ?? 40);
-  const params = drawParams(world, options.maxDrift);
+  const params: ScheduleParams = { ...drawParams(world, options.maxDrift), ...options.params };
   const checker = new Checker(world, options.tolerate);
   const workerIds = params.switchWorker ? SWITCH_WORKER_IDS : WORKER_IDS;
   const coordinator = new SimCoordinator(workerIds, TTL_MS, params.style, (...write) =>
     checker.wrote(...write),
   );
   checker.watch(coordinator);
+  coordinator.renewMayShorten = options.renewMayShorten ?? false;
+  if (params.shortGrants) {
+    coordinator.grant = () => {
+      world.count('renewal granted less than the TTL');
+      return Math.round(world.uniform(TTL_MS / 2, TTL_MS));
+    };
+  }
   const network = new SimNetwork(world, params.network);
   const layout = resolveLayout(undefined);
   const nodes: SimNode[] = [];
