@@ -18,9 +18,9 @@ export interface ScheduleParams {
   readonly offsetMs: number;
   readonly network: NetworkFaults;
   readonly lagMs: number;
-  /** Mean time between two faults of one node. */
+  /** Two faults of one node come a quarter of this to twice this apart (log-uniform). */
   readonly faultGapMs: number;
-  /** Mean time between two requests for IDs at one node. */
+  /** Two requests for IDs at one node come 1 ms to twice this apart (log-uniform). */
   readonly issueGapMs: number;
   readonly callTimeoutMs: number;
   /** Wall-clock steps: forwards while running, either way across a restart; up to this (ms). */
