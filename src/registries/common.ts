@@ -1,4 +1,5 @@
 import { IdMintError } from '../core/errors.ts';
+import { type BackendCauses, failureLine } from '../shared/failure-cause.ts';
 import { iso } from '../core/time.ts';
 import type {
   AcquireRequest,
@@ -188,17 +189,36 @@ export function workerIdsExhausted(backend: string, plan: AcquirePlan, live?: nu
   );
 }
 
-/** REGISTRY_UNAVAILABLE wrapping a driver error. */
-export function registryUnavailable(backend: string, where: string, cause: unknown): IdMintError {
+/**
+ * REGISTRY_UNAVAILABLE wrapping a driver error, in one line: `etcd worker registry at
+ * 10.0.4.4:2379: connection refused`. A network registry passes its `causes`, which word the
+ * error as the system gave it (and see through a driver's own words for giving up); without,
+ * the error's message is the cause (a file registry's own sentence).
+ */
+export function registryUnavailable(
+  backend: string,
+  where: string,
+  cause: unknown,
+  causes?: BackendCauses,
+): IdMintError {
   if (cause instanceof IdMintError) return cause;
-  const reason = cause instanceof Error ? cause.message : String(cause);
+  const reason =
+    causes !== undefined
+      ? causes.of(cause)
+      : cause instanceof Error
+        ? cause.message
+        : String(cause);
   return new IdMintError(
     'REGISTRY_UNAVAILABLE',
-    `${backend} worker registry at ${where} cannot be reached: ${reason}`,
-    {
-      cause,
-      details: { backend },
-    },
+    // An adapter built without an address names its backend as `where`: said once.
+    failureLine(
+      backend,
+      'worker registry',
+      where === backend ? undefined : where,
+      undefined,
+      reason,
+    ),
+    { cause, details: { backend } },
   );
 }
 

@@ -22,6 +22,7 @@ import {
   type Interleave,
   type KnownWorker,
 } from '../common.ts';
+import { BackendCauses } from '../../shared/failure-cause.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 import { hostText, type UrlHost } from '../../shared/connection-url.ts';
 
@@ -145,6 +146,8 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
   readonly #prefix: string;
   readonly #ttlSeconds: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes = new BackendCauses();
   readonly #ownsClient: boolean;
   readonly #watchers = new Set<EtcdWatcherLike>();
   readonly #interleave: Interleave | undefined;
@@ -215,7 +218,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       // Nothing held: give the etcd lease back (and with it any claim it made) instead of
       // letting it block an ID until its TTL runs out.
       await etcdLease.revoke().catch(() => {});
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw registryUnavailable(this.backend, this.#where, error, this.#causes);
     }
   }
 
@@ -235,7 +238,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       );
       return peers.filter((peer) => peer !== undefined);
     } catch (error) {
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw registryUnavailable(this.backend, this.#where, error, this.#causes);
     }
   }
 
@@ -368,7 +371,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
     // etcd3 rejects a keep-alive of an expired lease with EtcdLeaseInvalidError.
     if (error instanceof Error && error.constructor.name === 'EtcdLeaseInvalidError')
       return leaseLost(this.backend, workerId, 'its etcd lease expired');
-    return registryUnavailable(this.backend, this.#where, error);
+    return registryUnavailable(this.backend, this.#where, error, this.#causes);
   }
 
   #key(kind: 'lease/' | 'record/', workerId: number): string {
@@ -419,6 +422,7 @@ export async function connectEtcdWorkerRegistry(
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
     faultHandling: { watchBackoff },
   });
-  const where = endpoints.join(',');
+  // host:port, as every backend's address reads in messages (the URL scheme is etcd://).
+  const where = hosts.map((host) => hostText(host, 2379)).join(',');
   return new EtcdWorkerRegistry({ ...options, client, ownsClient: true, where });
 }

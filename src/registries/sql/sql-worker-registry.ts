@@ -29,6 +29,7 @@ import {
   type AcquirePlan,
   type Interleave,
 } from '../common.ts';
+import { BackendCauses } from '../../shared/failure-cause.ts';
 
 /** Rows read per page while looking for a free worker ID; the first page almost always has one. */
 const PAGE = 16;
@@ -81,6 +82,8 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   readonly #ttlMs: number;
   readonly #timeoutMs: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes = new BackendCauses();
   readonly #ownsClient: boolean;
   readonly #sql: ReturnType<typeof statements>;
   readonly #interleave: Interleave | undefined;
@@ -317,7 +320,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   }
 
   #unavailable(error: unknown): IdMintError {
-    return registryUnavailable(this.backend, this.#where, error);
+    return registryUnavailable(this.backend, this.#where, error, this.#causes);
   }
 }
 
@@ -433,7 +436,7 @@ export async function connectSqlWorkerRegistry(
   try {
     client = await connection.open(options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
   } catch (error) {
-    throw registryUnavailable(backend, where, error);
+    throw registryUnavailable(backend, where, error, new BackendCauses());
   }
   // The table is created on first use, not here: a node may open the registry while the database
   // is down (and start from the weak-dependency cache).

@@ -1,4 +1,4 @@
-import { IdMintError } from '../../core/errors.ts';
+import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import type {
   AcquireRequest,
@@ -22,6 +22,7 @@ import {
   type AcquirePlan,
   type Interleave,
 } from '../common.ts';
+import { BackendCauses, failureCause, probeAddress } from '../../shared/failure-cause.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 import { hostText, type UrlHost } from '../../shared/connection-url.ts';
 
@@ -97,9 +98,19 @@ export interface ZooKeeperWorkerRegistryOptions {
   readonly operationTimeoutMs?: number;
   /** Where ZooKeeper is, for error messages. Default `zookeeper`. */
   readonly where?: string;
+  /**
+   * The servers, to tell a refused connection from no answer when connecting fails: the client
+   * retries a refused connection in silence until the connect timeout. Absent: not told apart.
+   */
+  readonly hosts?: readonly UrlHost[];
   /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
   readonly interleave?: Interleave;
 }
+
+/** How long a failed connection attempt answers further calls before one tries again. */
+const FAILED_CONNECT_REUSE_MS = 1000;
+/** Bound on looking at a server's address after connecting to it failed. */
+const PROBE_MS = 500;
 
 // ZooKeeper protocol constants (the same in every client).
 const PERSISTENT = 0;
@@ -169,7 +180,10 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   readonly #recycleAfterMs: number;
   readonly #timeoutMs: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes = new BackendCauses();
   readonly #interleave: Interleave | undefined;
+  readonly #hosts: readonly UrlHost[];
   #session: Promise<Session> | undefined;
   #current: Session | undefined;
   #closed = false;
@@ -182,6 +196,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
     this.#where = options.where ?? 'zookeeper';
     this.#interleave = options.interleave;
+    this.#hosts = options.hosts ?? [];
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
@@ -199,7 +214,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
           throw workerIdsExhausted(this.backend, plan, outcome.live);
       }
     } catch (error) {
-      throw this.#failed(error);
+      throw await this.#failed(error);
     }
   }
 
@@ -355,7 +370,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
       return peers.filter((peer) => peer !== undefined);
     } catch (error) {
-      throw this.#failed(error);
+      throw await this.#failed(error);
     }
   }
 
@@ -397,7 +412,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         } catch (error) {
           if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED)
             throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
-          throw this.#failed(error);
+          throw await this.#failed(error);
         }
         return session.ttlMs;
       },
@@ -502,8 +517,13 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     if (this.#session === undefined) {
       const attempt = this.#connect();
       this.#session = attempt;
+      // A failed attempt answers the calls of the next moment too: a worker's start asks twice
+      // in a row (peers, then acquire), and each would wait out the whole connect timeout (an
+      // unreachable ZooKeeper failed a start after twice the timeout, 10.5 s for 5 s).
       attempt.catch(() => {
-        if (this.#session === attempt) this.#session = undefined;
+        setTimeout(() => {
+          if (this.#session === attempt) this.#session = undefined;
+        }, FAILED_CONNECT_REUSE_MS).unref();
       });
     }
     return this.#session;
@@ -533,7 +553,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
     } catch (error) {
       client.close();
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw await this.#failed(error);
     }
     session.ttlMs = client.getSessionTimeout();
     this.#current = session;
@@ -585,8 +605,23 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     return `${this.#base}/${dir}/${child}`;
   }
 
-  #failed(error: unknown): Error {
-    return registryUnavailable(this.backend, this.#where, error);
+  /**
+   * `error` as REGISTRY_UNAVAILABLE in one line. The client retries a refused connection without
+   * a word until the call's timeout, so a timeout or a lost connection is told apart by the
+   * address itself: refusing (ZooKeeper is down), or accepting and never answering.
+   */
+  async #failed(error: unknown): Promise<Error> {
+    if (isIdMintError(error)) return error;
+    const cause = failureCause(error);
+    if (cause === undefined || cause.startsWith('timed out')) {
+      const probes = await Promise.all(
+        this.#hosts.map((host) => probeAddress(host, Math.min(PROBE_MS, this.#timeoutMs))),
+      );
+      const refused = probes.find((found) => found !== undefined);
+      if (refused !== undefined)
+        return registryUnavailable(this.backend, this.#where, new Error(refused), this.#causes);
+    }
+    return registryUnavailable(this.backend, this.#where, error, this.#causes);
   }
 }
 
@@ -758,6 +793,7 @@ export async function connectZooKeeperWorkerRegistry(
   return new ZooKeeperWorkerRegistry({
     ...options,
     where: connectionString,
+    hosts: hosts.map((host) => ({ host: host.host, port: host.port ?? 2181 })),
     createClient: (sessionTimeout) =>
       closedWithin(
         zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }),

@@ -1,11 +1,12 @@
 // Why a backend failed, in the words the operating system (or the database) gave: refused, timed
 // out, read-only, permission denied. A failure reaches the operator as one line naming the
 // backend, its address and this cause, never a driver's wording ("the circuit breaker is open")
-// nor an internal method name ("listTagChanges failed").
+// nor an internal method name ("listTagChanges failed"). Shared by the adapters (runtime
+// failures) and the CLI (start-up failures), so both say the same thing in the same words.
 
 import { connect } from 'node:net';
 import { connect as connectTls } from 'node:tls';
-import type { UrlHost } from '../shared/connection-url.ts';
+import type { UrlHost } from './connection-url.ts';
 
 /** System error codes, as words. */
 const OS_CAUSES: Readonly<Record<string, string>> = {
@@ -29,16 +30,25 @@ const OS_CAUSES: Readonly<Record<string, string>> = {
  */
 const DATABASE_REFUSALS = new Set([
   '42501',
+  // PostgreSQL: read-only transaction, and a server shutting down or starting up.
+  '25006',
+  '57P01',
+  '57P02',
+  '57P03',
   '28000',
   '28P01',
   'ER_ACCESS_DENIED_ERROR',
   'ER_DBACCESS_DENIED_ERROR',
   'ER_TABLEACCESS_DENIED_ERROR',
   'ER_SPECIFIC_ACCESS_DENIED_ERROR',
+  // MySQL: the server runs read_only, or the table is.
+  'ER_OPTION_PREVENTS_STATEMENT',
+  'ER_OPEN_AS_READONLY',
 ]);
 
 /** A bound that was hit, as idmint's own timeouts word it ("timed out after 1000 ms"). */
-const TIMED_OUT = /(?:timed out after|no connection within|no answer within) (\d+) ms/;
+const TIMED_OUT =
+  /(?:timed out after|no connection within|no answer(?: from \S+)? within) (\d+) ms/;
 
 /** The errors behind `error`, outermost first: its causes, and an aggregate's errors. */
 function chain(error: unknown): unknown[] {
@@ -125,4 +135,105 @@ export function probeAddress(
       ),
     );
   });
+}
+
+/**
+ * Driver wording for a connection the other end closed (PostgreSQL's "Connection terminated
+ * unexpectedly", MySQL's PROTOCOL_CONNECTION_LOST, ZooKeeper's CONNECTION_LOSS): the system
+ * says only that the connection ended.
+ */
+const CLOSED =
+  /Connection terminated|PROTOCOL_CONNECTION_LOST|Connection lost|CONNECTION_LOSS|socket hang up/;
+
+/**
+ * gRPC's (etcd's) wording for a connection attempt that failed without a system error (the
+ * server closed it, or the handshake failed): said as such.
+ */
+const NOT_CONNECTED = /No connection established|Failed to connect/;
+
+/** SQLite's result codes for a file it may not write, as words (node:sqlite's `errcode`). */
+const SQLITE_CAUSES: Readonly<Record<number, string>> = {
+  8: 'the file is read-only',
+  3: 'permission denied',
+  13: 'no space left on device',
+  14: 'cannot open the file',
+};
+
+/**
+ * `error`'s cause in words: {@link failureCause}, else "connection closed" for a driver's word
+ * for it, else SQLite's code in words, else undefined.
+ */
+function knownCause(error: unknown): string | undefined {
+  const cause = failureCause(error);
+  if (cause !== undefined) return cause;
+  const errors = chain(error);
+  if (errors.some((item) => item instanceof Error && CLOSED.test(item.message)))
+    return 'connection closed';
+  if (errors.some((item) => item instanceof Error && NOT_CONNECTED.test(item.message)))
+    return 'could not connect';
+  for (const item of errors) {
+    const errcode = (item as { errcode?: unknown }).errcode;
+    // The primary result code is the low byte (SQLITE_READONLY_DBMOVED is 8 | 4 << 8).
+    if (typeof errcode === 'number' && SQLITE_CAUSES[errcode & 0xff] !== undefined)
+      return SQLITE_CAUSES[errcode & 0xff];
+  }
+  return undefined;
+}
+
+/** The message of the innermost cause: the database's own words where nothing else says. */
+function innermost(error: unknown): string {
+  const errors = chain(error).filter((item) => item instanceof Error);
+  const last = errors[errors.length - 1];
+  return last === undefined ? String(error) : last.message;
+}
+
+/**
+ * The cause of one backend's failures in words, remembering the last one the system named. A
+ * driver that gives up in its own words (etcd3's open circuit breaker, ioredis without an offline
+ * queue) failed for the reason seen last, which its own error no longer carries. One per adapter
+ * instance; nothing is shared between instances.
+ */
+export class BackendCauses {
+  #last: string | undefined;
+
+  /**
+   * Notes a connection error a driver reports on the side, not through a failing call (ioredis's
+   * 'error' events while it reconnects).
+   */
+  saw(error: unknown): void {
+    const cause = knownCause(error);
+    if (cause !== undefined) this.#last = cause;
+  }
+
+  /** Why `error` happened, in the system's or the database's words. */
+  of(error: unknown): string {
+    if (driverGaveUp(error)) return this.#last ?? 'not connected';
+    const cause = knownCause(error);
+    if (cause !== undefined) {
+      this.#last = cause;
+      return cause;
+    }
+    return innermost(error);
+  }
+}
+
+/** camelCase as words: an operation named in code, said to a person ("listTagPage"). */
+export function inWords(name: string): string {
+  return name.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase();
+}
+
+/**
+ * The one line a backend failure is told in: `postgres segment store at db:5432, allocating a
+ * range: connection refused`. `where` is the address without credentials (host:port, a file),
+ * absent when the adapter was built without one; `doing` is the operation in words.
+ */
+export function failureLine(
+  backend: string,
+  role: 'segment store' | 'worker registry',
+  where: string | undefined,
+  doing: string | undefined,
+  cause: string,
+): string {
+  const at = where === undefined || where === '' ? '' : ` at ${where}`;
+  return `${backend} ${role}${at}${doing === undefined ? '' : `, ${doing}`}: ${cause}`;
 }

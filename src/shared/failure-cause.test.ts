@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { connect, createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { IdMintError } from '../core/errors.ts';
-import { driverGaveUp, failureCause, probeAddress } from './failure-cause.ts';
+import {
+  BackendCauses,
+  driverGaveUp,
+  failureCause,
+  failureLine,
+  inWords,
+  probeAddress,
+} from './failure-cause.ts';
 
 /** A loopback port nothing listens on. */
 async function closedPort(): Promise<number> {
@@ -70,5 +77,70 @@ describe('the cause of a backend failure, as the system gave it', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+});
+
+describe("BackendCauses: one adapter's failures in words", () => {
+  it("sees through a driver's own words for giving up, with the cause seen last", () => {
+    const causes = new BackendCauses();
+    const breaker = new Error('Execution prevented because the circuit breaker is open');
+    // Nothing seen yet: no driver wording all the same.
+    assert.equal(causes.of(breaker), 'not connected');
+    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:2379'), {
+      code: 'ECONNREFUSED',
+    });
+    assert.equal(causes.of(refused), 'connection refused');
+    assert.equal(causes.of(breaker), 'connection refused');
+    // ioredis reports its reconnection errors as events; commands fail in its own words.
+    const redis = new BackendCauses();
+    redis.saw(Object.assign(new Error('connect ETIMEDOUT'), { code: 'ETIMEDOUT' }));
+    assert.equal(
+      redis.of(new Error("Stream isn't writeable and enableOfflineQueue options is false")),
+      'timed out',
+    );
+  });
+
+  it('words a connection the other end closed, and a failed gRPC connection', () => {
+    const causes = new BackendCauses();
+    assert.equal(causes.of(new Error('Connection terminated unexpectedly')), 'connection closed');
+    const lost = Object.assign(new Error('Connection lost: The server closed the connection.'), {
+      code: 'PROTOCOL_CONNECTION_LOST',
+    });
+    assert.equal(causes.of(lost), 'connection closed');
+    assert.equal(causes.of(new Error('Exception: CONNECTION_LOSS[-4]')), 'connection closed');
+    const grpc = new Error(
+      '14 UNAVAILABLE: No connection established. Last error: Failed to connect',
+    );
+    assert.equal(causes.of(grpc), 'could not connect');
+  });
+
+  it("gives a database's own words where the system says nothing", () => {
+    const causes = new BackendCauses();
+    const readOnly = Object.assign(new Error('cannot execute UPDATE in a read-only transaction'), {
+      code: '25006',
+    });
+    assert.equal(causes.of(readOnly), 'cannot execute UPDATE in a read-only transaction');
+    const full = Object.assign(new Error('database or disk is full'), { errcode: 13 });
+    assert.equal(causes.of(full), 'no space left on device');
+  });
+});
+
+describe('failureLine', () => {
+  it('names backend, role, address, the operation in words and the cause', () => {
+    assert.equal(
+      failureLine(
+        'postgres',
+        'segment store',
+        'db:5432',
+        'allocating a range',
+        'connection refused',
+      ),
+      'postgres segment store at db:5432, allocating a range: connection refused',
+    );
+    assert.equal(
+      failureLine('etcd', 'worker registry', undefined, undefined, 'timed out'),
+      'etcd worker registry: timed out',
+    );
+    assert.equal(inWords('listTagChanges'), 'list tag changes');
   });
 });
