@@ -195,6 +195,8 @@ function innermost(error: unknown): string {
  */
 export class BackendCauses {
   #last: string | undefined;
+  /** A cause the driver reported on the side since the last call that succeeded. */
+  #pending: string | undefined;
 
   /**
    * Notes a connection error a driver reports on the side, not through a failing call (ioredis's
@@ -202,7 +204,14 @@ export class BackendCauses {
    */
   saw(error: unknown): void {
     const cause = knownCause(error);
-    if (cause !== undefined) this.#last = cause;
+    if (cause === undefined) return;
+    this.#last = cause;
+    this.#pending = cause;
+  }
+
+  /** A call succeeded: what was seen on the side before is over. */
+  succeeded(): void {
+    this.#pending = undefined;
   }
 
   /** Why `error` happened, in the system's or the database's words. */
@@ -214,6 +223,15 @@ export class BackendCauses {
       return cause;
     }
     return innermost(error);
+  }
+
+  /**
+   * Why a call ran out of its `ms`: the connection error seen on the side since the last call
+   * that succeeded (a driver reconnecting to a refused port keeps the call waiting), else the
+   * timeout itself.
+   */
+  timedOut(ms: number): string {
+    return this.#pending ?? `timed out after ${ms} ms`;
   }
 }
 

@@ -497,11 +497,13 @@ export async function storeCall<T>(
   const at = typeof place === 'string' ? new StorePlace(place, undefined) : place;
   const { backend } = at;
   const timedOut = () =>
-    new IdMintError('STORE_UNAVAILABLE', at.line(operation, `timed out after ${timeoutMs} ms`), {
+    new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.timedOut(timeoutMs)), {
       details: { backend, operation, timeoutMs },
     });
   try {
-    return await withDeadline(timeoutMs, timedOut, run);
+    const result = await withDeadline(timeoutMs, timedOut, run);
+    at.causes.succeeded();
+    return result;
   } catch (error) {
     if (isIdMintError(error)) throw error;
     throw new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.of(error)), {
