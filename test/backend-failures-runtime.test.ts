@@ -10,7 +10,7 @@ import { it } from 'node:test';
 import { openWorkerRegistry } from '../src/backends/open-worker-registry.ts';
 import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.ts';
 import { removeRegistryData } from './support/coordinators.ts';
-import { assertLine } from './support/failure-lines.ts';
+import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
 import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import {
@@ -221,3 +221,147 @@ for (const registryCase of REGISTRIES) {
     });
   });
 }
+
+// The database's own refusal, while the store runs: a privilege revoked, a role made read-only.
+await describeWithServices(
+  'a PostgreSQL store refused by the database at runtime',
+  ['postgres'],
+  () => {
+    it('revoked, then read-only: "<...>, <doing>: <the database\'s words>"', async (t) => {
+      const { default: pg } = await import('pg');
+      const admin = new pg.Client({ connectionString: SERVICES.postgres.url });
+      await admin.connect();
+      const role = uniqueName('rt_role').toLowerCase();
+      const fixture = await SEGMENT_BACKENDS.postgres.open();
+      const { table } = fixture;
+      t.after(async () => {
+        await fixture.dispose();
+        await admin.query(`DROP OWNED BY ${role}`).catch(() => undefined);
+        await admin.query(`DROP ROLE IF EXISTS ${role}`);
+        await admin.end();
+      });
+      await fixture.store.createTag({ tag: 'runtime', step: 10 });
+      await admin.query(`CREATE ROLE ${role} LOGIN`);
+      await admin.query(
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${table}, idmint_history TO ${role}`,
+      );
+      const target = new URL(SERVICES.postgres.url);
+      const url = `postgres://${role}@${target.host}${target.pathname}`;
+      const { openSegmentStore } = await import('../src/backends/open-segment-store.ts');
+      const store = await openSegmentStore(url, { table, timeoutMs: TIMEOUT_MS });
+      t.after(() => store.close());
+      await store.allocate('runtime');
+      const at = `postgres segment store at ${target.host}, allocating a range: `;
+
+      await admin.query(`REVOKE UPDATE ON ${table} FROM ${role}`);
+      assertLine(
+        await failure(store.allocate('runtime')),
+        at,
+        new RegExp(`^permission denied for table ${table}$`),
+      );
+
+      await admin.query(`GRANT UPDATE ON ${table} TO ${role}`);
+      await admin.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`);
+      // The setting applies to new sessions: the store's are ended (as a restart of the database
+      // ends them), and it opens new ones.
+      await admin.query(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1',
+        [role],
+      );
+      const seen = await failuresUntil(
+        () => store.allocate('runtime'),
+        'cannot execute UPDATE in a read-only transaction',
+      );
+      // The session the database ended may be met first: closed, or the database's own words.
+      const causes = [
+        'connection closed',
+        'terminating connection due to administrator command',
+        'cannot execute UPDATE in a read-only transaction',
+      ];
+      for (const message of seen) assertLine(message, at, new RegExp(`^(${causes.join('|')})$`));
+    });
+  },
+);
+
+await describeWithServices('a MySQL store refused by the database at runtime', ['mysql'], () => {
+  it('revoked: "<...>, allocating a range: <the database\'s words>"', async (t) => {
+    const mysql = await import('mysql2/promise');
+    const admin = await mysql.createConnection(SERVICES.mysql.url);
+    const user = uniqueName('rt').toLowerCase().slice(0, 32);
+    const fixture = await SEGMENT_BACKENDS.mariadb.open();
+    const { table } = fixture;
+    t.after(async () => {
+      await fixture.dispose();
+      await admin.query(`DROP USER IF EXISTS '${user}'@'%'`);
+      await admin.end();
+    });
+    await fixture.store.createTag({ tag: 'runtime', step: 10 });
+    const target = new URL(SERVICES.mysql.url);
+    const database = target.pathname.slice(1);
+    await admin.query(`CREATE USER '${user}'@'%'`);
+    for (const granted of [table, 'idmint_history'])
+      await admin.query(
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${database}.${granted} TO '${user}'@'%'`,
+      );
+    const { openSegmentStore } = await import('../src/backends/open-segment-store.ts');
+    const store = await openSegmentStore(`mysql://${user}@${target.host}/${database}`, {
+      table,
+      timeoutMs: TIMEOUT_MS,
+    });
+    t.after(() => store.close());
+    await store.allocate('runtime');
+    await admin.query(`REVOKE UPDATE ON ${database}.${table} FROM '${user}'@'%'`);
+    assertLine(
+      await failure(store.allocate('runtime')),
+      `mysql segment store at ${target.host}, allocating a range: `,
+      new RegExp(`^UPDATE command denied to user '${user}'@'[^']+' for table .*${table}.*$`),
+    );
+  });
+});
+
+// A set of databases: each database's failure is its own line, named by its address.
+await describeWithServices(
+  'a set of segment databases, one refused at runtime',
+  ['postgres', 'redis'],
+  () => {
+    it("the database's line, in its stats and in the set's failure", async (t) => {
+      const { openSegmentStores } = await import('../src/backends/open-segment-store.ts');
+      const pgProxy = await TcpProxy.start(hostPort(SERVICES.postgres.url));
+      const redisProxy = await TcpProxy.start(hostPort(SERVICES.redis.url));
+      const table = uniqueName('rtset').toLowerCase();
+      const store = await openSegmentStores(
+        [
+          withPort(SERVICES.postgres.url, pgProxy.port),
+          withPort(SERVICES.redis.url, redisProxy.port),
+        ],
+        { init: true, table, timeoutMs: TIMEOUT_MS },
+      );
+      t.after(async () => {
+        await pgProxy.restore();
+        await redisProxy.restore();
+        await store.deleteTag('runtime').catch(() => undefined);
+        await store.close();
+        await pgProxy.close();
+        await redisProxy.close();
+        await SEGMENT_BACKENDS.postgres.sql?.(
+          SERVICES.postgres.url,
+          `DROP TABLE IF EXISTS ${table}`,
+        );
+      });
+      await store.createTag({ tag: 'runtime', step: 10 });
+      await store.allocate('runtime');
+      await pgProxy.refuse();
+      const messages: string[] = [];
+      for (let i = 0; i < 3; i++)
+        await store.allocate('runtime').catch((error: Error) => messages.push(error.message));
+      const at = `postgres segment store at ${pgProxy.address}, `;
+      const database = store.stats()[0];
+      assertLine(String(database?.lastError), at, /^[a-z' ]+: connection (closed|refused)$/);
+      for (const message of messages) {
+        assert.ok(!message.includes('\n'), message);
+        assert.doesNotMatch(message, NOT_IN_A_LINE, message);
+        assert.ok(message.includes(at), message);
+      }
+    });
+  },
+);
