@@ -6,7 +6,11 @@
 // failed"). Each real service sits behind a TcpProxy that refuses (its port closed: the service
 // is down) or black-holes (connections open, nothing answers) while the adapter runs.
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
 import { openWorkerRegistry } from '../src/backends/open-worker-registry.ts';
 import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.ts';
 import { removeRegistryData } from './support/coordinators.ts';
@@ -14,6 +18,7 @@ import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
 import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import {
+  REQUIRE_SERVICES,
   SERVICES,
   type ServiceName,
   describeWithServices,
@@ -365,3 +370,66 @@ await describeWithServices(
     });
   },
 );
+
+/**
+ * Why a tmpfs cannot be mounted here (mounting needs root), or undefined when it can; under
+ * IDMINT_REQUIRE_SERVICES=1 not being able to is a failure, as an unreachable service is.
+ */
+function tmpfsSkipReason(): string | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'idmint-mount-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], { stdio: 'ignore' });
+    execFileSync('umount', [dir]);
+    return undefined;
+  } catch {
+    const reason = 'cannot mount a tmpfs here (needs root)';
+    if (REQUIRE_SERVICES) throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${reason}`);
+    process.stderr.write(`\n!!! SKIPPING: ${reason}\n`);
+    return reason;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('a SQLite store whose file system fills up at runtime', {
+  skip: tmpfsSkipReason() ?? false,
+}, () => {
+  it('"sqlite segment store at <file>, <doing>: no space left on device"', async (t) => {
+    const mount = mkdtempSync(join(tmpdir(), 'idmint-full-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mount]);
+    const file = join(mount, 'ids.db');
+    const { openSegmentStore } = await import('../src/backends/open-segment-store.ts');
+    const store = await openSegmentStore(`sqlite:${file}`, { timeoutMs: TIMEOUT_MS }).catch(
+      (error: unknown) => {
+        execFileSync('umount', [mount]);
+        rmSync(mount, { recursive: true, force: true });
+        throw error;
+      },
+    );
+    // The file closed first: a file system with an open file cannot be unmounted.
+    t.after(async () => {
+      await store.close();
+      execFileSync('umount', [mount]);
+      rmSync(mount, { recursive: true, force: true });
+    });
+    await store.createTag({ tag: 'runtime', step: 10 });
+    await store.allocate('runtime');
+    // Fill what is left of the 1 MiB (dd ends with "No space left on device": expected).
+    try {
+      execFileSync('dd', ['if=/dev/zero', `of=${join(mount, 'filler')}`, 'bs=4k'], {
+        stdio: 'ignore',
+      });
+    } catch {}
+    const at = `sqlite segment store at ${file}, `;
+    assertLine(
+      await failure(store.allocate('runtime')),
+      `${at}allocating a range: `,
+      /^no space left on device$/,
+    );
+    assertLine(
+      await failure(store.createTag({ tag: 'another', step: 5, description: 'x'.repeat(200) })),
+      `${at}creating a tag: `,
+      /^no space left on device$/,
+    );
+  });
+});
