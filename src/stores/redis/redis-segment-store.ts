@@ -884,8 +884,11 @@ export class RedisSegmentStore implements SegmentStore {
     this.#client.disconnect(true);
     throw new IdMintError(
       'STORE_UNAVAILABLE',
-      `redis store: ${operation} got a reply meant for another command ` +
-        '(the connection lost data on the way); the connection was reset',
+      this.#place.line(
+        operation,
+        'a reply meant for another command (the connection lost data on the way); the ' +
+          'connection was reset',
+      ),
       {
         details: { backend: this.backend, operation },
       },
