@@ -542,6 +542,13 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         lease.lose(leaseLost(this.backend, lease.workerId, 'its ZooKeeper session expired'));
       session.close();
     });
+    // Not connected halfway through the timeout: the addresses are looked at then (the client
+    // retries a refused connection in silence), so a failure says why within the timeout.
+    const half = Math.floor(this.#timeoutMs / 2);
+    let looked: Promise<string | undefined> | undefined;
+    const look = setTimeout(() => {
+      looked = this.#refusal(Math.max(1, half - 10));
+    }, half);
     try {
       await withTimeout(
         new Promise<void>((resolve) => {
@@ -553,7 +560,16 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
     } catch (error) {
       client.close();
-      throw await this.#failed(error);
+      if (looked === undefined) throw await this.#failed(error);
+      const refused = await looked;
+      throw registryUnavailable(
+        this.backend,
+        this.#where,
+        refused === undefined ? error : new Error(refused),
+        this.#causes,
+      );
+    } finally {
+      clearTimeout(look);
     }
     session.ttlMs = client.getSessionTimeout();
     this.#current = session;
@@ -605,6 +621,12 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     return `${this.#base}/${dir}/${child}`;
   }
 
+  /** What the servers' addresses say within `ms`: a refusal (or another system cause), if any. */
+  async #refusal(ms: number): Promise<string | undefined> {
+    const probes = await Promise.all(this.#hosts.map((host) => probeAddress(host, ms)));
+    return probes.find((found) => found !== undefined);
+  }
+
   /**
    * `error` as REGISTRY_UNAVAILABLE in one line. The client retries a refused connection without
    * a word until the call's timeout, so a timeout or a lost connection is told apart by the
@@ -614,10 +636,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     if (isIdMintError(error)) return error;
     const cause = failureCause(error);
     if (cause === undefined || cause.startsWith('timed out')) {
-      const probes = await Promise.all(
-        this.#hosts.map((host) => probeAddress(host, Math.min(PROBE_MS, this.#timeoutMs))),
-      );
-      const refused = probes.find((found) => found !== undefined);
+      const refused = await this.#refusal(Math.min(PROBE_MS, this.#timeoutMs));
       if (refused !== undefined)
         return registryUnavailable(this.backend, this.#where, new Error(refused), this.#causes);
     }
