@@ -18,7 +18,6 @@ import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
 import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import {
-  REQUIRE_SERVICES,
   SERVICES,
   type ServiceName,
   describeWithServices,
@@ -26,6 +25,7 @@ import {
   uniqueName,
 } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
+import { tmpfsSkipReason } from './support/tmpfs.ts';
 
 /** Each call's bound; a black-holed call fails with it. */
 const TIMEOUT_MS = 1000;
@@ -370,26 +370,6 @@ await describeWithServices(
     });
   },
 );
-
-/**
- * Why a tmpfs cannot be mounted here (mounting needs root), or undefined when it can; under
- * IDMINT_REQUIRE_SERVICES=1 not being able to is a failure, as an unreachable service is.
- */
-function tmpfsSkipReason(): string | undefined {
-  const dir = mkdtempSync(join(tmpdir(), 'idmint-mount-'));
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], { stdio: 'ignore' });
-    execFileSync('umount', [dir]);
-    return undefined;
-  } catch {
-    const reason = 'cannot mount a tmpfs here (needs root)';
-    if (REQUIRE_SERVICES) throw new Error(`IDMINT_REQUIRE_SERVICES=1 but ${reason}`);
-    process.stderr.write(`\n!!! SKIPPING: ${reason}\n`);
-    return reason;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 describe('a SQLite store whose file system fills up at runtime', {
   skip: tmpfsSkipReason() ?? false,
