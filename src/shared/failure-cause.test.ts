@@ -100,6 +100,15 @@ describe("BackendCauses: one adapter's failures in words", () => {
     );
   });
 
+  it('tells a timeout by the refusal seen on the side since the last success', () => {
+    const causes = new BackendCauses();
+    assert.equal(causes.timedOut(1000), 'timed out after 1000 ms');
+    causes.saw(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+    assert.equal(causes.timedOut(1000), 'connection refused');
+    causes.succeeded();
+    assert.equal(causes.timedOut(1000), 'timed out after 1000 ms');
+  });
+
   it('words a connection the other end closed, and a failed gRPC connection', () => {
     const causes = new BackendCauses();
     assert.equal(causes.of(new Error('Connection terminated unexpectedly')), 'connection closed');
