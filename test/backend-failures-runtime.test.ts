@@ -25,6 +25,7 @@ import {
   uniqueName,
 } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
+import { describeWithReplication, startReplicaPair } from './support/replication.ts';
 import { tmpfsSkipReason } from './support/tmpfs.ts';
 
 /** Each call's bound; a black-holed call fails with it. */
@@ -413,3 +414,29 @@ describe('a SQLite store whose file system fills up at runtime', {
     );
   });
 });
+
+// The database's own process stopped (killed, as a crash or an OOM kill ends it), not a proxy:
+// a server of our own (test/support/replication.ts), so the shared one keeps running.
+for (const backend of ['postgres', 'redis'] as const) {
+  await describeWithReplication(`a ${backend} store whose server is killed`, backend, () => {
+    it('"<backend> segment store at <address>, <doing>: <the system\'s cause>"', async (t) => {
+      const pair = await startReplicaPair(backend);
+      t.after(() => pair.stop());
+      const { openSegmentStore } = await import('../src/backends/open-segment-store.ts');
+      const store = await openSegmentStore(pair.url(pair.primary.port), {
+        table: uniqueName('killed').toLowerCase(),
+        timeoutMs: TIMEOUT_MS,
+        init: true,
+      });
+      t.after(() => store.close());
+      await store.createTag({ tag: 'runtime', step: 10 });
+      await store.allocate('runtime');
+      await pair.killPrimary();
+      const seen = await failuresUntil(() => store.allocate('runtime'), 'connection refused');
+      const at = `${backend} segment store at ${pair.primary.host}:${pair.primary.port}, `;
+      // The connection the crash cut is met first (closed, or reset), then the port refuses.
+      for (const message of seen)
+        assertLine(message, `${at}allocating a range: `, /^connection (closed|reset|refused)$/);
+    });
+  });
+}
