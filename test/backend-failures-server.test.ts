@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { removeRegistryData } from './support/coordinators.ts';
 import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
-import { deleteRedisNamespace } from './support/registry-admin.ts';
+import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import { type TestServer, testServer } from './support/server.ts';
 import {
@@ -155,11 +155,12 @@ for (const [kind, name, service] of STORES) {
   });
 }
 
-/** The coordinators (the SQL registries fail the same way: backend-failures-runtime.test.ts). */
 const REGISTRIES: [kind: string, service: ServiceName][] = [
   ['zookeeper', 'zookeeper'],
   ['etcd', 'etcd'],
   ['redis', 'redis'],
+  ['postgres', 'postgres'],
+  ['mysql', 'mysql'],
 ];
 
 for (const [kind, service] of REGISTRIES) {
@@ -180,6 +181,8 @@ for (const [kind, service] of REGISTRIES) {
         snowflake: {
           registry: url(proxy.port),
           cluster,
+          // A SQL registry's table of its own, dropped after.
+          table: cluster,
           leaseTtlMs: 3000,
           registryTimeoutMs: 500,
         },
@@ -192,6 +195,8 @@ for (const [kind, service] of REGISTRIES) {
       await proxy?.close();
       await removeRegistryData(`${kind}://127.0.0.1/${cluster}`);
       if (kind === 'redis') await deleteRedisNamespace(SERVICES.redis.url, cluster);
+      if (kind === 'postgres' || kind === 'mysql')
+        await dropSqlTable(SERVICES[service].url, cluster);
     });
 
     it('log and /v1/status: "<kind> worker registry at <address>: <cause>"', async () => {
