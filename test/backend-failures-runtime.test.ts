@@ -17,6 +17,7 @@ import { removeRegistryData } from './support/coordinators.ts';
 import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
 import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
+import { dropSet } from './support/segment-sets.ts';
 import {
   SERVICES,
   type ServiceName,
@@ -349,10 +350,7 @@ await describeWithServices(
         await store.close();
         await pgProxy.close();
         await redisProxy.close();
-        await SEGMENT_BACKENDS.postgres.sql?.(
-          SERVICES.postgres.url,
-          `DROP TABLE IF EXISTS ${table}`,
-        );
+        await dropSet([SERVICES.postgres.url, SERVICES.redis.url], table);
       });
       await store.createTag({ tag: 'runtime', step: 10 });
       await store.allocate('runtime');

@@ -9,6 +9,7 @@ import { removeRegistryData } from './support/coordinators.ts';
 import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
 import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
+import { dropSet } from './support/segment-sets.ts';
 import { type TestServer, testServer } from './support/server.ts';
 import {
   SERVICES,
@@ -221,3 +222,60 @@ for (const [kind, service] of REGISTRIES) {
     });
   });
 }
+
+await describeWithServices(
+  'a server over a set of databases, one of which goes down',
+  ['postgres', 'redis'],
+  () => {
+    it("each log line names the failing database's line, no driver's words", async (t) => {
+      const { openSegmentStores } = await import('../src/backends/open-segment-store.ts');
+      const proxy = await TcpProxy.start(hostPort(SERVICES.postgres.url));
+      const table = uniqueName('srvset').toLowerCase();
+      t.after(async () => {
+        await proxy.close();
+        await dropSet([SERVICES.postgres.url, SERVICES.redis.url], table);
+      });
+      const stores = [withPort(SERVICES.postgres.url, proxy.port), SERVICES.redis.url];
+      // The set is formed as `idmint db init --stores` forms it, then served.
+      const setup = await openSegmentStores(stores, { init: true, verify: false, table });
+      try {
+        await setup.join();
+        await setup.createTag({ tag: 'down', step: 5 });
+      } finally {
+        await setup.close();
+      }
+      const server = await testServer({
+        snowflake: { enabled: false },
+        segment: {
+          store: undefined,
+          stores,
+          table,
+          timeoutMs: 1000,
+          waitTimeoutMs: 200,
+          retryAfterMs: 300,
+          maxStep: 5,
+          prefetchThreshold: 1,
+        },
+      });
+      t.after(async () => {
+        await proxy.restore();
+        await server.close();
+      });
+      assert.equal((await server.app.inject('/api/segment/get/down')).statusCode, 200);
+      await proxy.refuse();
+      const at = `postgres segment store at ${proxy.address}, `;
+      const errors = await until(
+        async () => {
+          await server.app.inject('/api/segment/get/down');
+          return loggedErrors(server, 'STORE_UNAVAILABLE');
+        },
+        (found) => found.some((err) => err.includes(at) && err.includes('connection refused')),
+        "a log line with the database's refusal",
+      );
+      for (const err of errors) {
+        assert.ok(!err.includes('\n'), err);
+        assert.doesNotMatch(err, NOT_IN_A_LINE, err);
+      }
+    });
+  },
+);
