@@ -123,6 +123,17 @@ describe("BackendCauses: one adapter's failures in words", () => {
     assert.equal(causes.of(grpc), 'could not connect');
   });
 
+  it("words a failed TLS handshake in the handshake's words", () => {
+    const causes = new BackendCauses();
+    causes.saw(
+      Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }),
+    );
+    assert.equal(
+      causes.of(new Error('Reached the max retries per request limit (which is 1).')),
+      'TLS handshake failed: self-signed certificate',
+    );
+  });
+
   it("gives a database's own words where the system says nothing", () => {
     const causes = new BackendCauses();
     const readOnly = Object.assign(new Error('cannot execute UPDATE in a read-only transaction'), {

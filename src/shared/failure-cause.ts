@@ -176,9 +176,17 @@ function knownCause(error: unknown): string | undefined {
     // The primary result code is the low byte (SQLITE_READONLY_DBMOVED is 8 | 4 << 8).
     if (typeof errcode === 'number' && SQLITE_CAUSES[errcode & 0xff] !== undefined)
       return SQLITE_CAUSES[errcode & 0xff];
+    // Node's TLS and certificate codes: the handshake's own words say what to fix, as the
+    // start-up probe says them (rediss: with an untrusted certificate).
+    const code = (item as { code?: unknown }).code;
+    if (typeof code === 'string' && TLS_CODE.test(code) && item instanceof Error)
+      return `TLS handshake failed: ${item.message}`;
   }
   return undefined;
 }
+
+/** Node's codes for a failed TLS handshake (ERR_TLS_..., SELF_SIGNED_CERT_IN_CHAIN, ...). */
+const TLS_CODE = /^ERR_TLS_|^ERR_SSL_|CERT|^UNABLE_TO_(GET|VERIFY)_/;
 
 /** The message of the innermost cause: the database's own words where nothing else says. */
 function innermost(error: unknown): string {
