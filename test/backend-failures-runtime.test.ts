@@ -192,36 +192,37 @@ for (const registryCase of REGISTRIES) {
         await proxy.close();
         await registryCase.clean(cluster);
       };
-      return { proxy, registry, lease, done, at: `${kind} worker registry at ${proxy.address}: ` };
+      return { proxy, registry, lease, done, at: `${kind} worker registry at ${proxy.address}, ` };
     };
     const report = () => ({ lastTimestamp: Date.now(), reportedAt: Date.now() });
+    /** What was being done, in words, then one of `causes`. */
+    const line = (doing: string, causes: string) => new RegExp(`^${doing}: (${causes})$`);
+    const renewing = 'renewing the lease of worker \\d+';
+    const acquiring = '(acquiring a worker ID|connecting|creating the table)';
 
-    it('refused: "<kind> worker registry at <address>: connection refused"', async () => {
+    it('refused: "<kind> worker registry at <address>, <doing>: connection refused"', async () => {
       const { proxy, registry, lease, done, at } = await open();
       try {
         await proxy.refuse();
         // A renewal on the connection the proxy dropped may see it closed first.
-        assertLine(
-          await failure(lease.renew(report())),
-          at,
-          /^(connection (closed|refused)|could not connect)$/,
-        );
+        const refused = 'connection (closed|refused)|could not connect';
+        assertLine(await failure(lease.renew(report())), at, line(renewing, refused));
         const seen = await failuresUntil(
           () => registry.acquire({ identity: { host: 'other', port: 2 }, maxWorkers: 1024 }),
           'connection refused',
         );
-        for (const message of seen)
-          assertLine(message, at, /^(connection (closed|refused)|could not connect)$/);
+        for (const message of seen) assertLine(message, at, line(acquiring, refused));
       } finally {
         await done();
       }
     });
 
-    it('black-holed: "<kind> worker registry at <address>: timed out"', async () => {
+    it('black-holed: "<kind> worker registry at <address>, <doing>: timed out"', async () => {
       const { proxy, lease, done, at } = await open();
       try {
         proxy.hang();
-        assertLine(await failure(lease.renew(report())), at, /^timed out( after \d+ ms)?$/);
+        const timedOut = 'timed out( after \\d+ ms)?';
+        assertLine(await failure(lease.renew(report())), at, line(renewing, timedOut));
       } finally {
         await done();
       }

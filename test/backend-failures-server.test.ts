@@ -200,7 +200,7 @@ for (const [kind, service] of REGISTRIES) {
         await dropSqlTable(SERVICES[service].url, cluster);
     });
 
-    it('log and /v1/status: "<kind> worker registry at <address>: <cause>"', async () => {
+    it('log and /v1/status: "<kind> worker registry at <address>, <doing>: <cause>"', async () => {
       const draw = () => server.app.inject({ url: '/api/snowflake/get/x', headers: admin });
       assert.equal((await draw()).statusCode, 200);
       await proxy.refuse();
@@ -209,13 +209,21 @@ for (const [kind, service] of REGISTRIES) {
         (found) => found.some((err) => err.endsWith(': connection refused')),
         'a renewal failure with the refusal in the log',
       );
-      const at = `${kind} worker registry at ${proxy.address}: `;
+      const at = `${kind} worker registry at ${proxy.address}, `;
       for (const err of errors)
-        assertLine(err, at, /^(connection (closed|refused)|could not connect|timed out.*)$/);
+        assertLine(
+          err,
+          at,
+          /^[a-z' ]+( \d+)?: (connection (closed|refused)|could not connect|timed out.*)$/,
+        );
       const status = (await server.app.inject({ url: '/v1/status', headers: admin })).json() as {
         snowflake: { lastError: string | null };
       };
-      assertLine(String(status.snowflake.lastError), at, /^connection (closed|refused)$/);
+      assertLine(
+        String(status.snowflake.lastError),
+        at,
+        /^renewing the lease of worker \d+: connection (closed|refused)$/,
+      );
       // Once the fence passes, the answers say LEASE_LOST in their fixed sentence.
       const fenced = await until(draw, (r) => r.statusCode === 503, 'the worker fenced');
       assertPublic(fenced.body, proxy);

@@ -185,7 +185,7 @@ describe('an unreachable ZooKeeper fails a start within its connect timeout', ()
             assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
             assert.equal(
               error.message,
-              `zookeeper worker registry at 127.0.0.1:${target.port}: ${cause}`,
+              `zookeeper worker registry at 127.0.0.1:${target.port}, connecting: ${cause}`,
             );
             return true;
           },

@@ -59,7 +59,8 @@ await describeWithServices('zookeeper worker registry, operation timeout', ['zoo
           assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
           assert.equal(
             error.message,
-            `zookeeper worker registry at ${proxy.address}: timed out after 1000 ms`,
+            `zookeeper worker registry at ${proxy.address}, acquiring a worker ID: timed out ` +
+              'after 1000 ms',
           );
           return true;
         },

@@ -17,6 +17,7 @@ import {
   checkTtl,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type Interleave,
@@ -218,7 +219,13 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       // Nothing held: give the etcd lease back (and with it any claim it made) instead of
       // letting it block an ID until its TTL runs out.
       await etcdLease.revoke().catch(() => {});
-      throw registryUnavailable(this.backend, this.#where, error, this.#causes);
+      throw registryUnavailable(
+        this.backend,
+        this.#where,
+        error,
+        this.#causes,
+        registryDoing.acquire,
+      );
     }
   }
 
@@ -238,7 +245,13 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       );
       return peers.filter((peer) => peer !== undefined);
     } catch (error) {
-      throw registryUnavailable(this.backend, this.#where, error, this.#causes);
+      throw registryUnavailable(
+        this.backend,
+        this.#where,
+        error,
+        this.#causes,
+        registryDoing.peers,
+      );
     }
   }
 
@@ -297,7 +310,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
           const { TTL } = await etcdLease.keepaliveOnce();
           return Number(TTL) * 1000;
         } catch (error) {
-          throw this.#failed(error, workerId);
+          throw this.#failed(error, workerId, kind);
         }
       },
     });
@@ -367,11 +380,12 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
     throw new Error(`the record of worker ${workerId} kept changing under its renewal`);
   }
 
-  #failed(error: unknown, workerId: number): Error {
+  #failed(error: unknown, workerId: number, kind: 'renew' | 'release'): Error {
     // etcd3 rejects a keep-alive of an expired lease with EtcdLeaseInvalidError.
     if (error instanceof Error && error.constructor.name === 'EtcdLeaseInvalidError')
       return leaseLost(this.backend, workerId, 'its etcd lease expired');
-    return registryUnavailable(this.backend, this.#where, error, this.#causes);
+    const doing = registryDoing[kind](workerId);
+    return registryUnavailable(this.backend, this.#where, error, this.#causes, doing);
   }
 
   #key(kind: 'lease/' | 'record/', workerId: number): string {

@@ -14,6 +14,7 @@ import {
   checkTtl,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type Interleave,
@@ -221,6 +222,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     if (this.#interleave !== undefined)
       await this.#step({ point: 'before-claim', backend: this.backend, workerId: plan.only ?? -1 });
     const result = (await this.#eval(
+      registryDoing.acquire,
       ACQUIRE,
       host,
       port,
@@ -244,7 +246,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   }
 
   async peers(): Promise<PeerTime[]> {
-    const flat = (await this.#eval(PEERS)) as unknown[];
+    const flat = (await this.#eval(registryDoing.peers, PEERS)) as unknown[];
     const peers: PeerTime[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {
       peers.push({
@@ -272,6 +274,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     if (kind === 'renew' && this.#interleave !== undefined)
       await this.#step({ point: 'before-renew-write', backend: this.backend, workerId, report });
     const done = await this.#eval(
+      registryDoing[kind](workerId),
       WRITE,
       workerId,
       token,
@@ -294,7 +297,8 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     }
   }
 
-  async #eval(script: string, ...args: (string | number)[]): Promise<unknown> {
+  /** Runs `script`; a failure is told as `doing`'s (words, see registryDoing). */
+  async #eval(doing: string, script: string, ...args: (string | number)[]): Promise<unknown> {
     try {
       return await this.#client.eval(script, 1, this.#prefix, ...args);
     } catch (error) {
@@ -302,7 +306,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
       // reply is matched to it (replies come in the order of the commands), so the connection is
       // still in step: nothing to reset, and the calls in flight behind it are answered. (The
       // call itself may still land: renewals never lower a record, so a late one is harmless.)
-      throw registryUnavailable(this.backend, this.#where, error, this.#causes);
+      throw registryUnavailable(this.backend, this.#where, error, this.#causes, doing);
     }
   }
 }

@@ -17,6 +17,7 @@ import {
   checkTtl,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type AcquirePlan,
@@ -214,7 +215,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
           throw workerIdsExhausted(this.backend, plan, outcome.live);
       }
     } catch (error) {
-      throw await this.#failed(error);
+      throw await this.#failed(error, registryDoing.acquire);
     }
   }
 
@@ -370,7 +371,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
       return peers.filter((peer) => peer !== undefined);
     } catch (error) {
-      throw await this.#failed(error);
+      throw await this.#failed(error, registryDoing.peers);
     }
   }
 
@@ -412,7 +413,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         } catch (error) {
           if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED)
             throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
-          throw await this.#failed(error);
+          throw await this.#failed(error, registryDoing[kind](workerId));
         }
         return session.ttlMs;
       },
@@ -560,13 +561,14 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
     } catch (error) {
       client.close();
-      if (looked === undefined) throw await this.#failed(error);
+      if (looked === undefined) throw await this.#failed(error, registryDoing.connecting);
       const refused = await looked;
       throw registryUnavailable(
         this.backend,
         this.#where,
         refused === undefined ? error : new Error(refused),
         this.#causes,
+        registryDoing.connecting,
       );
     } finally {
       clearTimeout(look);
@@ -628,19 +630,20 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   }
 
   /**
-   * `error` as REGISTRY_UNAVAILABLE in one line. The client retries a refused connection without
-   * a word until the call's timeout, so a timeout or a lost connection is told apart by the
-   * address itself: refusing (ZooKeeper is down), or accepting and never answering.
+   * `error` as REGISTRY_UNAVAILABLE in one line, saying what was being done (`doing`). The
+   * client retries a refused connection without a word until the call's timeout, so a timeout or
+   * a lost connection is told apart by the address itself: refusing (ZooKeeper is down), or
+   * accepting and never answering.
    */
-  async #failed(error: unknown): Promise<Error> {
+  async #failed(error: unknown, doing: string): Promise<Error> {
     if (isIdMintError(error)) return error;
     const cause = failureCause(error);
+    let told = error;
     if (cause === undefined || cause.startsWith('timed out')) {
       const refused = await this.#refusal(Math.min(PROBE_MS, this.#timeoutMs));
-      if (refused !== undefined)
-        return registryUnavailable(this.backend, this.#where, new Error(refused), this.#causes);
+      if (refused !== undefined) told = new Error(refused);
     }
-    return registryUnavailable(this.backend, this.#where, error, this.#causes);
+    return registryUnavailable(this.backend, this.#where, told, this.#causes, doing);
   }
 }
 
