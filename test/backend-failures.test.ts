@@ -8,7 +8,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { BlackHole } from './support/black-hole.ts';
 import { spawnServe } from './support/serve-process.ts';
+import { tmpfsSkipReason } from './support/tmpfs.ts';
 import { SERVICES, describeWithServices, uniqueName } from './support/services.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'idmint-failures-'));
@@ -85,19 +87,13 @@ describe('a backend at a closed port: refused, in one line', () => {
   }
 });
 
-describe('a SQLite file on a read-only file system', () => {
-  it('exit 1, one line naming the file and "read-only file system"', async (t) => {
+describe('a SQLite file on a read-only file system', { skip: tmpfsSkipReason() ?? false }, () => {
+  it('exit 1, one line naming the file and "read-only file system"', async () => {
     const mount = join(root, 'read-only');
     mkdirSync(mount);
-    try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', mount], {
-        stdio: 'ignore',
-      });
-    } catch {
-      // Mounting needs root (CAP_SYS_ADMIN); said loudly, never reported as a pass.
-      t.skip('SKIPPED: cannot mount a read-only tmpfs here (needs root)');
-      return;
-    }
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', mount], {
+      stdio: 'ignore',
+    });
     try {
       for (const path of [join(mount, 'ids.db'), join(mount, 'data', 'ids.db')]) {
         const result = await serveUntilExit([
@@ -116,6 +112,95 @@ describe('a SQLite file on a read-only file system', () => {
       execFileSync('umount', [mount]);
     }
   });
+});
+
+// An unreachable ZooKeeper fails a start within snowflake.registryTimeoutMs (the bound on
+// connecting), not twice it: the start asks the registry twice in a row (the peers' clocks, then
+// a worker ID), and each used to wait out its own connect timeout (10.5 s for 5 s).
+describe('an unreachable ZooKeeper fails a start within its connect timeout', () => {
+  const TIMEOUT_MS = 2000;
+  /** Loading idmint and starting the process, beyond the timeout (a loaded machine is slow). */
+  const PROCESS_SLACK_MS = 1800;
+  const targets: [string, string, () => Promise<{ port: number; close(): Promise<void> }>][] = [
+    [
+      'a refused port',
+      'connection refused',
+      async () => ({ port: await closedPort(), close: async () => undefined }),
+    ],
+    [
+      'a black hole',
+      `timed out after ${TIMEOUT_MS} ms`,
+      async () => {
+        const hole = await BlackHole.start();
+        return { port: hole.port, close: () => hole.close() };
+      },
+    ],
+  ];
+  for (const [what, cause, start] of targets) {
+    it(`${what}: "idmint serve" exits 1 within the timeout, in one line`, async () => {
+      const target = await start();
+      try {
+        const started = performance.now();
+        const result = await serveUntilExit([
+          '--no-segment-enabled',
+          '--worker-registry',
+          `zookeeper://127.0.0.1:${target.port}/x`,
+          '--registry-timeout-ms',
+          String(TIMEOUT_MS),
+        ]);
+        const tookMs = performance.now() - started;
+        assert.equal(result.code, 1, result.stderr);
+        assert.equal(
+          result.stderr,
+          'idmint serve: worker registry (IDMINT_WORKER_REGISTRY): ' +
+            `zookeeper at 127.0.0.1:${target.port}: ${cause}\n`,
+        );
+        assert.ok(
+          tookMs < TIMEOUT_MS + PROCESS_SLACK_MS,
+          `exit after ${Math.round(tookMs)} ms, over ${TIMEOUT_MS} + ${PROCESS_SLACK_MS} ms`,
+        );
+      } finally {
+        await target.close();
+      }
+    });
+
+    it(`${what}: the registry's start fails within the timeout plus 1 s`, async () => {
+      const target = await start();
+      const { openWorkerRegistry } = await import('../src/backends/open-worker-registry.ts');
+      const { SnowflakeWorker } = await import('../src/service/snowflake-worker.ts');
+      const { MonotonicClock } = await import('../src/clocks/monotonic-clock.ts');
+      const { isIdMintError } = await import('../src/core/errors.ts');
+      const registry = await openWorkerRegistry(`zookeeper://127.0.0.1:${target.port}/x`, {
+        operationTimeoutMs: TIMEOUT_MS,
+      });
+      try {
+        const started = performance.now();
+        await assert.rejects(
+          SnowflakeWorker.start({
+            registry,
+            clock: new MonotonicClock(),
+            identity: { host: 'timeout-test', port: 1 },
+          }),
+          (error) => {
+            assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
+            assert.equal(
+              error.message,
+              `zookeeper worker registry at 127.0.0.1:${target.port}, connecting: ${cause}`,
+            );
+            return true;
+          },
+        );
+        const tookMs = performance.now() - started;
+        assert.ok(
+          tookMs < TIMEOUT_MS + 1000,
+          `failed after ${Math.round(tookMs)} ms, over ${TIMEOUT_MS} + 1000 ms`,
+        );
+      } finally {
+        await registry.close();
+        await target.close();
+      }
+    });
+  }
 });
 
 await describeWithServices(

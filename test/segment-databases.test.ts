@@ -234,7 +234,7 @@ for (const [backend, service] of SERVERS) {
         await rejectsWith(
           proxied.allocate('hang'),
           'STORE_UNAVAILABLE',
-          /allocate timed out after 1000 ms/,
+          /, allocating a range: timed out after 1000 ms$/,
         );
         proxy.restore();
         const next = await eventually(() => proxied.allocate('hang'));

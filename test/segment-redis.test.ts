@@ -91,7 +91,7 @@ await describeWithServices('Redis store: one shared connection', ['redis'], () =
     client.holdFor = undefined;
     await sleep(2000);
     const fast = store.allocate('fast');
-    await rejectsWith(slow, 'STORE_UNAVAILABLE', /allocate timed out after 3000 ms/);
+    await rejectsWith(slow, 'STORE_UNAVAILABLE', /allocating a range: timed out after 3000 ms$/);
     const range: SegmentRange = await fast.catch((error: unknown) =>
       assert.fail(`the call in flight beside the timed-out one failed too: ${String(error)}`),
     );

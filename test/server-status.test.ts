@@ -470,10 +470,10 @@ await describeWithServices(
         detail: '1 tag failing to load ranges (STORE_UNAVAILABLE)',
       });
       const admin = await status(server, '', auth(ADMIN));
-      assert.match(
-        admin.segment?.tags[0]?.lastError?.message ?? '',
-        /allocate failed/,
-        'the admin token reads the failure itself',
+      assert.equal(
+        admin.segment?.tags[0]?.lastError?.message,
+        `postgres segment store at ${proxy.address}, allocating a range: connection closed`,
+        'the admin token reads the failure itself, in one line',
       );
       const body = JSON.stringify(user);
       for (const secret of [String(proxy.port), 'ECONNREFUSED', 'ECONNRESET', fixture.table])

@@ -81,7 +81,8 @@ export function catalogEntry<Options>(descriptor: BackendDescriptor<Options>): B
         openStore: (settings) =>
           openStore === undefined
             ? Promise.reject(new TypeError(`${descriptor.kind} is no segment store`))
-            : openStore(options, settings),
+            : // Where it points goes to the store for its failure messages.
+              openStore(options, { where: descriptor.target(options), ...settings }),
         openRegistry: (settings) =>
           openRegistry === undefined
             ? Promise.reject(new TypeError(`${descriptor.kind} is no worker registry`))

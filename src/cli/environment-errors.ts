@@ -6,7 +6,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isIdMintError } from '../core/errors.ts';
 import { type BackendUrl, parseBackendUrl } from '../backends/catalog.ts';
-import { driverGaveUp, failureCause, probeAddress } from '../backends/failure-cause.ts';
+import { driverGaveUp, failureCause, probeAddress } from '../shared/failure-cause.ts';
 import type { BackendRole as UrlRole } from '../backends/descriptor.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import { EXIT_FAILURE } from './exit-codes.ts';

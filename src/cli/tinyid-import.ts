@@ -9,7 +9,7 @@ import {
 } from '../core/segment-limits.ts';
 import type { SegmentStore, TagRecord } from '../ports/segment-store.ts';
 import { isRefusal, redactUrl, urlScheme } from '../shared/connection-url.ts';
-import { failureCause } from '../backends/failure-cause.ts';
+import { failureCause } from '../shared/failure-cause.ts';
 import { parseSqlServerUrl } from '../backends/sql-backend.ts';
 import { MysqlDriver } from '../sql/mysql-driver.ts';
 import { PostgresDriver } from '../sql/postgres-driver.ts';

@@ -160,7 +160,9 @@ export const SnowflakeConfig = Type.Object(
       default: DEFAULT_OPERATION_TIMEOUT_MS,
       min: 1,
       max: 600_000,
-      doc: 'Bound on connecting to the registry and on each round trip (REGISTRY_UNAVAILABLE).',
+      doc:
+        'Bound on connecting to the registry and on each round trip (REGISTRY_UNAVAILABLE): ' +
+        'a start that cannot connect to ZooKeeper fails within it.',
     }),
     cacheFile: text({
       env: 'IDMINT_WORKER_CACHE_FILE',

@@ -1,4 +1,5 @@
 import { IdMintError } from '../core/errors.ts';
+import { type BackendCauses, failureLine } from '../shared/failure-cause.ts';
 import { iso } from '../core/time.ts';
 import type {
   AcquireRequest,
@@ -188,19 +189,44 @@ export function workerIdsExhausted(backend: string, plan: AcquirePlan, live?: nu
   );
 }
 
-/** REGISTRY_UNAVAILABLE wrapping a driver error. */
-export function registryUnavailable(backend: string, where: string, cause: unknown): IdMintError {
+/**
+ * REGISTRY_UNAVAILABLE wrapping a driver error, in one line: `etcd worker registry at
+ * 10.0.4.4:2379, renewing the lease of worker 3: connection refused` (`doing`: see
+ * {@link registryDoing}). A network registry passes its `causes`, which word the
+ * error as the system gave it (and see through a driver's own words for giving up); without,
+ * the error's message is the cause (a file registry's own sentence).
+ */
+export function registryUnavailable(
+  backend: string,
+  where: string,
+  cause: unknown,
+  causes?: BackendCauses,
+  doing?: string,
+): IdMintError {
   if (cause instanceof IdMintError) return cause;
-  const reason = cause instanceof Error ? cause.message : String(cause);
+  const reason =
+    causes !== undefined
+      ? causes.of(cause)
+      : cause instanceof Error
+        ? cause.message
+        : String(cause);
   return new IdMintError(
     'REGISTRY_UNAVAILABLE',
-    `${backend} worker registry at ${where} cannot be reached: ${reason}`,
-    {
-      cause,
-      details: { backend },
-    },
+    // An adapter built without an address names its backend as `where`: said once.
+    failureLine(backend, 'worker registry', where === backend ? undefined : where, doing, reason),
+    { cause, details: { backend } },
   );
 }
+
+/** What a registry was doing when it failed, in words, for {@link registryUnavailable}. */
+export const registryDoing = {
+  connecting: 'connecting',
+  acquire: 'acquiring a worker ID',
+  peers: "reading the peers' clocks",
+  table: 'creating the table',
+  renew: (workerId: number) => `renewing the lease of worker ${workerId}`,
+  release: (workerId: number) => `releasing worker ${workerId}`,
+} as const;
 
 /** LEASE_LOST for a lease another node may now hold. */
 export function leaseLost(backend: string, workerId: number, why: string): IdMintError {

@@ -133,9 +133,11 @@ export async function buildServer(
   const backends = await openBackends(config, {
     ...options,
     onWorkerEvent: (event) => {
+      // The error's own line names the registry, its address and the cause (a failed renewal's
+      // event message says only what it means for the IDs).
       const fields = {
         workerId: event.workerId,
-        ...(event.error === undefined ? {} : { code: event.error.code }),
+        ...(event.error === undefined ? {} : { code: event.error.code, err: event.error.message }),
       };
       if (WORKER_EVENT_LEVELS[event.type] === 'info') log.info(fields, event.message);
       else if (WORKER_EVENT_LEVELS[event.type] === 'warn') log.warn(fields, event.message);

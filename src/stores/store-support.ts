@@ -16,6 +16,7 @@ import {
 } from '../core/segment-limits.ts';
 import { PeriodicSequence, checkPeriodicTagName, type PeriodicOptions } from '../core/periodic.ts';
 import { MAX_TIMER_MS } from '../core/time.ts';
+import { BackendCauses, failureLine, inWords } from '../shared/failure-cause.ts';
 import { withDeadline } from '../shared/timeout.ts';
 import type {
   FenceMargin,
@@ -52,6 +53,11 @@ export interface SegmentStoreOptions {
   readonly fence?: FenceMargin;
   /** Told when the store fences a new history or finds one (logs, metrics). Must not throw. */
   readonly onHistory?: (event: StoreHistoryEvent) => void;
+  /**
+   * Where the store is, without credentials (`db:5432`, a file), for failure messages. Set by
+   * the catalog from the URL (src/backends/); absent, messages name the backend alone.
+   */
+  readonly where?: string;
 }
 
 /**
@@ -426,48 +432,85 @@ export function residueMismatch(
 }
 
 /**
+ * Which store a failure is of, for its one line: the backend, where it is (no credentials), and
+ * the causes it has seen (a driver that gives up in its own words failed for the last one).
+ */
+export class StorePlace {
+  readonly backend: string;
+  readonly where: string | undefined;
+  readonly causes = new BackendCauses();
+
+  constructor(backend: string, where: string | undefined) {
+    this.backend = backend;
+    this.where = where;
+  }
+
+  /**
+   * `postgres segment store at db:5432, allocating a range: connection refused`: the failure of
+   * `operation` (a store method's name, said in words) as one line.
+   */
+  line(operation: string, cause: string): string {
+    return failureLine(this.backend, 'segment store', this.where, operationWords(operation), cause);
+  }
+}
+
+/** Store operations in words a reader of the log knows; any other is its name in words. */
+const OPERATIONS: Readonly<Record<string, string>> = {
+  init: 'creating the table',
+  allocate: 'allocating a range',
+  cover: 'allocating a range',
+  fence: 'fencing a new history',
+  history: "reading the database's history",
+  raise: 'raising max_id',
+  release: 'giving unissued IDs back',
+  reassign: "moving a tag's row to another database",
+  readSetEntries: "reading the set's records",
+  writeSetEntry: "writing the set's record",
+  listTags: 'reading the tag list',
+  listTagChanges: 'reading the tags changed lately',
+  listTagPage: 'reading a page of tags',
+  getTag: 'reading a tag',
+  createTag: 'creating a tag',
+  updateTag: 'updating a tag',
+  deleteTag: 'deleting a tag',
+};
+
+/** `operation` (a method's name) in words. */
+export function operationWords(operation: string): string {
+  return OPERATIONS[operation] ?? inWords(operation);
+}
+
+/**
  * Runs one store operation bounded by `timeoutMs`. IdMintErrors pass through; anything else (a
- * driver error, a refused connection) becomes STORE_UNAVAILABLE with the original as `cause`. On
- * timeout `signal` aborts, so the adapter can destroy the connection: the database then rolls back
- * whatever it has not committed, and the caller treats the outcome as unknown.
+ * driver error, a refused connection) becomes STORE_UNAVAILABLE with the original as `cause`,
+ * told as one line naming the store, where it is, the operation and the cause (see
+ * {@link StorePlace}). On timeout `signal` aborts, so the adapter can destroy the connection:
+ * the database then rolls back whatever it has not committed, and the caller treats the outcome
+ * as unknown. `place` may be the backend's name alone (a store built without an address).
  */
 export async function storeCall<T>(
-  backend: string,
+  place: StorePlace | string,
   operation: string,
   timeoutMs: number,
   run: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
+  const at = typeof place === 'string' ? new StorePlace(place, undefined) : place;
+  const { backend } = at;
   const timedOut = () =>
-    new IdMintError(
-      'STORE_UNAVAILABLE',
-      `${backend} store: ${operation} timed out after ${timeoutMs} ms`,
-      { details: { backend, operation, timeoutMs } },
-    );
+    new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.timedOut(timeoutMs)), {
+      details: { backend, operation, timeoutMs },
+    });
   try {
-    return await withDeadline(timeoutMs, timedOut, run);
+    const result = await withDeadline(timeoutMs, timedOut, run);
+    at.causes.succeeded();
+    return result;
   } catch (error) {
     if (isIdMintError(error)) throw error;
-    throw new IdMintError(
-      'STORE_UNAVAILABLE',
-      `${backend} store: ${operation} failed: ${errorText(error)}`,
-      {
-        cause: error,
-        details: { backend, operation },
-      },
-    );
+    throw new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.of(error)), {
+      cause: error,
+      details: { backend, operation },
+    });
   }
-}
-
-/** A driver error's message, with its code where it has one (`ECONNREFUSED`, `ER_...`, `23505`). */
-function errorText(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const code = (error as { code?: unknown }).code;
-  const message =
-    error.message ||
-    (error instanceof AggregateError
-      ? error.errors.map((e: unknown) => errorText(e)).join('; ')
-      : error.name);
-  return typeof code === 'string' && !message.includes(code) ? `${code}: ${message}` : message;
 }
 
 /**

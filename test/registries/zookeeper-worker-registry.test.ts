@@ -57,7 +57,11 @@ await describeWithServices('zookeeper worker registry, operation timeout', ['zoo
         registry.acquire({ identity: { host: '10.0.0.1', port: 8080 }, maxWorkers: 1 }),
         (error) => {
           assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
-          assert.match(error.message, /within 1000 ms/);
+          assert.equal(
+            error.message,
+            `zookeeper worker registry at ${proxy.address}, acquiring a worker ID: timed out ` +
+              'after 1000 ms',
+          );
           return true;
         },
       );

@@ -5,7 +5,9 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  * service (other suites use it at the same time). Point the code under test at `proxy.url` /
  * `proxy.port` and then:
  *
- * - `cut()`: drop every open connection and refuse new ones (the service is "down");
+ * - `cut()`: drop every open connection and close new ones as they come (the service is "down");
+ * - `refuse()`: drop every open connection and stop listening, so the system refuses new ones
+ *   (ECONNREFUSED: the service's process is gone); `restore()` listens on the same port again;
  * - `hang()`: keep connections open but stop forwarding (a black hole: requests time out);
  * - `delay(ms)`: forward, with each chunk held back `ms`;
  * - `restore()`: back to normal for new and (after hang/delay) existing connections;
@@ -16,7 +18,7 @@ export class TcpProxy {
   #target: { host: string; port: number };
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
-  #mode: 'pass' | 'cut' | 'hang' = 'pass';
+  #mode: 'pass' | 'cut' | 'hang' | 'refuse' = 'pass';
   #delayMs = 0;
   port = 0;
 
@@ -49,13 +51,24 @@ export class TcpProxy {
     this.#mode = 'hang';
   }
 
+  async refuse(): Promise<void> {
+    if (this.#mode === 'refuse') return;
+    this.cut();
+    this.#mode = 'refuse';
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
   delay(ms: number): void {
     this.#delayMs = ms;
   }
 
-  restore(): void {
+  /** Back to forwarding; after refuse(), resolves once the port listens again. */
+  async restore(): Promise<void> {
+    const refused = this.#mode === 'refuse';
     this.#mode = 'pass';
     this.#delayMs = 0;
+    if (refused)
+      await new Promise<void>((resolve) => this.#server.listen(this.port, '127.0.0.1', resolve));
   }
 
   retarget(target: { host: string; port: number }): void {
@@ -65,8 +78,9 @@ export class TcpProxy {
   }
 
   async close(): Promise<void> {
+    const listening = this.#mode !== 'refuse';
     this.cut();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    if (listening) await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
   #accept(client: Socket): void {

@@ -17,11 +17,13 @@ import {
   checkTtl,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type Interleave,
   type KnownWorker,
 } from '../common.ts';
+import { BackendCauses } from '../../shared/failure-cause.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 import { hostText, type UrlHost } from '../../shared/connection-url.ts';
 
@@ -145,6 +147,8 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
   readonly #prefix: string;
   readonly #ttlSeconds: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes = new BackendCauses();
   readonly #ownsClient: boolean;
   readonly #watchers = new Set<EtcdWatcherLike>();
   readonly #interleave: Interleave | undefined;
@@ -215,7 +219,13 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       // Nothing held: give the etcd lease back (and with it any claim it made) instead of
       // letting it block an ID until its TTL runs out.
       await etcdLease.revoke().catch(() => {});
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw registryUnavailable(
+        this.backend,
+        this.#where,
+        error,
+        this.#causes,
+        registryDoing.acquire,
+      );
     }
   }
 
@@ -235,7 +245,13 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
       );
       return peers.filter((peer) => peer !== undefined);
     } catch (error) {
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw registryUnavailable(
+        this.backend,
+        this.#where,
+        error,
+        this.#causes,
+        registryDoing.peers,
+      );
     }
   }
 
@@ -294,7 +310,7 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
           const { TTL } = await etcdLease.keepaliveOnce();
           return Number(TTL) * 1000;
         } catch (error) {
-          throw this.#failed(error, workerId);
+          throw this.#failed(error, workerId, kind);
         }
       },
     });
@@ -364,11 +380,12 @@ export class EtcdWorkerRegistry implements WorkerRegistry {
     throw new Error(`the record of worker ${workerId} kept changing under its renewal`);
   }
 
-  #failed(error: unknown, workerId: number): Error {
+  #failed(error: unknown, workerId: number, kind: 'renew' | 'release'): Error {
     // etcd3 rejects a keep-alive of an expired lease with EtcdLeaseInvalidError.
     if (error instanceof Error && error.constructor.name === 'EtcdLeaseInvalidError')
       return leaseLost(this.backend, workerId, 'its etcd lease expired');
-    return registryUnavailable(this.backend, this.#where, error);
+    const doing = registryDoing[kind](workerId);
+    return registryUnavailable(this.backend, this.#where, error, this.#causes, doing);
   }
 
   #key(kind: 'lease/' | 'record/', workerId: number): string {
@@ -419,6 +436,7 @@ export async function connectEtcdWorkerRegistry(
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
     faultHandling: { watchBackoff },
   });
-  const where = endpoints.join(',');
+  // host:port, as every backend's address reads in messages (the URL scheme is etcd://).
+  const where = hosts.map((host) => hostText(host, 2379)).join(',');
   return new EtcdWorkerRegistry({ ...options, client, ownsClient: true, where });
 }

@@ -14,11 +14,13 @@ import {
   checkTtl,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type Interleave,
   type InterleaveStep,
 } from '../common.ts';
+import { BackendCauses } from '../../shared/failure-cause.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 
 /**
@@ -43,6 +45,11 @@ export interface RedisWorkerRegistryOptions {
   readonly where?: string;
   /** Quit `client` in {@link RedisWorkerRegistry.close}. Default false. */
   readonly ownsClient?: boolean;
+  /**
+   * The causes the client's connection errors were noted in (its 'error' events), for messages:
+   * a command fails in ioredis's words ("Stream isn't writeable"), the system's are there.
+   */
+  readonly causes?: BackendCauses;
   /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
   readonly interleave?: Interleave;
 }
@@ -192,6 +199,8 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   readonly #prefix: string;
   readonly #ttlMs: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes: BackendCauses;
   readonly #ownsClient: boolean;
   readonly #interleave: Interleave | undefined;
 
@@ -200,6 +209,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     this.#prefix = `idmint:workers:{${checkName(options.name ?? 'idmint')}}:`;
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
     this.#where = options.where ?? 'redis';
+    this.#causes = options.causes ?? new BackendCauses();
     this.#ownsClient = options.ownsClient ?? false;
     this.#interleave = options.interleave;
   }
@@ -212,6 +222,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     if (this.#interleave !== undefined)
       await this.#step({ point: 'before-claim', backend: this.backend, workerId: plan.only ?? -1 });
     const result = (await this.#eval(
+      registryDoing.acquire,
       ACQUIRE,
       host,
       port,
@@ -235,7 +246,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   }
 
   async peers(): Promise<PeerTime[]> {
-    const flat = (await this.#eval(PEERS)) as unknown[];
+    const flat = (await this.#eval(registryDoing.peers, PEERS)) as unknown[];
     const peers: PeerTime[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {
       peers.push({
@@ -263,6 +274,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     if (kind === 'renew' && this.#interleave !== undefined)
       await this.#step({ point: 'before-renew-write', backend: this.backend, workerId, report });
     const done = await this.#eval(
+      registryDoing[kind](workerId),
       WRITE,
       workerId,
       token,
@@ -281,11 +293,12 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     try {
       await this.#interleave?.(step);
     } catch (error) {
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw registryUnavailable(this.backend, this.#where, error, this.#causes);
     }
   }
 
-  async #eval(script: string, ...args: (string | number)[]): Promise<unknown> {
+  /** Runs `script`; a failure is told as `doing`'s (words, see registryDoing). */
+  async #eval(doing: string, script: string, ...args: (string | number)[]): Promise<unknown> {
     try {
       return await this.#client.eval(script, 1, this.#prefix, ...args);
     } catch (error) {
@@ -293,7 +306,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
       // reply is matched to it (replies come in the order of the commands), so the connection is
       // still in step: nothing to reset, and the calls in flight behind it are answered. (The
       // call itself may still land: renewals never lower a record, so a late one is harmless.)
-      throw registryUnavailable(this.backend, this.#where, error);
+      throw registryUnavailable(this.backend, this.#where, error, this.#causes, doing);
     }
   }
 }
@@ -352,10 +365,12 @@ export async function connectRedisWorkerRegistry(
     // long after its caller gave up on it.
     autoResendUnfulfilledCommands: false,
   });
-  client.on('error', () => {}); // reported through the failing commands, not as an unhandled event
+  // Reported through the failing commands, not as an unhandled event; their cause is noted.
+  const causes = new BackendCauses();
+  client.on('error', (error: unknown) => causes.saw(error));
   const where = hostText({ host: target.host, port: target.port });
   // Open even while Redis is down (the weak-dependency cache needs the registry then); the
   // client keeps reconnecting in the background.
   await client.connect().catch(() => {});
-  return new RedisWorkerRegistry({ ...options, client, ownsClient: true, where });
+  return new RedisWorkerRegistry({ ...options, client, ownsClient: true, where, causes });
 }

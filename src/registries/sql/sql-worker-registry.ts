@@ -24,11 +24,13 @@ import {
   holderToken,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type AcquirePlan,
   type Interleave,
 } from '../common.ts';
+import { BackendCauses } from '../../shared/failure-cause.ts';
 
 /** Rows read per page while looking for a free worker ID; the first page almost always has one. */
 const PAGE = 16;
@@ -81,6 +83,8 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   readonly #ttlMs: number;
   readonly #timeoutMs: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes = new BackendCauses();
   readonly #ownsClient: boolean;
   readonly #sql: ReturnType<typeof statements>;
   readonly #interleave: Interleave | undefined;
@@ -109,7 +113,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   init(): Promise<void> {
     this.#initialized ??= this.#createTable().catch((error: unknown) => {
       this.#initialized = undefined;
-      throw this.#unavailable(error);
+      throw this.#unavailable(error, registryDoing.table);
     });
     return this.#initialized;
   }
@@ -160,7 +164,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
       const [live] = (await this.#query(this.#sql.countLive, [this.#name])).rows;
       throw workerIdsExhausted(this.backend, plan, Number(live?.['n'] ?? 0));
     } catch (error) {
-      throw this.#unavailable(error);
+      throw this.#unavailable(error, registryDoing.acquire);
     }
   }
 
@@ -242,7 +246,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
         ageMs: Math.max(0, Number(row['age_ms'])),
       }));
     } catch (error) {
-      throw this.#unavailable(error);
+      throw this.#unavailable(error, registryDoing.peers);
     }
   }
 
@@ -285,7 +289,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
         });
       matched = (await this.#query(this.#sql[kind], params)).affectedRows;
     } catch (error) {
-      throw this.#unavailable(error);
+      throw this.#unavailable(error, registryDoing[kind](workerId));
     }
     if (matched !== 1) throw leaseLost(this.backend, workerId, 'its row has another holder');
     return this.#ttlMs;
@@ -316,8 +320,9 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     );
   }
 
-  #unavailable(error: unknown): IdMintError {
-    return registryUnavailable(this.backend, this.#where, error);
+  /** `error` as REGISTRY_UNAVAILABLE in one line, saying what was being done (`doing`). */
+  #unavailable(error: unknown, doing: string): IdMintError {
+    return registryUnavailable(this.backend, this.#where, error, this.#causes, doing);
   }
 }
 
@@ -433,7 +438,7 @@ export async function connectSqlWorkerRegistry(
   try {
     client = await connection.open(options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
   } catch (error) {
-    throw registryUnavailable(backend, where, error);
+    throw registryUnavailable(backend, where, error, new BackendCauses(), registryDoing.connecting);
   }
   // The table is created on first use, not here: a node may open the registry while the database
   // is down (and start from the weak-dependency cache).

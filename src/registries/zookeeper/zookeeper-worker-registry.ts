@@ -1,4 +1,4 @@
-import { IdMintError } from '../../core/errors.ts';
+import { IdMintError, isIdMintError } from '../../core/errors.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import type {
   AcquireRequest,
@@ -17,11 +17,13 @@ import {
   checkTtl,
   leaseLost,
   planAcquire,
+  registryDoing,
   registryUnavailable,
   workerIdsExhausted,
   type AcquirePlan,
   type Interleave,
 } from '../common.ts';
+import { BackendCauses, failureCause, probeAddress } from '../../shared/failure-cause.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 import { hostText, type UrlHost } from '../../shared/connection-url.ts';
 
@@ -97,9 +99,19 @@ export interface ZooKeeperWorkerRegistryOptions {
   readonly operationTimeoutMs?: number;
   /** Where ZooKeeper is, for error messages. Default `zookeeper`. */
   readonly where?: string;
+  /**
+   * The servers, to tell a refused connection from no answer when connecting fails: the client
+   * retries a refused connection in silence until the connect timeout. Absent: not told apart.
+   */
+  readonly hosts?: readonly UrlHost[];
   /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
   readonly interleave?: Interleave;
 }
+
+/** How long a failed connection attempt answers further calls before one tries again. */
+const FAILED_CONNECT_REUSE_MS = 1000;
+/** Bound on looking at a server's address after connecting to it failed. */
+const PROBE_MS = 500;
 
 // ZooKeeper protocol constants (the same in every client).
 const PERSISTENT = 0;
@@ -169,7 +181,10 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
   readonly #recycleAfterMs: number;
   readonly #timeoutMs: number;
   readonly #where: string;
+  /** Causes of this registry's failures, the last one the system named remembered. */
+  readonly #causes = new BackendCauses();
   readonly #interleave: Interleave | undefined;
+  readonly #hosts: readonly UrlHost[];
   #session: Promise<Session> | undefined;
   #current: Session | undefined;
   #closed = false;
@@ -182,6 +197,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
     this.#where = options.where ?? 'zookeeper';
     this.#interleave = options.interleave;
+    this.#hosts = options.hosts ?? [];
   }
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
@@ -199,7 +215,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
           throw workerIdsExhausted(this.backend, plan, outcome.live);
       }
     } catch (error) {
-      throw this.#failed(error);
+      throw await this.#failed(error, registryDoing.acquire);
     }
   }
 
@@ -355,7 +371,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
       return peers.filter((peer) => peer !== undefined);
     } catch (error) {
-      throw this.#failed(error);
+      throw await this.#failed(error, registryDoing.peers);
     }
   }
 
@@ -397,7 +413,7 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         } catch (error) {
           if (codeOf(error) === NO_NODE || codeOf(error) === SESSION_EXPIRED)
             throw leaseLost(this.backend, workerId, 'its session or liveness node is gone');
-          throw this.#failed(error);
+          throw await this.#failed(error, registryDoing[kind](workerId));
         }
         return session.ttlMs;
       },
@@ -502,8 +518,13 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     if (this.#session === undefined) {
       const attempt = this.#connect();
       this.#session = attempt;
+      // A failed attempt answers the calls of the next moment too: a worker's start asks twice
+      // in a row (peers, then acquire), and each would wait out the whole connect timeout (an
+      // unreachable ZooKeeper failed a start after twice the timeout, 10.5 s for 5 s).
       attempt.catch(() => {
-        if (this.#session === attempt) this.#session = undefined;
+        setTimeout(() => {
+          if (this.#session === attempt) this.#session = undefined;
+        }, FAILED_CONNECT_REUSE_MS).unref();
       });
     }
     return this.#session;
@@ -522,6 +543,13 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
         lease.lose(leaseLost(this.backend, lease.workerId, 'its ZooKeeper session expired'));
       session.close();
     });
+    // Not connected halfway through the timeout: the addresses are looked at then (the client
+    // retries a refused connection in silence), so a failure says why within the timeout.
+    const half = Math.floor(this.#timeoutMs / 2);
+    let looked: Promise<string | undefined> | undefined;
+    const look = setTimeout(() => {
+      looked = this.#refusal(Math.max(1, half - 10));
+    }, half);
     try {
       await withTimeout(
         new Promise<void>((resolve) => {
@@ -533,7 +561,17 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
       );
     } catch (error) {
       client.close();
-      throw registryUnavailable(this.backend, this.#where, error);
+      if (looked === undefined) throw await this.#failed(error, registryDoing.connecting);
+      const refused = await looked;
+      throw registryUnavailable(
+        this.backend,
+        this.#where,
+        refused === undefined ? error : new Error(refused),
+        this.#causes,
+        registryDoing.connecting,
+      );
+    } finally {
+      clearTimeout(look);
     }
     session.ttlMs = client.getSessionTimeout();
     this.#current = session;
@@ -585,8 +623,27 @@ export class ZooKeeperWorkerRegistry implements WorkerRegistry {
     return `${this.#base}/${dir}/${child}`;
   }
 
-  #failed(error: unknown): Error {
-    return registryUnavailable(this.backend, this.#where, error);
+  /** What the servers' addresses say within `ms`: a refusal (or another system cause), if any. */
+  async #refusal(ms: number): Promise<string | undefined> {
+    const probes = await Promise.all(this.#hosts.map((host) => probeAddress(host, ms)));
+    return probes.find((found) => found !== undefined);
+  }
+
+  /**
+   * `error` as REGISTRY_UNAVAILABLE in one line, saying what was being done (`doing`). The
+   * client retries a refused connection without a word until the call's timeout, so a timeout or
+   * a lost connection is told apart by the address itself: refusing (ZooKeeper is down), or
+   * accepting and never answering.
+   */
+  async #failed(error: unknown, doing: string): Promise<Error> {
+    if (isIdMintError(error)) return error;
+    const cause = failureCause(error);
+    let told = error;
+    if (cause === undefined || cause.startsWith('timed out')) {
+      const refused = await this.#refusal(Math.min(PROBE_MS, this.#timeoutMs));
+      if (refused !== undefined) told = new Error(refused);
+    }
+    return registryUnavailable(this.backend, this.#where, told, this.#causes, doing);
   }
 }
 
@@ -758,6 +815,7 @@ export async function connectZooKeeperWorkerRegistry(
   return new ZooKeeperWorkerRegistry({
     ...options,
     where: connectionString,
+    hosts: hosts.map((host) => ({ host: host.host, port: host.port ?? 2181 })),
     createClient: (sessionTimeout) =>
       closedWithin(
         zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 500, retries: 0 }),

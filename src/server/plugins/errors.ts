@@ -86,7 +86,7 @@ export function installErrorHandling(
           method: request.method,
           url: request.url,
           code: known.code,
-          err: known.code === 'INTERNAL_ERROR' ? error : known,
+          err: known.code === 'INTERNAL_ERROR' ? error : ownLine(known),
         },
         known.code === 'INTERNAL_ERROR' ? 'unexpected error' : 'request failed',
       );
@@ -163,6 +163,16 @@ function retryAfterSeconds(error: IdMintError): number {
         ? error.details?.['retryAfterMs']
         : undefined;
   return typeof offset === 'number' && offset > 0 ? Math.ceil(offset / 1000) : 1;
+}
+
+/**
+ * A known failure as logged: its own message and stack, not its causes'. pino would append each
+ * cause's message to the line (a driver's "Connection terminated unexpectedly"), where the
+ * message already says what failed in words: the backend, its address and the cause (issue 23).
+ * A bug (INTERNAL_ERROR) is logged whole.
+ */
+function ownLine(error: IdMintError): { type: string; message: string; stack?: string } {
+  return { type: error.name, message: error.message, stack: error.stack };
 }
 
 /**

@@ -27,9 +27,11 @@ import {
   checkPageLimit,
   checkRaise,
   checkRelease,
+  operationWords,
   residueText,
   sameResidue,
 } from '../store-support.ts';
+import { BackendCauses } from '../../shared/failure-cause.ts';
 import { SetHighs, type MarkAccess, type MarkStore } from './set-highs.ts';
 import {
   checkJoin,
@@ -1194,9 +1196,12 @@ function merge(records: readonly TagRecord[]): TagRecord {
  */
 function asStoreError(cause: unknown, name: string, operation: string): IdMintError {
   if (isIdMintError(cause)) return cause;
+  // One line as every store's (store-support.ts): the database, the operation in words, the
+  // cause as the system gave it; never the method's name.
+  const why = new BackendCauses().of(cause);
   return new IdMintError(
     'STORE_UNAVAILABLE',
-    `${name}: ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+    `segment store ${name}, ${operationWords(operation)}: ${why}`,
     { cause },
   );
 }

@@ -47,6 +47,7 @@ import {
   residueMismatch,
   residueRange,
   resolveStoreOptions,
+  StorePlace,
   storeCall,
   storedResidue,
   tagRecord,
@@ -448,9 +449,12 @@ export class RedisSegmentStore implements SegmentStore {
   /** How far a new history is fenced. */
   readonly #fence: FenceMargin;
   readonly #history: HistoryWatch;
+  /** This store in failure messages: backend, address, causes seen. */
+  readonly #place: StorePlace;
 
   constructor(options: RedisSegmentStoreOptions) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
+    this.#place = new StorePlace(this.backend, options.where);
     if (residue !== undefined) this.residue = residue;
     this.#residueArgs =
       residue === undefined ? ['', ''] : [String(residue.offset), String(residue.increment)];
@@ -503,9 +507,12 @@ export class RedisSegmentStore implements SegmentStore {
       // than that (a slow script, a fork) fails only the calls it outlasts, not the connection.
       socketTimeout: 2 * timeoutMs,
     });
-    // Connection errors surface as failed commands; without a listener ioredis would log each one.
-    client.on('error', () => undefined);
-    return new RedisSegmentStore({ ...options, client, closeClient: true });
+    const store = new RedisSegmentStore({ ...options, client, closeClient: true });
+    // Connection errors surface as failed commands, in ioredis's words ("max retries per
+    // request"); the system's (connection refused) comes only in these events, so the store's
+    // messages take it from here. Without a listener ioredis would log each one.
+    client.on('error', (error: unknown) => store.#place.causes.saw(error));
+    return store;
   }
 
   /** Hashes need no schema: records the history (fencing it when it is new). */
@@ -864,7 +871,7 @@ export class RedisSegmentStore implements SegmentStore {
     timeoutMs = this.#timeoutMs,
   ): Promise<unknown[]> {
     const nonce = `${this.#nonceId}:${++this.#commands}`;
-    return storeCall(this.backend, operation, timeoutMs, () =>
+    return storeCall(this.#place, operation, timeoutMs, () =>
       this.#client
         .eval(script, keys.length, ...keys, ...args, nonce)
         .then((reply) => this.#answerTo(operation, nonce, reply)),
@@ -877,8 +884,11 @@ export class RedisSegmentStore implements SegmentStore {
     this.#client.disconnect(true);
     throw new IdMintError(
       'STORE_UNAVAILABLE',
-      `redis store: ${operation} got a reply meant for another command ` +
-        '(the connection lost data on the way); the connection was reset',
+      this.#place.line(
+        operation,
+        'a reply meant for another command (the connection lost data on the way); the ' +
+          'connection was reset',
+      ),
       {
         details: { backend: this.backend, operation },
       },

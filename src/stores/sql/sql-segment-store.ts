@@ -59,6 +59,7 @@ import {
   residueRoom,
   resolveStoreOptions,
   sameResidue,
+  StorePlace,
   storeCall,
   storedResidue,
   tagRecord,
@@ -195,10 +196,13 @@ export class SqlSegmentStore implements SegmentStore {
   /** How far a new history is fenced. */
   readonly #fence: FenceMargin;
   readonly #history: HistoryWatch;
+  /** This store in failure messages: backend, address, causes seen. */
+  readonly #place: StorePlace;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
     this.backend = driver.dialect.backend;
+    this.#place = new StorePlace(this.backend, options.where);
     this.table = table;
     this.#driver = driver;
     this.#timeoutMs = timeoutMs;
@@ -790,7 +794,7 @@ export class SqlSegmentStore implements SegmentStore {
           };
     const call = (signal: AbortSignal) =>
       this.#driver.withConnection(guarded, { transaction, signal });
-    return storeCall(this.backend, operation, timeoutMs, call);
+    return storeCall(this.#place, operation, timeoutMs, call);
   }
 
   /**
