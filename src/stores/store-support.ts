@@ -23,10 +23,13 @@ import type {
   SegmentRange,
   SegmentResidue,
   StoreHistoryEvent,
+  TagOrdering,
   TagRecord,
 } from '../ports/segment-store.ts';
 import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { checkTableName } from '../sql/sql-driver.ts';
+import type { IssuerInterleave } from './issuer-support.ts';
+import { checkNewOrdering, toOrdering } from './tag-ordering.ts';
 
 /** Options every store adapter takes. */
 export interface SegmentStoreOptions {
@@ -52,6 +55,8 @@ export interface SegmentStoreOptions {
   readonly fence?: FenceMargin;
   /** Told when the store fences a new history or finds one (logs, metrics). Must not throw. */
   readonly onHistory?: (event: StoreHistoryEvent) => void;
+  /** Tests only: pauses the store's issuer leases between two steps (issuer-support.ts). */
+  readonly issuerInterleave?: IssuerInterleave;
 }
 
 /**
@@ -527,6 +532,7 @@ export function tagRecord(row: {
   delta?: unknown;
   remainder?: unknown;
   periodic?: unknown;
+  ordering?: unknown;
 }): TagRecord {
   const residue = storedResidue(row.id_offset, row.id_increment);
   // As stored, even when not a valid sequence (allocation refuses such a row with its reason).
@@ -546,6 +552,7 @@ export function tagRecord(row: {
     ...(row.periodic === null || row.periodic === undefined || row.periodic === ''
       ? {}
       : { periodic: String(row.periodic) }),
+    ...toOrdering(row.ordering),
   };
 }
 
@@ -605,10 +612,12 @@ export function checkNewTag(
   delta: number;
   remainder: number;
   periodic: string | null;
+  ordering: TagOrdering | null;
 } {
   if (tag === null || typeof tag !== 'object')
     throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
   const step = checkStep(tag.step);
+  const ordering = checkNewOrdering(tag);
   if (tag.periodic !== undefined) return checkNewPeriodicTag(tag, step);
   if (tag.opaque !== undefined && typeof tag.opaque !== 'boolean')
     throw new IdMintError(
@@ -635,6 +644,7 @@ export function checkNewTag(
     opaque,
     ...sequence,
     periodic: null,
+    ordering,
   };
 }
 
@@ -665,6 +675,7 @@ function checkNewPeriodicTag(tag: NewTag, step: number): ReturnType<typeof check
     delta: 1,
     remainder: 0,
     periodic: sequence.toText(),
+    ordering: null,
   };
 }
 

@@ -70,6 +70,14 @@ import {
   type FenceOutcome,
   type SegmentStoreOptions,
 } from '../store-support.ts';
+import {
+  ORDERING_COLUMN,
+  ORDERING_COLUMN_TYPE,
+  noOrderingColumn,
+  orderedNotOpaque,
+  toOrdering,
+} from '../tag-ordering.ts';
+import { SqlIssuerLeases } from './sql-issuer-leases.ts';
 
 /**
  * The residue columns of a set's databases (TinyId's `remainder` and `delta`), and their values on
@@ -195,6 +203,13 @@ export class SqlSegmentStore implements SegmentStore {
   /** How far a new history is fenced. */
   readonly #fence: FenceMargin;
   readonly #history: HistoryWatch;
+  /**
+   * Whether the table had the ordering column at the last full read's first page (undefined: not
+   * looked yet); looked at again like {@link #listsOpaque}.
+   */
+  #listsOrdering: boolean | undefined;
+  /** The issuer leases of this table's cluster-ordered tags, in idmint_issuer beside it. */
+  readonly issuers: SqlIssuerLeases;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
@@ -211,6 +226,14 @@ export class SqlSegmentStore implements SegmentStore {
       margin: fence,
       onHistory: options.onHistory,
       fenceIfNew: () => this.#fenceCall({ margin: fence, automatic: true }),
+    });
+    this.issuers = new SqlIssuerLeases({
+      backend: this.backend,
+      dialect: driver.dialect,
+      table,
+      call: (operation, transaction, run, absent) =>
+        this.#call(operation, transaction, run, absent),
+      ...(options.issuerInterleave === undefined ? {} : { interleave: options.issuerInterleave }),
     });
   }
 
@@ -230,8 +253,10 @@ export class SqlSegmentStore implements SegmentStore {
       await this.#addColumns(db, SEQUENCE_COLUMNS);
       this.#sequence = true;
       await this.#addPeriodicColumn(db);
+      await this.#addColumn(db, ORDERING_COLUMN, ORDERING_COLUMN_TYPE);
       await this.#addChangeIndex(db);
       await this.#createIfMissing(db, this.#sql.createHistoryTable);
+      await this.#createIfMissing(db, this.issuers.createTable);
     });
     // A new table, or a table first seen by an idmint that records histories, is fenced now.
     await this.#history.verify();
@@ -626,9 +651,16 @@ export class SqlSegmentStore implements SegmentStore {
       // read's first page: a Leaf table has none, and `idmint db init` may add it meanwhile.
       if (after === undefined || this.#listsOpaque === undefined)
         this.#listsOpaque = await this.#hasOpaqueColumn(db);
+      if (after === undefined || this.#listsOrdering === undefined)
+        this.#listsOrdering = await this.#hasColumn(db, ORDERING_COLUMN);
       if (after === undefined && this.#sequence !== true)
         this.#sequence = await this.#hasColumns(db, SEQUENCE_COLUMNS);
-      const page = this.#listsOpaque ? this.#sql.pageWithOpaque : this.#sql.page;
+      // `db init` adds both columns at once: a table with the ordering column has the opaque one.
+      const page = this.#listsOrdering
+        ? this.#sql.pageWithOrdering
+        : this.#listsOpaque
+          ? this.#sql.pageWithOpaque
+          : this.#sql.page;
       const rows = (
         after === undefined
           ? await db.query(`${page.first} ${this.#driver.dialect.limit(limit)}`, [])
@@ -668,6 +700,13 @@ export class SqlSegmentStore implements SegmentStore {
         const params = [values.tag, values.startId, values.step, values.description, ...residue];
         if (values.periodic !== null)
           await db.query(this.#sql.insertPeriodic, [...params, values.periodic]);
+        else if (values.ordering !== null)
+          await db.query(this.#sql.sequenced.insertOrdered, [
+            ...params,
+            values.delta,
+            values.remainder,
+            values.ordering,
+          ]);
         else
           await db.query(values.opaque ? sql.insertOpaque : sql.insert, [
             ...params,
@@ -686,6 +725,8 @@ export class SqlSegmentStore implements SegmentStore {
               `column`,
             { cause: error, details: { tag: values.tag } },
           );
+        if (values.ordering !== null && !(await this.#hasColumn(db, ORDERING_COLUMN)))
+          throw noOrderingColumn(values.tag, this.table, error);
         if (values.opaque && !(await this.#hasOpaqueColumn(db)))
           throw this.#noOpaqueColumn(values.tag, error);
         if (sequenced && !(await this.#hasColumns(db, SEQUENCE_COLUMNS)))
@@ -724,6 +765,9 @@ export class SqlSegmentStore implements SegmentStore {
       'updateTag',
       false,
       async (db) => {
+        // A tag's ordering never changes, so read first is enough: an ordered tag stays plain.
+        if (opaque && (await this.#read(db, tag))?.ordering !== undefined)
+          throw orderedNotOpaque(tag);
         if (sets.length > 0) {
           try {
             await db.query(
@@ -811,15 +855,17 @@ export class SqlSegmentStore implements SegmentStore {
   }
 
   /** Adds the periodic column where the table lacks it, as {@link #addOpaqueColumn} does. */
-  async #addPeriodicColumn(db: SqlConnection): Promise<void> {
-    if (await this.#hasColumn(db, PERIODIC_COLUMN)) return;
+  #addPeriodicColumn(db: SqlConnection): Promise<void> {
+    return this.#addColumn(db, PERIODIC_COLUMN, PERIODIC_COLUMN_TYPE);
+  }
+
+  /** Adds `column` of `type` where the table lacks it, as {@link #addOpaqueColumn} does. */
+  async #addColumn(db: SqlConnection, column: string, type: string): Promise<void> {
+    if (await this.#hasColumn(db, column)) return;
     try {
-      await db.query(
-        `ALTER TABLE ${this.table} ADD COLUMN ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`,
-        [],
-      );
+      await db.query(`ALTER TABLE ${this.table} ADD COLUMN ${column} ${type}`, []);
     } catch (error) {
-      if (!(await this.#hasColumn(db, PERIODIC_COLUMN))) throw error;
+      if (!(await this.#hasColumn(db, column))) throw error;
     }
   }
 
@@ -1036,7 +1082,8 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     `${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
   const opaqueColumn =
-    `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ` + `${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`;
+    `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}, ` +
+    `${ORDERING_COLUMN} ${ORDERING_COLUMN_TYPE}`;
   const sequenceColumns = SEQUENCE_COLUMNS.map(
     ([column, plain]) => `${column} int NOT NULL DEFAULT ${plain}`,
   ).join(', ');
@@ -1058,6 +1105,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     // it.
     page: pageQueries(table, 'biz_tag, step'),
     pageWithOpaque: pageQueries(table, `biz_tag, step, ${OPAQUE_COLUMN}`),
+    pageWithOrdering: pageQueries(table, `biz_tag, step, ${OPAQUE_COLUMN}, ${ORDERING_COLUMN}`),
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     reassign:
       `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} ` +
@@ -1185,6 +1233,10 @@ function sequencedStatements(
     insertOpaque:
       `${parts.insert}${residueColumns}, delta, remainder, ${OPAQUE_COLUMN}) ` +
       `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, 1)`,
+    // A cluster-ordered tag names the sequence columns too: `db init` adds them with this one.
+    insertOrdered:
+      `${parts.insert}${residueColumns}, delta, remainder, ${ORDERING_COLUMN}) ` +
+      `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, ?)`,
   };
 }
 
@@ -1294,6 +1346,7 @@ function asListing(row: SqlRow): TagListing {
     tag: String(row['biz_tag']),
     step: toStep(row['step']),
     opaque: toOpaqueFlag(row[OPAQUE_COLUMN]),
+    ...toOrdering(row[ORDERING_COLUMN]),
   };
 }
 
@@ -1310,6 +1363,7 @@ function asRecord(row: SqlRow): TagRecord {
     delta: row['delta'],
     remainder: row['remainder'],
     periodic: row[PERIODIC_COLUMN],
+    ordering: row[ORDERING_COLUMN],
   });
 }
 
