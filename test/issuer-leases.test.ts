@@ -1,12 +1,15 @@
 // The IssuerLeases conformance suite (test/support/issuer-lease-suite.ts) on every store that
-// keeps issuer leases, each on a table (or key prefix) of its own.
+// keeps issuer leases, each on a table (or key prefix) of its own, and on a set of databases,
+// which keeps them in its first.
+import { openSegmentStores } from '../src/backends/open-segment-store.ts';
+import type { SegmentStore } from '../src/ports/segment-store.ts';
 import { ISSUER_TABLE } from '../src/stores/issuer-support.ts';
 import { runIssuerLeaseSuite } from './support/issuer-lease-suite.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
-import { describeWithServices } from './support/services.ts';
+import { SET_URLS, dropSet, rawSql } from './support/segment-sets.ts';
+import { describeWithServices, uniqueName } from './support/services.ts';
 
 for (const backend of Object.values(SEGMENT_BACKENDS)) {
-  if (backend.name === 'redis') continue;
   await describeWithServices(`IssuerLeases conformance: ${backend.name}`, backend.services, () => {
     runIssuerLeaseSuite({
       create: async () => {
@@ -18,11 +21,43 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
           async dispose() {
             await fixture.dispose();
             const where = `WHERE segment_table = '${fixture.table}'`;
-            if (backend.name !== 'sqlite')
-              await backend.sql?.(fixture.url, `DELETE FROM ${ISSUER_TABLE} ${where}`);
+            if (backend.sql !== undefined && backend.name !== 'sqlite')
+              await backend.sql(fixture.url, `DELETE FROM ${ISSUER_TABLE} ${where}`);
           },
         };
       },
     });
   });
 }
+
+// A set whose first database is PostgreSQL and second Redis: the lease is in PostgreSQL's
+// idmint_issuer, the tag in both.
+await describeWithServices('IssuerLeases conformance: a set', ['postgres', 'redis'], () => {
+  const urls = [SET_URLS.postgresA, SET_URLS.redis];
+  runIssuerLeaseSuite({
+    create: async () => {
+      const table = uniqueName('iss_set');
+      const store = await openSegmentStores(urls, { table, init: true, verify: false });
+      await store.join();
+      const others: SegmentStore[] = [];
+      return {
+        store,
+        async openAnother(options = {}) {
+          const other = await openSegmentStores(urls, { ...options, table, init: false });
+          others.push(other);
+          return other;
+        },
+        processArgs: [table, ...urls],
+        async dispose() {
+          for (const other of others) await other.close();
+          await store.close();
+          await dropSet(urls, table);
+          await rawSql(
+            urls[0] as string,
+            `DELETE FROM ${ISSUER_TABLE} WHERE segment_table = '${table}'`,
+          );
+        },
+      };
+    },
+  });
+});

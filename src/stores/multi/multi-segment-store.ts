@@ -17,9 +17,11 @@ import type {
   StoreHistory,
   TagChanges,
   TagPage,
+  TagOrdering,
   TagRecord,
   TagUpdate,
 } from '../../ports/segment-store.ts';
+import type { IssuerLeases } from '../../ports/issuer-lease.ts';
 import {
   alignUp,
   byTag,
@@ -201,6 +203,12 @@ export class MultiSegmentStore implements SegmentStore {
    * down.
    */
   readonly #uncovered = new Map<string, IdMintError>();
+  /**
+   * The issuer leases of the set's cluster-ordered tags: the first database's (docs/segments.md,
+   * Cluster order). One database decides, so two nodes never hold a tag at once through different
+   * members; while it is down no node can claim or renew, and the holder fences itself.
+   */
+  readonly issuers?: IssuerLeases;
 
   constructor(options: MultiSegmentStoreOptions) {
     const databases = options?.databases;
@@ -244,6 +252,8 @@ export class MultiSegmentStore implements SegmentStore {
     this.#now = options.now ?? (() => performance.now());
     this.#identities = databases.map(() => undefined);
     this.#highs = new SetHighs(this.#markAccess());
+    const first = databases[0]?.store.issuers;
+    if (first !== undefined) this.issuers = first;
   }
 
   /** How many databases the set has: N, the stride of every range. */
@@ -1167,8 +1177,11 @@ function merge(records: readonly TagRecord[]): TagRecord {
   let opaque = false;
   // A periodic tag's option is written with its row and never changed: any database's will do.
   let periodic: string | undefined;
+  // Cluster-ordered if any database says so, as opaque: ordering is written with the row.
+  let ordering: TagOrdering | undefined;
   for (const record of records) {
     periodic ??= record.periodic;
+    ordering ??= record.ordering;
     if (record.maxId > maxId) maxId = record.maxId;
     if (record.updatedAt !== null && (updatedAt === null || record.updatedAt > updatedAt))
       updatedAt = record.updatedAt;
@@ -1185,6 +1198,7 @@ function merge(records: readonly TagRecord[]): TagRecord {
     ...(first.delta === undefined ? {} : { delta: first.delta }),
     ...(first.remainder === undefined ? {} : { remainder: first.remainder }),
     ...(periodic === undefined ? {} : { periodic }),
+    ...(ordering === undefined ? {} : { ordering }),
   };
 }
 

@@ -1,4 +1,5 @@
 import { IdMintError } from '../../core/errors.ts';
+import { checkTag } from '../../core/segment-limits.ts';
 import type { IssuerBusy, IssuerLease, IssuerLeases } from '../../ports/issuer-lease.ts';
 import type { SqlConnection, SqlDialect } from '../../sql/sql-driver.ts';
 import {
@@ -189,6 +190,7 @@ export class SqlIssuerLeases implements IssuerLeases {
   }
 
   async currentIssuer(tag: string): Promise<IssuerBusy | undefined> {
+    checkTag(tag);
     return this.#call(
       'currentIssuer',
       false,
