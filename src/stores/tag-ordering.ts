@@ -18,7 +18,9 @@ export const TAG_ORDERINGS: readonly TagOrdering[] = ['cluster'];
  * cannot keep the cluster-wide order: a periodic tag (its periods restart) or an opaque one (its
  * IDs are encrypted, in no order).
  */
-export function checkNewOrdering(tag: NewTag): TagOrdering | null {
+export function checkNewOrdering(
+  tag: Pick<NewTag, 'tag'> & { ordering?: unknown; periodic?: unknown; opaque?: unknown },
+): TagOrdering | null {
   const ordering: unknown = tag.ordering;
   if (ordering === undefined) return null;
   if (ordering !== 'cluster')

@@ -1,0 +1,109 @@
+// Where a tag's ordering lives (issue 24: cluster-ordered tags), on every SQL store: idmint's
+// `ordering` column in the segment table, added by `idmint db init` (store.init()) as the opaque
+// and periodic columns are. A Leaf table without it keeps serving plain tags and refuses an
+// ordered one, naming the fix; init adds the column and the issuer lease table, idempotently.
+import assert from 'node:assert/strict';
+import { it, type TestContext } from 'node:test';
+import { ISSUER_TABLE } from '../src/stores/issuer-support.ts';
+import { SEGMENT_BACKENDS, type SegmentBackend } from './support/segment-backends.ts';
+import { rejectsWith } from './support/segment-store-suite.ts';
+import { describeWithServices } from './support/services.ts';
+
+type Fixture = Awaited<ReturnType<SegmentBackend['open']>>;
+
+// Leaf's own DDL (MySQL, as scripts/leaf_alloc.sql has it) and the portable one elsewhere.
+const LEAF_MYSQL_DDL = (table: string) => `CREATE TABLE \`${table}\` (
+  \`biz_tag\` varchar(128)  NOT NULL DEFAULT '',
+  \`max_id\` bigint(20) NOT NULL DEFAULT '1',
+  \`step\` int(11) NOT NULL,
+  \`description\` varchar(256)  DEFAULT NULL,
+  \`update_time\` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (\`biz_tag\`)
+) ENGINE=InnoDB`;
+const PORTABLE_DDL = (table: string) =>
+  `create table ${table} (biz_tag varchar(128) primary key, max_id bigint not null default ` +
+  `1, step int not null, description varchar(256), update_time timestamp)`;
+
+async function open(t: TestContext, backend: SegmentBackend): Promise<Fixture> {
+  const fixture = await backend.open({ init: false });
+  t.after(async () => {
+    await fixture.dispose();
+    if (backend.name !== 'sqlite')
+      await backend.sql?.(
+        fixture.url,
+        `DELETE FROM ${ISSUER_TABLE} WHERE segment_table = '${fixture.table}'`,
+      );
+  });
+  return fixture;
+}
+
+for (const backend of Object.values(SEGMENT_BACKENDS)) {
+  if (backend.sql === undefined) continue;
+  const ddl = backend.name === 'mariadb' ? LEAF_MYSQL_DDL : PORTABLE_DDL;
+  await describeWithServices(`the ordering column (${backend.name})`, backend.services, () => {
+    it('a Leaf table refuses an ordered tag until db init adds the column', async (t) => {
+      const fixture = await open(t, backend);
+      const sql = (statement: string) =>
+        backend.sql?.(fixture.url, statement) ?? Promise.resolve([]);
+      await sql(ddl(fixture.table));
+      const { store } = fixture;
+      assert.equal((await store.createTag({ tag: 'plain', step: 10 })).ordering, undefined);
+      assert.deepEqual(
+        (await store.listTagPage(undefined, 100)).records.map((r) => [r.tag, r.ordering]),
+        [['plain', undefined]],
+      );
+      await rejectsWith(
+        store.createTag({ tag: 'ordered', step: 10, ordering: 'cluster' }),
+        'INVALID_ARGUMENT',
+        new RegExp(
+          `tag "ordered" cannot be cluster-ordered: table ${fixture.table} has no ordering ` +
+            'column \\(a Leaf table\\); run "idmint db init" on it to add the column',
+        ),
+      );
+      assert.equal(await store.getTag('ordered'), undefined, 'nothing was created');
+      // A lease before db init (a new SQLite file has no lease table yet): made where missing.
+      assert.equal(await store.issuers?.currentIssuer('plain'), undefined);
+      const early = await store.issuers?.claimIssuer('plain', 'node-a', '', 1000);
+      assert.equal(early?.held, true);
+
+      // idmint db init: adds the column once, however many run at the same time.
+      await Promise.all([store.init(), store.init(), store.init()]);
+      const columns = (await sql(`select * from ${fixture.table} where biz_tag = 'plain'`))[0];
+      assert.ok(columns !== undefined && 'ordering' in columns, 'no ordering column');
+      assert.equal(columns['ordering'], null, 'existing rows are not ordered');
+      const created = await store.createTag({ tag: 'ordered', step: 10, ordering: 'cluster' });
+      assert.equal(created.ordering, 'cluster');
+      const stored = await sql(`select ordering from ${fixture.table} where biz_tag = 'ordered'`);
+      assert.equal(stored[0]?.['ordering'], 'cluster');
+      // The next full read looks for the column again at its first page.
+      assert.deepEqual(
+        (await store.listTagPage(undefined, 100)).records
+          .map((r) => [r.tag, r.ordering ?? null])
+          .sort(),
+        [
+          ['ordered', 'cluster'],
+          ['plain', null],
+        ],
+      );
+      // init made the lease table too: the tag's lease can be claimed.
+      const claimed = await store.issuers?.claimIssuer('ordered', 'node-a', '', 1000);
+      assert.equal(claimed?.held, true);
+      // Leaf's own INSERT, naming only Leaf's columns, still works: the column has a default.
+      await sql(
+        `insert into ${fixture.table}(biz_tag, max_id, step, description) ` +
+          `values('leaf-again', 1, 10, 'x')`,
+      );
+      assert.equal((await store.getTag('leaf-again'))?.ordering, undefined);
+    });
+
+    it('an ordered tag keeps its sequence: delta and remainder with ordering', async (t) => {
+      const fixture = await open(t, backend);
+      await fixture.store.init();
+      const tag = { tag: 'odd', step: 5, delta: 2, remainder: 1, ordering: 'cluster' } as const;
+      const created = await fixture.store.createTag(tag);
+      assert.deepEqual([created.ordering, created.delta, created.remainder], ['cluster', 2, 1]);
+      const range = await fixture.store.allocate('odd');
+      assert.deepEqual([range.start, range.stride], [1n, 2]);
+    });
+  });
+}
