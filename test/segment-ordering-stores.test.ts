@@ -4,10 +4,12 @@
 // ordered one, naming the fix; init adds the column and the issuer lease table, idempotently.
 import assert from 'node:assert/strict';
 import { it, type TestContext } from 'node:test';
+import { openSegmentStore, openSegmentStores } from '../src/backends/open-segment-store.ts';
 import { ISSUER_TABLE } from '../src/stores/issuer-support.ts';
 import { SEGMENT_BACKENDS, type SegmentBackend } from './support/segment-backends.ts';
 import { rejectsWith } from './support/segment-store-suite.ts';
-import { describeWithServices } from './support/services.ts';
+import { SET_URLS, dropSet } from './support/segment-sets.ts';
+import { describeWithServices, uniqueName } from './support/services.ts';
 
 type Fixture = Awaited<ReturnType<SegmentBackend['open']>>;
 
@@ -106,4 +108,69 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
       assert.deepEqual([range.start, range.stride], [1n, 2]);
     });
   });
+}
+
+// In a set, a cluster-ordered tag is allocated by database 0 alone (the database that also keeps
+// its lease): its ranges then come from one max_id, increasing as a single store's do, with no
+// floor to find after a takeover and nothing trimmed. The other databases refuse it, each in its
+// own way: Redis's script before any write, MariaDB's transaction rolled back, PostgreSQL's
+// guarded UPDATE matching nothing.
+for (const names of [
+  ['postgresA', 'redis'],
+  ['redis', 'mariadb', 'postgresB'],
+] as const) {
+  const urls = names.map((name) => SET_URLS[name]);
+  const services = [
+    ...new Set(names.map((name) => (name.startsWith('postgres') ? 'postgres' : name))),
+  ].map((name) => (name === 'mariadb' ? 'mysql' : name)) as ('postgres' | 'mysql' | 'redis')[];
+  await describeWithServices(
+    `cluster-ordered tags in a set (${names.join(', ')})`,
+    services,
+    () => {
+      it('only database 0 allocates an ordered tag; every range above the last', async (t) => {
+        const table = uniqueName('ord_set');
+        const first = await openSegmentStores(urls, { table, init: true, verify: false });
+        await first.join();
+        const opened: { close(): Promise<void> }[] = [first];
+        t.after(async () => {
+          for (const store of opened) await store.close();
+          await dropSet(urls, table);
+        });
+        await first.createTag({ tag: 'ordered', step: 5, ordering: 'cluster' });
+        await first.createTag({ tag: 'plain', step: 5 });
+        // A node that has not read the tag yet learns it from a refusal, once.
+        const second = await openSegmentStores(urls, { table });
+        opened.push(second);
+        const n = BigInt(urls.length);
+        const ranges = [];
+        for (let i = 0; i < 12; i++)
+          ranges.push(await (i % 2 === 0 ? second : first).allocate('ordered'));
+        for (const [i, range] of ranges.entries()) {
+          assert.equal(
+            range.start % n,
+            0n,
+            `range ${i} [${range.start}, ${range.end}) not from db 0`,
+          );
+          if (i > 0)
+            assert.ok(range.start > (ranges[i - 1]?.end ?? 0n) - 1n, `range ${i} went back`);
+        }
+        const plain = new Set<bigint>();
+        for (let i = 0; i < 2 * urls.length; i++)
+          plain.add((await first.allocate('plain')).start % n);
+        assert.equal(plain.size, urls.length, 'a plain tag still comes from every database');
+
+        // A database other than 0, used on its own, says why it will not.
+        const member = await openSegmentStore(urls[1] as string, {
+          table,
+          residue: { offset: 1, increment: urls.length },
+        });
+        opened.push(member);
+        await rejectsWith(
+          member.allocate('ordered'),
+          'TAG_MISCONFIGURED',
+          /"ordered" is cluster-ordered: only database 0 of its set allocates it \(this is/,
+        );
+      });
+    },
+  );
 }

@@ -2,7 +2,7 @@
 // and reads it. Set only when the tag is created, never changed.
 
 import { IdMintError } from '../core/errors.ts';
-import type { NewTag, TagOrdering } from '../ports/segment-store.ts';
+import type { NewTag, SegmentResidue, TagOrdering } from '../ports/segment-store.ts';
 
 /** The column (SQL) or hash field (Redis) that holds a tag's ordering. */
 export const ORDERING_COLUMN = 'ordering';
@@ -64,5 +64,33 @@ export function noOrderingColumn(tag: string, table: string, cause: unknown): Id
     `tag "${tag}" cannot be cluster-ordered: table ${table} has no ${ORDERING_COLUMN} column ` +
       `(a Leaf table); run "idmint db init" on it to add the column`,
     { cause, details: { tag } },
+  );
+}
+
+/**
+ * TAG_MISCONFIGURED from database r > 0 of a set for a cluster-ordered tag: only database 0
+ * allocates one, so its ranges come from one `max_id` and increase as a single store's do (the
+ * set then tries database 0; docs/segments.md, Where a cluster-ordered tag's ordering and issuer
+ * lease are kept).
+ */
+export function orderedInFirstDatabase(
+  tag: string,
+  residue: SegmentResidue | undefined,
+): IdMintError {
+  const where =
+    residue === undefined ? '' : ` (this is database ${residue.offset} of ${residue.increment})`;
+  return new IdMintError(
+    'TAG_MISCONFIGURED',
+    `tag "${tag}" is cluster-ordered: only database 0 of its set allocates it${where}`,
+    { details: { tag, reason: 'ordered' } },
+  );
+}
+
+/** True for {@link orderedInFirstDatabase}'s error. */
+export function isOrderedElsewhere(error: unknown): boolean {
+  return (
+    error instanceof IdMintError &&
+    error.code === 'TAG_MISCONFIGURED' &&
+    (error.details as { reason?: unknown } | undefined)?.reason === 'ordered'
   );
 }

@@ -196,6 +196,31 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
       assert.ok((epochs[i] as bigint) > (epochs[i - 1] as bigint), `epochs ${epochs.join(', ')}`);
   });
 
+  it("times leases by the store's clock, whatever the node's clock says", async () => {
+    const tag = await newTag();
+    const other = issuersOf(await fixture.openAnother());
+    const realNow = Date.now;
+    const realPerformance = performance.now.bind(performance);
+    // This node's clocks an hour ahead while it claims: a lease timed by them would run an hour.
+    const skew = (ms: number) => {
+      Date.now = () => realNow() + ms;
+      performance.now = () => realPerformance() + ms;
+    };
+    try {
+      skew(3_600_000);
+      held(await leases.claimIssuer(tag, 'node-a', '', 300));
+      // An hour behind while another node looks: a lease timed by it would look long over.
+      skew(-3_600_000);
+      const found = busy(await other.claimIssuer(tag, 'node-b', '', 300));
+      assert.ok(found.remainingMs <= 300, `${found.remainingMs} ms left of a 300 ms lease`);
+    } finally {
+      Date.now = realNow;
+      performance.now = realPerformance;
+    }
+    await sleep(450);
+    held(await other.claimIssuer(tag, 'node-b', '', 300));
+  });
+
   it('a renewal extends the lease from when the store handles it', async () => {
     const tag = await newTag();
     const claimed = await leases.claimIssuer(tag, 'node-a', '', 400);

@@ -16,12 +16,14 @@ import type {
   SegmentStore,
   StoreHistory,
   TagChanges,
+  TagListing,
   TagPage,
   TagOrdering,
   TagRecord,
   TagUpdate,
 } from '../../ports/segment-store.ts';
 import type { IssuerLeases } from '../../ports/issuer-lease.ts';
+import { isOrderedElsewhere } from '../tag-ordering.ts';
 import {
   alignUp,
   byTag,
@@ -209,6 +211,11 @@ export class MultiSegmentStore implements SegmentStore {
    * members; while it is down no node can claim or renew, and the holder fences itself.
    */
   readonly issuers?: IssuerLeases;
+  /**
+   * The cluster-ordered tags among those this store has read or been refused by a database for:
+   * allocated from database 0 only, with no round trip to another first.
+   */
+  readonly #ordered = new Set<string>();
 
   constructor(options: MultiSegmentStoreOptions) {
     const databases = options?.databases;
@@ -272,7 +279,15 @@ export class MultiSegmentStore implements SegmentStore {
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const { order, skipped } = this.#round();
+    const round = this.#round();
+    // A cluster-ordered tag comes from database 0 alone, so its ranges increase as one database's
+    // do; the other databases refuse it anyway (found out once per tag and node: learnOrdering).
+    const { order, skipped } = this.#ordered.has(tag)
+      ? {
+          order: round.order.filter((index) => index === 0),
+          skipped: round.skipped.filter((index) => index === 0),
+        }
+      : round;
     const failed: Outcome<never>[] = [];
     for (const index of order) {
       const db = this.#databases[index] as SetDatabase;
@@ -289,6 +304,7 @@ export class MultiSegmentStore implements SegmentStore {
       } catch (cause) {
         const error = asStoreError(cause, db.name, 'allocate');
         if (error.code === 'INVALID_ARGUMENT') throw error;
+        if (isOrderedElsewhere(cause)) this.#ordered.add(tag);
         this.#failed(index, error);
         failed.push({ index, error });
         continue;
@@ -386,7 +402,9 @@ export class MultiSegmentStore implements SegmentStore {
       .sort((a, b) => a.index - b.index);
     if (answered.length === 0)
       throw this.#combined('listing tags: no database of the set answered', outcomes, skipped);
-    return mergeByName(answered.map((o) => o.value ?? [])).sort(byTag);
+    const records = mergeByName(answered.map((o) => o.value ?? [])).sort(byTag);
+    this.#learnOrdering(records);
+    return records;
   }
 
   /**
@@ -408,10 +426,9 @@ export class MultiSegmentStore implements SegmentStore {
       throw this.#combined('reading tag changes: no database of the set answered', outcomes, []);
     const cursors = [...previous];
     for (const { index, value } of answered) cursors[index] = value?.cursor ?? null;
-    return {
-      records: mergeByName(answered.map((o) => o.value?.records ?? [])),
-      cursor: JSON.stringify(cursors),
-    };
+    const records = mergeByName(answered.map((o) => o.value?.records ?? []));
+    this.#learnOrdering(records);
+    return { records, cursor: JSON.stringify(cursors) };
   }
 
   /**
@@ -449,6 +466,7 @@ export class MultiSegmentStore implements SegmentStore {
         : index + 1 < this.size
           ? [index + 1, null]
           : undefined;
+    this.#learnOrdering(page.records);
     return {
       records: page.records,
       next: next === undefined ? undefined : JSON.stringify([...next, answered]),
@@ -510,7 +528,9 @@ export class MultiSegmentStore implements SegmentStore {
         skipped,
       );
     const found = answered.flatMap((o) => (o.value === undefined ? [] : [o.value]));
-    return found.length === 0 ? undefined : merge(found);
+    const record = found.length === 0 ? undefined : merge(found);
+    this.#learnOrdering([record]);
+    return record;
   }
 
   /**
@@ -561,10 +581,12 @@ export class MultiSegmentStore implements SegmentStore {
       created,
     );
     // `made` is indexed by database: the ones that already had the tag are holes.
-    return merge([
+    const record = merge([
       ...present,
       ...made.filter((record): record is TagRecord => record !== undefined),
     ]);
+    this.#learnOrdering([record]);
+    return record;
   }
 
   /**
@@ -590,7 +612,9 @@ export class MultiSegmentStore implements SegmentStore {
     );
     const found = updated.filter((record): record is TagRecord => record !== undefined);
     if (found.length === 0) throw tagNotFound(tag);
-    return merge(found);
+    const record = merge(found);
+    this.#learnOrdering([record]);
+    return record;
   }
 
   /** Deletes the row in every database; every one must answer (running it again completes it). */
@@ -1024,6 +1048,15 @@ export class MultiSegmentStore implements SegmentStore {
 
   #indexes(): number[] {
     return this.#databases.map((_, index) => index);
+  }
+
+  /** Notes which of `records` are cluster-ordered (ordering is set at creation, never changed). */
+  #learnOrdering<T extends TagRecord | TagListing | undefined>(records: readonly T[]): void {
+    for (const record of records) {
+      if (record === undefined) continue;
+      if (record.ordering === undefined) this.#ordered.delete(record.tag);
+      else this.#ordered.add(record.tag);
+    }
   }
 
   #name(index: number): string {

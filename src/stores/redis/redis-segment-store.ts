@@ -57,7 +57,7 @@ import {
   type SegmentStoreOptions,
 } from '../store-support.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
-import { orderedNotOpaque } from '../tag-ordering.ts';
+import { orderedInFirstDatabase, orderedNotOpaque } from '../tag-ordering.ts';
 import { RedisIssuerLeases } from './redis-issuer-leases.ts';
 
 /**
@@ -189,6 +189,10 @@ end
 // of its own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the
 // only write before the reply is built, so an overflow error leaves the hash untouched.
 //
+// On database r > 0 of a set a cluster-ordered tag is 'ordered', nothing changed: only database
+// 0 allocates it (docs/segments.md, Where a cluster-ordered tag's ordering and issuer lease are
+// kept).
+//
 // The row's class: its own sequence (TinyId's delta and remainder fields; absent: every ID) on a
 // store of its own; in a set of N, the one class mod N * delta inside both r mod N and the tag's
 // (store-support.ts's combinedResidue, found by the same search). max_id is first raised to the
@@ -207,6 +211,9 @@ local offset, increment = residue(KEYS[1])
 if ARGV[3] == '' and increment ~= '1' then return {nonce, 'residue', offset, increment} end
 if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then
   return {nonce, 'residue', offset, increment}
+end
+if ARGV[3] ~= '' and ARGV[2] ~= '0' and redis.call('HGET', KEYS[1], 'ordering') then
+  return {nonce, 'ordered'}
 end
 if not (string.match(stored, '^[1-9]%d*$') and #stored <= 10
     and tonumber(stored) <= ${MAX_TAG_STEP}) then
@@ -553,6 +560,7 @@ export class RedisSegmentStore implements SegmentStore {
   /** The range an ALLOCATE reply (other than 'history') carries, or the error it names. */
   #allocated(tag: string, step: number | undefined, reply: unknown[]): SegmentRange {
     if (reply[0] === 'not_found') throw tagNotFound(tag);
+    if (reply[0] === 'ordered') throw orderedInFirstDatabase(tag, this.residue);
     if (reply[0] === 'residue')
       throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
     if (reply[0] === 'misconfigured') {

@@ -74,6 +74,7 @@ import {
   ORDERING_COLUMN,
   ORDERING_COLUMN_TYPE,
   noOrderingColumn,
+  orderedInFirstDatabase,
   orderedNotOpaque,
   toOrdering,
 } from '../tag-ordering.ts';
@@ -210,6 +211,14 @@ export class SqlSegmentStore implements SegmentStore {
   #listsOrdering: boolean | undefined;
   /** The issuer leases of this table's cluster-ordered tags, in idmint_issuer beside it. */
   readonly issuers: SqlIssuerLeases;
+  /**
+   * On database r > 0 of a set: the allocation statements that pass over cluster-ordered rows,
+   * which only database 0 allocates (docs/segments.md, Where a cluster-ordered tag's ordering and
+   * issuer lease are kept). Undefined on database 0 and on a store of its own.
+   */
+  readonly #orderedGuard:
+    | { readonly plain: AllocationStatements; readonly sequenced: AllocationStatements }
+    | undefined;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
@@ -220,6 +229,13 @@ export class SqlSegmentStore implements SegmentStore {
     if (residue !== undefined) this.residue = residue;
     this.#fence = fence;
     this.#sql = statements(table, driver.dialect, residue);
+    this.#orderedGuard =
+      residue === undefined || residue.offset === 0
+        ? undefined
+        : {
+            plain: guardOrdering(this.#sql),
+            sequenced: guardOrdering(this.#sql.sequenced),
+          };
     this.#setSql = setStatements(table, driver.dialect);
     this.#history = new HistoryWatch({
       table,
@@ -254,6 +270,7 @@ export class SqlSegmentStore implements SegmentStore {
       this.#sequence = true;
       await this.#addPeriodicColumn(db);
       await this.#addColumn(db, ORDERING_COLUMN, ORDERING_COLUMN_TYPE);
+      this.#listsOrdering = true;
       await this.#addChangeIndex(db);
       await this.#createIfMissing(db, this.#sql.createHistoryTable);
       await this.#createIfMissing(db, this.issuers.createTable);
@@ -311,7 +328,8 @@ export class SqlSegmentStore implements SegmentStore {
     const bound = step ?? null;
     let row: SqlRow | undefined;
     this.#sequence ??= await this.#hasColumns(db, SEQUENCE_COLUMNS);
-    const sql = this.#sequence ? this.#sql.sequenced : this.#sql;
+    const sequenced = this.#sequence;
+    const sql = this.#allocation(sequenced, await this.#guardsOrdering(db));
     try {
       if (this.#driver.dialect.supportsReturning) {
         row = (await db.query(sql.allocateReturning, [bound, tag, bound])).rows[0];
@@ -340,13 +358,20 @@ export class SqlSegmentStore implements SegmentStore {
       if (why instanceof IdMintError) throw why;
       return why;
     }
+    // A cluster-ordered row, found by a statement without the guard (the column was added since
+    // this store last looked): MySQL's transaction rolls back; with RETURNING the range is
+    // skipped, never issued, and the guard is used from now on.
+    if (this.#orderedElsewhere(row)) {
+      this.#listsOrdering = true;
+      throw orderedInFirstDatabase(tag, this.residue);
+    }
     // The row comes back whole (`*`): a table this store took for a Leaf table shows the sequence
     // columns once `idmint db init` has added them. A tag given a delta meanwhile has just been
     // advanced by `step` alone, not `step * delta`, so a range read with the row's delta would
     // reach back over the previous range (duplicates): that advance is skipped, never issued, and
     // the tag allocated again in its class, in the same transaction where there is one. Before,
     // the store kept the old statement until its next full tag read.
-    if (sql !== this.#sql.sequenced && 'delta' in row) {
+    if (!sequenced && 'delta' in row) {
       this.#sequence = true;
       const sequence = storedSequence(row['delta'], row['remainder']);
       if (sequence === undefined || sequence.delta !== 1 || sequence.remainder !== 0)
@@ -368,6 +393,31 @@ export class SqlSegmentStore implements SegmentStore {
     }
     const own = combinedResidue(residue ?? { offset: 0, increment: 1 }, sequence);
     return { range: residueRange(tag, end, used, tagStep, own), history };
+  }
+
+  /** The allocation statements to use: with the sequence columns or not, guarded or not. */
+  #allocation(sequenced: boolean, guarded: boolean): AllocationStatements {
+    const guard = guarded ? this.#orderedGuard : undefined;
+    if (guard !== undefined) return sequenced ? guard.sequenced : guard.plain;
+    return sequenced ? this.#sql.sequenced : this.#sql;
+  }
+
+  /**
+   * Whether this store passes over cluster-ordered rows: on database r > 0 of a set, once the
+   * table has the ordering column (a table without it holds no ordered tag; `db init` may add
+   * it, and each full read's first page and every ordered row found look again).
+   */
+  async #guardsOrdering(db: SqlConnection): Promise<boolean> {
+    if (this.#orderedGuard === undefined) return false;
+    this.#listsOrdering ??= await this.#hasColumn(db, ORDERING_COLUMN);
+    return this.#listsOrdering;
+  }
+
+  /** True for a cluster-ordered row read by database r > 0 of a set, which must not issue it. */
+  #orderedElsewhere(row: SqlRow): boolean {
+    return (
+      this.#orderedGuard !== undefined && toOrdering(row[ORDERING_COLUMN]).ordering !== undefined
+    );
   }
 
   /**
@@ -1010,6 +1060,7 @@ export class SqlSegmentStore implements SegmentStore {
       return { retry: 'history', live: history.live, recorded: history.recorded };
     const row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
     if (row === undefined) return tagNotFound(tag);
+    if (this.#orderedElsewhere(row)) return orderedInFirstDatabase(tag, this.residue);
     const residue = this.residue;
     const found = storedResidue(row['id_offset'], row['id_increment']);
     if (residue !== undefined && !sameResidue(found, residue))
@@ -1237,6 +1288,26 @@ function sequencedStatements(
     insertOrdered:
       `${parts.insert}${residueColumns}, delta, remainder, ${ORDERING_COLUMN}) ` +
       `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, ?)`,
+  };
+}
+
+/** The two forms of an allocation a dialect runs (RETURNING, or UPDATE then SELECT). */
+interface AllocationStatements {
+  readonly allocate: string;
+  readonly allocateReturning: string;
+}
+
+/** `statements`' allocation, matching only rows that are not cluster-ordered. */
+function guardOrdering(statements: AllocationStatements): AllocationStatements {
+  const guard = (sql: string) => {
+    const where = 'WHERE biz_tag = ?';
+    if (sql.indexOf(where) < 0 || sql.indexOf(where) !== sql.lastIndexOf(where))
+      throw new Error(`an allocation statement without one "${where}": ${sql}`);
+    return sql.replace(where, `${where} AND ${ORDERING_COLUMN} IS NULL`);
+  };
+  return {
+    allocate: guard(statements.allocate),
+    allocateReturning: guard(statements.allocateReturning),
   };
 }
 
