@@ -1,11 +1,15 @@
 // The IssuerLeases conformance suite (test/support/issuer-lease-suite.ts) on every store that
 // keeps issuer leases, each on a table (or key prefix) of its own, and on a set of databases,
 // which keeps them in its first.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
 import { openSegmentStores } from '../src/backends/open-segment-store.ts';
 import type { SegmentStore } from '../src/ports/segment-store.ts';
 import { ISSUER_TABLE } from '../src/stores/issuer-support.ts';
+import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { runIssuerLeaseSuite } from './support/issuer-lease-suite.ts';
 import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
+import { rejectsWith } from './support/segment-store-suite.ts';
 import { SET_URLS, dropSet, rawSql } from './support/segment-sets.ts';
 import { describeWithServices, uniqueName } from './support/services.ts';
 
@@ -59,5 +63,28 @@ await describeWithServices('IssuerLeases conformance: a set', ['postgres', 'redi
         },
       };
     },
+  });
+});
+
+// The fault-injecting wrapper other suites cut a node off its lease store with.
+describe('FaultySegmentStore: issuer leases through its faults', () => {
+  it('forwards, counts, fails and holds lease calls as it does every call', async (t) => {
+    const fixture = await SEGMENT_BACKENDS.sqlite.open();
+    t.after(() => fixture.dispose());
+    const faulty = new FaultySegmentStore(fixture.store);
+    await faulty.createTag({ tag: 'ordered', step: 10, ordering: 'cluster' });
+    const leases = faulty.issuers;
+    assert.ok(leases !== undefined);
+    const claimed = await leases.claimIssuer('ordered', 'node-a', '', 1000);
+    assert.equal(claimed.held, true);
+    faulty.mode = 'fail';
+    await rejectsWith(leases.renewIssuer('ordered', 'node-a', 1n, 1000), 'STORE_UNAVAILABLE');
+    await rejectsWith(leases.currentIssuer('ordered'), 'STORE_UNAVAILABLE');
+    faulty.mode = 'pass';
+    assert.equal((await leases.currentIssuer('ordered'))?.node, 'node-a');
+    assert.deepEqual(
+      [faulty.calls.claimIssuer, faulty.calls.renewIssuer, faulty.calls.currentIssuer],
+      [1, 1, 2],
+    );
   });
 });
