@@ -174,3 +174,43 @@ for (const names of [
     },
   );
 }
+
+// A set formed or grown by `idmint db init` (MultiSegmentStore.join) gives a cluster-ordered tag's
+// new rows its mark: a database added at r > 0 then refuses it as the others do.
+await describeWithServices(
+  'a cluster-ordered tag across a set growing',
+  ['postgres', 'redis'],
+  () => {
+    it('the new database gets the mark; ranges stay above the last, from database 0', async (t) => {
+      const table = uniqueName('ord_grow');
+      const one = [SET_URLS.postgresA];
+      const two = [SET_URLS.postgresA, SET_URLS.redis];
+      const opened: { close(): Promise<void> }[] = [];
+      t.after(async () => {
+        for (const store of opened) await store.close();
+        await dropSet(two, table);
+      });
+      const small = await openSegmentStores(one, { table, init: true, verify: false });
+      opened.push(small);
+      await small.join();
+      await small.createTag({ tag: 'ordered', step: 5, ordering: 'cluster' });
+      let last = (await small.allocate('ordered')).end;
+      const grown = await openSegmentStores(two, { table, init: true, verify: false });
+      opened.push(grown);
+      await grown.join();
+      const added = await openSegmentStore(SET_URLS.redis, {
+        table,
+        residue: { offset: 1, increment: 2 },
+      });
+      opened.push(added);
+      assert.equal((await added.getTag('ordered'))?.ordering, 'cluster');
+      await rejectsWith(added.allocate('ordered'), 'TAG_MISCONFIGURED', /only database 0/);
+      for (let i = 0; i < 6; i++) {
+        const range = await grown.allocate('ordered');
+        assert.equal(range.start % 2n, 0n, `[${range.start}, ${range.end}) not from database 0`);
+        assert.ok(range.start >= last, `[${range.start}, ${range.end}) below ${last}`);
+        last = range.end;
+      }
+    });
+  },
+);

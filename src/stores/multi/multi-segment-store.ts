@@ -844,6 +844,8 @@ export class MultiSegmentStore implements SegmentStore {
       const template = rows.find((row) => row !== undefined);
       // deleted meanwhile
       if (template === undefined) return { tag, action: 'unchanged', maxId: 0n };
+      // A cluster-ordered tag's new rows are ordered too: else a database r > 0 would allocate it.
+      const ordering = rows.find((row) => row?.ordering !== undefined)?.ordering;
       const create = (index: number, floor: bigint) =>
         (this.#databases[index] as SetDatabase).store
           .createTag(
@@ -856,6 +858,7 @@ export class MultiSegmentStore implements SegmentStore {
                   opaque: template.opaque === true,
                   ...(template.delta === undefined ? {} : { delta: template.delta }),
                   ...(template.remainder === undefined ? {} : { remainder: template.remainder }),
+                  ...(ordering === undefined ? {} : { ordering }),
                 }
               : {
                   tag,
