@@ -288,10 +288,11 @@ export interface SegmentStore {
   readonly residue?: SegmentResidue;
 
   /**
-   * Creates the table (SQL) if missing, and adds idmint's columns (`opaque`, and a set's
-   * `id_offset`/`id_increment`) to a table that lacks them (a Leaf table); creates idmint's
-   * history table (`idmint_history`) and verifies the history, fencing it if it is new (see
-   * {@link allocate}); nothing else. Idempotent. Called by `idmint db init` and, where
+   * Creates the table (SQL) if missing, and adds idmint's columns (`opaque`, `periodic`, `delta`
+   * and `remainder`, `ordering`, and a set's `id_offset`/`id_increment`) to a table that lacks
+   * them (a Leaf table); creates idmint's history table (`idmint_history`) and issuer lease table
+   * (`idmint_issuer`) and verifies the history, fencing it if it is new (see {@link allocate});
+   * nothing else. Idempotent. Called by `idmint db init` and, where
    * configured, at start-up. Redis needs no schema: there it only verifies the history.
    */
   init(): Promise<void>;
