@@ -10,9 +10,6 @@ export const ORDERING_COLUMN = 'ordering';
 /** Its SQL type: NULL on every tag that is not cluster-ordered, so Leaf's INSERTs still work. */
 export const ORDERING_COLUMN_TYPE = 'varchar(16) DEFAULT NULL';
 
-/** The values {@link NewTag.ordering} takes. */
-export const TAG_ORDERINGS: readonly TagOrdering[] = ['cluster'];
-
 /**
  * A new tag's ordering, or null: INVALID_ARGUMENT for a value other than `cluster`, and for what
  * cannot keep the cluster-wide order: a periodic tag (its periods restart) or an opaque one (its
