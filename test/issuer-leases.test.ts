@@ -8,7 +8,7 @@ import type { SegmentStore } from '../src/ports/segment-store.ts';
 import { ISSUER_TABLE } from '../src/stores/issuer-support.ts';
 import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { runIssuerLeaseSuite } from './support/issuer-lease-suite.ts';
-import { SEGMENT_BACKENDS } from './support/segment-backends.ts';
+import { SEGMENT_BACKENDS, setRecordedHistory } from './support/segment-backends.ts';
 import { rejectsWith } from './support/segment-store-suite.ts';
 import { SET_URLS, dropSet, rawSql } from './support/segment-sets.ts';
 import { describeWithServices, uniqueName } from './support/services.ts';
@@ -22,6 +22,17 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
           store: fixture.store,
           openAnother: (options) => fixture.openAnother(options),
           processArgs: [fixture.table, fixture.url],
+          async loseLease(tag) {
+            if (backend.sql === undefined)
+              await deleteKey(fixture.url, `${fixture.table}:issuer:${tag}`);
+            else
+              await backend.sql(
+                fixture.url,
+                `DELETE FROM ${ISSUER_TABLE} WHERE segment_table = '${fixture.table}' AND ` +
+                  `biz_tag = '${tag}'`,
+              );
+            await fixture.setRecordedHistory('a replica that lagged');
+          },
           async dispose() {
             await fixture.dispose();
             const where = `WHERE segment_table = '${fixture.table}'`;
@@ -52,6 +63,13 @@ await describeWithServices('IssuerLeases conformance: a set', ['postgres', 'redi
           return other;
         },
         processArgs: [table, ...urls],
+        async loseLease(tag) {
+          await rawSql(
+            urls[0] as string,
+            `DELETE FROM ${ISSUER_TABLE} WHERE segment_table = '${table}' AND biz_tag = '${tag}'`,
+          );
+          await setRecordedHistory(urls[0] as string, table, 'a replica that lagged');
+        },
         async dispose() {
           for (const other of others) await other.close();
           await store.close();
@@ -88,3 +106,14 @@ describe('FaultySegmentStore: issuer leases through its faults', () => {
     );
   });
 });
+
+/** Deletes one Redis key. */
+async function deleteKey(url: string, key: string): Promise<void> {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(url);
+  try {
+    await client.del(key);
+  } finally {
+    await client.quit();
+  }
+}

@@ -21,6 +21,11 @@ export interface IssuerLeaseFixture {
    * `[table, url, ...more urls]` (several URLs: a set).
    */
   readonly processArgs: readonly string[];
+  /**
+   * Does to the database what a failover to a replica that lagged does: the tag's lease as the
+   * last claim left it is gone (the row or hash deleted), and the database's history is another.
+   */
+  loseLease(tag: string): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -412,6 +417,37 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
         `${next.node} got epoch ${next.epoch} at ${next.gotAt}, before ${before.node}'s ` +
           `epoch ${before.epoch} ended at ${end}`,
       );
+    }
+  });
+
+  // Last: the new history it makes holds every claim of the table back for a TTL.
+  it('on a new history no claim lands for a TTL: a lost lease gives no two holders', async () => {
+    const tag = await newTag();
+    const ttlMs = 400;
+    const first = await leases.claimIssuer(tag, 'node-a', '', ttlMs);
+    held(first);
+    // A failover loses node-a's claim: the new primary has no lease, node-a still issues.
+    await fixture.loseLease(tag);
+    const other = issuersOf(await fixture.openAnother());
+    // The first claim on the new history fences it, and lands nothing.
+    const fencedBy = Date.now();
+    await rejectsWith(other.claimIssuer(tag, 'node-b', '', ttlMs), 'STORE_UNAVAILABLE', /history/);
+    // node-a learns of the loss at its next renewal, and stops by its deadline either way.
+    await rejectsWith(leases.renewIssuer(tag, 'node-a', first.lease.epoch, ttlMs), 'LEASE_LOST');
+    // Claims land again a TTL after the fence (2 s more at most: whole-second timestamps).
+    for (;;) {
+      const outcome = await other.claimIssuer(tag, 'node-b', '', ttlMs).catch((error: unknown) => {
+        if (!/new history/.test(String(error))) throw error;
+        return undefined;
+      });
+      const waited = Date.now() - fencedBy;
+      if (outcome !== undefined) {
+        held(outcome);
+        assert.ok(waited >= ttlMs, `a claim landed ${waited} ms after the fence`);
+        break;
+      }
+      assert.ok(waited < ttlMs + 3000, `no claim landed within ${waited} ms of the fence`);
+      await sleep(100);
     }
   });
 }

@@ -26,6 +26,8 @@ export interface RedisIssuerLeasesOptions {
   readonly run: RedisRun;
   /** The store's script prelude (the nonce, `now()`). */
   readonly prelude: string;
+  /** The store's history check: records the live history, fencing it first when it is new. */
+  readonly verifyHistory: () => Promise<void>;
   readonly interleave?: IssuerInterleave;
 }
 
@@ -42,8 +44,10 @@ local function expires()
 end
 `;
 
-// KEYS[1] the lease, KEYS[2] the tag's hash; ARGV node, address, ttl (ms). Held when no live lease
-// stands by the server's clock, or the live one is this node's: a new epoch either way.
+// KEYS[1] the lease, KEYS[2] the tag's hash, KEYS[3] the prefix's history hash; ARGV node,
+// address, ttl (ms). Held when no live lease stands by the server's clock, or the live one is
+// this node's: a new epoch either way. Not for one TTL (and a second) after a fence moved the
+// history on ('settling'): see SqlIssuerLeases.
 const CLAIM = `
 if redis.call('EXISTS', KEYS[2]) == 0 then return {nonce, 'not_found'} end
 local t = now_ms()
@@ -52,6 +56,9 @@ if expires() > t and holder ~= ARGV[1] then
   return {nonce, 'busy', holder, redis.call('HGET', KEYS[1], 'address') or '',
     redis.call('HGET', KEYS[1], 'epoch') or '0', string.format('%.0f', expires() - t)}
 end
+local fences = tonumber(redis.call('HGET', KEYS[3], 'fences') or '0') or 0
+local fenced_at = tonumber(redis.call('HGET', KEYS[3], 'update_time') or '0') or 0
+if fences >= 2 and fenced_at + tonumber(ARGV[3]) + 1000 > t then return {nonce, 'settling'} end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('HSET', KEYS[1], 'node', ARGV[1], 'address', ARGV[2], 'expires_at',
   string.format('%.0f', t + tonumber(ARGV[3])))
@@ -92,12 +99,14 @@ export class RedisIssuerLeases implements IssuerLeases {
   readonly #table: string;
   readonly #run: RedisRun;
   readonly #interleave: IssuerInterleave | undefined;
+  readonly #verifyHistory: () => Promise<void>;
   readonly #scripts: Readonly<Record<'claim' | 'renew' | 'release' | 'current', string>>;
 
   constructor(options: RedisIssuerLeasesOptions) {
     this.#table = options.table;
     this.#run = options.run;
     this.#interleave = options.interleave;
+    this.#verifyHistory = options.verifyHistory;
     const head = `${options.prelude}${clock}`;
     this.#scripts = {
       claim: head + CLAIM,
@@ -114,14 +123,23 @@ export class RedisIssuerLeases implements IssuerLeases {
     ttlMs: number,
   ): Promise<{ readonly held: true; readonly lease: IssuerLease } | IssuerBusy> {
     checkClaim(tag, node, address, ttlMs);
+    // A server on a new history is fenced first, so that the claim sees the change.
+    await this.#verifyHistory();
     await this.#interleave?.({ point: 'before-claim', backend: 'redis', tag, node });
     const reply = await this.#run(
       'claimIssuer',
       this.#scripts.claim,
-      [this.#key(tag), `${this.#table}:tag:${tag}`],
+      [this.#key(tag), `${this.#table}:tag:${tag}`, `${this.#table}:history`],
       [node, address, String(ttlMs)],
     );
     if (reply[0] === 'not_found') throw issuerTagNotFound(tag);
+    if (reply[0] === 'settling')
+      throw new IdMintError(
+        'STORE_UNAVAILABLE',
+        `redis store: no claim of tag "${tag}" for ${ttlMs} ms after its database moved to a ` +
+          "new history (a failover or a restore may have lost the last holder's lease)",
+        { details: { backend: 'redis', tag, ttlMs } },
+      );
     if (reply[0] === 'held') {
       const epoch = toBigInt(reply[1], 'epoch');
       return { held: true, lease: { tag, node, address, epoch, ttlMs } };

@@ -491,6 +491,10 @@ export class RedisSegmentStore implements SegmentStore {
       table,
       run: (operation, script, keys, args) => this.#run(operation, script, keys, args),
       prelude: PRELUDE,
+      verifyHistory: async () => {
+        const [found] = await this.history();
+        if (found?.recorded !== found?.live) await this.#history.verify();
+      },
       ...(options.issuerInterleave === undefined ? {} : { interleave: options.issuerInterleave }),
     });
   }

@@ -12,7 +12,7 @@ import {
   issuerTagNotFound,
   type IssuerInterleave,
 } from '../issuer-support.ts';
-import { toBigInt } from '../store-support.ts';
+import { HISTORY_TABLE, toBigInt } from '../store-support.ts';
 
 /** Runs `run` on one connection of the store (a transaction when asked), within its timeout. */
 export type SqlCall = <T>(
@@ -29,6 +29,8 @@ export interface SqlIssuerLeasesOptions {
   /** The segment table whose tags the leases are of. */
   readonly table: string;
   readonly call: SqlCall;
+  /** The store's history check: records the live history, fencing it first when it is new. */
+  readonly verifyHistory: () => Promise<void>;
   readonly interleave?: IssuerInterleave;
 }
 
@@ -60,6 +62,7 @@ export class SqlIssuerLeases implements IssuerLeases {
   readonly #interleave: IssuerInterleave | undefined;
   readonly #sql: ReturnType<typeof issuerStatements>;
   readonly #dialect: SqlDialect;
+  readonly #verifyHistory: () => Promise<void>;
 
   constructor(options: SqlIssuerLeasesOptions) {
     this.#backend = options.backend;
@@ -68,6 +71,7 @@ export class SqlIssuerLeases implements IssuerLeases {
     this.#supportsReturning = options.dialect.supportsReturning;
     this.#call = options.call;
     this.#interleave = options.interleave;
+    this.#verifyHistory = options.verifyHistory;
     this.#sql = issuerStatements(options.table, options.dialect);
   }
 
@@ -83,6 +87,8 @@ export class SqlIssuerLeases implements IssuerLeases {
     ttlMs: number,
   ): Promise<{ readonly held: true; readonly lease: IssuerLease } | IssuerBusy> {
     checkClaim(tag, node, address, ttlMs);
+    // A database on a new history is fenced first, so that the settling guard sees the change.
+    await this.#verifyHistory();
     for (let attempt = 1; ; attempt++) {
       await this.#prepareRow(tag);
       await this.#interleave?.({ point: 'before-claim', backend: this.#backend, tag, node });
@@ -95,6 +101,7 @@ export class SqlIssuerLeases implements IssuerLeases {
       if (epoch !== undefined) return { held: true, lease: { tag, node, address, epoch, ttlMs } };
       const holder = await this.currentIssuer(tag);
       if (holder !== undefined) return holder;
+      if (await this.#settling(ttlMs)) throw historySettling(this.#backend, tag, ttlMs);
       // The live lease the claim lost to expired before the read: claim again. Three tries: each
       // lost to a lease live at the claim and expired a moment later, which takes a whole TTL.
       if (attempt >= CLAIM_ATTEMPTS)
@@ -141,6 +148,15 @@ export class SqlIssuerLeases implements IssuerLeases {
     }
   }
 
+  /** Whether claims of `ttlMs` still wait for a new history to settle (see issuerStatements). */
+  #settling(ttlMs: number): Promise<boolean> {
+    return this.#call(
+      'claimIssuer',
+      false,
+      async (db) => (await db.query(this.#sql.settling, [ttlMs])).rows.length > 0,
+    );
+  }
+
   /** The claim's conditional write: the new epoch, or undefined when a live lease stood. */
   async #claimOnce(
     db: SqlConnection,
@@ -149,7 +165,7 @@ export class SqlIssuerLeases implements IssuerLeases {
     address: string,
     ttlMs: number,
   ): Promise<bigint | undefined> {
-    const params = [node, address, ttlMs, tag, node];
+    const params = [node, address, ttlMs, tag, node, ttlMs];
     if (this.#supportsReturning) {
       const row = (await db.query(this.#sql.claimReturning, params)).rows[0];
       return row === undefined ? undefined : toBigInt(row['epoch'], 'epoch');
@@ -216,13 +232,34 @@ export class SqlIssuerLeases implements IssuerLeases {
  * Every statement, written once with `?` and `{now}` (the database's clock in ms, read where the
  * statement runs). The segment table's name is a validated identifier, a literal here.
  */
+/** STORE_UNAVAILABLE for a claim refused while a new history settles: retry after `ttlMs`. */
+function historySettling(backend: string, tag: string, ttlMs: number): IdMintError {
+  return new IdMintError(
+    'STORE_UNAVAILABLE',
+    `${backend} store: no claim of tag "${tag}" for ${ttlMs} ms after its database moved to a ` +
+      "new history (a failover or a restore may have lost the last holder's lease)",
+    { details: { backend, tag, ttlMs } },
+  );
+}
+
 function issuerStatements(table: string, dialect: SqlDialect) {
   const sql = (text: string) => text.replaceAll('{now}', dialect.nowMs);
   const row = `${ISSUER_TABLE} WHERE segment_table = '${table}' AND biz_tag = ?`;
+  // A new history (a failover to a replica that lagged, a restore) may have lost the latest claim
+  // or renewal: its holder may still be issuing, unknown to the database. So for one TTL after a
+  // fence that moved the history on (`fences` of 2 or more: the first record of a table, fresh or
+  // Leaf's, had no leases to lose), no claim lands. The fence's update_time may be in whole
+  // seconds (MySQL, SQLite), its instant up to 1 s later: settled only once update_time is below
+  // the second of now - ttl - 1 s, so at least a TTL after the fence on every dialect. The TTL is
+  // the claimer's: nodes of one cluster share it.
+  const settling = sql(
+    `SELECT 1 AS settling FROM ${HISTORY_TABLE} WHERE segment_table = '${table}' AND ` +
+      `fences >= 2 AND update_time > ${dialect.timestampFromMs('({now} - ? - 1000)')}`,
+  );
   const claim = sql(
     `UPDATE ${ISSUER_TABLE} SET node = ?, address = ?, epoch = epoch + 1, ` +
       `expires_at = {now} + ? WHERE segment_table = '${table}' AND biz_tag = ? ` +
-      `AND (expires_at <= {now} OR node = ?)`,
+      `AND (expires_at <= {now} OR node = ?) AND NOT EXISTS (${settling})`,
   );
   return {
     createTable:
@@ -239,6 +276,7 @@ function issuerStatements(table: string, dialect: SqlDialect) {
     ),
     claim,
     claimReturning: `${claim} RETURNING epoch`,
+    settling,
     readEpoch: `SELECT epoch FROM ${row}`,
     renew: sql(
       `UPDATE ${ISSUER_TABLE} SET expires_at = {now} + ? WHERE segment_table = '${table}' ` +

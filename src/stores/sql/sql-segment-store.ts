@@ -249,6 +249,12 @@ export class SqlSegmentStore implements SegmentStore {
       table,
       call: (operation, transaction, run, absent) =>
         this.#call(operation, transaction, run, absent),
+      // A read first: the fence's transaction only where the history is new (SQLite's several
+      // stores in one process could not all hold one at once).
+      verifyHistory: async () => {
+        const [found] = await this.history();
+        if (found?.recorded !== found?.live) await this.#history.verify();
+      },
       ...(options.issuerInterleave === undefined ? {} : { interleave: options.issuerInterleave }),
     });
   }
