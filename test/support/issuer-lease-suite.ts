@@ -239,6 +239,18 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
     assert.ok((current?.remainingMs ?? 0) <= 400);
   });
 
+  it('a renewal never ends the lease earlier than it did', async () => {
+    const tag = await newTag();
+    const claimed = await leases.claimIssuer(tag, 'node-a', '', 5000);
+    held(claimed);
+    // A renewal granting less lands last (a retry the holder gave up on): the lease keeps 5 s.
+    await leases.renewIssuer(tag, 'node-a', claimed.lease.epoch, 300);
+    await sleep(500);
+    const current = await leases.currentIssuer(tag);
+    assert.equal(current?.epoch, claimed.lease.epoch, 'the lease ended at the shorter grant');
+    assert.ok((current?.remainingMs ?? 0) > 3000, `${current?.remainingMs} ms left`);
+  });
+
   it('renew and release refuse a stale epoch or another node', async () => {
     const tag = await newTag();
     const first = await leases.claimIssuer(tag, 'node-a', '', 5000);

@@ -64,14 +64,16 @@ redis.call('HSET', KEYS[1], 'node', ARGV[1], 'address', ARGV[2], 'expires_at',
   string.format('%.0f', t + tonumber(ARGV[3])))
 return {nonce, 'held', redis.call('HGET', KEYS[1], 'epoch')}`;
 
-// KEYS[1] the lease; ARGV node, epoch, ttl. Only the live holding of that node and epoch.
+// KEYS[1] the lease; ARGV node, epoch, ttl. Only the live holding of that node and epoch, and never
+// earlier than it was (see SqlIssuerLeases: a renewal that lands last may grant less).
 const RENEW = `
 local t = now_ms()
 local node, epoch = redis.call('HGET', KEYS[1], 'node'), redis.call('HGET', KEYS[1], 'epoch')
 if node ~= ARGV[1] or epoch ~= ARGV[2] or expires() <= t then
   return {nonce, 0}
 end
-redis.call('HSET', KEYS[1], 'expires_at', string.format('%.0f', t + tonumber(ARGV[3])))
+local ends = math.max(expires(), t + tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'expires_at', string.format('%.0f', ends))
 return {nonce, 1}`;
 
 // KEYS[1] the lease; ARGV node, epoch. Ends it at once; the epoch stays for the next claim.

@@ -278,9 +278,12 @@ function issuerStatements(table: string, dialect: SqlDialect) {
     claimReturning: `${claim} RETURNING epoch`,
     settling,
     readEpoch: `SELECT epoch FROM ${row}`,
+    // Never earlier than it was: a renewal the holder never heard back from (given up on, or
+    // sent twice by a retry) may land last, after one it heard that granted more.
     renew: sql(
-      `UPDATE ${ISSUER_TABLE} SET expires_at = {now} + ? WHERE segment_table = '${table}' ` +
-        'AND biz_tag = ? AND node = ? AND epoch = ? AND expires_at > {now}',
+      `UPDATE ${ISSUER_TABLE} SET expires_at = ${dialect.greatest('expires_at', '{now} + ?')} ` +
+        `WHERE segment_table = '${table}' AND biz_tag = ? AND node = ? AND epoch = ? ` +
+        'AND expires_at > {now}',
     ),
     // The epoch stays: the next claim raises it, so no holding's epoch is ever given again.
     release:
