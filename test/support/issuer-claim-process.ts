@@ -1,6 +1,7 @@
 // A child process for the issuer-lease suite: claims one tag's issuer lease `rounds` times through
-// its own store, holding each holding a while and then releasing it or letting it expire, and
-// prints one line per holding: `node epoch sentAt gotAt releasedAt|-` (ms, this host's clock).
+// its own store, holding each holding a while (renewing it once, half the time) and then releasing
+// it or letting it expire, and prints one line per holding: `node epoch sentAt gotAt
+// releasedAt|- renewedAt|-` (ms, this host's clock; renewedAt when the renewal was sent).
 //
 //   node issuer-claim-process.ts <table> <tag> <node> <rounds> <ttlMs> <url> [<url>...]
 import { openSegmentStore, openSegmentStores } from '../../src/backends/open-segment-store.ts';
@@ -27,14 +28,25 @@ for (let round = 0; round < Number(rounds); round++) {
     await sleep(Math.min(outcome.remainingMs, 40) + Math.random() * 20);
     continue;
   }
+  // Renew once half the time, a little into the lease; a renewal refused is a lost lease.
+  let renewedAt = '-';
+  if (Math.random() < 0.5) {
+    await sleep(Math.random() * ttlMs * 0.4);
+    const sent = Date.now();
+    const renewed = await leases.renewIssuer(tag, node, outcome.lease.epoch, ttlMs).then(
+      () => true,
+      () => false,
+    );
+    if (renewed) renewedAt = String(sent);
+  }
   // Hold for part of the TTL, then release it (half the time) or let it run out.
-  await sleep(Math.random() * ttlMs * 0.6);
+  await sleep(Math.random() * ttlMs * 0.4);
   let releasedAt = '-';
   if (Math.random() < 0.5) {
     releasedAt = String(Date.now());
     await leases.releaseIssuer(tag, node, outcome.lease.epoch);
   }
-  lines.push(`${node} ${outcome.lease.epoch} ${sentAt} ${gotAt} ${releasedAt}`);
+  lines.push(`${node} ${outcome.lease.epoch} ${sentAt} ${gotAt} ${releasedAt} ${renewedAt}`);
   // Step back a while, so the others get their turns: the test wants handovers.
   await sleep(ttlMs + Math.random() * 20);
 }

@@ -401,29 +401,37 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
       .flat()
       .filter((line) => line.length > 0)
       .map((line) => {
-        const [node = '', epoch = '', sentAt = '', gotAt = '', releasedAt = ''] = line.split(' ');
+        const [node = '', epoch = '', sentAt = '', gotAt = '', releasedAt = '', renewedAt = ''] =
+          line.split(' ');
         return {
           node,
           epoch: BigInt(epoch),
           sentAt: Number(sentAt),
           gotAt: Number(gotAt),
           releasedAt: releasedAt === '-' ? undefined : Number(releasedAt),
+          renewedAt: renewedAt === '-' ? undefined : Number(renewedAt),
         };
       });
     // Enough handovers to mean something: every process claims in turn, most rounds find a holder.
     assert.ok(holdings.length >= PROCESSES, `only ${holdings.length} holdings`);
     assert.ok(new Set(holdings.map((holding) => holding.node)).size >= 2, 'one process held all');
+    assert.ok(
+      holdings.some((holding) => holding.renewedAt !== undefined),
+      'no renewal landed',
+    );
     const epochs = new Set(holdings.map((holding) => holding.epoch));
     assert.equal(epochs.size, holdings.length, 'two claims were given the same epoch');
     holdings.sort((a, b) => (a.epoch < b.epoch ? -1 : 1));
     // Every process's clock is this host's, as is the databases' (all on loopback): a holding
-    // ends at its release (sent before) or at its claim's send time + TTL, and the next holder's
-    // claim was answered only after that. 1 ms for the rounding of the stores' clocks.
+    // ends at its release (sent before) or no earlier than its last confirmed claim or renewal's
+    // send time + TTL, and the next holder's claim was answered only after that. 1 ms for the
+    // rounding of the stores' clocks.
     for (let i = 1; i < holdings.length; i++) {
       const before = holdings[i - 1] as (typeof holdings)[number];
       const next = holdings[i] as (typeof holdings)[number];
       if (before.node === next.node) continue;
-      const end = Math.min(before.releasedAt ?? Infinity, before.sentAt + ttlMs);
+      const lastGrant = Math.max(before.sentAt, before.renewedAt ?? before.sentAt);
+      const end = Math.min(before.releasedAt ?? Infinity, lastGrant + ttlMs);
       assert.ok(
         next.gotAt + 1 >= end,
         `${next.node} got epoch ${next.epoch} at ${next.gotAt}, before ${before.node}'s ` +
