@@ -71,10 +71,12 @@ export type {
   StoreHistoryEvent,
   TagChanges,
   TagListing,
+  TagOrdering,
   TagPage,
   TagRecord,
   TagUpdate,
 } from './ports/segment-store.ts';
+export type { IssuerBusy, IssuerLease, IssuerLeases } from './ports/issuer-lease.ts';
 export {
   DEFAULT_SEGMENT_STORE_URL,
   SEGMENT_STORE_URL_FORMS,

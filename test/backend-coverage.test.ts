@@ -20,6 +20,16 @@ it('every catalog backend that stores segments has a store conformance fixture',
   }
 });
 
+it('every segment-store fixture runs the issuer lease conformance suite, and so does a set', () => {
+  // Cluster-ordered tags keep their issuer lease in the tag's own store (issue 24): a store
+  // fixture the lease suite skipped would ship a lease nobody tested.
+  const suite = readFileSync(new URL('./issuer-leases.test.ts', import.meta.url), 'utf8');
+  assert.match(suite, /for \(const backend of Object\.values\(SEGMENT_BACKENDS\)\) \{\n/);
+  assert.doesNotMatch(suite, /continue;/, 'the issuer lease suite passes over a backend');
+  assert.match(suite, /runIssuerLeaseSuite\(/);
+  assert.match(suite, /openSegmentStores\(/, 'no set runs the issuer lease suite');
+});
+
 it('every catalog backend that registers workers runs the registry conformance suite', () => {
   const dir = new URL('./registries/', import.meta.url);
   const files = readdirSync(dir);

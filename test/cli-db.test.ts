@@ -41,11 +41,12 @@ describe('idmint db init', () => {
     }
     assert.deepEqual(sqliteTables(join(dir, 'data', 'idmint.db')), [
       'idmint_history',
+      'idmint_issuer',
       'leaf_alloc',
     ]);
   });
 
-  it('takes --store and --table, creating only the table and its history', async (t) => {
+  it("takes --store and --table, creating only the table and idmint's own", async (t) => {
     const file = join(tempDir(t), 'ids.db');
     const { code, stdout } = await runIdmint([
       'db',
@@ -57,7 +58,7 @@ describe('idmint db init', () => {
     ]);
     assert.equal(code, 0);
     assert.match(stdout, /^table my_ids is ready in sqlite:/);
-    assert.deepEqual(sqliteTables(file), ['idmint_history', 'my_ids']);
+    assert.deepEqual(sqliteTables(file), ['idmint_history', 'idmint_issuer', 'my_ids']);
   });
 
   it('fences a Leaf table it has no record of once, and says so', async (t) => {

@@ -372,6 +372,67 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
     }
   });
 
+  it('creates a cluster-ordered tag from the dialog; its view says so', {
+    timeout: 120_000,
+  }, async () => {
+    const { server, url } = await dashboardServer(assets, { auth: { adminToken: ADMIN } });
+    const page = await browser.newPage();
+    const problems = watchProblems(page);
+    try {
+      await page.goto(`${url}/`);
+      await page.getByLabel('Token', { exact: true }).fill(ADMIN);
+      await page.getByRole('button', { name: 'Show the dashboard' }).click();
+      await page.getByRole('button', { name: 'New tag' }).click();
+      const dialog = page.getByRole('dialog', { name: 'New tag' });
+      await dialog.getByLabel('Tag', { exact: true }).fill('ordered.in.page');
+      await dialog.getByLabel('Step (IDs per range)').fill('20');
+      await dialog.getByLabel('Cluster order (one node at a time issues it)').check();
+      await dialog.getByRole('button', { name: 'Create' }).click();
+      await dialog.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await page.locator('tr[data-tag="ordered.in.page"]').waitFor({ timeout: WAIT_MS });
+      const client = new IdMintClient({ url, token: ADMIN, retries: 0 });
+      assert.equal((await client.getTag('ordered.in.page')).ordering, 'cluster');
+      // The tag's own view says so; a plain tag's does not.
+      await page.getByRole('button', { name: 'Edit ordered.in.page' }).click();
+      const edit = page.getByRole('dialog', { name: 'Edit ordered.in.page' });
+      await edit.getByTestId('tag-ordering').waitFor({ timeout: WAIT_MS });
+      assert.match(
+        (await edit.getByTestId('tag-ordering').textContent()) ?? '',
+        /Cluster order: one node at a time issues this tag/,
+      );
+      await page.keyboard.press('Escape');
+      await edit.waitFor({ state: 'detached', timeout: WAIT_MS });
+      await client.createTag({ tag: 'plain.in.page', step: 20 });
+      await page.locator('tr[data-tag="plain.in.page"]').waitFor({ timeout: WAIT_MS });
+      await page.getByRole('button', { name: 'Edit plain.in.page' }).click();
+      const plain = page.getByRole('dialog', { name: 'Edit plain.in.page' });
+      const step = plain.getByLabel('Step (IDs per range)');
+      await step.and(page.locator(':enabled')).waitFor({ timeout: WAIT_MS });
+      assert.equal(await plain.getByTestId('tag-ordering').count(), 0);
+      await page.keyboard.press('Escape');
+      await plain.waitFor({ state: 'detached', timeout: WAIT_MS });
+
+      // A refused create with the box ticked is the server's error, as it words it.
+      await page.getByRole('button', { name: 'New tag' }).click();
+      await dialog.getByLabel('Tag', { exact: true }).fill('ordered.in.page');
+      await dialog.getByLabel('Cluster order (one node at a time issues it)').check();
+      await dialog.getByRole('button', { name: 'Create' }).click();
+      await dialog
+        .getByRole('alert')
+        .filter({ hasText: /^TAG_EXISTS: / })
+        .waitFor({ timeout: WAIT_MS });
+      assert.deepEqual(
+        problems.errors.filter(
+          (e) => !/Failed to load resource: the server responded with a status of 409/.test(e),
+        ),
+        [],
+      );
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
+
   it('auth on: no data without a token, a limited token sees its tags', {
     timeout: 120_000,
   }, async () => {

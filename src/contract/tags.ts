@@ -39,6 +39,15 @@ export const Periodic = Type.Object(
 );
 export type Periodic = Static<typeof Periodic>;
 
+/** How a tag's IDs are ordered across nodes (docs/segments.md, Cluster order). */
+export const Ordering = Type.Literal('cluster', {
+  description:
+    '`cluster`: one node at a time issues the tag, so every answer is above every answer that ' +
+    'came before it anywhere in the cluster. Set at creation only; not with `opaque` (encrypted ' +
+    'IDs keep no order) nor `periodic` (its sequence restarts each period).',
+});
+export type Ordering = Static<typeof Ordering>;
+
 export const Tag = Type.Object(
   {
     tag: Type.String(),
@@ -56,6 +65,7 @@ export const Tag = Type.Object(
     }),
     remainder: Type.Integer({ description: "0 to delta - 1 (TinyId's remainder)." }),
     periodic: Type.Optional(Periodic),
+    ordering: Type.Optional(Ordering),
   },
   { $id: 'Tag' },
 );
@@ -108,6 +118,7 @@ export const NewTag = Type.Object(
     delta: Type.Optional(Delta),
     remainder: Type.Optional(Remainder),
     periodic: Type.Optional(Periodic),
+    ordering: Type.Optional(Ordering),
   },
   { additionalProperties: false },
 );

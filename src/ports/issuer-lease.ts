@@ -53,8 +53,10 @@ export interface IssuerLeases {
 
   /**
    * Extends the lease by `ttlMs` from when the store handles the request, only if the tag's
-   * lease is still `epoch` held by `node` and not expired. Throws LEASE_LOST otherwise (never
-   * retry it), STORE_UNAVAILABLE (retry; a late landing is harmless).
+   * lease is still `epoch` held by `node` and not expired, and never to end earlier than it did
+   * (a renewal the holder never heard back from may land after one that granted more). Throws
+   * LEASE_LOST otherwise (never retry it), STORE_UNAVAILABLE (retry; a late landing is
+   * harmless).
    */
   renewIssuer(tag: string, node: string, epoch: bigint, ttlMs: number): Promise<void>;
 

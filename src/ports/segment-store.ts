@@ -261,12 +261,13 @@ export interface TagChanges {
 }
 
 /**
- * What a full read of the tag list needs of each tag: its name, its step and its opaque mark. A
- * page carries no more, so a store reads no more: at a million tags, parsing every row's max_id,
- * description and update_time too made the read over twice as slow on PostgreSQL and doubled the
- * garbage it left. A store may return whole {@link TagRecord}s (they are listings too).
+ * What a full read of the tag list needs of each tag: its name, its step, its opaque mark and its
+ * ordering. A page carries no more, so a store reads no more: at a million tags, parsing every
+ * row's max_id, description and update_time too made the read over twice as slow on PostgreSQL
+ * and doubled the garbage it left. A store may return whole {@link TagRecord}s (they are listings
+ * too).
  */
-export type TagListing = Pick<TagRecord, 'tag' | 'step' | 'opaque'>;
+export type TagListing = Pick<TagRecord, 'tag' | 'step' | 'opaque' | 'ordering'>;
 
 /** One page of {@link SegmentStore.listTagPage}. */
 export interface TagPage {
@@ -287,10 +288,11 @@ export interface SegmentStore {
   readonly residue?: SegmentResidue;
 
   /**
-   * Creates the table (SQL) if missing, and adds idmint's columns (`opaque`, and a set's
-   * `id_offset`/`id_increment`) to a table that lacks them (a Leaf table); creates idmint's
-   * history table (`idmint_history`) and verifies the history, fencing it if it is new (see
-   * {@link allocate}); nothing else. Idempotent. Called by `idmint db init` and, where
+   * Creates the table (SQL) if missing, and adds idmint's columns (`opaque`, `periodic`, `delta`
+   * and `remainder`, `ordering`, and a set's `id_offset`/`id_increment`) to a table that lacks
+   * them (a Leaf table); creates idmint's history table (`idmint_history`) and issuer lease table
+   * (`idmint_issuer`) and verifies the history, fencing it if it is new (see {@link allocate});
+   * nothing else. Idempotent. Called by `idmint db init` and, where
    * configured, at start-up. Redis needs no schema: there it only verifies the history.
    */
   init(): Promise<void>;

@@ -18,6 +18,7 @@ export function tagJson(record: TagRecord): Tag {
     delta: record.delta ?? 1,
     remainder: record.remainder ?? 0,
     ...(record.periodic === undefined ? {} : { periodic: periodicJson(record.periodic) }),
+    ...(record.ordering === undefined ? {} : { ordering: record.ordering }),
   };
 }
 

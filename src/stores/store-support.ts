@@ -24,10 +24,13 @@ import type {
   SegmentRange,
   SegmentResidue,
   StoreHistoryEvent,
+  TagOrdering,
   TagRecord,
 } from '../ports/segment-store.ts';
 import { DEFAULT_STEP_POLICY } from '../core/step-policy.ts';
 import { checkTableName } from '../sql/sql-driver.ts';
+import type { IssuerInterleave } from './issuer-support.ts';
+import { checkNewOrdering, toOrdering } from './tag-ordering.ts';
 
 /** Options every store adapter takes. */
 export interface SegmentStoreOptions {
@@ -58,6 +61,8 @@ export interface SegmentStoreOptions {
    * the catalog from the URL (src/backends/); absent, messages name the backend alone.
    */
   readonly where?: string;
+  /** Tests only: pauses the store's issuer leases between two steps (issuer-support.ts). */
+  readonly issuerInterleave?: IssuerInterleave;
 }
 
 /**
@@ -570,6 +575,7 @@ export function tagRecord(row: {
   delta?: unknown;
   remainder?: unknown;
   periodic?: unknown;
+  ordering?: unknown;
 }): TagRecord {
   const residue = storedResidue(row.id_offset, row.id_increment);
   // As stored, even when not a valid sequence (allocation refuses such a row with its reason).
@@ -589,6 +595,7 @@ export function tagRecord(row: {
     ...(row.periodic === null || row.periodic === undefined || row.periodic === ''
       ? {}
       : { periodic: String(row.periodic) }),
+    ...toOrdering(row.ordering),
   };
 }
 
@@ -648,10 +655,12 @@ export function checkNewTag(
   delta: number;
   remainder: number;
   periodic: string | null;
+  ordering: TagOrdering | null;
 } {
   if (tag === null || typeof tag !== 'object')
     throw new IdMintError('INVALID_ARGUMENT', 'a new tag needs { tag, step }');
   const step = checkStep(tag.step);
+  const ordering = checkNewOrdering(tag);
   if (tag.periodic !== undefined) return checkNewPeriodicTag(tag, step);
   if (tag.opaque !== undefined && typeof tag.opaque !== 'boolean')
     throw new IdMintError(
@@ -678,6 +687,7 @@ export function checkNewTag(
     opaque,
     ...sequence,
     periodic: null,
+    ordering,
   };
 }
 
@@ -708,6 +718,7 @@ function checkNewPeriodicTag(tag: NewTag, step: number): ReturnType<typeof check
     delta: 1,
     remainder: 0,
     periodic: sequence.toText(),
+    ordering: null,
   };
 }
 

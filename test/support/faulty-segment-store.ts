@@ -1,4 +1,5 @@
 import { IdMintError } from '../../src/core/errors.ts';
+import type { IssuerLeases } from '../../src/ports/issuer-lease.ts';
 import type {
   FenceReport,
   FenceRequest,
@@ -39,7 +40,11 @@ export type Operation =
   | 'writeSetEntry'
   | 'history'
   | 'fence'
-  | 'raise';
+  | 'raise'
+  | 'claimIssuer'
+  | 'renewIssuer'
+  | 'releaseIssuer'
+  | 'currentIssuer';
 
 const OPERATIONS: readonly Operation[] = [
   'allocate',
@@ -56,6 +61,10 @@ const OPERATIONS: readonly Operation[] = [
   'history',
   'fence',
   'raise',
+  'claimIssuer',
+  'renewIssuer',
+  'releaseIssuer',
+  'currentIssuer',
 ];
 
 /** A gate calls wait at, for the operations it applies to (all when undefined). */
@@ -98,6 +107,25 @@ export class FaultySegmentStore implements SegmentStore {
   constructor(inner: SegmentStore) {
     this.inner = inner;
     this.backend = inner.backend;
+  }
+
+  /**
+   * The real store's issuer leases, through the same faults, gates and counts as every other call
+   * (`mode = 'fail'`: the store is cut off from the issuer and every node); absent where the real
+   * store keeps none.
+   */
+  get issuers(): IssuerLeases | undefined {
+    const inner = this.inner.issuers;
+    if (inner === undefined) return undefined;
+    return {
+      claimIssuer: (tag, node, address, ttlMs) =>
+        this.#through('claimIssuer', () => inner.claimIssuer(tag, node, address, ttlMs)),
+      renewIssuer: (tag, node, epoch, ttlMs) =>
+        this.#through('renewIssuer', () => inner.renewIssuer(tag, node, epoch, ttlMs)),
+      releaseIssuer: (tag, node, epoch) =>
+        this.#through('releaseIssuer', () => inner.releaseIssuer(tag, node, epoch)),
+      currentIssuer: (tag) => this.#through('currentIssuer', () => inner.currentIssuer(tag)),
+    };
   }
 
   /** The real store's residue class: a faulty database of a set is still that database. */

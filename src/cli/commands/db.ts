@@ -26,6 +26,7 @@ import { configFromFlags } from '../config-flags.ts';
 import { backendFailure } from '../environment-errors.ts';
 import type { MultiSegmentStore, SetJoinReport } from '../../stores/multi/multi-segment-store.ts';
 import type { CliCommand } from '../io.ts';
+import { ISSUER_TABLE } from '../../stores/issuer-support.ts';
 
 const SUBCOMMANDS = ['init', 'history', 'fence', 'import'] as const;
 
@@ -42,10 +43,12 @@ export const dbCommand: CliCommand = {
        idmint db import --from-tinyid URL [--tokens-file PATH] [--dry-run]
                        [--store URL | --stores URL,...] [--table NAME] [--timeout MS]
 
-init: creates the segment table (Leaf's leaf_alloc layout) if it is missing and idmint's history
-table (${HISTORY_TABLE}), and records the database's history; nothing else: no tags. Safe to run
-any number of times. An existing Leaf table is used as it is; one idmint has no record of is
-fenced once (every tag raised by the margin), since idmint cannot know what happened to it before.
+init: creates the segment table (Leaf's leaf_alloc layout) if it is missing, adds idmint's columns
+to one that lacks them (opaque, periodic, delta and remainder, ordering), creates idmint's history
+table (${HISTORY_TABLE}) and issuer lease table (${ISSUER_TABLE}, for cluster-ordered tags), and
+records the database's history; nothing else: no tags. Safe to run any number of times. An
+existing Leaf table is used as it is; one idmint has no record of is fenced once (every tag raised
+by the margin), since idmint cannot know what happened to it before.
 
 With a set of databases (--stores, or segment.stores / IDMINT_SEGMENT_STORES), init forms the set:
 each table gets the id_offset and id_increment columns, and every tag a row in every database,

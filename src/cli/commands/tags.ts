@@ -29,6 +29,7 @@ const CREATE_FLAGS = [
   'time-zone',
   'template',
   'seq-start',
+  'ordering',
 ] as const;
 /** Flags `idmint tags create` and `idmint tags set` take. */
 const CHANGE_FLAGS = ['step', 'description', 'delta', 'remainder'] as const;
@@ -38,7 +39,7 @@ export const tagsCommand: CliCommand = {
   summary: "list, create, re-step and change segment tags; list and clean periodic tags' periods",
   help: `Usage: idmint tags list [--json]
        idmint tags create <tag> --step N [--start-id ID] [--description TEXT] [--opaque]
-                          [--delta D [--remainder R]] [--json]
+                          [--delta D [--remainder R]] [--ordering cluster] [--json]
        idmint tags create <tag> --step N --periodic day|month --template T [--time-zone Z]
                           [--seq-start N] [--description TEXT] [--json]
        idmint tags set-step <tag> <step> [--json]
@@ -72,6 +73,9 @@ Options:
       --template T                      a periodic tag's IDs, e.g. '{yyyyMMdd}{seq:6}'
       --time-zone Z                     where its day or month is read, an IANA zone (default UTC)
       --seq-start N                     first sequence number of each period (default 1)
+      --ordering cluster                a new tag one node at a time issues, so that its IDs
+                                        increase across the whole cluster (docs/segments.md,
+                                        Cluster order); not with --opaque or --periodic; for good
       --older-than N                    clean: delete the rows of the tag's periods more than N
                                         periods before the current one (by this machine's clock);
                                         N at least 1, so the current and previous periods stay
@@ -97,6 +101,7 @@ ${configFlagHelp('segment')}
         'time-zone': { type: 'string' },
         template: { type: 'string' },
         'seq-start': { type: 'string' },
+        ordering: { type: 'string' },
         'older-than': { type: 'string' },
         delta: { type: 'string' },
         remainder: { type: 'string' },
@@ -219,6 +224,7 @@ async function runSubcommand(
           ...(values['opaque'] === true ? { opaque: true } : {}),
           ...periodicFlags(values),
           ...sequenceFlags(values),
+          ...orderingFlag(values['ordering']),
         }),
       ];
     }
@@ -330,6 +336,20 @@ async function periodRows(store: SegmentStore, tag: string): Promise<TagRecord[]
 }
 
 /**
+ * --ordering as NewTag's `ordering`: `cluster` or nothing (the store refuses what cannot keep it).
+ */
+function orderingFlag(value: string | boolean | undefined): { ordering?: 'cluster' } {
+  if (value === undefined) return {};
+  if (value !== 'cluster')
+    throw new IdMintError(
+      'INVALID_ARGUMENT',
+      `--ordering must be "cluster" (one node at a time issues the tag), got ` +
+        `${JSON.stringify(value)}`,
+    );
+  return { ordering: 'cluster' };
+}
+
+/**
  * --delta and --remainder as a tag's sequence (the store checks the pair: remainder below delta);
  * a remainder alone has no delta to be a remainder of.
  */
@@ -360,21 +380,24 @@ async function print(io: CliIo, records: readonly TagRecord[], json: boolean): P
     return;
   }
   const rows = [
-    ['TAG', 'MAX_ID', 'STEP', 'OPAQUE', 'DESCRIPTION'],
+    ['TAG', 'MAX_ID', 'STEP', 'OPAQUE', 'ORDERING', 'DESCRIPTION'],
     ...records.map((r) => [
       r.tag,
       r.maxId.toString(),
       String(r.step),
       r.opaque === true ? 'yes' : 'no',
+      r.ordering ?? '-',
       r.description ?? '',
     ]),
   ];
-  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((row) => (row[i] ?? '').length)) + 2);
+  const widths = [0, 1, 2, 3, 4].map(
+    (i) => Math.max(...rows.map((row) => (row[i] ?? '').length)) + 2,
+  );
   await io.out(
     `${rows
       .map((row) =>
         row
-          .map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell))
+          .map((cell, i) => (i < 5 ? cell.padEnd(widths[i] ?? 0) : cell))
           .join('')
           .trimEnd(),
       )

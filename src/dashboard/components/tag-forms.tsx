@@ -105,6 +105,7 @@ export function NewTagDialog(props: {
   const [description, setDescription] = useState('');
   const [delta, setDelta] = useState('1');
   const [remainder, setRemainder] = useState('0');
+  const [ordered, setOrdered] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
   return (
@@ -120,6 +121,7 @@ export function NewTagDialog(props: {
               step: numberOrText(step) as number,
               ...(description === '' ? {} : { description }),
               ...sequenceOf(delta, remainder, false),
+              ...(ordered ? { ordering: 'cluster' as const } : {}),
             });
             props.onClose(true);
           } catch (caught) {
@@ -156,6 +158,19 @@ export function NewTagDialog(props: {
           onDelta={setDelta}
           onRemainder={setRemainder}
         />
+        <label class="check" for="new-ordering">
+          <input
+            id="new-ordering"
+            type="checkbox"
+            checked={ordered}
+            onChange={(event) => setOrdered((event.currentTarget as HTMLInputElement).checked)}
+          />{' '}
+          Cluster order (one node at a time issues it)
+        </label>
+        <p class="muted small">
+          Every answer is above every earlier one anywhere in the cluster; set now or never
+          (docs/segments.md, Cluster order).
+        </p>
         <ErrorLine error={error} />
         <div class="row end">
           <button type="button" onClick={() => props.onClose(false)}>
@@ -188,6 +203,7 @@ export function EditTagDialog(props: {
     description: string;
     delta: string;
     remainder: string;
+    ordered: boolean;
   } | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
@@ -195,7 +211,12 @@ export function EditTagDialog(props: {
     getTag(props.token, props.tag).then(
       (record) => {
         const sequence = { delta: String(record.delta), remainder: String(record.remainder) };
-        setOriginal({ step: record.step, description: record.description ?? '', ...sequence });
+        setOriginal({
+          step: record.step,
+          description: record.description ?? '',
+          ...sequence,
+          ordered: record.ordering === 'cluster',
+        });
         setStep(String(record.step));
         setDescription(record.description ?? '');
         setDelta(sequence.delta);
@@ -261,6 +282,11 @@ export function EditTagDialog(props: {
           onRemainder={setRemainder}
         />
         <p class="muted small">A new delta applies above the IDs already allocated.</p>
+        {original?.ordered === true && (
+          <p class="small" data-testid="tag-ordering">
+            Cluster order: one node at a time issues this tag (set at creation, never changed).
+          </p>
+        )}
         <ErrorLine error={error} />
         <div class="row end">
           <button type="button" onClick={() => props.onClose(false)}>

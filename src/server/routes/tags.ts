@@ -6,6 +6,7 @@ import type { SegmentStore, TagRecord } from '../../ports/segment-store.ts';
 import { parsePeriodic } from '../../core/periodic.ts';
 import { noOpaqueKeys, type OpaqueIds } from '../../service/opaque-ids.ts';
 import { checkOpaqueStart } from '../../stores/store-support.ts';
+import { checkNewOrdering, orderedNotOpaque } from '../../stores/tag-ordering.ts';
 import { tagJson } from '../../shared/tag-json.ts';
 import { contractRoute } from './from-contract.ts';
 
@@ -59,8 +60,11 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
   });
 
   contractRoute(app, CREATE_TAG).handle(async (request, reply) => {
-    const { tag, step, startId, description, opaque, delta, remainder, periodic } = request.body;
+    const { tag, step, startId, description, opaque, delta, remainder, periodic, ordering } =
+      request.body;
     const segments = store();
+    // Before the keys: an ordered opaque tag is refused for what it is, not for a missing key.
+    checkNewOrdering(request.body);
     if (opaque === true) checkKeys(tag);
     const record = await segments.createTag({
       tag,
@@ -71,6 +75,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
       ...(delta === undefined ? {} : { delta }),
       ...(remainder === undefined ? {} : { remainder }),
       ...(periodic === undefined ? {} : { periodic }),
+      ...(ordering === undefined ? {} : { ordering }),
     });
     await deps.onTagChanged?.(record);
     return reply.code(201).send(tagJson(record));
@@ -103,6 +108,7 @@ export function tagRoutes(app: FastifyInstance, deps: TagRouteDeps): void {
         );
       }
       if (opaque === true && current.opaque !== true) {
+        if (current.ordering !== undefined) throw orderedNotOpaque(tag);
         checkKeys(tag);
         // The next range starts at max_id: its IDs must still have an opaque form.
         checkOpaqueStart(tag, current.maxId);

@@ -16,10 +16,14 @@ import type {
   SegmentStore,
   StoreHistory,
   TagChanges,
+  TagListing,
   TagPage,
+  TagOrdering,
   TagRecord,
   TagUpdate,
 } from '../../ports/segment-store.ts';
+import type { IssuerLeases } from '../../ports/issuer-lease.ts';
+import { isOrderedElsewhere } from '../tag-ordering.ts';
 import {
   alignUp,
   byTag,
@@ -203,6 +207,17 @@ export class MultiSegmentStore implements SegmentStore {
    * down.
    */
   readonly #uncovered = new Map<string, IdMintError>();
+  /**
+   * The issuer leases of the set's cluster-ordered tags: the first database's (docs/segments.md,
+   * Cluster order). One database decides, so two nodes never hold a tag at once through different
+   * members; while it is down no node can claim or renew, and the holder fences itself.
+   */
+  readonly issuers?: IssuerLeases;
+  /**
+   * The cluster-ordered tags among those this store has read or been refused by a database for:
+   * allocated from database 0 only, with no round trip to another first.
+   */
+  readonly #ordered = new Set<string>();
 
   constructor(options: MultiSegmentStoreOptions) {
     const databases = options?.databases;
@@ -246,6 +261,8 @@ export class MultiSegmentStore implements SegmentStore {
     this.#now = options.now ?? (() => performance.now());
     this.#identities = databases.map(() => undefined);
     this.#highs = new SetHighs(this.#markAccess());
+    const first = databases[0]?.store.issuers;
+    if (first !== undefined) this.issuers = first;
   }
 
   /** How many databases the set has: N, the stride of every range. */
@@ -264,7 +281,15 @@ export class MultiSegmentStore implements SegmentStore {
   async allocate(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const { order, skipped } = this.#round();
+    const round = this.#round();
+    // A cluster-ordered tag comes from database 0 alone, so its ranges increase as one database's
+    // do; the other databases refuse it anyway (found out once per tag and node: learnOrdering).
+    const { order, skipped } = this.#ordered.has(tag)
+      ? {
+          order: round.order.filter((index) => index === 0),
+          skipped: round.skipped.filter((index) => index === 0),
+        }
+      : round;
     const failed: Outcome<never>[] = [];
     for (const index of order) {
       const db = this.#databases[index] as SetDatabase;
@@ -281,6 +306,7 @@ export class MultiSegmentStore implements SegmentStore {
       } catch (cause) {
         const error = asStoreError(cause, db.name, 'allocate');
         if (error.code === 'INVALID_ARGUMENT') throw error;
+        if (isOrderedElsewhere(cause)) this.#ordered.add(tag);
         this.#failed(index, error);
         failed.push({ index, error });
         continue;
@@ -378,7 +404,9 @@ export class MultiSegmentStore implements SegmentStore {
       .sort((a, b) => a.index - b.index);
     if (answered.length === 0)
       throw this.#combined('listing tags: no database of the set answered', outcomes, skipped);
-    return mergeByName(answered.map((o) => o.value ?? [])).sort(byTag);
+    const records = mergeByName(answered.map((o) => o.value ?? [])).sort(byTag);
+    this.#learnOrdering(records);
+    return records;
   }
 
   /**
@@ -400,10 +428,9 @@ export class MultiSegmentStore implements SegmentStore {
       throw this.#combined('reading tag changes: no database of the set answered', outcomes, []);
     const cursors = [...previous];
     for (const { index, value } of answered) cursors[index] = value?.cursor ?? null;
-    return {
-      records: mergeByName(answered.map((o) => o.value?.records ?? [])),
-      cursor: JSON.stringify(cursors),
-    };
+    const records = mergeByName(answered.map((o) => o.value?.records ?? []));
+    this.#learnOrdering(records);
+    return { records, cursor: JSON.stringify(cursors) };
   }
 
   /**
@@ -441,6 +468,7 @@ export class MultiSegmentStore implements SegmentStore {
         : index + 1 < this.size
           ? [index + 1, null]
           : undefined;
+    this.#learnOrdering(page.records);
     return {
       records: page.records,
       next: next === undefined ? undefined : JSON.stringify([...next, answered]),
@@ -502,7 +530,9 @@ export class MultiSegmentStore implements SegmentStore {
         skipped,
       );
     const found = answered.flatMap((o) => (o.value === undefined ? [] : [o.value]));
-    return found.length === 0 ? undefined : merge(found);
+    const record = found.length === 0 ? undefined : merge(found);
+    this.#learnOrdering([record]);
+    return record;
   }
 
   /**
@@ -553,10 +583,12 @@ export class MultiSegmentStore implements SegmentStore {
       created,
     );
     // `made` is indexed by database: the ones that already had the tag are holes.
-    return merge([
+    const record = merge([
       ...present,
       ...made.filter((record): record is TagRecord => record !== undefined),
     ]);
+    this.#learnOrdering([record]);
+    return record;
   }
 
   /**
@@ -582,7 +614,9 @@ export class MultiSegmentStore implements SegmentStore {
     );
     const found = updated.filter((record): record is TagRecord => record !== undefined);
     if (found.length === 0) throw tagNotFound(tag);
-    return merge(found);
+    const record = merge(found);
+    this.#learnOrdering([record]);
+    return record;
   }
 
   /** Deletes the row in every database; every one must answer (running it again completes it). */
@@ -812,6 +846,8 @@ export class MultiSegmentStore implements SegmentStore {
       const template = rows.find((row) => row !== undefined);
       // deleted meanwhile
       if (template === undefined) return { tag, action: 'unchanged', maxId: 0n };
+      // A cluster-ordered tag's new rows are ordered too: else a database r > 0 would allocate it.
+      const ordering = rows.find((row) => row?.ordering !== undefined)?.ordering;
       const create = (index: number, floor: bigint) =>
         (this.#databases[index] as SetDatabase).store
           .createTag(
@@ -824,6 +860,7 @@ export class MultiSegmentStore implements SegmentStore {
                   opaque: template.opaque === true,
                   ...(template.delta === undefined ? {} : { delta: template.delta }),
                   ...(template.remainder === undefined ? {} : { remainder: template.remainder }),
+                  ...(ordering === undefined ? {} : { ordering }),
                 }
               : {
                   tag,
@@ -1018,6 +1055,15 @@ export class MultiSegmentStore implements SegmentStore {
     return this.#databases.map((_, index) => index);
   }
 
+  /** Notes which of `records` are cluster-ordered (ordering is set at creation, never changed). */
+  #learnOrdering<T extends TagRecord | TagListing | undefined>(records: readonly T[]): void {
+    for (const record of records) {
+      if (record === undefined) continue;
+      if (record.ordering === undefined) this.#ordered.delete(record.tag);
+      else this.#ordered.add(record.tag);
+    }
+  }
+
   #name(index: number): string {
     return (this.#databases[index] as SetDatabase).name;
   }
@@ -1169,8 +1215,11 @@ function merge(records: readonly TagRecord[]): TagRecord {
   let opaque = false;
   // A periodic tag's option is written with its row and never changed: any database's will do.
   let periodic: string | undefined;
+  // Cluster-ordered if any database says so, as opaque: ordering is written with the row.
+  let ordering: TagOrdering | undefined;
   for (const record of records) {
     periodic ??= record.periodic;
+    ordering ??= record.ordering;
     if (record.maxId > maxId) maxId = record.maxId;
     if (record.updatedAt !== null && (updatedAt === null || record.updatedAt > updatedAt))
       updatedAt = record.updatedAt;
@@ -1187,6 +1236,7 @@ function merge(records: readonly TagRecord[]): TagRecord {
     ...(first.delta === undefined ? {} : { delta: first.delta }),
     ...(first.remainder === undefined ? {} : { remainder: first.remainder }),
     ...(periodic === undefined ? {} : { periodic }),
+    ...(ordering === undefined ? {} : { ordering }),
   };
 }
 

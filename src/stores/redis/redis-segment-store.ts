@@ -58,6 +58,8 @@ import {
   type SegmentStoreOptions,
 } from '../store-support.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
+import { orderedInFirstDatabase, orderedNotOpaque } from '../tag-ordering.ts';
+import { RedisIssuerLeases } from './redis-issuer-leases.ts';
 
 /**
  * Where a Redis server is, as the redis backend (src/backends/) read it from the URL: the
@@ -109,7 +111,9 @@ export interface RedisSegmentStoreOptions extends SegmentStoreOptions {
 // part, so `{` and `}` in a tag change nothing (a Redis Cluster is not supported: creating and
 // listing tags touch several keys, which a cluster refuses across slots whatever the tags).
 // `<prefix>:set` is a hash of a set's own records (MultiSegmentStore: its members, this
-// database's identity, high-water marks), never a tag's key.
+// database's identity, high-water marks), never a tag's key. A tag's hash has `ordering`
+// ('cluster') on a cluster-ordered tag, and its issuer lease is the hash `<prefix>:issuer:<tag>`
+// (RedisIssuerLeases), kept when the tag is deleted so that its epochs are never given again.
 //
 // Lua numbers are doubles, exact only to 2^53, so no script does arithmetic on max_id: HINCRBY
 // adds in 64-bit integers (and refuses to overflow, changing nothing), and max_id travels as the
@@ -135,7 +139,7 @@ function optionalText(value: unknown): string | undefined {
 }
 
 /** Fields `read` returns per tag. */
-const FIELDS = 10;
+const FIELDS = 11;
 
 // Every script takes a nonce as its last argument and returns it first, so the client can check
 // that a reply answers the command it is given to (see RedisSegmentStore.#run).
@@ -152,7 +156,7 @@ const FIELDS = 10;
 const PRELUDE = `local nonce = table.remove(ARGV)
 local function read(key)
   return redis.call('HMGET', key, 'max_id', 'step', 'description', 'update_time', 'id_offset',
-    'id_increment', 'opaque', 'periodic', 'delta', 'remainder')
+    'id_increment', 'opaque', 'periodic', 'delta', 'remainder', 'ordering')
 end
 local function now()
   local t = redis.call('TIME')
@@ -186,6 +190,10 @@ end
 // of its own takes only a plain row; a set's store only a row of exactly its class). HINCRBY is the
 // only write before the reply is built, so an overflow error leaves the hash untouched.
 //
+// On database r > 0 of a set a cluster-ordered tag is 'ordered', nothing changed: only database
+// 0 allocates it (docs/segments.md, Where a cluster-ordered tag's ordering and issuer lease are
+// kept).
+//
 // The row's class: its own sequence (TinyId's delta and remainder fields; absent: every ID) on a
 // store of its own; in a set of N, the one class mod N * delta inside both r mod N and the tag's
 // (store-support.ts's combinedResidue, found by the same search). max_id is first raised to the
@@ -204,6 +212,9 @@ local offset, increment = residue(KEYS[1])
 if ARGV[3] == '' and increment ~= '1' then return {nonce, 'residue', offset, increment} end
 if ARGV[3] ~= '' and (offset ~= ARGV[2] or increment ~= ARGV[3]) then
   return {nonce, 'residue', offset, increment}
+end
+if ARGV[3] ~= '' and ARGV[2] ~= '0' and redis.call('HGET', KEYS[1], 'ordering') then
+  return {nonce, 'ordered'}
 end
 if not (string.match(stored, '^[1-9]%d*$') and #stored <= 10
     and tonumber(stored) <= ${MAX_TAG_STEP}) then
@@ -338,8 +349,8 @@ return {nonce, 1}`;
 // KEYS[1] tag hash, KEYS[2] tag set; ARGV tag, max_id, step, description or '' with ARGV[5] = '1'
 // when present, then offset and increment ('' for a store of its own: no residue fields), then
 // ARGV[8] = '1' for an opaque tag, ARGV[9] a periodic tag's option or '', ARGV[10] and ARGV[11]
-// the delta and remainder (no fields for delta 1), all set in the same script: no moment without
-// them.
+// the delta and remainder (no fields for delta 1), ARGV[12] the ordering or '', all set in the
+// same script: no moment without them.
 const CREATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {nonce, 'exists'} end
 redis.call('HSET', KEYS[1], 'max_id', ARGV[2], 'step', ARGV[3])
@@ -349,13 +360,16 @@ if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'id_offset', ARGV[6], 'id_incr
 if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
 if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'periodic', ARGV[9]) end
 if ARGV[10] ~= '1' then redis.call('HSET', KEYS[1], 'delta', ARGV[10], 'remainder', ARGV[11]) end
+if ARGV[12] ~= '' then redis.call('HSET', KEYS[1], 'ordering', ARGV[12]) end
 redis.call('SADD', KEYS[2], ARGV[1])
 return {nonce, 'ok', unpack(read(KEYS[1]))}`;
 
 // KEYS[1] tag hash; ARGV step or '', description mode ('keep' | 'set' | 'clear'), description,
-// '1' to mark the tag opaque (never unmarked), delta and remainder or '' to keep them.
+// '1' to mark the tag opaque (never unmarked), delta and remainder or '' to keep them. A
+// cluster-ordered tag is never marked opaque: 'ordered', nothing changed.
 const UPDATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[1]) == 0 then return {nonce, 'not_found'} end
+if ARGV[4] == '1' and redis.call('HGET', KEYS[1], 'ordering') then return {nonce, 'ordered'} end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[1]) end
 if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'opaque', '1') end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'delta', ARGV[5], 'remainder', ARGV[6]) end
@@ -451,6 +465,8 @@ export class RedisSegmentStore implements SegmentStore {
   readonly #history: HistoryWatch;
   /** This store in failure messages: backend, address, causes seen. */
   readonly #place: StorePlace;
+  /** The issuer leases of this prefix's cluster-ordered tags, each a hash beside its tag's. */
+  readonly issuers: RedisIssuerLeases;
 
   constructor(options: RedisSegmentStoreOptions) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
@@ -474,6 +490,16 @@ export class RedisSegmentStore implements SegmentStore {
       margin: fence,
       onHistory: options.onHistory,
       fenceIfNew: () => this.#fenceScript({ margin: fence, automatic: true }),
+    });
+    this.issuers = new RedisIssuerLeases({
+      table,
+      run: (operation, script, keys, args) => this.#run(operation, script, keys, args),
+      prelude: PRELUDE,
+      verifyHistory: async () => {
+        const [found] = await this.history();
+        if (found?.recorded !== found?.live) await this.#history.verify();
+      },
+      ...(options.issuerInterleave === undefined ? {} : { interleave: options.issuerInterleave }),
     });
   }
 
@@ -545,6 +571,7 @@ export class RedisSegmentStore implements SegmentStore {
   /** The range an ALLOCATE reply (other than 'history') carries, or the error it names. */
   #allocated(tag: string, step: number | undefined, reply: unknown[]): SegmentRange {
     if (reply[0] === 'not_found') throw tagNotFound(tag);
+    if (reply[0] === 'ordered') throw orderedInFirstDatabase(tag, this.residue);
     if (reply[0] === 'residue')
       throw residueMismatch(tag, storedResidue(reply[1], reply[2]), this.residue);
     if (reply[0] === 'misconfigured') {
@@ -759,6 +786,7 @@ export class RedisSegmentStore implements SegmentStore {
         v.periodic ?? '',
         String(v.delta),
         String(v.remainder),
+        v.ordering ?? '',
       ],
     );
     if (reply[0] === 'exists')
@@ -794,6 +822,7 @@ export class RedisSegmentStore implements SegmentStore {
       ],
     );
     if (reply[0] === 'not_found') throw tagNotFound(tag);
+    if (reply[0] === 'ordered') throw orderedNotOpaque(tag);
     return this.#record(tag, reply.slice(1));
   }
 
@@ -908,6 +937,7 @@ export class RedisSegmentStore implements SegmentStore {
       periodic: fields[7],
       delta: fields[8],
       remainder: fields[9],
+      ordering: fields[10],
     });
   }
 }

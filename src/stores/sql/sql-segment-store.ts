@@ -71,6 +71,15 @@ import {
   type FenceOutcome,
   type SegmentStoreOptions,
 } from '../store-support.ts';
+import {
+  ORDERING_COLUMN,
+  ORDERING_COLUMN_TYPE,
+  noOrderingColumn,
+  orderedInFirstDatabase,
+  orderedNotOpaque,
+  toOrdering,
+} from '../tag-ordering.ts';
+import { SqlIssuerLeases } from './sql-issuer-leases.ts';
 
 /**
  * The residue columns of a set's databases (TinyId's `remainder` and `delta`), and their values on
@@ -198,6 +207,21 @@ export class SqlSegmentStore implements SegmentStore {
   readonly #history: HistoryWatch;
   /** This store in failure messages: backend, address, causes seen. */
   readonly #place: StorePlace;
+  /**
+   * Whether the table had the ordering column at the last full read's first page (undefined: not
+   * looked yet); looked at again like {@link #listsOpaque}.
+   */
+  #listsOrdering: boolean | undefined;
+  /** The issuer leases of this table's cluster-ordered tags, in idmint_issuer beside it. */
+  readonly issuers: SqlIssuerLeases;
+  /**
+   * On database r > 0 of a set: the allocation statements that pass over cluster-ordered rows,
+   * which only database 0 allocates (docs/segments.md, Where a cluster-ordered tag's ordering and
+   * issuer lease are kept). Undefined on database 0 and on a store of its own.
+   */
+  readonly #orderedGuard:
+    | { readonly plain: AllocationStatements; readonly sequenced: AllocationStatements }
+    | undefined;
 
   constructor(driver: SqlDriver, options: SegmentStoreOptions = {}) {
     const { table, timeoutMs, residue, fence } = resolveStoreOptions(options);
@@ -209,12 +233,33 @@ export class SqlSegmentStore implements SegmentStore {
     if (residue !== undefined) this.residue = residue;
     this.#fence = fence;
     this.#sql = statements(table, driver.dialect, residue);
+    this.#orderedGuard =
+      residue === undefined || residue.offset === 0
+        ? undefined
+        : {
+            plain: guardOrdering(this.#sql),
+            sequenced: guardOrdering(this.#sql.sequenced),
+          };
     this.#setSql = setStatements(table, driver.dialect);
     this.#history = new HistoryWatch({
       table,
       margin: fence,
       onHistory: options.onHistory,
       fenceIfNew: () => this.#fenceCall({ margin: fence, automatic: true }),
+    });
+    this.issuers = new SqlIssuerLeases({
+      backend: this.backend,
+      dialect: driver.dialect,
+      table,
+      call: (operation, transaction, run, absent) =>
+        this.#call(operation, transaction, run, absent),
+      // A read first: the fence's transaction only where the history is new (SQLite's several
+      // stores in one process could not all hold one at once).
+      verifyHistory: async () => {
+        const [found] = await this.history();
+        if (found?.recorded !== found?.live) await this.#history.verify();
+      },
+      ...(options.issuerInterleave === undefined ? {} : { interleave: options.issuerInterleave }),
     });
   }
 
@@ -234,8 +279,11 @@ export class SqlSegmentStore implements SegmentStore {
       await this.#addColumns(db, SEQUENCE_COLUMNS);
       this.#sequence = true;
       await this.#addPeriodicColumn(db);
+      await this.#addColumn(db, ORDERING_COLUMN, ORDERING_COLUMN_TYPE);
+      this.#listsOrdering = true;
       await this.#addChangeIndex(db);
       await this.#createIfMissing(db, this.#sql.createHistoryTable);
+      await this.#createIfMissing(db, this.issuers.createTable);
     });
     // A new table, or a table first seen by an idmint that records histories, is fenced now.
     await this.#history.verify();
@@ -290,7 +338,8 @@ export class SqlSegmentStore implements SegmentStore {
     const bound = step ?? null;
     let row: SqlRow | undefined;
     this.#sequence ??= await this.#hasColumns(db, SEQUENCE_COLUMNS);
-    const sql = this.#sequence ? this.#sql.sequenced : this.#sql;
+    const sequenced = this.#sequence;
+    const sql = this.#allocation(sequenced, await this.#guardsOrdering(db));
     try {
       if (this.#driver.dialect.supportsReturning) {
         row = (await db.query(sql.allocateReturning, [bound, tag, bound])).rows[0];
@@ -319,13 +368,20 @@ export class SqlSegmentStore implements SegmentStore {
       if (why instanceof IdMintError) throw why;
       return why;
     }
+    // A cluster-ordered row, found by a statement without the guard (the column was added since
+    // this store last looked): MySQL's transaction rolls back; with RETURNING the range is
+    // skipped, never issued, and the guard is used from now on.
+    if (this.#orderedElsewhere(row)) {
+      this.#listsOrdering = true;
+      throw orderedInFirstDatabase(tag, this.residue);
+    }
     // The row comes back whole (`*`): a table this store took for a Leaf table shows the sequence
     // columns once `idmint db init` has added them. A tag given a delta meanwhile has just been
     // advanced by `step` alone, not `step * delta`, so a range read with the row's delta would
     // reach back over the previous range (duplicates): that advance is skipped, never issued, and
     // the tag allocated again in its class, in the same transaction where there is one. Before,
     // the store kept the old statement until its next full tag read.
-    if (sql !== this.#sql.sequenced && 'delta' in row) {
+    if (!sequenced && 'delta' in row) {
       this.#sequence = true;
       const sequence = storedSequence(row['delta'], row['remainder']);
       if (sequence === undefined || sequence.delta !== 1 || sequence.remainder !== 0)
@@ -347,6 +403,31 @@ export class SqlSegmentStore implements SegmentStore {
     }
     const own = combinedResidue(residue ?? { offset: 0, increment: 1 }, sequence);
     return { range: residueRange(tag, end, used, tagStep, own), history };
+  }
+
+  /** The allocation statements to use: with the sequence columns or not, guarded or not. */
+  #allocation(sequenced: boolean, guarded: boolean): AllocationStatements {
+    const guard = guarded ? this.#orderedGuard : undefined;
+    if (guard !== undefined) return sequenced ? guard.sequenced : guard.plain;
+    return sequenced ? this.#sql.sequenced : this.#sql;
+  }
+
+  /**
+   * Whether this store passes over cluster-ordered rows: on database r > 0 of a set, once the
+   * table has the ordering column (a table without it holds no ordered tag; `db init` may add
+   * it, and each full read's first page and every ordered row found look again).
+   */
+  async #guardsOrdering(db: SqlConnection): Promise<boolean> {
+    if (this.#orderedGuard === undefined) return false;
+    this.#listsOrdering ??= await this.#hasColumn(db, ORDERING_COLUMN);
+    return this.#listsOrdering;
+  }
+
+  /** True for a cluster-ordered row read by database r > 0 of a set, which must not issue it. */
+  #orderedElsewhere(row: SqlRow): boolean {
+    return (
+      this.#orderedGuard !== undefined && toOrdering(row[ORDERING_COLUMN]).ordering !== undefined
+    );
   }
 
   /**
@@ -630,9 +711,16 @@ export class SqlSegmentStore implements SegmentStore {
       // read's first page: a Leaf table has none, and `idmint db init` may add it meanwhile.
       if (after === undefined || this.#listsOpaque === undefined)
         this.#listsOpaque = await this.#hasOpaqueColumn(db);
+      if (after === undefined || this.#listsOrdering === undefined)
+        this.#listsOrdering = await this.#hasColumn(db, ORDERING_COLUMN);
       if (after === undefined && this.#sequence !== true)
         this.#sequence = await this.#hasColumns(db, SEQUENCE_COLUMNS);
-      const page = this.#listsOpaque ? this.#sql.pageWithOpaque : this.#sql.page;
+      // `db init` adds both columns at once: a table with the ordering column has the opaque one.
+      const page = this.#listsOrdering
+        ? this.#sql.pageWithOrdering
+        : this.#listsOpaque
+          ? this.#sql.pageWithOpaque
+          : this.#sql.page;
       const rows = (
         after === undefined
           ? await db.query(`${page.first} ${this.#driver.dialect.limit(limit)}`, [])
@@ -672,6 +760,13 @@ export class SqlSegmentStore implements SegmentStore {
         const params = [values.tag, values.startId, values.step, values.description, ...residue];
         if (values.periodic !== null)
           await db.query(this.#sql.insertPeriodic, [...params, values.periodic]);
+        else if (values.ordering !== null)
+          await db.query(this.#sql.sequenced.insertOrdered, [
+            ...params,
+            values.delta,
+            values.remainder,
+            values.ordering,
+          ]);
         else
           await db.query(values.opaque ? sql.insertOpaque : sql.insert, [
             ...params,
@@ -690,6 +785,8 @@ export class SqlSegmentStore implements SegmentStore {
               `column`,
             { cause: error, details: { tag: values.tag } },
           );
+        if (values.ordering !== null && !(await this.#hasColumn(db, ORDERING_COLUMN)))
+          throw noOrderingColumn(values.tag, this.table, error);
         if (values.opaque && !(await this.#hasOpaqueColumn(db)))
           throw this.#noOpaqueColumn(values.tag, error);
         if (sequenced && !(await this.#hasColumns(db, SEQUENCE_COLUMNS)))
@@ -728,6 +825,9 @@ export class SqlSegmentStore implements SegmentStore {
       'updateTag',
       false,
       async (db) => {
+        // A tag's ordering never changes, so read first is enough: an ordered tag stays plain.
+        if (opaque && (await this.#read(db, tag))?.ordering !== undefined)
+          throw orderedNotOpaque(tag);
         if (sets.length > 0) {
           try {
             await db.query(
@@ -815,15 +915,17 @@ export class SqlSegmentStore implements SegmentStore {
   }
 
   /** Adds the periodic column where the table lacks it, as {@link #addOpaqueColumn} does. */
-  async #addPeriodicColumn(db: SqlConnection): Promise<void> {
-    if (await this.#hasColumn(db, PERIODIC_COLUMN)) return;
+  #addPeriodicColumn(db: SqlConnection): Promise<void> {
+    return this.#addColumn(db, PERIODIC_COLUMN, PERIODIC_COLUMN_TYPE);
+  }
+
+  /** Adds `column` of `type` where the table lacks it, as {@link #addOpaqueColumn} does. */
+  async #addColumn(db: SqlConnection, column: string, type: string): Promise<void> {
+    if (await this.#hasColumn(db, column)) return;
     try {
-      await db.query(
-        `ALTER TABLE ${this.table} ADD COLUMN ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`,
-        [],
-      );
+      await db.query(`ALTER TABLE ${this.table} ADD COLUMN ${column} ${type}`, []);
     } catch (error) {
-      if (!(await this.#hasColumn(db, PERIODIC_COLUMN))) throw error;
+      if (!(await this.#hasColumn(db, column))) throw error;
     }
   }
 
@@ -968,6 +1070,7 @@ export class SqlSegmentStore implements SegmentStore {
       return { retry: 'history', live: history.live, recorded: history.recorded };
     const row = (await db.query(this.#sql.readMaxId, [tag])).rows[0];
     if (row === undefined) return tagNotFound(tag);
+    if (this.#orderedElsewhere(row)) return orderedInFirstDatabase(tag, this.residue);
     const residue = this.residue;
     const found = storedResidue(row['id_offset'], row['id_increment']);
     if (residue !== undefined && !sameResidue(found, residue))
@@ -1040,7 +1143,8 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     `${dialect.autoTimestampColumn('update_time')}`;
   // Defaults that leave a plain tag, so Leaf's own INSERTs still work on idmint's table.
   const opaqueColumn =
-    `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ` + `${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}`;
+    `${OPAQUE_COLUMN} smallint NOT NULL DEFAULT 0, ${PERIODIC_COLUMN} ${PERIODIC_COLUMN_TYPE}, ` +
+    `${ORDERING_COLUMN} ${ORDERING_COLUMN_TYPE}`;
   const sequenceColumns = SEQUENCE_COLUMNS.map(
     ([column, plain]) => `${column} int NOT NULL DEFAULT ${plain}`,
   ).join(', ');
@@ -1062,6 +1166,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     // it.
     page: pageQueries(table, 'biz_tag, step'),
     pageWithOpaque: pageQueries(table, `biz_tag, step, ${OPAQUE_COLUMN}`),
+    pageWithOrdering: pageQueries(table, `biz_tag, step, ${OPAQUE_COLUMN}, ${ORDERING_COLUMN}`),
     get: `SELECT * FROM ${table} WHERE biz_tag = ?`,
     reassign:
       `UPDATE ${table} SET max_id = ?, id_offset = ?, id_increment = ?, update_time = ${now} ` +
@@ -1189,6 +1294,30 @@ function sequencedStatements(
     insertOpaque:
       `${parts.insert}${residueColumns}, delta, remainder, ${OPAQUE_COLUMN}) ` +
       `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, 1)`,
+    // A cluster-ordered tag names the sequence columns too: `db init` adds them with this one.
+    insertOrdered:
+      `${parts.insert}${residueColumns}, delta, remainder, ${ORDERING_COLUMN}) ` +
+      `VALUES (?, ?, ?, ?, ${now}${residueMarks}, ?, ?, ?)`,
+  };
+}
+
+/** The two forms of an allocation a dialect runs (RETURNING, or UPDATE then SELECT). */
+interface AllocationStatements {
+  readonly allocate: string;
+  readonly allocateReturning: string;
+}
+
+/** `statements`' allocation, matching only rows that are not cluster-ordered. */
+function guardOrdering(statements: AllocationStatements): AllocationStatements {
+  const guard = (sql: string) => {
+    const where = 'WHERE biz_tag = ?';
+    if (sql.indexOf(where) < 0 || sql.indexOf(where) !== sql.lastIndexOf(where))
+      throw new Error(`an allocation statement without one "${where}": ${sql}`);
+    return sql.replace(where, `${where} AND ${ORDERING_COLUMN} IS NULL`);
+  };
+  return {
+    allocate: guard(statements.allocate),
+    allocateReturning: guard(statements.allocateReturning),
   };
 }
 
@@ -1298,6 +1427,7 @@ function asListing(row: SqlRow): TagListing {
     tag: String(row['biz_tag']),
     step: toStep(row['step']),
     opaque: toOpaqueFlag(row[OPAQUE_COLUMN]),
+    ...toOrdering(row[ORDERING_COLUMN]),
   };
 }
 
@@ -1314,6 +1444,7 @@ function asRecord(row: SqlRow): TagRecord {
     delta: row['delta'],
     remainder: row['remainder'],
     periodic: row[PERIODIC_COLUMN],
+    ordering: row[ORDERING_COLUMN],
   });
 }
 
