@@ -478,6 +478,10 @@ const OPERATIONS: Readonly<Record<string, string>> = {
   createTag: 'creating a tag',
   updateTag: 'updating a tag',
   deleteTag: 'deleting a tag',
+  claimIssuer: "claiming a tag's issuer lease",
+  renewIssuer: "renewing a tag's issuer lease",
+  releaseIssuer: "giving a tag's issuer lease back",
+  currentIssuer: "reading a tag's issuer lease",
 };
 
 /** `operation` (a method's name) in words. */
