@@ -2,6 +2,7 @@ import { chmodSync, mkdirSync, utimesSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, resolve, sep } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { readStateFile, writeStateFile } from './state-file.ts';
 
 /** Who holds a lock: written beside it, so the next process can name it. */
@@ -91,7 +92,7 @@ export class FileLock {
     } catch (error) {
       db.close();
       if ((error as { errcode?: unknown }).errcode !== SQLITE_BUSY) throw error;
-      return { heldBy: await readHolder(path) };
+      return { heldBy: await currentHolder(path) };
     }
     const lock = new FileLock(file, db);
     try {
@@ -176,6 +177,30 @@ export function describeHolder(holder: LockHolder | undefined): string {
   if (holder === undefined) return 'another process';
   const port = holder.port > 0 ? `, port ${holder.port}` : '';
   return `pid ${holder.pid} on ${holder.host}${port}, since ${String(holder.since)}`;
+}
+
+/**
+ * The holder as its holder file names it. The winner of a race writes that file just after it
+ * takes the lock, so a loser can read the previous holder's file in between: a file naming a
+ * process gone from this host is waited on (up to 1 s) for the new one, and never named.
+ */
+async function currentHolder(path: string): Promise<LockHolder | undefined> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const holder = await readHolder(path);
+    if (holder === undefined || holder.host !== hostname() || isRunning(holder.pid)) return holder;
+    await sleep(50);
+  }
+  return undefined;
+}
+
+/** Whether a process of this pid runs on this host (EPERM: it does, as another user). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 async function readHolder(path: string): Promise<LockHolder | undefined> {
