@@ -16,6 +16,9 @@ import { clientErrorHandler, createHttpServer } from './plugins/protocol.ts';
 import { Readiness } from '../contract/operations.ts';
 import { healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
+import { Forwarder } from './forwarding.ts';
+import { advertisedAddress } from './advertised-address.ts';
+import type { OrderedDrawDeps } from './ordered-draws.ts';
 import { rangeRoutes } from './routes/range.ts';
 import { TINYID_BATCH_SIZE_MAX, tinyIdRoutes } from './routes/tinyid.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
@@ -141,6 +144,22 @@ export async function buildServer(
       else if (WORKER_EVENT_LEVELS[event.type] === 'warn') log.warn(fields, event.message);
       else log.error(fields, event.message);
     },
+    onIssuerEvent: (event) => {
+      const fields = {
+        tag: event.tag,
+        epoch: event.epoch.toString(),
+        ...(event.error === undefined ? {} : { code: event.error.code, err: event.error.message }),
+      };
+      const messages = {
+        claimed: 'issuing a cluster-ordered tag: its issuer lease claimed, a fresh range first',
+        lost: 'stopped issuing a cluster-ordered tag: its issuer lease was lost',
+        released: "a cluster-ordered tag's issuer lease given back",
+        'renew-failed': "a cluster-ordered tag's issuer lease could not be renewed; retrying",
+      } as const;
+      if (event.type === 'claimed' || event.type === 'released')
+        log.info(fields, messages[event.type]);
+      else log.warn(fields, messages[event.type]);
+    },
     onSegmentEvent: (event) => {
       metrics?.segmentEvent(event);
       status.sampler.segmentEvent(event);
@@ -218,6 +237,13 @@ export async function buildServer(
         port: config.port,
         backlog: LISTEN_BACKLOG,
       });
+      const bound = app.server.address();
+      const issuers = backends.segments?.service.issuers;
+      if (issuers !== undefined && bound !== null && typeof bound === 'object') {
+        // Where other nodes forward the cluster-ordered tags this node issues.
+        const advertised = advertisedAddress(config, bound.port);
+        issuers.setAddress(advertised.address, advertised.why);
+      }
       const { segments, snowflake } = backends;
       log.info(
         {
@@ -362,6 +388,7 @@ async function createApp(
     metrics.watch({
       ...(snowflake === undefined ? {} : { snowflake }),
       ...(segments === undefined ? {} : { segments: segments.service }),
+      ...(segments?.service.issuers === undefined ? {} : { issuers: segments.service.issuers }),
     });
     if (segments?.databases !== undefined)
       watchSegmentDatabases(metrics.registry, segments.databases);
@@ -398,18 +425,34 @@ async function createApp(
   healthRoutes(app, checks, metrics?.registry);
   // The keys are read once; the codecs never put them in a log line or an error.
   const opaque = OpaqueIds.fromConfig(config.opaque.keys);
+  // Cluster-ordered tags another node issues are forwarded to it over kept-alive connections.
+  let ordered: OrderedDrawDeps | undefined;
+  if (segments?.service.issuers !== undefined) {
+    const forwarder = new Forwarder({
+      maxBatch: config.api.maxBatch,
+      timeoutMs: config.segment.waitTimeoutMs,
+    });
+    app.addHook('onClose', async () => forwarder.close());
+    ordered = {
+      forwarder,
+      waitTimeoutMs: config.segment.waitTimeoutMs,
+      retryMs: config.segment.issuerRetryMs,
+    };
+  }
   segmentRoutes(app, {
     service: segments?.service,
     periodic: segments?.periodic,
     maxBatch: config.api.maxBatch,
     issued,
     opaque,
+    ordered,
   });
   rangeRoutes(app, {
     service: segments?.service,
     periodic: segments?.periodic,
     maxBatch: config.api.maxBatch,
     issued,
+    ordered,
   });
   tinyIdRoutes(app, {
     service: segments?.service,
@@ -419,6 +462,7 @@ async function createApp(
     authorizer,
     log,
     onError: (code) => status.errors.add(code),
+    ordered,
   });
   snowflakeRoutes(app, {
     worker: snowflake,
