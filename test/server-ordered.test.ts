@@ -7,6 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { IdMintClient } from '../src/client/client.ts';
+import { isIdMintError } from '../src/core/errors.ts';
 import { SqliteSegmentStore } from '../src/stores/sqlite/sqlite-segment-store.ts';
 import { MemoryIssuerLeases } from './support/memory-issuer-leases.ts';
 import { orderedStore } from './support/ordered-store.ts';
@@ -104,6 +106,16 @@ describe('cluster-ordered tag over HTTP', () => {
     const answer = await get(otherUrl, '/api/segment/get/orders', { 'x-idmint-forwarded': '1' });
     assert.equal(answer.status, 503);
     assert.match(answer.text, /ISSUER_UNAVAILABLE/);
+  });
+
+  it("refuses the client's local mode, which would issue a held range later", async () => {
+    for (const url of [issuerUrl, otherUrl]) {
+      const client = new IdMintClient({ url, local: { initialSize: 10, minSize: 10 } });
+      await assert.rejects(client.nextId('orders'), (error) =>
+        isIdMintError(error, 'ORDERED_RANGE_REFUSED'),
+      );
+      assert.equal(client.nextIdSync('orders'), undefined);
+    }
   });
 
   it("refuses TinyId's segments of a cluster-ordered tag", async () => {
