@@ -27,19 +27,16 @@ class Cluster {
   readonly nodes: (ServeProcess | undefined)[] = [];
   readonly proxies: TcpProxy[] = [];
   readonly #fixture: BackendFixture;
-  readonly #proxied: boolean;
 
-  private constructor(fixture: BackendFixture, proxied: boolean) {
+  private constructor(fixture: BackendFixture) {
     this.#fixture = fixture;
-    this.#proxied = proxied;
   }
 
   static async start(backend: SegmentBackend): Promise<Cluster> {
     const fixture = await backend.open();
     await fixture.store.createTag({ tag: TAG, step: 1000, startId: 1n, ordering: 'cluster' });
-    const proxied = backend.name !== 'sqlite';
-    const cluster = new Cluster(fixture, proxied);
-    if (proxied)
+    const cluster = new Cluster(fixture);
+    if (backend.name !== 'sqlite')
       for (let i = 0; i < NODES; i++)
         cluster.proxies.push(await TcpProxy.start(hostPort(fixture.url)));
     for (let i = 0; i < NODES; i++) await cluster.restart(i);
