@@ -300,6 +300,9 @@ async function shutdown(
 ): Promise<void> {
   log.info('idmint shutting down');
   state.draining = true;
+  // Cluster-ordered tags go to another node now, not after the drain; what still reaches this
+  // node for them is forwarded there.
+  await backends.segments?.service.handOverIssuers();
   await drainHttpServer(app.server, {
     timeoutMs: config.api.shutdownTimeoutMs,
     onTimeout: () =>

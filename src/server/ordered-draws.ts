@@ -63,7 +63,9 @@ export async function drawOrdered<T>(
     const retryMs = deps?.retryMs ?? 0;
     if (performance.now() - started + retryMs >= waitMs)
       throw unavailable(tag, `no issuer could be reached within ${waitMs} ms; retry`);
-    await new Promise((resolve) => setTimeout(resolve, retryMs));
+    // After a failed forward the store is asked again at once (a holder that gave the lease back
+    // is replaced by this node's claim); claims themselves come at most once per retryMs.
+    if (address === undefined) await new Promise((resolve) => setTimeout(resolve, retryMs));
   }
 }
 

@@ -163,13 +163,21 @@ export class IssuerHolding {
   }
 
   /**
+   * Stops issuing for good, at once: the fence closes, renewals stop (none can lift it again) and
+   * no claim is made any more. The lease is kept until {@link close}.
+   */
+  stop(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.deadline = Number.NEGATIVE_INFINITY;
+  }
+
+  /**
    * Stops issuing and gives the lease back (the caller has stopped drawing the tag's IDs and
    * given its buffered ones back first). Never throws: a lease not released runs out by itself.
    */
   async close(): Promise<void> {
-    this.#closed = true;
-    clearTimeout(this.#timer);
-    this.deadline = Number.NEGATIVE_INFINITY;
+    this.stop();
     await this.#claiming?.catch(() => undefined);
     const epoch = this.#epoch;
     this.#epoch = undefined;
@@ -187,7 +195,7 @@ export class IssuerHolding {
 
   async #claim(): Promise<IssuerLocation> {
     const { clock, leases, node, ttlMs, marginMs, callTimeoutMs } = this.#t;
-    if (this.#closed) throw unavailable(this.tag, 'this node is shutting down');
+    if (this.#closed) return this.#holderWhileClosing();
     const wait = this.#nextClaimAt - clock.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     this.#nextClaimAt = clock.now() + this.#t.retryMs;
@@ -235,6 +243,26 @@ export class IssuerHolding {
       until: clock.now() + Math.max(result.remainingMs, this.#t.retryMs),
     };
     return { local: false, node: result.node, address: result.address };
+  }
+
+  /**
+   * A node shutting down claims nothing, but forwards the requests still reaching it to the node
+   * that took the lease over.
+   */
+  async #holderWhileClosing(): Promise<IssuerLocation> {
+    const { clock, leases, callTimeoutMs, retryMs } = this.#t;
+    const holder = await withTimeout(leases.currentIssuer(this.tag), callTimeoutMs, () =>
+      unavailable(this.tag, 'this node is shutting down'),
+    ).catch(() => undefined);
+    if (holder === undefined || holder.address === '')
+      throw unavailable(this.tag, 'this node is shutting down and no other node issues it yet');
+    this.#remote = {
+      node: holder.node,
+      address: holder.address,
+      epoch: holder.epoch,
+      until: clock.now() + Math.max(holder.remainingMs, retryMs),
+    };
+    return { local: false, node: holder.node, address: holder.address };
   }
 
   #noteEpoch(epoch: bigint): void {

@@ -680,6 +680,24 @@ export class SegmentService {
   }
 
   /**
+   * The start of a graceful shutdown, before requests in flight are drained: stops issuing every
+   * cluster-ordered tag, gives its buffered IDs back, and releases its issuer lease, so another
+   * node takes it over at once instead of after the drain. Requests for such a tag that still
+   * reach this node are forwarded to the new issuer. Never throws.
+   */
+  async handOverIssuers(): Promise<void> {
+    const issuers = this.#issuers;
+    if (issuers === undefined || this.#closing !== undefined) return;
+    const ordered: FencedBuffer[] = [];
+    for (const buffer of this.#buffers.values())
+      if (buffer instanceof FencedBuffer) ordered.push(buffer);
+    // Fenced first, for good; the buffered tails go back to the store, then the leases.
+    for (const buffer of ordered) buffer.holding.stop();
+    await Promise.all(ordered.map((buffer) => this.retire(buffer.tag)));
+    await issuers.close();
+  }
+
+  /**
    * Graceful shutdown: stops issuing at once (later calls get SEGMENTS_NOT_READY), lets loads in
    * flight settle, then gives each tag's unissued tail back to the store where nobody allocated
    * after us, so a restart continues right after the last ID issued instead of wasting the
