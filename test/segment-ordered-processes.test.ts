@@ -7,11 +7,18 @@
 // Every ID must also be unique.
 import assert from 'node:assert/strict';
 import { after, it } from 'node:test';
-import type { SegmentBackend, BackendFixture } from './support/segment-backends.ts';
+import type { SegmentBackend } from './support/segment-backends.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
+import { dropSet, SET_URLS } from './support/segment-sets.ts';
+import { runIdmint } from './support/cli.ts';
 import { startServe, type ServeProcess } from './support/serve-process.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
-import { describeWithServices, hostPort } from './support/services.ts';
+import {
+  describeWithServices,
+  hostPort,
+  uniqueName,
+  type ServiceName,
+} from './support/services.ts';
 import { startLoad, type Load } from './support/ordered-load.ts';
 import { describeViolations, orderViolations, repeatedIds } from './support/ordering-check.ts';
 
@@ -22,35 +29,81 @@ const NODES = 3;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Three serve processes on one store, each through a TCP proxy of its own where it has a port. */
+/** Where the tag lives: one store, or a set of databases (`segment.stores`). */
+interface Stores {
+  /** The databases' URLs (one, or the set's in order). */
+  readonly urls: readonly string[];
+  readonly table: string;
+  readonly set: boolean;
+  dispose(): Promise<void>;
+}
+
+/** A store of `backend` on a table of its own, holding the cluster-ordered tag. */
+async function oneStore(backend: SegmentBackend): Promise<Stores> {
+  const fixture = await backend.open();
+  await fixture.store.createTag({ tag: TAG, step: 1000, startId: 1n, ordering: 'cluster' });
+  return {
+    urls: [fixture.url],
+    table: fixture.table,
+    set: false,
+    dispose: () => fixture.dispose(),
+  };
+}
+
+/**
+ * A set of two databases (PostgreSQL and MariaDB: database 0 keeps the lease and issues the tag),
+ * made and given the tag by the CLI as an operator would.
+ */
+async function setOfTwo(): Promise<Stores> {
+  const urls = [SET_URLS.postgresA, SET_URLS.mariadb];
+  const table = uniqueName('ordset');
+  const env = { IDMINT_SEGMENT_STORES: urls.join(','), IDMINT_SEGMENT_TABLE: table };
+  const init = await runIdmint(['db', 'init'], { env });
+  assert.equal(init.code, 0, init.stderr);
+  const created = await runIdmint(
+    ['tags', 'create', TAG, '--step', '1000', '--ordering', 'cluster'],
+    { env },
+  );
+  assert.equal(created.code, 0, created.stderr);
+  return { urls, table, set: true, dispose: () => dropSet(urls, table) };
+}
+
+/** Three serve processes on the stores, each through TCP proxies of its own where it can. */
 class Cluster {
   readonly nodes: (ServeProcess | undefined)[] = [];
-  readonly proxies: TcpProxy[] = [];
-  readonly #fixture: BackendFixture;
+  /** Per node, one proxy per database. */
+  readonly proxies: TcpProxy[][] = [];
+  readonly #stores: Stores;
 
-  private constructor(fixture: BackendFixture) {
-    this.#fixture = fixture;
+  private constructor(stores: Stores) {
+    this.#stores = stores;
   }
 
-  static async start(backend: SegmentBackend): Promise<Cluster> {
-    const fixture = await backend.open();
-    await fixture.store.createTag({ tag: TAG, step: 1000, startId: 1n, ordering: 'cluster' });
-    const cluster = new Cluster(fixture);
-    if (backend.name !== 'sqlite')
-      for (let i = 0; i < NODES; i++)
-        cluster.proxies.push(await TcpProxy.start(hostPort(fixture.url)));
+  static async start(stores: Stores): Promise<Cluster> {
+    const cluster = new Cluster(stores);
+    const proxied = !stores.urls.some((url) => url.startsWith('sqlite:'));
+    for (let i = 0; i < NODES; i++) {
+      const mine: TcpProxy[] = [];
+      if (proxied) for (const url of stores.urls) mine.push(await TcpProxy.start(hostPort(url)));
+      cluster.proxies.push(mine);
+    }
     for (let i = 0; i < NODES; i++) await cluster.restart(i);
     return cluster;
   }
 
-  /** Starts node `i` (again), through its own proxy. */
+  /** Starts node `i` (again), through its own proxies. */
   async restart(i: number): Promise<void> {
-    const proxy = this.proxies[i];
-    const store = proxy === undefined ? this.#fixture.url : withPort(this.#fixture.url, proxy.port);
+    const proxies = this.proxies[i] ?? [];
+    const urls = this.#stores.urls.map((url, d) => {
+      const proxy = proxies[d];
+      return proxy === undefined ? url : withPort(url, proxy.port);
+    });
     this.nodes[i] = await startServe([], {
       env: {
-        IDMINT_SEGMENT_STORE: store,
-        IDMINT_SEGMENT_TABLE: this.#fixture.table,
+        ...(this.#stores.set
+          ? { IDMINT_SEGMENT_STORES: urls.join(',') }
+          : { IDMINT_SEGMENT_STORE: urls[0] }),
+        IDMINT_SEGMENT_TABLE: this.#stores.table,
         IDMINT_SNOWFLAKE_ENABLED: 'false',
         IDMINT_SEGMENT_ISSUER_TTL_MS: String(TTL_MS),
         IDMINT_SEGMENT_ISSUER_RETRY_MS: '50',
@@ -87,8 +140,8 @@ class Cluster {
       node?.child.kill('SIGCONT');
       await node?.kill('SIGKILL');
     }
-    for (const proxy of this.proxies) await proxy.close();
-    await this.#fixture.dispose();
+    for (const proxy of this.proxies.flat()) await proxy.close();
+    await this.#stores.dispose();
   }
 }
 
@@ -119,9 +172,21 @@ async function check(load: Load): Promise<void> {
   );
 }
 
-for (const name of ['sqlite', 'postgres', 'mariadb'] as const) {
-  const backend = SEGMENT_BACKENDS[name];
-  await describeWithServices(`cluster order on ${name}`, backend.services, () => {
+const PLACES: readonly {
+  name: string;
+  services: readonly ServiceName[];
+  open(): Promise<Stores>;
+}[] = [
+  ...(['sqlite', 'postgres', 'mariadb', 'redis'] as const).map((name) => ({
+    name,
+    services: SEGMENT_BACKENDS[name].services,
+    open: () => oneStore(SEGMENT_BACKENDS[name]),
+  })),
+  { name: 'a set of PostgreSQL and MariaDB', services: ['postgres', 'mysql'], open: setOfTwo },
+];
+
+for (const { name, services, open } of PLACES) {
+  await describeWithServices(`cluster order on ${name}`, services, () => {
     const clusters: Cluster[] = [];
     const loads: Load[] = [];
     after(async () => {
@@ -130,7 +195,7 @@ for (const name of ['sqlite', 'postgres', 'mariadb'] as const) {
       for (const cluster of clusters) await cluster.close().catch(() => undefined);
     });
     const start = async () => {
-      const cluster = await Cluster.start(backend);
+      const cluster = await Cluster.start(await open());
       clusters.push(cluster);
       const load = startLoad(cluster.urls, TAG);
       loads.push(load);
@@ -163,11 +228,11 @@ for (const name of ['sqlite', 'postgres', 'mariadb'] as const) {
       await sleep(500);
       // Its store, where it has a proxy, stalls as it wakes: the renewal that would tell it the
       // lease is gone takes a while, and only its own deadline stops it meanwhile.
-      const proxy = cluster.proxies[issuer];
-      proxy?.hang();
+      const proxies = cluster.proxies[issuer] ?? [];
+      for (const proxy of proxies) proxy.hang();
       stopped.child.kill('SIGCONT');
       await waited;
-      proxy?.restore();
+      for (const proxy of proxies) proxy.restore();
       // It wakes with its buffered ranges and the requests that waited: it must not serve them.
       await sleep(1000);
       await progress(load, 200, 10_000, 'after SIGCONT');
@@ -177,13 +242,13 @@ for (const name of ['sqlite', 'postgres', 'mariadb'] as const) {
     if (name !== 'sqlite')
       it('holds across a partition of the issuer from its store', async () => {
         const { cluster, load, issuer } = await start();
-        const proxy = cluster.proxies[issuer] as TcpProxy;
-        proxy.cut();
+        const proxies = cluster.proxies[issuer] ?? [];
+        for (const proxy of proxies) proxy.cut();
         // It stops at its deadline; another node claims once the lease runs out.
         await cluster.issuer(issuer);
         await progress(load, 200, 20_000, 'while the issuer is cut off');
         await sleep(1000);
-        proxy.restore();
+        for (const proxy of proxies) proxy.restore();
         await progress(load, 200, 10_000, 'after the partition healed');
         await check(load);
       });
