@@ -22,14 +22,15 @@ let other: TestServer;
 let issuerUrl: string;
 let otherUrl: string;
 
-async function node(): Promise<{ server: TestServer; url: string }> {
+async function node(host = '127.0.0.1'): Promise<{ server: TestServer; url: string }> {
   const server = await testServer(
     {
+      host,
       port: 0,
       segment: { store: `sqlite:${path}`, waitTimeoutMs: 1000 },
       snowflake: { enabled: false },
     },
-    { wrapSegmentStore: (store) => orderedStore(store, ['orders'], leases) },
+    { wrapSegmentStore: (store) => orderedStore(store, ['orders', 'wild'], leases) },
   );
   return { server, url: await server.listen() };
 }
@@ -38,6 +39,7 @@ before(async () => {
   const setup = new SqliteSegmentStore({ path });
   await setup.init();
   await setup.createTag({ tag: 'orders', step: 1000, startId: 1n });
+  await setup.createTag({ tag: 'wild', step: 1000, startId: 1n });
   await setup.close();
   ({ server: issuer, url: issuerUrl } = await node());
   ({ server: other, url: otherUrl } = await node());
@@ -118,6 +120,24 @@ describe('cluster-ordered tag over HTTP', () => {
     }
   });
 
+  it('a node on a wildcard address issues no ordered tag; its log says why', async () => {
+    const { server, url } = await node('0.0.0.0');
+    try {
+      const port = new URL(url).port;
+      const answer = await get(`http://127.0.0.1:${port}`, '/api/segment/get/wild');
+      assert.equal(answer.status, 503);
+      assert.match(answer.text, /ISSUER_UNAVAILABLE/);
+      assert.ok(
+        server.logs.some((line) => /set segment\.advertiseUrl/.test(JSON.stringify(line))),
+        `the log names the fix: ${JSON.stringify(server.logs.filter((l) => l.level === 50))}`,
+      );
+      // Nobody took the lease: another node can.
+      assert.equal((await get(otherUrl, '/api/segment/get/wild')).status, 200);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("refuses TinyId's segments of a cluster-ordered tag", async () => {
     const answer = await get(issuerUrl, '/tinyid/id/nextSegmentId?bizType=orders&token=x');
     assert.match(answer.text, /ORDERED_RANGE_REFUSED/);
@@ -127,7 +147,9 @@ describe('cluster-ordered tag over HTTP', () => {
     const mine = JSON.parse((await get(issuerUrl, '/v1/status')).text) as Record<string, unknown>;
     const theirs = JSON.parse((await get(otherUrl, '/v1/status')).text) as Record<string, unknown>;
     const ordered = (status: Record<string, unknown>) =>
-      (status.segment as { ordered?: { tag: string; issuer: string }[] }).ordered;
+      (status.segment as { ordered?: { tag: string; issuer: string }[] }).ordered?.filter(
+        (entry) => entry.tag === 'orders',
+      );
     assert.deepEqual(
       ordered(mine)?.map((s) => [s.tag, s.issuer]),
       [['orders', 'self']],

@@ -155,8 +155,9 @@ export async function buildServer(
         lost: 'stopped issuing a cluster-ordered tag: its issuer lease was lost',
         released: "a cluster-ordered tag's issuer lease given back",
         'renew-failed': "a cluster-ordered tag's issuer lease could not be renewed; retrying",
+        idle: "a cluster-ordered tag's issuer lease given back: nothing issued here for a while",
       } as const;
-      if (event.type === 'claimed' || event.type === 'released')
+      if (event.type === 'claimed' || event.type === 'released' || event.type === 'idle')
         log.info(fields, messages[event.type]);
       else log.warn(fields, messages[event.type]);
     },

@@ -33,6 +33,8 @@ export async function drawOrdered<T>(
 ): Promise<T> {
   const forwarded = request.headers[FORWARDED_HEADER] !== undefined;
   const started = performance.now();
+  /** Why the last try failed, for the final error: it may name the fix. */
+  let last: unknown;
   for (;;) {
     let address = service.issuerOf(tag);
     if (address === undefined) {
@@ -43,6 +45,7 @@ export async function drawOrdered<T>(
       } catch (error) {
         address = isIssuedElsewhere(error);
         if (address === undefined && !retryable(error, forwarded)) throw error;
+        if (address === undefined) last = error;
       }
     }
     if (address !== undefined) {
@@ -57,12 +60,15 @@ export async function drawOrdered<T>(
       } catch (error) {
         if (!retryable(error, false)) throw error;
         holding?.forgetRemote(address);
+        last = error;
       }
     }
     const waitMs = deps?.waitTimeoutMs ?? 0;
     const retryMs = deps?.retryMs ?? 0;
-    if (performance.now() - started + retryMs >= waitMs)
-      throw unavailable(tag, `no issuer could be reached within ${waitMs} ms; retry`);
+    if (performance.now() - started + retryMs >= waitMs) {
+      const why = last instanceof Error ? ` (last: ${last.message})` : '';
+      throw unavailable(tag, `no issuer could be reached within ${waitMs} ms${why}; retry`, last);
+    }
     // After a failed forward the store is asked again at once (a holder that gave the lease back
     // is replaced by this node's claim); claims themselves come at most once per retryMs.
     if (address === undefined) await new Promise((resolve) => setTimeout(resolve, retryMs));

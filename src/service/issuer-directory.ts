@@ -21,6 +21,8 @@ export interface IssuerDirectoryOptions {
   readonly marginMs: number;
   readonly retryMs: number;
   readonly callTimeoutMs: number;
+  /** A lease under which nothing was issued for this long is given back. Default 6 TTLs. */
+  readonly idleReleaseMs?: number;
   /** This node's ID in the leases; default host, pid and a random part (unique per run). */
   readonly node?: string;
   readonly onEvent?: (event: IssuerEvent) => void;
@@ -62,7 +64,11 @@ export class IssuerDirectory {
   }
 
   /** The tag's holding, created (nothing claimed yet) on first use. */
-  holding(tag: string, onNewHolding: (epoch: bigint) => void): IssuerHolding {
+  holding(
+    tag: string,
+    onNewHolding: (epoch: bigint) => void,
+    activity?: () => number,
+  ): IssuerHolding {
     let holding = this.#holdings.get(tag);
     if (holding === undefined) {
       const { leases, clock, ttlMs, marginMs, retryMs, callTimeoutMs, onEvent } = this.#options;
@@ -88,8 +94,10 @@ export class IssuerDirectory {
           retryMs,
           callTimeoutMs,
           onEvent,
+          idleReleaseMs: this.#options.idleReleaseMs ?? 6 * ttlMs,
         },
         onNewHolding,
+        activity,
       );
       this.#holdings.set(tag, holding);
     }

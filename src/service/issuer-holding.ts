@@ -34,11 +34,16 @@ export interface IssuerTerms {
   readonly callTimeoutMs: number;
   /** Told of every claim, loss and handover, for the log. Must not throw. */
   readonly onEvent?: ((event: IssuerEvent) => void) | undefined;
+  /**
+   * A lease under which nothing was issued for this long is given back (renewed only while the
+   * tag is in use); the next request claims it again, with a fresh range.
+   */
+  readonly idleReleaseMs: number;
 }
 
 /** Something that happened to a tag's issuer lease on this node. */
 export interface IssuerEvent {
-  readonly type: 'claimed' | 'lost' | 'released' | 'renew-failed';
+  readonly type: 'claimed' | 'lost' | 'released' | 'renew-failed' | 'idle';
   readonly tag: string;
   readonly epoch: bigint;
   readonly error?: IdMintError;
@@ -93,6 +98,9 @@ export class IssuerHolding {
    * must go, as the previous holder may have issued above them.
    */
   readonly #onNewHolding: (epoch: bigint) => void;
+  /** A count that grows while the tag is drawn from here (its buffer's issued IDs). */
+  readonly #activity: () => number;
+  #lastActivity = { count: -1, at: 0 };
   readonly #stats: {
     handovers: number;
     claims: number;
@@ -100,10 +108,16 @@ export class IssuerHolding {
     servedForwarded: number;
   } = { handovers: 0, claims: 0, forwarded: 0, servedForwarded: 0 };
 
-  constructor(tag: string, terms: IssuerTerms, onNewHolding: (epoch: bigint) => void) {
+  constructor(
+    tag: string,
+    terms: IssuerTerms,
+    onNewHolding: (epoch: bigint) => void,
+    activity: () => number = () => 0,
+  ) {
     this.tag = tag;
     this.#t = terms;
     this.#onNewHolding = onNewHolding;
+    this.#activity = activity;
   }
 
   /** True while this node may issue the tag. */
@@ -228,6 +242,7 @@ export class IssuerHolding {
       // Every buffered range goes before the fence opens: a fresh range is allocated after this
       // claim, above everything any earlier holder could issue.
       this.#onNewHolding(epoch);
+      this.#lastActivity = { count: -1, at: clock.now() };
       this.deadline = sentAt + Math.min(ttlMs, result.lease.ttlMs) - marginMs;
       this.#t.onEvent?.({ type: 'claimed', tag: this.tag, epoch });
       this.#schedule();
@@ -265,6 +280,16 @@ export class IssuerHolding {
     return { local: false, node: holder.node, address: holder.address };
   }
 
+  /** True once the activity count has not moved for idleReleaseMs. */
+  #idle(now: number): boolean {
+    const count = this.#activity();
+    if (count !== this.#lastActivity.count) {
+      this.#lastActivity = { count, at: now };
+      return false;
+    }
+    return now - this.#lastActivity.at >= this.#t.idleReleaseMs;
+  }
+
   #noteEpoch(epoch: bigint): void {
     if (this.#lastEpoch !== undefined && epoch !== this.#lastEpoch) this.#stats.handovers++;
     if (this.#lastEpoch === undefined || epoch > this.#lastEpoch) this.#lastEpoch = epoch;
@@ -282,6 +307,15 @@ export class IssuerHolding {
     const epoch = this.#epoch;
     if (epoch === undefined || this.#closed) return;
     const { clock, leases, node, ttlMs, marginMs, renewIntervalMs } = this.#t;
+    if (this.#idle(clock.now())) {
+      // Nothing issued here for a while: fenced at once, then the lease goes back, so that a node
+      // that gets the tag's traffic now issues it itself instead of forwarding to this one.
+      this.#epoch = undefined;
+      this.deadline = Number.NEGATIVE_INFINITY;
+      await leases.releaseIssuer(this.tag, node, epoch).catch(() => undefined);
+      this.#t.onEvent?.({ type: 'idle', tag: this.tag, epoch });
+      return;
+    }
     const sentAt = clock.now();
     try {
       await withTimeout(leases.renewIssuer(this.tag, node, epoch, ttlMs), renewIntervalMs, () =>

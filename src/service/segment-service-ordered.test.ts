@@ -177,6 +177,46 @@ describe('SegmentService, cluster-ordered tags', () => {
     }
   });
 
+  it('gives the lease back once nothing is issued under it, and claims it again', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const leases = new MemoryIssuerLeases(() => clock.now());
+    const store = new SqliteSegmentStore({ path: join(directory, `${++files}.db`) });
+    await store.init();
+    await store.createTag({ tag: 'orders', step: 100, startId: 1n });
+    // TTL 1500 and margin 100: renewed every 466 ms of real time; idle after 1000 ms.
+    const service = new SegmentService({
+      store: orderedStore(store, ['orders'], leases),
+      clock,
+      tagRefreshMs: 0,
+      issuers: { ttlMs: 1500, marginMs: 100, retryMs: 10, node: 'a', idleReleaseMs: 1000 },
+    });
+    service.issuers?.setAddress('http://a');
+    await service.start();
+    try {
+      assert.equal(await service.next('orders'), 1n);
+      // In use: renewed, not released.
+      for (let i = 0; i < 3; i++) {
+        clock.advance(400);
+        assert.notEqual(service.nextSync('orders'), undefined);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      assert.ok(!leases.calls.some((call) => call.startsWith('release')), String(leases.calls));
+      // Idle: released at a renewal once 1000 ms pass with nothing issued.
+      for (let i = 0; i < 4 && !leases.calls.includes('release orders a 1'); i++) {
+        clock.advance(400);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      assert.ok(leases.calls.includes('release orders a 1'), String(leases.calls));
+      assert.equal(service.nextSync('orders'), undefined, 'not issued after giving it back');
+      // The next request claims again (epoch 2), from a fresh range.
+      assert.equal(await service.next('orders'), 101n);
+      assert.equal(service.issuers?.stats()[0]?.epoch, '2');
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
   it('refuses while the store cannot be asked, then serves', async () => {
     const c = await cluster(1);
     const [a] = c.services as [SegmentService];

@@ -85,6 +85,8 @@ export interface IssuerOptions {
   readonly ttlMs?: number;
   /** Issuing stops this long before the lease could expire. Default 1000 (the worker lease's). */
   readonly marginMs?: number;
+  /** A lease under which nothing was issued for this long is given back. Default 6 TTLs. */
+  readonly idleReleaseMs?: number;
   /** The least time between two claims of one tag. Default 200. */
   readonly retryMs?: number;
   /** This node's ID in the leases; default host, pid and a random part. */
@@ -320,6 +322,9 @@ export class SegmentService {
             retryMs: issuers.retryMs ?? 200,
             callTimeoutMs: this.#loadTimeoutMs,
             ...(issuers.node === undefined ? {} : { node: issuers.node }),
+            ...(issuers.idleReleaseMs === undefined
+              ? {}
+              : { idleReleaseMs: issuers.idleReleaseMs }),
             ...(issuers.onEvent === undefined ? {} : { onEvent: issuers.onEvent }),
           });
   }
@@ -853,11 +858,16 @@ export class SegmentService {
         `tag "${tag}" is cluster-ordered but its store keeps no issuer leases`,
         { details: { tag } },
       );
-    const holding = issuers.holding(tag, () => {
-      // A new holding: whatever this node buffered is below what a holder in between may have
-      // issued. The buffer goes before the fence opens.
-      if (this.#buffers.has(tag) && this.#closing === undefined) this.#replace(tag, holding);
-    });
+    const holding = issuers.holding(
+      tag,
+      () => {
+        // A new holding: whatever this node buffered is below what a holder in between may have
+        // issued. The buffer goes before the fence opens.
+        if (this.#buffers.has(tag) && this.#closing === undefined) this.#replace(tag, holding);
+      },
+      // IDs issued here, which grow while the tag is in use (a new buffer starts again: a change).
+      () => this.#buffers.get(tag)?.issued() ?? 0,
+    );
     return new FencedBuffer(tag, step, this.#settings, holding);
   }
 
