@@ -167,13 +167,14 @@ export const SegmentConfig = Type.Object(
     issuerTtlMs: duration({
       env: 'IDMINT_SEGMENT_ISSUER_TTL_MS',
       default: DEFAULT_ISSUER_TTL_MS,
-      min: 500,
+      // The 1 s safety margin and two renewals must fit in it (leaseRenewIntervalMs).
+      min: 1500,
       max: 600_000,
       doc:
         "The issuer lease of a cluster-ordered tag, by the store's clock: its holder renews it " +
-        'every third of it and stops issuing a safety margin before it could run out; after a ' +
-        'holder dies, the tag has no issuer for up to this long (docs/segments.md, Cluster ' +
-        'order).',
+        'every third of what is left after a 1 s safety margin (3 s at most) and stops issuing ' +
+        'that margin before it could run out; after a holder dies, the tag has no issuer for up ' +
+        'to this long (docs/segments.md, Cluster order).',
     }),
     issuerRetryMs: duration({
       env: 'IDMINT_SEGMENT_ISSUER_RETRY_MS',
