@@ -166,4 +166,27 @@ describe('cluster-ordered tag over HTTP', () => {
       /idmint_segment_issuer_self\{tag="orders"\} 1/,
     );
   });
+
+  // Last: it closes the issuer.
+  it('a graceful close hands the tag over before draining its connections', async () => {
+    const before = BigInt((await get(issuerUrl, '/api/segment/get/orders')).text);
+    // That request's connection stays open, idle: the drain waits for it (its grace period).
+    let drained = false;
+    const closing = issuer.close().then(() => {
+      drained = true;
+    });
+    const taken = await get(otherUrl, '/api/segment/get/orders');
+    assert.equal(taken.status, 200);
+    assert.ok(BigInt(taken.text) > before);
+    const status = JSON.parse((await get(otherUrl, '/v1/status')).text) as {
+      segment: { ordered: { tag: string; issuer: string }[] };
+    };
+    assert.deepEqual(
+      status.segment.ordered.filter((entry) => entry.tag === 'orders').map((e) => e.issuer),
+      ['self'],
+      'the other node issues the tag while the old issuer is still draining',
+    );
+    assert.equal(drained, false, 'the old issuer was still draining');
+    await closing;
+  });
 });
