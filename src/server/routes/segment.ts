@@ -99,7 +99,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   ): Promise<void> => {
     const segments = service();
     // A tag first seen here may be periodic: its own row issues nothing, its periods do.
-    const sequence = await periodic?.lookup(checkTag(tag));
+    // A cluster-ordered tag is never periodic: its requests (forwarded ones on every node but
+    // the issuer come here) need no periodic look-up, which asks the store now and then.
+    const sequence = segments.isOrdered(tag) ? undefined : await periodic?.lookup(checkTag(tag));
     if (sequence !== undefined) return periodicSingle(tag, sequence, request, reply);
     const wasOpaque = checkKeys(segments, checkTag(tag));
     // A cluster-ordered tag another node issues is drawn there (the fast path found nothing).
@@ -202,7 +204,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     const count = parseCount(request.query.count, maxBatch);
     const segments = service();
     const octets = wantsOctets(request.headers.accept);
-    const sequence = periodic?.known(tag) ?? (await periodic?.lookup(tag));
+    const sequence = segments.isOrdered(tag)
+      ? undefined
+      : (periodic?.known(tag) ?? (await periodic?.lookup(tag)));
     if (periodic !== undefined && sequence !== undefined) {
       // Formatted IDs, all of one period; in binary only an all-digit template's, as 64-bit
       // numbers.

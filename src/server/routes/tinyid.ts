@@ -202,7 +202,10 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     request: FastifyRequest,
   ): Promise<(bigint | string)[]> => {
     const count = batchSizeOf(params.batchSize, maxBatch);
-    const sequence = deps.periodic?.known(tag) ?? (await deps.periodic?.lookup(tag));
+    // A cluster-ordered tag is never periodic: no look-up (see the segment routes).
+    const sequence = service.isOrdered(tag)
+      ? undefined
+      : (deps.periodic?.known(tag) ?? (await deps.periodic?.lookup(tag)));
     if (deps.periodic !== undefined && sequence !== undefined) {
       // TinyId's clients read Longs: only an all-digit template's IDs (at most 18 digits) fit.
       if (!sequence.numeric) failNotNumeric(tag, sequence);
