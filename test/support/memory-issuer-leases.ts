@@ -75,7 +75,9 @@ export class MemoryIssuerLeases implements IssuerLeases {
         'LEASE_LOST',
         `tag "${tag}": the issuer lease of epoch ${epoch} is gone`,
       );
-    live.expiresAt = this.#now() + ttlMs;
+    // Never ends the lease earlier than it did (the port's rule: a renewal the holder never
+    // heard back from may land after one that granted more).
+    live.expiresAt = Math.max(live.expiresAt, this.#now() + ttlMs);
     live.ttlMs = ttlMs;
   }
 
