@@ -15,6 +15,14 @@ it('is the listen address with the bound port, or segment.advertiseUrl', () => {
   assert.deepEqual(advertisedAddress(config('0.0.0.0', 'http://node-3.internal:8080/'), 8080), {
     address: 'http://node-3.internal:8080',
   });
+  // One of `serve --processes N`: the URL's host, this process's own port.
+  assert.deepEqual(
+    advertisedAddress(config('0.0.0.0', 'http://node-3.internal:8080'), 40001, true),
+    { address: 'http://node-3.internal:40001' },
+  );
+  assert.deepEqual(advertisedAddress(config('127.0.0.1'), 40001, true), {
+    address: 'http://127.0.0.1:40001',
+  });
 });
 
 it('names no address for a wildcard host, and says why', () => {

@@ -17,6 +17,8 @@ import { Readiness } from '../contract/operations.ts';
 import { healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
 import { Forwarder } from './forwarding.ts';
+import { createServer as createNodeServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { advertisedAddress } from './advertised-address.ts';
 import type { OrderedDrawDeps } from './ordered-draws.ts';
 import { rangeRoutes } from './routes/range.ts';
@@ -241,8 +243,14 @@ export async function buildServer(
       const bound = app.server.address();
       const issuers = backends.segments?.service.issuers;
       if (issuers !== undefined && bound !== null && typeof bound === 'object') {
+        // Under `serve --processes N` the port is shared by N processes, any of which may take a
+        // connection: a request forwarded to the process that issues a tag must reach that very
+        // process, so each also listens on a port of its own, advertised instead.
+        const own = options.processSlot === undefined ? undefined : await ownListener(app, config);
+        state.own = own;
+        const port = own === undefined ? bound.port : (own.address() as AddressInfo).port;
         // Where other nodes forward the cluster-ordered tags this node issues.
-        const advertised = advertisedAddress(config, bound.port);
+        const advertised = advertisedAddress(config, port, own !== undefined);
         issuers.setAddress(advertised.address, advertised.why);
       }
       const { segments, snowflake } = backends;
@@ -278,6 +286,21 @@ export async function buildServer(
   };
 }
 
+/** A listener of this process alone (not shared under node:cluster) running the same routes. */
+async function ownListener(app: FastifyInstance, config: ServerConfig): Promise<HttpServer> {
+  const server = createNodeServer((request, response) => app.routing(request, response));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: 0, host: config.host, exclusive: true }, () => resolve());
+  });
+  return server;
+}
+
+function closeOwnListener(server: HttpServer): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
 /** What the status route and the dashboard need beside the ID sources. */
 interface StatusParts {
   readonly sampler: StatusSampler;
@@ -290,6 +313,8 @@ interface StatusParts {
 interface ServerState {
   /** Set when shutdown starts: readiness fails from then on. */
   draining: boolean;
+  /** This process's own listener under `serve --processes N` (see listen). */
+  own?: HttpServer | undefined;
 }
 
 async function shutdown(
@@ -312,6 +337,8 @@ async function shutdown(
         'shutdown timeout: closing connections with requests still in flight',
       ),
   });
+  // Forwarded requests reach this process alone there; the tags it issued went elsewhere first.
+  if (state.own !== undefined) await closeOwnListener(state.own);
   // No connection is left: this runs Fastify's onClose hooks and stops Node's timers.
   await app.close();
   // Only now, with no request left that could draw an ID, is the lease given back.
