@@ -170,7 +170,10 @@ export class IdMintClient {
     const ranges = new TagRanges(
       tag,
       this.#local,
-      (name, size) => pool.get(`/v1/segment/${encodeURIComponent(name)}/range?size=${size}`),
+      (name, size) =>
+        pool.get(`/v1/segment/${encodeURIComponent(name)}/range?size=${size}`, (response) =>
+          refuseOrdered(response, name),
+        ),
       this.#now,
     );
     this.#tags.set(tag, ranges);
@@ -405,4 +408,20 @@ function checkCount(name: string, value: number, min: number): number {
       `${name} must be an integer >= ${min}, got ${String(value)}`,
     );
   return value;
+}
+
+/**
+ * Local mode refuses a cluster-ordered tag's range (the server marks it `x-idmint-ordering:
+ * cluster`): its IDs would be issued here later, after IDs other nodes issue meanwhile, breaking
+ * the tag's cluster-wide order. The range is never used.
+ */
+function refuseOrdered(response: Response, tag: string): void {
+  if (response.headers.get('x-idmint-ordering') === 'cluster') {
+    throw new IdMintError(
+      'ORDERED_RANGE_REFUSED',
+      `tag "${tag}" is cluster-ordered: local mode cannot hold its ranges; use the client ` +
+        'without local mode, which asks the server for every ID',
+      { details: { tag } },
+    );
+  }
 }

@@ -64,8 +64,10 @@ export class ServerPool {
    * GETs `path` (JSON) from the first server that answers. Throws the server's own error when it is
    * not retryable (a 4xx: asking another server would get the same); SERVER_UNAVAILABLE when no
    * server answered, with `details.retryAt` the clock time the first one may be asked again.
+   * `inspect` sees each successful response before its body is read, and may refuse it by
+   * throwing a non-retryable IdMintError (its body is then never used).
    */
-  async get(path: string): Promise<unknown> {
+  async get(path: string, inspect?: (response: Response) => void): Promise<unknown> {
     const now = this.#o.now();
     const count = this.#servers.length;
     let last: IdMintError | undefined;
@@ -82,6 +84,7 @@ export class ServerPool {
           throw unreachable(server.base, error);
         });
         if (!response.ok) throw await errorFrom(response);
+        inspect?.(response);
         const body: unknown = await response.json().catch((error: unknown) => {
           throw unreachable(server.base, error);
         });

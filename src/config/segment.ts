@@ -28,6 +28,17 @@ import type { ConfigRule, Frozen } from './rules.ts';
 
 const service = SEGMENT_SERVICE_BOUNDS;
 
+/** How long an issuer lease runs by default: a few renewals (every 3 s) fit in it. */
+export const DEFAULT_ISSUER_TTL_MS = 10_000;
+/** Tries to reach an issuer, by default: a tenth of the default wait for a range. */
+export const DEFAULT_ISSUER_RETRY_MS = 200;
+/**
+ * An advertised URL: empty, or http(s) with a host and a non-zero port; wildcard hosts (`0.0.0.0`,
+ * `::`, `[::]`) and port 0 name no node another node could reach.
+ */
+const ADVERTISE_URL =
+  /^$|^https?:\/\/(?!0\.0\.0\.0[:/]|\[::\][:/])[A-Za-z0-9.\-_[\]:%]+:(?!0+(?:\/|$))[0-9]{1,5}\/?$/;
+
 export const SegmentConfig = Type.Object(
   {
     enabled: onOff({
@@ -152,6 +163,37 @@ export const SegmentConfig = Type.Object(
         "take, max(segment.maxStep, the tag's step), once, before any ID is issued from it. " +
         'It must cover ' +
         'what a lagging replica can lose (docs/segments.md, Failover and restore).',
+    }),
+    issuerTtlMs: duration({
+      env: 'IDMINT_SEGMENT_ISSUER_TTL_MS',
+      default: DEFAULT_ISSUER_TTL_MS,
+      // The 1 s safety margin and two renewals must fit in it (leaseRenewIntervalMs).
+      min: 1500,
+      max: 600_000,
+      doc:
+        "The issuer lease of a cluster-ordered tag, by the store's clock: its holder renews it " +
+        'every third of what is left after a 1 s safety margin (3 s at most) and stops issuing ' +
+        'that margin before it could run out; after a holder dies, the tag has no issuer for up ' +
+        'to this long (docs/segments.md, Cluster order).',
+    }),
+    issuerRetryMs: duration({
+      env: 'IDMINT_SEGMENT_ISSUER_RETRY_MS',
+      default: DEFAULT_ISSUER_RETRY_MS,
+      min: 10,
+      max: 60_000,
+      doc:
+        "How long a node waits between tries to reach a cluster-ordered tag's issuer (claim " +
+        'the lease, or forward to its holder) while a request is waiting for one.',
+    }),
+    advertiseUrl: text({
+      env: 'IDMINT_SEGMENT_ADVERTISE_URL',
+      default: '',
+      doc:
+        'The URL other nodes reach this node at, to forward requests for the cluster-ordered ' +
+        'tags it issues; empty: http://host:port of the listen address (refused for a ' +
+        'wildcard host such as 0.0.0.0).',
+      pattern: ADVERTISE_URL,
+      allowed: 'empty, or http(s)://host:port with a host other nodes can reach, not 0.0.0.0 or ::',
     }),
     stores: backendUrlList({
       env: 'IDMINT_SEGMENT_STORES',

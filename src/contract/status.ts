@@ -183,6 +183,27 @@ export const RouteActivity = Type.Object({
 export type RouteActivity = Static<typeof RouteActivity>;
 
 /** Segment mode's part: the store and one page of tags. */
+/** One cluster-ordered tag's issuer as this node sees it. */
+export const OrderedTagStatus = Type.Object({
+  tag: Type.String(),
+  issuer: Nullable(
+    Type.String({
+      description:
+        '`self` while this node issues the tag, the address of the node that does when known, ' +
+        'else null.',
+    }),
+  ),
+  epoch: Nullable(
+    Type.String({ description: "The latest epoch of the tag's issuer lease seen here." }),
+  ),
+  handovers: Type.Integer({ description: 'Times the issuer changed, as seen from this node.' }),
+  claims: Type.Integer({ description: 'Times this node claimed the lease.' }),
+  forwarded: Type.Integer({ description: 'Requests this node forwarded to the issuer.' }),
+  servedForwarded: Type.Integer({
+    description: 'Forwarded requests this node answered as the issuer.',
+  }),
+});
+
 export const SegmentStatus = Type.Object(
   {
     store: Type.String(),
@@ -205,6 +226,11 @@ export const SegmentStatus = Type.Object(
       }),
     ),
     tags: Type.Array(Ref(TagStatus)),
+    ordered: Type.Array(OrderedTagStatus, {
+      description:
+        'The cluster-ordered tags this node has served or forwarded (those the caller may see): ' +
+        'who issues each (docs/segments.md, Cluster order).',
+    }),
   },
   { description: 'Segment mode; null when it is off.' },
 );

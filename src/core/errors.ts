@@ -183,6 +183,13 @@ export const ERROR_CODES = {
       "The worker ID's lease is not confirmed, so the generator is fenced and issues no IDs " +
       'until it is renewed.',
   },
+  ISSUER_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    summary:
+      'A cluster-ordered tag has no issuer this node can reach in time: its lease is held by ' +
+      'a node that does not answer, or is changing hands, or its store cannot be reached.',
+  },
   MONOTONIC_OVERFLOW: {
     status: 503,
     retryable: true,
@@ -211,6 +218,13 @@ export const ERROR_CODES = {
     summary:
       "A range of dense IDs (the range route, TinyId's routes) is asked for an opaque tag: " +
       'a raw range would show what its opaque IDs hide, so none is handed out.',
+  },
+  ORDERED_RANGE_REFUSED: {
+    status: 409,
+    retryable: false,
+    summary:
+      "A range a caller issues itself (the client's local mode, TinyId's segment routes) is " +
+      'asked for a cluster-ordered tag: IDs issued later from it would break the order.',
   },
   RANGES_EXHAUSTED: {
     status: 503,

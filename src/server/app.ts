@@ -16,6 +16,11 @@ import { clientErrorHandler, createHttpServer } from './plugins/protocol.ts';
 import { Readiness } from '../contract/operations.ts';
 import { healthRoutes, type ReadinessCheck } from './routes/health.ts';
 import { segmentRoutes } from './routes/segment.ts';
+import { Forwarder } from './forwarding.ts';
+import { createServer as createNodeServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { advertisedAddress } from './advertised-address.ts';
+import type { OrderedDrawDeps } from './ordered-draws.ts';
 import { rangeRoutes } from './routes/range.ts';
 import { TINYID_BATCH_SIZE_MAX, tinyIdRoutes } from './routes/tinyid.ts';
 import { snowflakeRoutes } from './routes/snowflake.ts';
@@ -143,6 +148,23 @@ export async function buildServer(
       else if (WORKER_EVENT_LEVELS[event.type] === 'warn') log.warn(fields, event.message);
       else log.error(fields, event.message);
     },
+    onIssuerEvent: (event) => {
+      const fields = {
+        tag: event.tag,
+        epoch: event.epoch.toString(),
+        ...(event.error === undefined ? {} : { code: event.error.code, err: event.error.message }),
+      };
+      const messages = {
+        claimed: 'issuing a cluster-ordered tag: its issuer lease claimed, a fresh range first',
+        lost: 'stopped issuing a cluster-ordered tag: its issuer lease was lost',
+        released: "a cluster-ordered tag's issuer lease given back",
+        'renew-failed': "a cluster-ordered tag's issuer lease could not be renewed; retrying",
+        idle: "a cluster-ordered tag's issuer lease given back: nothing issued here for a while",
+      } as const;
+      if (event.type === 'claimed' || event.type === 'released' || event.type === 'idle')
+        log.info(fields, messages[event.type]);
+      else log.warn(fields, messages[event.type]);
+    },
     onSegmentEvent: (event) => {
       metrics?.segmentEvent(event);
       status.sampler.segmentEvent(event);
@@ -220,6 +242,19 @@ export async function buildServer(
         port: config.port,
         backlog: LISTEN_BACKLOG,
       });
+      const bound = app.server.address();
+      const issuers = backends.segments?.service.issuers;
+      if (issuers !== undefined && bound !== null && typeof bound === 'object') {
+        // Under `serve --processes N` the port is shared by N processes, any of which may take a
+        // connection: a request forwarded to the process that issues a tag must reach that very
+        // process, so each also listens on a port of its own, advertised instead.
+        const own = options.processSlot === undefined ? undefined : await ownListener(app, config);
+        state.own = own;
+        const port = own === undefined ? bound.port : (own.address() as AddressInfo).port;
+        // Where other nodes forward the cluster-ordered tags this node issues.
+        const advertised = advertisedAddress(config, port, own !== undefined);
+        issuers.setAddress(advertised.address, advertised.why);
+      }
       const { segments, snowflake } = backends;
       log.info(
         {
@@ -253,6 +288,21 @@ export async function buildServer(
   };
 }
 
+/** A listener of this process alone (not shared under node:cluster) running the same routes. */
+async function ownListener(app: FastifyInstance, config: ServerConfig): Promise<HttpServer> {
+  const server = createNodeServer((request, response) => app.routing(request, response));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: 0, host: config.host, exclusive: true }, () => resolve());
+  });
+  return server;
+}
+
+function closeOwnListener(server: HttpServer): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
 /** What the status route and the dashboard need beside the ID sources. */
 interface StatusParts {
   readonly sampler: StatusSampler;
@@ -265,6 +315,8 @@ interface StatusParts {
 interface ServerState {
   /** Set when shutdown starts: readiness fails from then on. */
   draining: boolean;
+  /** This process's own listener under `serve --processes N` (see listen). */
+  own?: HttpServer | undefined;
 }
 
 async function shutdown(
@@ -276,6 +328,9 @@ async function shutdown(
 ): Promise<void> {
   log.info('idmint shutting down');
   state.draining = true;
+  // Cluster-ordered tags go to another node now, not after the drain; what still reaches this
+  // node for them is forwarded there.
+  await backends.segments?.service.handOverIssuers();
   await drainHttpServer(app.server, {
     timeoutMs: config.api.shutdownTimeoutMs,
     onTimeout: () =>
@@ -284,6 +339,8 @@ async function shutdown(
         'shutdown timeout: closing connections with requests still in flight',
       ),
   });
+  // Forwarded requests reach this process alone there; the tags it issued went elsewhere first.
+  if (state.own !== undefined) await closeOwnListener(state.own);
   // No connection is left: this runs Fastify's onClose hooks and stops Node's timers.
   await app.close();
   // Only now, with no request left that could draw an ID, is the lease given back.
@@ -364,6 +421,7 @@ async function createApp(
     metrics.watch({
       ...(snowflake === undefined ? {} : { snowflake }),
       ...(segments === undefined ? {} : { segments: segments.service }),
+      ...(segments?.service.issuers === undefined ? {} : { issuers: segments.service.issuers }),
     });
     if (segments?.databases !== undefined)
       watchSegmentDatabases(metrics.registry, segments.databases);
@@ -400,18 +458,34 @@ async function createApp(
   healthRoutes(app, checks, metrics?.registry);
   // The keys are read once; the codecs never put them in a log line or an error.
   const opaque = OpaqueIds.fromConfig(config.opaque.keys);
+  // Cluster-ordered tags another node issues are forwarded to it over kept-alive connections.
+  let ordered: OrderedDrawDeps | undefined;
+  if (segments?.service.issuers !== undefined) {
+    const forwarder = new Forwarder({
+      maxBatch: config.api.maxBatch,
+      timeoutMs: config.segment.waitTimeoutMs,
+    });
+    app.addHook('onClose', async () => forwarder.close());
+    ordered = {
+      forwarder,
+      waitTimeoutMs: config.segment.waitTimeoutMs,
+      retryMs: config.segment.issuerRetryMs,
+    };
+  }
   segmentRoutes(app, {
     service: segments?.service,
     periodic: segments?.periodic,
     maxBatch: config.api.maxBatch,
     issued,
     opaque,
+    ordered,
   });
   rangeRoutes(app, {
     service: segments?.service,
     periodic: segments?.periodic,
     maxBatch: config.api.maxBatch,
     issued,
+    ordered,
   });
   tinyIdRoutes(app, {
     service: segments?.service,
@@ -421,6 +495,7 @@ async function createApp(
     authorizer,
     log,
     onError: (code) => status.errors.add(code),
+    ordered,
   });
   snowflakeRoutes(app, {
     worker: snowflake,

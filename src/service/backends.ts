@@ -10,6 +10,7 @@ import type { Clock } from '../ports/clock.ts';
 import type { SegmentStore } from '../ports/segment-store.ts';
 import { openConfiguredRegistry, openConfiguredStore } from '../backends/open-configured.ts';
 import { localNodeIdentity } from './node-identity.ts';
+import type { IssuerEvent } from './issuer-holding.ts';
 import { SnowflakeWorker, type SnowflakeWorkerEvent } from './snowflake-worker.ts';
 import { MultiSegmentStore, type SetDatabaseStats } from '../stores/multi/multi-segment-store.ts';
 import type { ServerConfig } from '../config/schema.ts';
@@ -58,6 +59,13 @@ export interface BackendOptions {
   readonly onSegmentEvent?: (event: SegmentEvent) => void;
   /** Told about lease events: acquired, renewals failing, lost, recovered, released (logs). */
   readonly onWorkerEvent?: (event: SnowflakeWorkerEvent) => void;
+  /** Told about cluster-ordered tags' issuer leases: claimed, lost, released (logs). */
+  readonly onIssuerEvent?: (event: IssuerEvent) => void;
+  /**
+   * Wraps the segment store once opened, before anything uses it: tests put faults or a
+   * stand-in for a port between the service and the database. The wrapper closes the store.
+   */
+  readonly wrapSegmentStore?: (store: SegmentStore) => SegmentStore;
   /**
    * Aborts start-up (a SIGTERM while the store or registry is slow to answer): no further step
    * starts, what was opened is closed again, and openBackends rejects with the signal's reason.
@@ -93,6 +101,8 @@ export async function openBackends(
           opened,
           report,
           step,
+          options.onIssuerEvent,
+          options.wrapSegmentStore,
         )
       : undefined;
     step();
@@ -119,13 +129,16 @@ async function openSegments(
   opened: (() => Promise<unknown>)[],
   report: { segments?: SegmentShutdownReport },
   step: () => void,
+  onIssuerEvent: ((event: IssuerEvent) => void) | undefined,
+  wrap: ((store: SegmentStore) => SegmentStore) | undefined,
 ): Promise<Segments> {
   const s = config.segment;
   // Settings are named by their variable in messages: `cannot open SQLite file ...
   // (IDMINT_SEGMENT_STORE)`. The store fences a new history itself (segment.fenceRanges) and tells
   // of it as a segment event. A set of databases is checked before it serves: a database whose
   // rows are of another class is refused.
-  const store = await openConfiguredStore(s, onEvent === undefined ? {} : { onHistory: onEvent });
+  const raw = await openConfiguredStore(s, onEvent === undefined ? {} : { onHistory: onEvent });
+  const store = wrap === undefined ? raw : wrap(raw);
   opened.push(() => store.close());
   step();
   const service = new SegmentService({
@@ -145,6 +158,11 @@ async function openSegments(
     tagRefreshMs: s.tagRefreshMs,
     tagFullRefreshMs: s.tagFullRefreshMs,
     ...(onEvent === undefined ? {} : { onEvent }),
+    issuers: {
+      ttlMs: s.issuerTtlMs,
+      retryMs: s.issuerRetryMs,
+      ...(onIssuerEvent === undefined ? {} : { onEvent: onIssuerEvent }),
+    },
   });
   opened.push(async () => {
     report.segments = await service.close();

@@ -37,6 +37,7 @@ const PUBLIC_MESSAGES: Readonly<Record<ServerErrorCode, string>> = {
     "the server's clock is behind the last time it used; retry after Retry-After seconds",
   CLOCK_SKEW: "the server's clock is too far from its peers' clocks",
   LEASE_LOST: "this node's worker-ID lease is not confirmed, so it issues no snowflake IDs; retry",
+  ISSUER_UNAVAILABLE: 'no node that issues this cluster-ordered tag could be reached; retry',
   MONOTONIC_OVERFLOW: "this millisecond's monotonic IDs are used up; retry",
   OPAQUE_DOMAIN_EXHAUSTED:
     "the tag's IDs have outgrown the space of its opaque IDs; none is issued",

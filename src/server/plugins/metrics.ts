@@ -1,3 +1,4 @@
+import type { IssuerStats } from '../../service/issuer-holding.ts';
 import type { FastifyInstance, FastifyReply, onResponseHookHandler } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { SegmentEvent, SegmentServiceStats } from '../../service/segment-service.ts';
@@ -39,6 +40,8 @@ export class IssuedCounts {
 export interface MetricsSources {
   readonly snowflake?: { state(): SnowflakeWorkerState };
   readonly segments?: { activeStats(): SegmentServiceStats };
+  /** The cluster-ordered tags' issuers as this node sees them (SegmentService.issuers). */
+  readonly issuers?: { stats(): readonly IssuerStats[] };
 }
 
 /**
@@ -213,6 +216,41 @@ export class ServerMetrics {
           if (peer !== null && peer.offsetMs !== null) this.set(peer.offsetMs / 1000);
         },
       });
+    }
+    const issuers = sources.issuers;
+    if (issuers !== undefined) {
+      // Few tags are cluster-ordered (each costs a lease): one series per tag, no cap needed.
+      const ordered = (name: string, help: string, read: (s: IssuerStats) => number) =>
+        new Gauge({
+          name: `${prefix}${name}`,
+          help,
+          labelNames: ['tag'],
+          registers,
+          collect() {
+            this.reset();
+            for (const entry of issuers.stats()) this.set({ tag: entry.tag }, read(entry));
+          },
+        });
+      ordered(
+        'segment_issuer_self',
+        '1 while this node issues the cluster-ordered tag (holds its issuer lease), else 0.',
+        (s) => (s.issuer === 'self' ? 1 : 0),
+      );
+      ordered(
+        'segment_issuer_epoch',
+        "The latest epoch of the cluster-ordered tag's issuer lease this node has seen.",
+        (s) => (s.epoch === null ? 0 : Number(s.epoch)),
+      );
+      ordered(
+        'segment_issuer_handovers',
+        'Times the issuer of the cluster-ordered tag changed, as seen from this node.',
+        (s) => s.handovers,
+      );
+      ordered(
+        'segment_issuer_forwarded',
+        'Requests for the cluster-ordered tag this node forwarded to its issuer.',
+        (s) => s.forwarded,
+      );
     }
     const segments = sources.segments;
     if (segments === undefined) return;

@@ -9,6 +9,8 @@ import type { SegmentService } from '../../service/segment-service.ts';
 import { parseCount } from '../input.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { contractRoute } from './from-contract.ts';
+import { drawOrdered, type OrderedDrawDeps } from '../ordered-draws.ts';
+import { ORDERING_HEADER } from '../forwarding.ts';
 
 /** What the range route needs. */
 export interface RangeRouteDeps {
@@ -19,6 +21,8 @@ export interface RangeRouteDeps {
   readonly issued: IssuedCounts;
   /** Periodic tags, refused here (PERIODIC_RANGE_REFUSED); absent: their own rows issue nothing. */
   readonly periodic?: PeriodicSegments | undefined;
+  /** Forwarding of cluster-ordered tags to their issuer. */
+  readonly ordered?: OrderedDrawDeps | undefined;
 }
 
 /** The segment service, or MODE_DISABLED. */
@@ -88,29 +92,42 @@ export async function drawRun(
  */
 export function rangeRoutes(app: FastifyInstance, deps: RangeRouteDeps): void {
   const { maxBatch, issued } = deps;
-  contractRoute(app, SEGMENT_RANGE, { bound: maxBatchBound(maxBatch) }).handle(async (request) => {
-    const tag = checkTag(request.params.tag);
-    if (request.query.size === undefined)
-      throw new IdMintError(
-        'INVALID_ARGUMENT',
-        `size is required: how many IDs the range holds, 1 to ${maxBatch}`,
+  contractRoute(app, SEGMENT_RANGE, { bound: maxBatchBound(maxBatch) }).handle(
+    async (request, reply) => {
+      const tag = checkTag(request.params.tag);
+      if (request.query.size === undefined)
+        throw new IdMintError(
+          'INVALID_ARGUMENT',
+          `size is required: how many IDs the range holds, 1 to ${maxBatch}`,
+        );
+      const size = parseCount(request.query.size, maxBatch, 'size');
+      await refusePeriodic(deps.periodic, tag);
+      const service = segmentsOn(deps.service);
+      // Checked before and after the draw, as drawRun does: a tag first looked up by the draw is
+      // known as opaque only then, and its run is dropped, never answered.
+      refuseOpaque(service, tag);
+      // A cluster-ordered tag's range comes from its issuer, which may be another node.
+      const run = await drawOrdered(
+        deps.ordered,
+        service,
+        request,
+        tag,
+        () => service.exactRange(tag, size),
+        (forwarder, address, auth) => forwarder.range(address, tag, size, auth),
       );
-    const size = parseCount(request.query.size, maxBatch, 'size');
-    await refusePeriodic(deps.periodic, tag);
-    const service = segmentsOn(deps.service);
-    // Checked before and after the draw, as drawRun does: a tag first looked up by the draw is
-    // known as opaque only then, and its run is dropped, never answered.
-    refuseOpaque(service, tag);
-    const run = await service.exactRange(tag, size);
-    refuseOpaque(service, tag);
-    issued.addSegment(tag, run.count);
-    return {
-      tag,
-      start: run.start.toString(),
-      end: run.end.toString(),
-      last: (run.end - BigInt(run.stride)).toString(),
-      stride: run.stride,
-      size: run.count,
-    };
-  });
+      refuseOpaque(service, tag);
+      issued.addSegment(tag, run.count);
+      // The client's local mode issues a range's IDs later, one by one: for a cluster-ordered tag
+      // that would break the order, so it is told, and refuses (ORDERED_RANGE_REFUSED).
+      if (service.isOrdered(tag)) reply.header(ORDERING_HEADER, 'cluster');
+      return {
+        tag,
+        start: run.start.toString(),
+        end: run.end.toString(),
+        last: (run.end - BigInt(run.stride)).toString(),
+        stride: run.stride,
+        size: run.count,
+      };
+    },
+  );
 }

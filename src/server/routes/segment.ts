@@ -17,6 +17,7 @@ import { parseCount } from '../input.ts';
 import { JSON_TYPE } from '../plugins/errors.ts';
 import type { IssuedCounts } from '../plugins/metrics.ts';
 import { contractRoute } from './from-contract.ts';
+import { drawOrdered, runsOf, type OrderedDrawDeps } from '../ordered-draws.ts';
 import {
   idsJson,
   idsOctets,
@@ -41,6 +42,8 @@ export interface SegmentRouteDeps {
    * Periodic tags' formatted IDs; absent, periodic tags are not served (their rows issue nothing).
    */
   readonly periodic?: PeriodicSegments | undefined;
+  /** Forwarding of cluster-ordered tags to their issuer; absent: such tags are served here only. */
+  readonly ordered?: OrderedDrawDeps | undefined;
 }
 
 /**
@@ -96,10 +99,20 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
   ): Promise<void> => {
     const segments = service();
     // A tag first seen here may be periodic: its own row issues nothing, its periods do.
-    const sequence = await periodic?.lookup(checkTag(tag));
+    // A cluster-ordered tag is never periodic: its requests (forwarded ones on every node but
+    // the issuer come here) need no periodic look-up, which asks the store now and then.
+    const sequence = segments.isOrdered(tag) ? undefined : await periodic?.lookup(checkTag(tag));
     if (sequence !== undefined) return periodicSingle(tag, sequence, request, reply);
     const wasOpaque = checkKeys(segments, checkTag(tag));
-    const id = await segments.next(tag);
+    // A cluster-ordered tag another node issues is drawn there (the fast path found nothing).
+    const id = await drawOrdered(
+      deps.ordered,
+      segments,
+      request,
+      tag,
+      () => segments.next(tag),
+      async (forwarder, address, auth) => (await forwarder.ids(address, tag, 1, auth))[0] as bigint,
+    );
     // Known as opaque before the draw (a tag dropped meanwhile) or after it (a tag first looked up
     // now).
     const text = segmentIdText(keys, tag, id, wasOpaque || segments.isOpaque(tag));
@@ -123,6 +136,22 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     return undefined;
   });
 
+  /** A batch's runs, drawn here or, for a cluster-ordered tag another node issues, there. */
+  const orderedRuns = (
+    segments: SegmentService,
+    tag: string,
+    count: number,
+    request: FastifyRequest,
+  ): Promise<SegmentRun[]> =>
+    drawOrdered(
+      deps.ordered,
+      segments,
+      request,
+      tag,
+      () => takeRuns(segments, tag, count),
+      async (forwarder, address, auth) => runsOf(await forwarder.ids(address, tag, count, auth)),
+    );
+
   /**
    * A binary batch of a tag not known as opaque, taken from the buffer as runs (the range route's
    * form: no BigInt per ID) and written straight into the answer. Runs never span two ranges, so
@@ -133,8 +162,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     segments: SegmentService,
     tag: string,
     count: number,
+    request: FastifyRequest,
   ): Promise<Buffer> => {
-    const runs = await takeRuns(segments, tag, count);
+    const runs = await orderedRuns(segments, tag, count, request);
     let bytes: Buffer;
     if (segments.isOpaque(tag)) bytes = idsOctets(segmentIdTexts(keys, tag, runIds(runs), true));
     else {
@@ -155,8 +185,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     segments: SegmentService,
     tag: string,
     count: number,
+    request: FastifyRequest,
   ): Promise<Buffer | string> => {
-    const runs = await takeRuns(segments, tag, count);
+    const runs = await orderedRuns(segments, tag, count, request);
     // A tag may hold quotes, backslashes and control characters: escaped as JSON.
     const head = `{"tag":${JSON.stringify(tag)},`;
     const json = segments.isOpaque(tag)
@@ -173,7 +204,9 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     const count = parseCount(request.query.count, maxBatch);
     const segments = service();
     const octets = wantsOctets(request.headers.accept);
-    const sequence = periodic?.known(tag) ?? (await periodic?.lookup(tag));
+    const sequence = segments.isOrdered(tag)
+      ? undefined
+      : (periodic?.known(tag) ?? (await periodic?.lookup(tag)));
     if (periodic !== undefined && sequence !== undefined) {
       // Formatted IDs, all of one period; in binary only an all-digit template's, as 64-bit
       // numbers.
@@ -187,8 +220,8 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
     const wasOpaque = checkKeys(segments, tag);
     if (!wasOpaque)
       return octets
-        ? reply.type(OCTET_TYPE).send(await octetBatch(segments, tag, count))
-        : reply.type(JSON_TYPE).send(await jsonBatch(segments, tag, count));
+        ? reply.type(OCTET_TYPE).send(await octetBatch(segments, tag, count, request))
+        : reply.type(JSON_TYPE).send(await jsonBatch(segments, tag, count, request));
     // A tag known as opaque: its IDs encoded one by one (FF1) whatever the form.
     const ids = segments.nextBatchSync(tag, count) ?? (await segments.nextBatch(tag, count));
     const texts = segmentIdTexts(keys, tag, ids, true);

@@ -226,6 +226,9 @@ function segmentStatus(
     limit: query.limit,
     nextAfter: page.nextAfter,
     tags: page.tags.map((tag) => tagStatus(tag, deps, segments.prefetchThreshold, admin)),
+    ordered: (service.issuers?.stats() ?? []).filter(
+      (entry) => principal === undefined || principal.allows(entry.tag),
+    ),
   };
 }
 

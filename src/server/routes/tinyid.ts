@@ -19,6 +19,7 @@ import { drawRun, refuseOpaque, refusePeriodic, segmentsOn } from './range.ts';
 import { failNotNumeric } from './segment.ts';
 import type { PeriodicSegments } from '../../service/periodic-segments.ts';
 import { routeOptions } from './from-contract.ts';
+import { drawOrdered, refuseOrdered, type OrderedDrawDeps } from '../ordered-draws.ts';
 import { LEAF_ALLOW, LEAF_METHODS, leafContentType } from './shared.ts';
 
 /** What the TinyId routes need. */
@@ -42,6 +43,8 @@ export interface TinyIdRouteDeps {
   readonly onError: (code: ErrorCode) => void;
   /** Periodic tags: formatted IDs on the ID routes (all-digit templates), refused as segments. */
   readonly periodic?: PeriodicSegments | undefined;
+  /** Forwarding of cluster-ordered tags to their issuer. */
+  readonly ordered?: OrderedDrawDeps | undefined;
 }
 
 /**
@@ -163,7 +166,12 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
   const serve = async <T>(
     request: FastifyRequest,
     ids: boolean,
-    draw: (service: SegmentService, tag: string, params: TinyIdParams) => Promise<T>,
+    draw: (
+      service: SegmentService,
+      tag: string,
+      params: TinyIdParams,
+      request: FastifyRequest,
+    ) => Promise<T>,
   ): Promise<{ ok: T } | { token: false } | { error: IdMintError; tag: string }> => {
     const params = paramsOf(request);
     // TinyId binds and bounds batchSize before it checks the token (nextSegmentId takes none).
@@ -174,7 +182,7 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     const refusal = authorizer.tokenRefusal(params.token, tag);
     if (refusal !== undefined) return refused(refusal);
     try {
-      return { ok: await draw(segmentsOn(deps.service), checkTag(tag), params) };
+      return { ok: await draw(segmentsOn(deps.service), checkTag(tag), params, request) };
     } catch (error) {
       const failure = toIdMintError(error);
       onError(failure.code);
@@ -191,9 +199,13 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     service: SegmentService,
     tag: string,
     params: TinyIdParams,
+    request: FastifyRequest,
   ): Promise<(bigint | string)[]> => {
     const count = batchSizeOf(params.batchSize, maxBatch);
-    const sequence = deps.periodic?.known(tag) ?? (await deps.periodic?.lookup(tag));
+    // A cluster-ordered tag is never periodic: no look-up (see the segment routes).
+    const sequence = service.isOrdered(tag)
+      ? undefined
+      : (deps.periodic?.known(tag) ?? (await deps.periodic?.lookup(tag)));
     if (deps.periodic !== undefined && sequence !== undefined) {
       // TinyId's clients read Longs: only an all-digit template's IDs (at most 18 digits) fit.
       if (!sequence.numeric) failNotNumeric(tag, sequence);
@@ -204,7 +216,24 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     }
     refuseOpaque(service, tag);
     if (count < 1) return [];
-    const ids = service.nextBatchSync(tag, count) ?? (await service.nextBatch(tag, count));
+    const ids =
+      service.nextBatchSync(tag, count) ??
+      // A cluster-ordered tag another node issues is drawn there, with TinyId's token as the
+      // bearer token (idmint's tokens are TinyId's tokens too).
+      (await drawOrdered(
+        deps.ordered,
+        service,
+        request,
+        tag,
+        () => service.nextBatch(tag, count),
+        (forwarder, address) =>
+          forwarder.ids(
+            address,
+            tag,
+            count,
+            params.token === undefined ? undefined : `Bearer ${params.token}`,
+          ),
+      ));
     refuseOpaque(service, tag);
     issued.addSegment(tag, count);
     return ids;
@@ -217,7 +246,12 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     // A segment of the tag's configured step, as TinyId's is (the rest of the buffered range when
     // fewer are left).
     await refusePeriodic(deps.periodic, tag);
+    // TinyId's client issues a segment's IDs itself, later: never for a cluster-ordered tag.
+    // Checked before the draw and after it (a tag first looked up by the draw is known only then).
+    const what = 'a segment TinyId issues itself';
+    refuseOrdered(service, tag, what);
     const run = await drawRun(service, tag, 'step');
+    refuseOrdered(service, tag, what);
     issued.addSegment(tag, run.count);
     return tinyIdSegment(run);
   };
