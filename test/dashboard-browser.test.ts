@@ -392,6 +392,13 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await page.locator('tr[data-tag="ordered.in.page"]').waitFor({ timeout: WAIT_MS });
       const client = new IdMintClient({ url, token: ADMIN, retries: 0 });
       assert.equal((await client.getTag('ordered.in.page')).ordering, 'cluster');
+      // Once drawn from, this node holds the tag's issuer lease: its row says who issues it.
+      await client.segment('ordered.in.page');
+      // (The page may show it before the draw, with no issuer known yet; it refreshes.)
+      await page
+        .locator('tr[data-tag="ordered.in.page"] [data-testid="tag-issuer"]')
+        .filter({ hasText: /^Cluster order: issued here$/ })
+        .waitFor({ timeout: WAIT_MS });
       // The tag's own view says so; a plain tag's does not.
       await page.getByRole('button', { name: 'Edit ordered.in.page' }).click();
       const edit = page.getByRole('dialog', { name: 'Edit ordered.in.page' });
@@ -404,6 +411,10 @@ describe('the dashboard in Chromium', { skip: skip ?? false }, () => {
       await edit.waitFor({ state: 'detached', timeout: WAIT_MS });
       await client.createTag({ tag: 'plain.in.page', step: 20 });
       await page.locator('tr[data-tag="plain.in.page"]').waitFor({ timeout: WAIT_MS });
+      assert.equal(
+        await page.locator('tr[data-tag="plain.in.page"] [data-testid="tag-issuer"]').count(),
+        0,
+      );
       await page.getByRole('button', { name: 'Edit plain.in.page' }).click();
       const plain = page.getByRole('dialog', { name: 'Edit plain.in.page' });
       const step = plain.getByLabel('Step (IDs per range)');

@@ -182,7 +182,6 @@ export const RouteActivity = Type.Object({
 });
 export type RouteActivity = Static<typeof RouteActivity>;
 
-/** Segment mode's part: the store and one page of tags. */
 /** One cluster-ordered tag's issuer as this node sees it. */
 export const OrderedTagStatus = Type.Object({
   tag: Type.String(),
@@ -203,7 +202,9 @@ export const OrderedTagStatus = Type.Object({
     description: 'Forwarded requests this node answered as the issuer.',
   }),
 });
+export type OrderedTagStatus = Static<typeof OrderedTagStatus>;
 
+/** Segment mode's part: the store and one page of tags. */
 export const SegmentStatus = Type.Object(
   {
     store: Type.String(),

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { formatCount, formatMs, formatRate, nextSort, rangeProgress } from '../format.ts';
-import type { SegmentStatus, TagStatus } from '../../contract/status.ts';
+import type { OrderedTagStatus, SegmentStatus, TagStatus } from '../../contract/status.ts';
 import type { TagQuery } from '../status-types.ts';
 import { Sparkline } from './sparkline.tsx';
 import { EditTagDialog, NewTagDialog } from './tag-forms.tsx';
@@ -157,6 +157,7 @@ export function TagsPanel(props: {
               <TagRow
                 key={tag.tag}
                 tag={tag}
+                ordered={segment.ordered.find((o) => o.tag === tag.tag)}
                 admin={props.admin}
                 onEdit={() => setEditing(tag.tag)}
               />
@@ -218,8 +219,17 @@ export function TagsPanel(props: {
   );
 }
 
+/** Who issues a cluster-ordered tag, as this node sees it (docs/segments.md, Cluster order). */
+function issuerText(ordered: OrderedTagStatus): string {
+  if (ordered.issuer === 'self') return 'Cluster order: issued here';
+  if (ordered.issuer === null) return 'Cluster order: no issuer known';
+  return `Cluster order: issued by ${ordered.issuer}`;
+}
+
 function TagRow(props: {
   readonly tag: TagStatus;
+  /** Present for a cluster-ordered tag this node has served or forwarded. */
+  readonly ordered: OrderedTagStatus | undefined;
   readonly admin: boolean;
   readonly onEdit: () => void;
 }) {
@@ -245,6 +255,15 @@ function TagRow(props: {
           {SERVING_TEXT[t.serving]}
         </span>
         {t.lastError !== null && <div class="error-text">{t.lastError.code}</div>}
+        {props.ordered !== undefined && (
+          <div
+            class="issuer-text"
+            data-testid="tag-issuer"
+            title={`epoch ${props.ordered.epoch ?? '-'}, ${props.ordered.handovers} handovers`}
+          >
+            {issuerText(props.ordered)}
+          </div>
+        )}
       </td>
       <td data-label="Current range" class="range">
         {t.range === null ? (
