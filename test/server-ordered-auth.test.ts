@@ -1,6 +1,7 @@
 // Forwarding a cluster-ordered tag with auth on: the forwarding node passes the caller's bearer
-// token on (the issuer checks it as it would the caller's own request), and TinyId's `token` as a
-// bearer token. Two servers on one SQLite file; the lease in the in-memory double.
+// token on (the issuer checks it as it would the caller's own request), and TinyId's `token` in a
+// header of its own (test/server-ordered-tinyid-processes.test.ts for tokens of the token file).
+// Two servers on one SQLite file; the lease in the in-memory double.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

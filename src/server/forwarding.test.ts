@@ -7,14 +7,19 @@ import type { AddressInfo } from 'node:net';
 import { after, before, it } from 'node:test';
 import { orderViolations, type TimedAnswer } from '../../test/support/ordering-check.ts';
 import { isIdMintError } from '../core/errors.ts';
-import { FORWARDED_HEADER, Forwarder } from './forwarding.ts';
+import { FORWARDED_HEADER, Forwarder, TINYID_TOKEN_HEADER } from './forwarding.ts';
 
 let server: Server;
 let address: string;
 let next = 1n;
 let inFlight = 0;
 let mostInFlight = 0;
-const batches: { count: number; forwarded: boolean; authorization: string | undefined }[] = [];
+const batches: {
+  count: number;
+  forwarded: boolean;
+  authorization: string | undefined;
+  tinyIdToken: string | string[] | undefined;
+}[] = [];
 let failWith: string | undefined;
 
 before(async () => {
@@ -24,6 +29,7 @@ before(async () => {
       count,
       forwarded: request.headers[FORWARDED_HEADER] === '1',
       authorization: request.headers.authorization,
+      tinyIdToken: request.headers[TINYID_TOKEN_HEADER],
     });
     inFlight++;
     mostInFlight = Math.max(mostInFlight, inFlight);
@@ -127,6 +133,38 @@ it("rejects with the issuer's code, or SERVER_UNAVAILABLE when it does not answe
     );
   } finally {
     failWith = undefined;
+    forwarder.close();
+  }
+});
+
+it("carries TinyId's token in its own header, never merged with a bearer token's", async () => {
+  const forwarder = new Forwarder({ maxBatch: 1000, timeoutMs: 2000 });
+  try {
+    batches.length = 0;
+    const token = 'free text ✓';
+    await Promise.all([
+      forwarder.ids(address, 'orders', 2, undefined, token),
+      forwarder.ids(address, 'orders', 2, undefined, token),
+      forwarder.ids(address, 'orders', 2, 'Bearer x'),
+      forwarder.ids(address, 'orders', 2, undefined, 'other'),
+    ]);
+    const sent = (b: (typeof batches)[number]) => [b.authorization, b.tinyIdToken];
+    const encoded = Buffer.from(token, 'utf8').toString('base64url');
+    // A token's requests share batches; each credential has batches of its own.
+    assert.deepEqual(
+      new Set(batches.map((b) => JSON.stringify(sent(b)))),
+      new Set([
+        JSON.stringify([undefined, encoded]),
+        JSON.stringify(['Bearer x', undefined]),
+        JSON.stringify([undefined, Buffer.from('other').toString('base64url')]),
+      ]),
+    );
+    assert.ok(batches.every((b) => b.forwarded && b.count <= 4));
+    assert.equal(
+      batches.reduce((sum, b) => sum + b.count, 0),
+      8,
+    );
+  } finally {
     forwarder.close();
   }
 });

@@ -10,6 +10,14 @@ import type { SegmentRun } from '../core/segment-buffer.ts';
  */
 export const FORWARDED_HEADER = 'x-idmint-forwarded';
 
+/**
+ * TinyId's `token` parameter on a forwarded TinyId draw, base64url-encoded (TinyId's tokens are
+ * free text). The issuer accepts it on the batch route only, only with {@link FORWARDED_HEADER},
+ * and only for the tag in the path, as TinyId's routes accept the token: it draws that tag's IDs
+ * and nothing else (see installAuth). A TinyId token is never sent as a bearer token.
+ */
+export const TINYID_TOKEN_HEADER = 'x-idmint-tinyid-token';
+
 /** Set on a range answer of a cluster-ordered tag: the client's local mode must not hold it. */
 export const ORDERING_HEADER = 'x-idmint-ordering';
 
@@ -37,6 +45,7 @@ interface Lane {
   readonly address: string;
   readonly tag: string;
   readonly authorization: string | undefined;
+  readonly tinyIdToken: string | undefined;
   waiting: Waiter[];
   waitingIds: number;
   inFlight: number;
@@ -71,21 +80,25 @@ export class Forwarder {
   /**
    * `count` increasing IDs of `tag` from the issuer at `address`, merged with other requests in
    * the same lane. Rejects with the issuer's error (ISSUER_UNAVAILABLE when it no longer issues
-   * the tag), or SERVER_UNAVAILABLE when it cannot be reached.
+   * the tag), or SERVER_UNAVAILABLE when it cannot be reached. `authorization` is the caller's
+   * Authorization header; `tinyIdToken` instead TinyId's `token` parameter, for TinyId's routes.
    */
   ids(
     address: string,
     tag: string,
     count: number,
     authorization: string | undefined,
+    tinyIdToken?: string,
   ): Promise<bigint[]> {
     if (this.#closed) return Promise.reject(closed());
     // A request larger than a batch goes alone, a batch at a time, one after the other.
-    if (count > this.#options.maxBatch) return this.#large(address, tag, count, authorization);
-    const key = `${address}\u0000${tag}\u0000${authorization ?? ''}`;
+    if (count > this.#options.maxBatch)
+      return this.#large(address, tag, count, authorization, tinyIdToken);
+    // One lane per credential: a batch is drawn with one caller's rights only.
+    const key = JSON.stringify([address, tag, authorization ?? null, tinyIdToken ?? null]);
     let lane = this.#lanes.get(key);
     if (lane === undefined) {
-      lane = { address, tag, authorization, waiting: [], waitingIds: 0, inFlight: 0 };
+      lane = { address, tag, authorization, tinyIdToken, waiting: [], waitingIds: 0, inFlight: 0 };
       this.#lanes.set(key, lane);
     }
     const entered = lane;
@@ -136,11 +149,13 @@ export class Forwarder {
     tag: string,
     count: number,
     authorization: string | undefined,
+    tinyIdToken: string | undefined,
   ): Promise<bigint[]> {
     const ids: bigint[] = [];
     while (ids.length < count) {
       const size = Math.min(this.#options.maxBatch, count - ids.length);
-      for (const id of await this.#batch(address, tag, size, authorization)) ids.push(id);
+      const batch = await this.#batch(address, tag, size, authorization, tinyIdToken);
+      for (const id of batch) ids.push(id);
     }
     return ids;
   }
@@ -159,7 +174,7 @@ export class Forwarder {
       }
       lane.waitingIds -= count;
       lane.inFlight++;
-      this.#batch(lane.address, lane.tag, count, lane.authorization)
+      this.#batch(lane.address, lane.tag, count, lane.authorization, lane.tinyIdToken)
         .then(
           (ids) => {
             let at = 0;
@@ -185,9 +200,11 @@ export class Forwarder {
     tag: string,
     count: number,
     authorization: string | undefined,
+    tinyIdToken: string | undefined = undefined,
   ): Promise<bigint[]> {
     const path = `/v1/segment/${encodeURIComponent(tag)}?count=${count}`;
-    const body = await this.#get(address, path, 'application/octet-stream', authorization);
+    const accept = 'application/octet-stream';
+    const body = await this.#get(address, path, accept, authorization, tinyIdToken);
     if (body.length !== count * 8)
       throw new IdMintError(
         'ISSUER_UNAVAILABLE',
@@ -206,11 +223,14 @@ export class Forwarder {
     path: string,
     accept: string,
     authorization: string | undefined,
+    tinyIdToken: string | undefined = undefined,
   ): Promise<Buffer> {
     const url = new URL(path, address);
     const https = url.protocol === 'https:';
     const headers: Record<string, string> = { accept, [FORWARDED_HEADER]: '1' };
     if (authorization !== undefined) headers.authorization = authorization;
+    if (tinyIdToken !== undefined)
+      headers[TINYID_TOKEN_HEADER] = Buffer.from(tinyIdToken, 'utf8').toString('base64url');
     return new Promise<Buffer>((resolve, reject) => {
       const upstream = (https ? httpsRequest : httpRequest)(
         url,

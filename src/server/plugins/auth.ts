@@ -16,6 +16,7 @@ import {
   tokenWeakness,
   type TinyIdTokenRow,
 } from '../../config/tinyid-tokens.ts';
+import { FORWARDED_HEADER, TINYID_TOKEN_HEADER } from '../forwarding.ts';
 
 /** Who is calling, once the token has been checked. */
 export interface Principal {
@@ -31,6 +32,12 @@ declare module 'fastify' {
      * is refused when it is registered, so the server does not start.
      */
     access?: Access;
+    /**
+     * The route takes forwarded TinyId draws: a request marked forwarded, without an
+     * Authorization header, may instead carry TinyId's token in TINYID_TOKEN_HEADER, valid for
+     * the tag in the path as on TinyId's routes. No other route reads that header.
+     */
+    tinyIdForwarding?: boolean;
   }
   interface FastifyRequest {
     /** The authenticated caller; undefined when auth is off. */
@@ -121,6 +128,29 @@ export class Authorizer {
     return found === undefined && !tinyIdKnown ? 'UNAUTHORIZED' : 'FORBIDDEN';
   }
 
+  /**
+   * A forwarded TinyId draw of the path's tag: `encoded` is TinyId's token (base64url) as the
+   * forwarding node carried it, checked as TinyId's routes check their `token` parameter (the
+   * nodes of a cluster share configuration). The caller may draw that one tag, as it could on
+   * TinyId's routes; throws UNAUTHORIZED or FORBIDDEN.
+   */
+  authorizeTinyIdForward(request: FastifyRequest, encoded: string): Principal {
+    const tag = (request.params as { tag?: string }).tag ?? '';
+    const token = Buffer.from(encoded, 'base64url').toString('utf8');
+    const refusal = this.tokenRefusal(token, tag);
+    if (refusal === 'UNAUTHORIZED')
+      throw new IdMintError(
+        'UNAUTHORIZED',
+        'the forwarded TinyId token is not valid on this server',
+      );
+    if (refusal === 'FORBIDDEN')
+      throw new IdMintError(
+        'FORBIDDEN',
+        `the forwarded TinyId token may not use tag "${TAG_PATTERN.test(tag) ? tag : '(invalid)'}"`,
+      );
+    return { admin: false, allows: (other) => other === tag };
+  }
+
   /** Checks a bearer-token `access` for the request; throws UNAUTHORIZED or FORBIDDEN. */
   authorize(request: FastifyRequest, access: BearerAccess): Principal {
     const principal = this.authenticate(request.headers.authorization);
@@ -164,9 +194,14 @@ export function installAuth(app: FastifyInstance, authorizer: Authorizer): void 
       );
     }
     if (!authorizer.enabled || !needsBearer(access)) return;
+    const tinyIdForwarding = route.config?.tinyIdForwarding === true && access === 'tag';
     const hook: onRequestHookHandler = (request, _reply, done) => {
       try {
-        request.principal = authorizer.authorize(request, access);
+        const tinyIdToken = tinyIdForwarding ? forwardedTinyIdToken(request) : undefined;
+        request.principal =
+          tinyIdToken === undefined
+            ? authorizer.authorize(request, access)
+            : authorizer.authorizeTinyIdForward(request, tinyIdToken);
       } catch (error) {
         done(error as Error);
         return;
@@ -175,6 +210,17 @@ export function installAuth(app: FastifyInstance, authorizer: Authorizer): void 
     };
     route.onRequest = route.onRequest === undefined ? [hook] : [hook, ...[route.onRequest].flat()];
   });
+}
+
+/**
+ * TinyId's token a forwarding node carried: only on a request marked forwarded that has no
+ * Authorization header (a bearer token is always checked as one); undefined otherwise.
+ */
+function forwardedTinyIdToken(request: FastifyRequest): string | undefined {
+  const { headers } = request;
+  if (headers[FORWARDED_HEADER] === undefined || headers.authorization !== undefined) return;
+  const token = headers[TINYID_TOKEN_HEADER];
+  return typeof token === 'string' ? token : undefined;
 }
 
 /**

@@ -22,6 +22,11 @@ export interface RouteExtras {
   readonly bound?: CountBound;
   /** Answer HEAD as GET without the body, and document it (probes and monitors use it). */
   readonly exposeHead?: boolean;
+  /**
+   * The route forwarded TinyId draws arrive on: it also accepts TinyId's token in
+   * TINYID_TOKEN_HEADER on a forwarded request, for the tag in its path (see installAuth).
+   */
+  readonly tinyIdForwarding?: boolean;
 }
 
 /**
@@ -51,6 +56,7 @@ export function routeOptions(contract: RouteContract, extras: RouteExtras = {}) 
       access: contract.access,
       ...(Object.keys(docs).length === 0 ? {} : { docs }),
       ...(head ? { swagger: { exposeHeadRoute: true } } : {}),
+      ...(extras.tinyIdForwarding === true ? { tinyIdForwarding: true } : {}),
     },
     schema: {
       operationId: contract.operationId,

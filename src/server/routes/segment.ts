@@ -199,6 +199,8 @@ export function segmentRoutes(app: FastifyInstance, deps: SegmentRouteDeps): voi
 
   contractRoute<typeof SEGMENT_BATCH, string | Buffer>(app, SEGMENT_BATCH, {
     bound: maxBatchBound(maxBatch),
+    // Another node's forwarded TinyId draws of a cluster-ordered tag come here (forwarding.ts).
+    tinyIdForwarding: true,
   }).handle(async (request, reply) => {
     const tag = checkTag(request.params.tag);
     const count = parseCount(request.query.count, maxBatch);

@@ -218,21 +218,16 @@ export function tinyIdRoutes(app: FastifyInstance, deps: TinyIdRouteDeps): void 
     if (count < 1) return [];
     const ids =
       service.nextBatchSync(tag, count) ??
-      // A cluster-ordered tag another node issues is drawn there, with TinyId's token as the
-      // bearer token (idmint's tokens are TinyId's tokens too).
+      // A cluster-ordered tag another node issues is drawn there, with TinyId's token in a header
+      // of its own, which the issuer checks for this tag as this route does (never as a bearer
+      // token: a token of auth.tinyidTokenFile is no bearer token).
       (await drawOrdered(
         deps.ordered,
         service,
         request,
         tag,
         () => service.nextBatch(tag, count),
-        (forwarder, address) =>
-          forwarder.ids(
-            address,
-            tag,
-            count,
-            params.token === undefined ? undefined : `Bearer ${params.token}`,
-          ),
+        (forwarder, address) => forwarder.ids(address, tag, count, undefined, params.token),
       ));
     refuseOpaque(service, tag);
     issued.addSegment(tag, count);
