@@ -72,8 +72,9 @@ export const AuthConfig = Type.Object(
       default: '',
       doc:
         "TinyId's tokens (its tiny_id_token rows, as idmint db import --from-tinyid writes " +
-        'them): each accepted as stored, any text, on the TinyId routes only and only for its ' +
-        'biz types; a weak one is named in a warning at start-up. Any token turns auth on.',
+        'them): each accepted as stored, any text, on the TinyId routes only (and the batches ' +
+        'another node forwards for them) and only for its biz types; a weak one is named in a ' +
+        'warning at start-up. Any token turns auth on.',
       pattern: /^.*$/,
       allowed: 'empty, or the path of a JSON file holding a list of { token, bizType }',
     }),
