@@ -2,11 +2,13 @@
 // sample token and a 4-character one that idmint's own token rules refuse, each limited to the
 // biz types of its rows, spoken to by TinyId's client (support/tinyid-client.ts) against a real
 // `idmint serve`. A weak token is named in one start-up warning, by its digest, never in full.
+// A file rewritten while the server runs is read again, as TinyId reloads its table.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import {
   parseTinyIdTokenRows,
@@ -136,6 +138,96 @@ describe('TinyId tokens on idmint serve', () => {
     const everything = JSON.stringify(server.logs) + server.stderr();
     assert.ok(!everything.includes(SAMPLE), 'the sample token is logged');
     assert.ok(!everything.includes(`"${SHORT}`), 'the short token is logged');
+  });
+
+  it('reloads a rewritten file: new tokens in, removed ones out, a broken file kept', async (t) => {
+    const file = join(root, 'reloaded.json');
+    // As an operator should: a new file renamed over the old, so no read sees half of it.
+    const replace = (text: string) => {
+      writeFileSync(`${file}.new`, text);
+      renameSync(`${file}.new`, file);
+    };
+    const NEW = 'b7e1c0d2a9f84e6c8d3b5a7f9e1c2d4b';
+    replace(JSON.stringify([{ token: SAMPLE, bizType: 'test' }]));
+    const fixture = await SEGMENT_BACKENDS.sqlite.open();
+    await fixture.store.createTag({ tag: 'test', step: 200 });
+    const server = await startServe(
+      ['--no-snowflake-enabled', '--segment-store', fixture.url, '--segment-table', fixture.table],
+      {
+        env: { ...clean(), IDMINT_TINYID_TOKEN_FILE: file, IDMINT_TINYID_TOKEN_RELOAD_MS: '100' },
+        cwd: root,
+      },
+    );
+    t.after(async () => {
+      await server.stop('SIGTERM');
+      await fixture.dispose();
+    });
+    const status = async (token: string) => {
+      const answer = await fetch(`${server.url}/tinyid/id/nextId?token=${token}&bizType=test`);
+      const body = (await answer.json()) as { code: number; message: string };
+      if (body.message === 'token is error') return 'refused';
+      assert.equal(body.code, 200, JSON.stringify(body));
+      return 'accepted';
+    };
+    const until = async (what: string, ok: () => Promise<boolean>) => {
+      for (let i = 0; i < 100; i++) {
+        if (await ok()) return;
+        await sleep(50);
+      }
+      assert.fail(`not seen within 5 s: ${what}`);
+    };
+    assert.equal(await status(SAMPLE), 'accepted');
+    assert.equal(await status(NEW), 'refused');
+
+    // The sample token removed, a new one and the short one added.
+    replace(
+      JSON.stringify([
+        { token: NEW, bizType: 'test' },
+        { token: SHORT, bizType: 'test' },
+      ]),
+    );
+    await until('the new token accepted', async () => (await status(NEW)) === 'accepted');
+    assert.equal(await status(SAMPLE), 'refused');
+    assert.equal(await status(SHORT), 'accepted');
+    const weak = server.logs.filter((line) => /TinyId token .* is weak/.test(String(line.msg)));
+    assert.deepEqual(
+      weak.map((line) => line.token),
+      [tokenFingerprint(SHORT)],
+    );
+
+    // A broken file: the tokens read before stay, and one warning names the file and the cause,
+    // however many reads fail the same way.
+    replace('[{"token": "x" "bizType": "test"}]');
+    const broken = (line: Record<string, unknown>) => /is not JSON/.test(String(line.msg));
+    const warning = await server.logLine(broken);
+    assert.equal(warning.level, 40);
+    assert.ok(String(warning.msg).includes(JSON.stringify(file)), String(warning.msg));
+    assert.match(String(warning.msg), /after property value in JSON at position 15/);
+    await sleep(500);
+    assert.equal(server.logs.filter(broken).length, 1);
+    assert.equal(await status(NEW), 'accepted');
+    assert.equal(await status(SAMPLE), 'refused');
+
+    // A missing file is another cause: one more warning, the OS's code in it.
+    rmSync(file);
+    await server.logLine((line) => /cannot be read \(ENOENT\)/.test(String(line.msg)));
+    await sleep(500);
+    assert.equal(server.logs.filter((line) => /ENOENT/.test(String(line.msg))).length, 1);
+    assert.equal(await status(NEW), 'accepted');
+
+    // Fixed again: read as before; the short token, known already, is not warned about twice.
+    replace(
+      JSON.stringify([
+        { token: SHORT, bizType: 'test' },
+        { token: SAMPLE, bizType: 'test' },
+      ]),
+    );
+    await until('the sample token back', async () => (await status(SAMPLE)) === 'accepted');
+    assert.equal(await status(NEW), 'refused');
+    assert.equal(
+      server.logs.filter((line) => /TinyId token .* is weak/.test(String(line.msg))).length,
+      1,
+    );
   });
 
   it('refuses to start on a token file it cannot read, naming the key', async () => {

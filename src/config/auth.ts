@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox';
 import { TAG_PATTERN } from '../core/segment-limits.ts';
-import { KEY, part, text, type KeyInfo } from './keys.ts';
+import { duration, KEY, part, text, type KeyInfo } from './keys.ts';
 import type { ConfigRule, Frozen } from './rules.ts';
 
 /**
@@ -74,9 +74,19 @@ export const AuthConfig = Type.Object(
         "TinyId's tokens (its tiny_id_token rows, as idmint db import --from-tinyid writes " +
         'them): each accepted as stored, any text, on the TinyId routes only (and the batches ' +
         'another node forwards for them) and only for its biz types; a weak one is named in a ' +
-        'warning at start-up. Any token turns auth on.',
+        'warning. Read again every auth.tinyidTokenReloadMs. Any token at start-up turns auth on.',
       pattern: /^.*$/,
       allowed: 'empty, or the path of a JSON file holding a list of { token, bizType }',
+    }),
+    tinyidTokenReloadMs: duration({
+      env: 'IDMINT_TINYID_TOKEN_RELOAD_MS',
+      default: 60_000,
+      min: 100,
+      max: 3_600_000,
+      doc:
+        'How often auth.tinyidTokenFile is read again while the server runs, as TinyId reloads ' +
+        'its tiny_id_token table each minute; a file that cannot be read or parsed keeps the ' +
+        'tokens of the last good one.',
     }),
   },
   { additionalProperties: false },

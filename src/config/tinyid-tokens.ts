@@ -49,10 +49,24 @@ export function readTinyIdTokenFile(path: string): TinyIdTokenRow[] {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
-  } catch {
-    throw invalid(path, 'is not JSON (a list of { "token": ..., "bizType": ... })');
+  } catch (error) {
+    throw invalid(
+      path,
+      `is not JSON${syntaxWhere(error)} (a list of { "token": ..., "bizType": ... })`,
+    );
   }
   return parseTinyIdTokenRows(parsed, path);
+}
+
+/**
+ * Why the JSON parser stopped, as it said, when it said so by position (or that the text ended
+ * early); never its other messages, which quote the text (and so could quote a token).
+ */
+function syntaxWhere(error: unknown): string {
+  const message = error instanceof Error ? error.message : '';
+  if (/^[^"]* in JSON at position \d+/.test(message)) return `: ${message}`;
+  if (/end of JSON input/.test(message)) return ': unexpected end of JSON input';
+  return '';
 }
 
 /** {@link readTinyIdTokenFile}'s check of parsed rows. */

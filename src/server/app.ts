@@ -5,7 +5,7 @@ import { getLayout } from '../core/layout.ts';
 import type { SnowflakeWorkerEvent } from '../service/snowflake-worker.ts';
 import { openBackends, type BackendOptions, type Backends } from '../service/backends.ts';
 import type { ServerConfig } from '../config/schema.ts';
-import { Authorizer, installAuth, loadTinyIdTokens } from './plugins/auth.ts';
+import { Authorizer, installAuth, loadTinyIdTokens, reloadTinyIdTokens } from './plugins/auth.ts';
 import { drainHttpServer } from './plugins/drain.ts';
 import { installErrorHandling, sendError, toIdMintError } from './plugins/errors.ts';
 import { methodNotAllowed } from './plugins/methods.ts';
@@ -410,10 +410,15 @@ async function createApp(
   // Bodies are JSON only: Fastify would also take text/plain and hand the route a string, which
   // then failed validation with "body must be object" instead of a 415 saying what to send.
   app.removeContentTypeParser('text/plain');
-  const authorizer = new Authorizer(
-    config.auth,
-    loadTinyIdTokens(config.auth, (fields, message) => log.warn(fields, message)),
+  const tinyIdTokens = loadTinyIdTokens(config.auth, (fields, message) =>
+    log.warn(fields, message),
   );
+  const authorizer = new Authorizer(config.auth, tinyIdTokens);
+  const stopTokenReload = reloadTinyIdTokens(config.auth, authorizer, tinyIdTokens, {
+    info: (fields, message) => log.info(fields, message),
+    warn: (fields, message) => log.warn(fields, message),
+  });
+  app.addHook('onClose', async () => stopTokenReload());
   installAuth(app, authorizer);
   const { segments, snowflake } = backends;
   const issued = metrics?.issued ?? new IssuedCounts();

@@ -55,8 +55,11 @@ const EVERYONE: Principal = { admin: true, allows: () => true };
 export class Authorizer {
   readonly enabled: boolean;
   readonly #entries: readonly { digest: Buffer; principal: Principal }[];
-  /** TinyId's tokens (auth.tinyidTokenFile): valid only in TinyId's `token` parameter. */
-  readonly #tinyId: readonly { digest: Buffer; bizTypes: ReadonlySet<string> }[];
+  /**
+   * TinyId's tokens (auth.tinyidTokenFile): valid only in TinyId's `token` parameter. Replaced
+   * whole by {@link replaceTinyIdTokens}, so a check sees the old set or the new, never a mix.
+   */
+  #tinyId: readonly { digest: Buffer; bizTypes: ReadonlySet<string> }[];
 
   /**
    * `tinyIdTokens`: the rows of auth.tinyidTokenFile ({@link loadTinyIdTokens}). Any token, of
@@ -74,11 +77,16 @@ export class Authorizer {
     if (auth.adminToken !== '')
       entries.push({ digest: digest(auth.adminToken), principal: EVERYONE });
     this.#entries = entries;
-    this.#tinyId = [...tokensByToken(tinyIdTokens)].map(([token, bizTypes]) => ({
-      digest: digest(token),
-      bizTypes,
-    }));
+    this.#tinyId = tinyIdEntries(tinyIdTokens);
     this.enabled = entries.length > 0 || this.#tinyId.length > 0;
+  }
+
+  /**
+   * TinyId's tokens from now on (the file read again). Whether auth is on stays as decided at
+   * start-up: a server started without tokens does not turn it on, nor off when the file empties.
+   */
+  replaceTinyIdTokens(rows: readonly TinyIdTokenRow[]): void {
+    this.#tinyId = tinyIdEntries(rows);
   }
 
   /** The caller behind an `Authorization` header; UNAUTHORIZED when missing or unknown. */
@@ -223,17 +231,76 @@ function forwardedTinyIdToken(request: FastifyRequest): string | undefined {
   return typeof token === 'string' ? token : undefined;
 }
 
+type Warn = (fields: Record<string, unknown>, message: string) => void;
+
 /**
- * The rows of auth.tinyidTokenFile (none when it is empty), read once at start-up, and one warning
+ * The rows of auth.tinyidTokenFile (none when it is empty), read at start-up, and one warning
  * per weak token saying why it is weak: its SHA-256 prefix and biz types name it, never its text.
  */
-export function loadTinyIdTokens(
-  auth: ServerConfig['auth'],
-  warn: (fields: Record<string, unknown>, message: string) => void,
-): TinyIdTokenRow[] {
+export function loadTinyIdTokens(auth: ServerConfig['auth'], warn: Warn): TinyIdTokenRow[] {
   if (auth.tinyidTokenFile === '') return [];
   const rows = readTinyIdTokenFile(auth.tinyidTokenFile);
+  warnWeak(rows, new Set(), warn);
+  return rows;
+}
+
+/**
+ * Reads auth.tinyidTokenFile again every auth.tinyidTokenReloadMs, as TinyId reloads its
+ * tiny_id_token table, and hands each good read to the authorizer whole. A file that cannot be
+ * read or parsed keeps the tokens of the last good one, with one warning per distinct failure
+ * (not one per interval); weak tokens are warned about when they first appear. `loaded`: the rows
+ * read at start-up. Returns the function that stops it; nothing runs when no file is configured.
+ */
+export function reloadTinyIdTokens(
+  auth: ServerConfig['auth'],
+  authorizer: Authorizer,
+  loaded: readonly TinyIdTokenRow[],
+  log: { info: Warn; warn: Warn },
+): () => void {
+  const file = auth.tinyidTokenFile;
+  if (file === '') return () => {};
+  let known = new Set(loaded.map((row) => row.token));
+  let current = rowsKey(loaded);
+  let failure: string | undefined;
+  const timer = setInterval(() => {
+    let rows: TinyIdTokenRow[];
+    try {
+      rows = readTinyIdTokenFile(file);
+    } catch (error) {
+      const message = (error as Error).message;
+      if (message !== failure)
+        log.warn(
+          { file, code: (error as IdMintError).code },
+          `${message}; the TinyId tokens read before stay in use`,
+        );
+      failure = message;
+      return;
+    }
+    failure = undefined;
+    const key = rowsKey(rows);
+    if (key === current) return;
+    warnWeak(rows, known, log.warn);
+    authorizer.replaceTinyIdTokens(rows);
+    known = new Set(rows.map((row) => row.token));
+    current = key;
+    log.info(
+      { file, tokens: known.size, rows: rows.length },
+      `TinyId tokens reloaded from ${JSON.stringify(file)}`,
+    );
+  }, auth.tinyidTokenReloadMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** The rows as one text, to tell a changed file from an unchanged one. */
+function rowsKey(rows: readonly TinyIdTokenRow[]): string {
+  return JSON.stringify(rows.map((row) => [row.token, row.bizType]));
+}
+
+/** One warning per weak token of `rows` not in `known`. */
+function warnWeak(rows: readonly TinyIdTokenRow[], known: ReadonlySet<string>, warn: Warn): void {
   for (const [token, bizTypes] of tokensByToken(rows)) {
+    if (known.has(token)) continue;
     const weakness = tokenWeakness(token);
     if (weakness === undefined) continue;
     const name = tokenFingerprint(token);
@@ -244,7 +311,12 @@ export function loadTinyIdTokens(
         'anyone who guesses it may draw those IDs, so give its clients a longer random one',
     );
   }
-  return rows;
+}
+
+function tinyIdEntries(
+  rows: readonly TinyIdTokenRow[],
+): { digest: Buffer; bizTypes: ReadonlySet<string> }[] {
+  return [...tokensByToken(rows)].map(([token, bizTypes]) => ({ digest: digest(token), bizTypes }));
 }
 
 function digest(token: string): Buffer {
