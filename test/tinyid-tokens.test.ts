@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import {
   parseTinyIdTokenRows,
+  readTinyIdTokenFile,
   tokenFingerprint,
   tokenWeakness,
 } from '../src/config/tinyid-tokens.ts';
@@ -64,6 +65,22 @@ describe('TinyId token rules', () => {
       /row 1's token is longer than TinyId's 255/,
     );
     assert.throws(() => parseTinyIdTokenRows({}, 'f.json'), /must hold a list/);
+  });
+
+  it("says where a file's JSON broke, never quoting its text as the parser would", () => {
+    const file = join(root, 'broken.json');
+    writeFileSync(file, `[{"token": "${SAMPLE}", "bizType" "test"}]`);
+    assert.throws(
+      () => readTinyIdTokenFile(file),
+      /is not JSON: Expected ':' after property name in JSON at position 57 \(line 1 column 58\)/,
+    );
+    // V8 quotes the text ("Unexpected token 'q', "q7x..." is not valid JSON"): left out.
+    writeFileSync(file, `${SAMPLE}x`);
+    assert.throws(
+      () => readTinyIdTokenFile(file),
+      (error: Error) =>
+        /: is not JSON \(a list of/.test(error.message) && !error.message.includes(SAMPLE),
+    );
   });
 });
 
