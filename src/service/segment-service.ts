@@ -25,10 +25,11 @@ import { SortedTagNames } from './sorted-tag-names.ts';
 import { resolveStepPolicy, type StepPolicyOptions } from '../core/step-policy.ts';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { withTimeout } from '../shared/timeout.ts';
-import { FencedBuffer } from './fenced-buffer.ts';
-import { IssuerDirectory } from './issuer-directory.ts';
-import type { IssuerEvent, IssuerLocation } from './issuer-holding.ts';
-import { DEFAULT_SAFETY_MARGIN_MS } from '../core/lease-policy.ts';
+import type { IssuerDirectory } from './issuer-directory.ts';
+import type { IssuerLocation } from './issuer-holding.ts';
+import { OrderedTags, type IssuerOptions } from './ordered-tags.ts';
+
+export { isIssuedElsewhere, issuedElsewhere, type IssuerOptions } from './ordered-tags.ts';
 
 /** Options for {@link SegmentService}; every duration is in ms. */
 export interface SegmentServiceOptions {
@@ -77,22 +78,6 @@ export interface SegmentServiceOptions {
    * the store keeps them (SegmentStore.issuers).
    */
   readonly issuers?: IssuerOptions;
-}
-
-/** The issuer leases' terms; every duration in ms. */
-export interface IssuerOptions {
-  /** The lease's TTL by the store's clock. Default 10000. */
-  readonly ttlMs?: number;
-  /** Issuing stops this long before the lease could expire. Default 1000 (the worker lease's). */
-  readonly marginMs?: number;
-  /** A lease under which nothing was issued for this long is given back. Default 6 TTLs. */
-  readonly idleReleaseMs?: number;
-  /** The least time between two claims of one tag. Default 200. */
-  readonly retryMs?: number;
-  /** This node's ID in the leases; default host, pid and a random part. */
-  readonly node?: string;
-  /** Told of claims, losses and releases. Must not throw. */
-  readonly onEvent?: (event: IssuerEvent) => void;
 }
 
 /** A tag-list refresh, successful or not. */
@@ -234,10 +219,8 @@ export class SegmentService {
   /** Clock time after which the next refresh is a full read. */
   #nextFullReadAt = 0;
   #lastTagRefreshAt: number | null = null;
-  /** Tags known to be cluster-ordered: served only under their issuer lease. */
-  readonly #ordered = new Set<string>();
-  /** The issuer leases, where the store keeps them. */
-  readonly #issuers: IssuerDirectory | undefined;
+  /** The cluster-ordered tags: their issuer leases and fenced buffers (ordered-tags.ts). */
+  readonly #ordered: OrderedTags;
 
   constructor(options: SegmentServiceOptions) {
     if (
@@ -309,29 +292,26 @@ export class SegmentService {
       retryAfterMs: checkMs('retryAfterMs', options.retryAfterMs),
       onEvent: options.onEvent,
     };
-    const leases = options.store.issuers;
-    const issuers = options.issuers ?? {};
-    this.#issuers =
-      leases === undefined
-        ? undefined
-        : new IssuerDirectory({
-            leases,
-            clock: this.#clock,
-            ttlMs: issuers.ttlMs ?? 10_000,
-            marginMs: issuers.marginMs ?? DEFAULT_SAFETY_MARGIN_MS,
-            retryMs: issuers.retryMs ?? 200,
-            callTimeoutMs: this.#loadTimeoutMs,
-            ...(issuers.node === undefined ? {} : { node: issuers.node }),
-            ...(issuers.idleReleaseMs === undefined
-              ? {}
-              : { idleReleaseMs: issuers.idleReleaseMs }),
-            ...(issuers.onEvent === undefined ? {} : { onEvent: issuers.onEvent }),
-          });
+    this.#ordered = new OrderedTags({
+      leases: options.store.issuers,
+      clock: this.#clock,
+      issuers: options.issuers ?? {},
+      callTimeoutMs: this.#loadTimeoutMs,
+      settings: this.#settings,
+      buffers: {
+        get: (tag) => this.#buffers.get(tag),
+        install: (tag, buffer) => {
+          this.#buffers.set(tag, buffer);
+          this.#createdAt.set(buffer, ++this.#created);
+        },
+        closing: () => this.#closing !== undefined,
+      },
+    });
   }
 
   /** The issuer leases of cluster-ordered tags; undefined when the store keeps none. */
   get issuers(): IssuerDirectory | undefined {
-    return this.#issuers;
+    return this.#ordered.directory;
   }
 
   /** True when `tag` is cluster-ordered as far as this service has read. */
@@ -344,9 +324,7 @@ export class SegmentService {
    * node's address, to forward to; undefined otherwise (serve here, which claims as needed).
    */
   issuerOf(tag: string): string | undefined {
-    if (!this.#ordered.has(tag)) return undefined;
-    const holding = this.#issuers?.get(tag);
-    return holding === undefined || holding.serving() ? undefined : holding.remote();
+    return this.#ordered.issuerOf(tag);
   }
 
   /**
@@ -354,9 +332,7 @@ export class SegmentService {
    * at the holder's address. A plain tag is always served here.
    */
   async locate(tag: string): Promise<IssuerLocation> {
-    const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
-    if (!(buffer instanceof FencedBuffer)) return { local: true };
-    return buffer.holding.locate();
+    return this.#ordered.locate(this.#buffers.get(tag) ?? (await this.#lookup(tag)));
   }
 
   /**
@@ -483,7 +459,7 @@ export class SegmentService {
     if (this.#closing !== undefined) throw closedError();
     let buffer = await this.#served(tag);
     for (;;) {
-      if (buffer instanceof FencedBuffer) buffer = this.#current(tag, buffer);
+      buffer = this.#ordered.current(tag, buffer);
       const run = buffer.takeRun(
         size === 'step' ? Math.min(MAX_SEGMENT_BATCH, Math.max(1, buffer.stats().tagStep)) : size,
       );
@@ -538,12 +514,9 @@ export class SegmentService {
         { details: { tag, waitTimeoutMs: this.#waitTimeoutMs } },
       );
     });
-    if (!(buffer instanceof FencedBuffer)) return dedicated;
-    const exact = await dedicated;
-    // The run was allocated after the buffered ranges, so it is above them: a cluster-ordered tag
-    // drops them before the run is answered, and its next IDs come from a range allocated after it.
-    if (this.#buffers.get(tag) === buffer) this.#replace(tag, buffer.holding);
-    return exact;
+    // A cluster-ordered tag drops its buffered ranges, which are below the run, before it is
+    // answered (OrderedTags.exactRunAllocated).
+    return this.#ordered.exactRunAllocated(tag, buffer, dedicated);
   }
 
   /**
@@ -552,33 +525,7 @@ export class SegmentService {
    * address in `details.issuer` when another node does (see {@link isIssuedElsewhere}).
    */
   async #served(tag: string): Promise<SegmentBuffer> {
-    const buffer = this.#buffers.get(tag) ?? (await this.#lookup(tag));
-    if (!(buffer instanceof FencedBuffer)) return buffer;
-    const where = await buffer.holding.locate();
-    if (!where.local) throw issuedElsewhere(tag, where.address);
-    return this.#current(tag, buffer);
-  }
-
-  /** The tag's buffer now (a new holding may have replaced `buffer`); closedError when none. */
-  #current(tag: string, buffer: FencedBuffer): SegmentBuffer {
-    const current = this.#buffers.get(tag);
-    if (current === undefined) throw closedError();
-    return current === buffer ? buffer : current;
-  }
-
-  /**
-   * Replaces a cluster-ordered tag's buffer with an empty one: its ranges are never issued (its
-   * IDs are lost, not reissued), and the next draw allocates a fresh range after this point.
-   */
-  #replace(tag: string, holding: FencedBuffer['holding']): FencedBuffer {
-    const old = this.#buffers.get(tag);
-    const step = old?.stats().tagStep ?? 1;
-    // close() stops the old buffer at once (synchronously); its leftovers are dropped.
-    old?.close().catch(() => undefined);
-    const buffer = new FencedBuffer(tag, step, this.#settings, holding);
-    this.#buffers.set(tag, buffer);
-    this.#createdAt.set(buffer, ++this.#created);
-    return buffer;
+    return this.#ordered.served(tag, this.#buffers.get(tag) ?? (await this.#lookup(tag)));
   }
 
   /**
@@ -691,15 +638,8 @@ export class SegmentService {
    * reach this node are forwarded to the new issuer. Never throws.
    */
   async handOverIssuers(): Promise<void> {
-    const issuers = this.#issuers;
-    if (issuers === undefined || this.#closing !== undefined) return;
-    const ordered: FencedBuffer[] = [];
-    for (const buffer of this.#buffers.values())
-      if (buffer instanceof FencedBuffer) ordered.push(buffer);
-    // Fenced first, for good; the buffered tails go back to the store, then the leases.
-    for (const buffer of ordered) buffer.holding.stop();
-    await Promise.all(ordered.map((buffer) => this.retire(buffer.tag)));
-    await issuers.close();
+    if (this.#closing !== undefined) return;
+    await this.#ordered.handOver(this.#buffers.values(), (tag) => this.retire(tag));
   }
 
   /**
@@ -753,7 +693,7 @@ export class SegmentService {
       }),
     );
     // Only now, with nothing issued any more, may another node take the tags' issuer leases.
-    await this.#issuers?.close();
+    await this.#ordered.close();
     return { releasedIds, wastedIds, failedReleases };
   }
 
@@ -764,7 +704,7 @@ export class SegmentService {
     for (;;) {
       // A cluster-ordered tag's buffer is replaced by a new holding or an exact range: the draw
       // goes on from the current one, whose IDs are above the ones taken so far.
-      if (buffer instanceof FencedBuffer) buffer = this.#current(tag, buffer);
+      buffer = this.#ordered.current(tag, buffer);
       buffer.take(ids, count - ids.length);
       if (ids.length === count) return ids;
       // Each wait is bounded and each wake-up follows a load (or a failure, which throws), so a
@@ -823,19 +763,16 @@ export class SegmentService {
   #adopt(record: TagListing): SegmentBuffer {
     if (this.#closing !== undefined) throw closedError();
     let buffer = this.#buffers.get(record.tag);
-    if (record.ordering === 'cluster') {
-      this.#ordered.add(record.tag);
-      // A plain buffer of a tag now cluster-ordered (deleted and created again) goes at once.
-      if (buffer !== undefined && !(buffer instanceof FencedBuffer)) {
-        buffer.close().catch(() => undefined);
-        this.#buffers.delete(record.tag);
-        this.#names.remove(record.tag);
-        buffer = undefined;
-      }
+    // A plain buffer of a tag now cluster-ordered (deleted and created again) goes at once.
+    if (this.#ordered.supersedes(record, buffer)) {
+      buffer?.close().catch(() => undefined);
+      this.#buffers.delete(record.tag);
+      this.#names.remove(record.tag);
+      buffer = undefined;
     }
     if (buffer === undefined) {
       buffer = this.#ordered.has(record.tag)
-        ? this.#fencedBuffer(record.tag, record.step)
+        ? this.#ordered.fencedBuffer(record.tag, record.step)
         : new SegmentBuffer(record.tag, record.step, this.#settings);
       this.#buffers.set(record.tag, buffer);
       // An idle tag is in the name index already, and idle no more.
@@ -847,28 +784,6 @@ export class SegmentService {
     if (record.opaque === true) this.#opaque.add(record.tag);
     this.#negative.delete(record.tag);
     return buffer;
-  }
-
-  /** A new cluster-ordered tag's buffer, behind its issuer lease (nothing claimed yet). */
-  #fencedBuffer(tag: string, step: number): FencedBuffer {
-    const issuers = this.#issuers;
-    if (issuers === undefined)
-      throw new IdMintError(
-        'ISSUER_UNAVAILABLE',
-        `tag "${tag}" is cluster-ordered but its store keeps no issuer leases`,
-        { details: { tag } },
-      );
-    const holding = issuers.holding(
-      tag,
-      () => {
-        // A new holding: whatever this node buffered is below what a holder in between may have
-        // issued. The buffer goes before the fence opens.
-        if (this.#buffers.has(tag) && this.#closing === undefined) this.#replace(tag, holding);
-      },
-      // IDs issued here, which grow while the tag is in use (a new buffer starts again: a change).
-      () => this.#buffers.get(tag)?.issued() ?? 0,
-    );
-    return new FencedBuffer(tag, step, this.#settings, holding);
   }
 
   async #refresh(): Promise<void> {
@@ -978,14 +893,11 @@ export class SegmentService {
    */
   #note(record: TagListing): boolean {
     if (record.opaque === true) this.#opaque.add(record.tag);
-    if (record.ordering === 'cluster' && !this.#ordered.has(record.tag)) {
-      this.#ordered.add(record.tag);
-      const plain = this.#buffers.get(record.tag);
-      // A plain buffer of a tag now cluster-ordered: dropped, the next draw adopts it fenced.
-      if (plain !== undefined && !(plain instanceof FencedBuffer)) {
-        plain.close().catch(() => undefined);
-        this.#buffers.delete(record.tag);
-      }
+    const plain = this.#buffers.get(record.tag);
+    // A plain buffer of a tag now cluster-ordered: dropped, the next draw adopts it fenced.
+    if (this.#ordered.supersedes(record, plain)) {
+      plain?.close().catch(() => undefined);
+      this.#buffers.delete(record.tag);
     }
     this.#negative.delete(record.tag);
     const buffer = this.#buffers.get(record.tag);
@@ -1038,25 +950,6 @@ export function idleStats(tag: string, step: number): SegmentTagStats {
     range: null,
     next: null,
   };
-}
-
-/**
- * ISSUER_UNAVAILABLE for a cluster-ordered tag another node issues: `details.issuer` is its
- * address, where the server forwards the request (a forwarded request is answered with it).
- */
-export function issuedElsewhere(tag: string, address: string): IdMintError {
-  return new IdMintError(
-    'ISSUER_UNAVAILABLE',
-    `tag "${tag}" is issued by another node${address === '' ? ' with no address' : ''}`,
-    { details: { tag, issuer: address } },
-  );
-}
-
-/** The holder's address when `error` says a cluster-ordered tag is issued by another node. */
-export function isIssuedElsewhere(error: unknown): string | undefined {
-  return isIdMintError(error, 'ISSUER_UNAVAILABLE') && typeof error.details?.issuer === 'string'
-    ? error.details.issuer
-    : undefined;
 }
 
 function storeTimeout(what: string, ms: number): IdMintError {
