@@ -6,7 +6,7 @@ import { unavailable, type IssuerHolding } from './issuer-holding.ts';
  * A cluster-ordered tag's double buffer: the segment buffer behind its issuer lease's fence. It
  * hands out nothing unless the clock reads below the holding's deadline, checked at every take
  * (one comparison on the hot path), so no ID leaves after the node stopped holding the lease.
- * A new holding replaces the buffer (SegmentService): its ranges are never issued again.
+ * A new holding replaces the buffer (OrderedTags): its ranges are never issued again.
  */
 export class FencedBuffer extends SegmentBuffer {
   readonly holding: IssuerHolding;
