@@ -56,6 +56,35 @@ describe('idmint tags for periodic tags', () => {
     assert.match(noTemplate.stderr, /missing --template/);
   });
 
+  it("shows a periodic tag's option in the table, as JSON shows it", async () => {
+    // The tag's own row holds max_id 2^63-1 (it issues nothing itself): without the option beside
+    // it, the table gave no sign that the tag is periodic, or of its period, zone and template.
+    const created = await idmint(
+      'create',
+      'invoices',
+      '--step',
+      '50',
+      '--periodic',
+      'month',
+      '--time-zone',
+      'Asia/Shanghai',
+      '--template',
+      'INV-{yyyyMM}-{seq:5}',
+      '--seq-start',
+      '100',
+    );
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(
+      created.lines[0] ?? '',
+      /^TAG\s+MAX_ID\s+STEP\s+OPAQUE\s+ORDERING\s+PERIODIC\s+DESC/,
+    );
+    const option = 'month Asia/Shanghai INV-{yyyyMM}-{seq:5} from 100';
+    assert.match(created.lines[1] ?? '', /^invoices\s+9223372036854775807\s+50\s+no\s+-\s+(.*)$/);
+    assert.equal(/\s+-\s+(month.*)$/.exec(created.lines[1] ?? '')?.[1], option);
+    const plain = await idmint('create', 'plain', '--step', '5', '--description', 'Plain');
+    assert.match(plain.lines[1] ?? '', /^plain\s+1\s+5\s+no\s+-\s+-\s+Plain$/);
+  });
+
   it('lists periods oldest first, cleans those older than N, never the last two', async () => {
     const sequence = PeriodicSequence.from({
       period: 'day',

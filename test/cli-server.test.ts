@@ -260,8 +260,11 @@ describe('idmint serve, config check, tags (CLI)', () => {
       { env, cwd },
     );
     assert.equal(create.code, 0, create.stderr);
-    assert.match(create.stdout, /^TAG\s+MAX_ID\s+STEP\s+OPAQUE\s+ORDERING\s+DESCRIPTION\n/);
-    assert.match(create.stdout, /\norder\s+1\s+1000\s+no\s+-\s+Orders\n$/);
+    assert.match(
+      create.stdout,
+      /^TAG\s+MAX_ID\s+STEP\s+OPAQUE\s+ORDERING\s+PERIODIC\s+DESCRIPTION\n/,
+    );
+    assert.match(create.stdout, /\norder\s+1\s+1000\s+no\s+-\s+-\s+Orders\n$/);
     assert.equal(
       (
         await runIdmint(
@@ -342,7 +345,7 @@ describe('idmint serve, config check, tags (CLI)', () => {
       env: clean({ IDMINT_SEGMENT_STORE: other, IDMINT_SEGMENT_TABLE: 'ids' }),
       cwd,
     });
-    assert.match(elsewhere.stdout, /^elsewhere\s+1\s+3\s+no\s+-$/m);
+    assert.match(elsewhere.stdout, /^elsewhere\s+1\s+3\s+no\s+-\s+-$/m);
     assert.doesNotMatch(elsewhere.stdout, /order/);
   });
 

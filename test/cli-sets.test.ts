@@ -92,7 +92,7 @@ await describeWithServices(
         await store.close();
       }
       const listed = await runIdmint(['tags', 'list'], { env });
-      assert.match(listed.stdout, /\norders +51\d\d +100 +no +-\n/);
+      assert.match(listed.stdout, /\norders +51\d\d +100 +no +- +-\n/);
       const duplicate = await runIdmint(['tags', 'create', 'users', '--step', '10'], { env });
       assert.match(duplicate.stderr, /tag "users" already exists/);
       assert.notEqual(duplicate.code, 0);

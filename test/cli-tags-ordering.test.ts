@@ -26,8 +26,11 @@ it('creates a cluster-ordered tag, lists it, and refuses what cannot keep the or
 
   const created = await idmint('create', 'invoices', '--step', '10', '--ordering', 'cluster');
   assert.equal(created.code, 0, created.stderr);
-  assert.match(created.stdout, /^TAG\s+MAX_ID\s+STEP\s+OPAQUE\s+ORDERING\s+DESCRIPTION\n/);
-  assert.match(created.stdout, /\ninvoices\s+1\s+10\s+no\s+cluster\n$/);
+  assert.match(
+    created.stdout,
+    /^TAG\s+MAX_ID\s+STEP\s+OPAQUE\s+ORDERING\s+PERIODIC\s+DESCRIPTION\n/,
+  );
+  assert.match(created.stdout, /\ninvoices\s+1\s+10\s+no\s+cluster\s+-\n$/);
   assert.equal((await idmint('create', 'plain', '--step', '10')).code, 0);
   const listed = await idmint('list', '--json');
   assert.equal(listed.code, 0, listed.stderr);
