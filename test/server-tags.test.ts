@@ -158,6 +158,12 @@ describe('tag administration routes (in-process, SQLite)', () => {
           /body\.description must NOT have more than 256 characters/,
         ],
         [{ tag: 'x', step: 1, owner: 'me' }, /unknown field "owner"/],
+        // A choice names what is allowed (it said "must be equal to constant").
+        [{ tag: 'x', step: 1, ordering: 'global' }, /^body\.ordering must be "cluster"$/],
+        [
+          { tag: 'x', step: 1, periodic: { period: 'week', timeZone: 'UTC', template: '{seq:3}' } },
+          /^body\.periodic\.period must be one of "day", "month"$/,
+        ],
         // PostgreSQL refuses NUL with a driver error (a 503 before), SQLite stored it: one rule, a
         // 400.
         [{ tag: 'x', step: 1, description: 'a\u0000b' }, /^description .*U\+0000/],

@@ -263,6 +263,17 @@ function validationMessage(error: {
   if (issue.keyword === 'required')
     return `${where} is missing the field "${String(issue.params?.['missingProperty'])}"`;
   const subject = path === '' ? where : `${where}.${path}`;
+  if (issue.keyword === 'const') {
+    // Ajv says "must be equal to constant"; a choice of literals is one `const` issue per
+    // literal at the same path: name them all.
+    const allowed = error.validation as ValidationIssue[];
+    const values = allowed
+      .filter((other) => other.keyword === 'const' && other.instancePath === issue.instancePath)
+      .map((other) => JSON.stringify(other.params?.['allowedValue']));
+    return values.length === 1
+      ? `${subject} must be ${values[0]}`
+      : `${subject} must be one of ${values.join(', ')}`;
+  }
   return `${subject} ${issue.message ?? 'is invalid'}`;
 }
 
