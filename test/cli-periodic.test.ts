@@ -113,6 +113,17 @@ describe('idmint tags for periodic tags', () => {
     assert.equal(cleaned.code, 0, cleaned.stderr);
     assert.deepEqual(tagsOf(cleaned.lines), ['orders@20200101', 'orders@20200102']);
     assert.deepEqual(tagsOf((await idmint('periods', 'orders', '--json')).lines), rows.slice(2));
+    // Nothing left to clean, or no rows yet: a sentence, not a bare table header.
+    const again = await idmint('clean', 'orders', '--older-than', '1');
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(again.lines, [
+      'nothing to clean: no period of tag "orders" is more than 1 periods old',
+    ]);
+    const fresh = ['--step', '5', '--periodic', 'day', '--template', '{yyyyMMdd}{seq:4}'];
+    assert.equal((await idmint('create', 'fresh', ...fresh)).code, 0);
+    assert.deepEqual((await idmint('periods', 'fresh')).lines, [
+      'tag "fresh" has no period rows yet: the first ID of a period creates its row',
+    ]);
     // Another tag's rows and the tag's own row are left alone.
     const all = tagsOf((await idmint('list', '--json')).lines);
     assert.ok(all.includes('ordersx@20200101') && all.includes('orders'));

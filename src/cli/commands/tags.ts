@@ -173,19 +173,22 @@ ${configFlagHelp('segment')}
           : 'IDMINT_SEGMENT_STORE';
     // Every store call is bounded by timeoutMs and close() by as much again, so a store that
     // never answers ends this command with one line, never a hang.
+    const subcommand = sub as (typeof SUBCOMMANDS)[number];
     let records: TagRecord[];
     try {
       // A set is checked as `idmint serve` checks it, except for listing, which shows it as it is.
       const store = await openConfiguredStore(config.segment, { source, verify: sub !== 'list' });
       try {
-        records = await runSubcommand(store, sub as (typeof SUBCOMMANDS)[number], args, values);
+        records = await runSubcommand(store, subcommand, args, values);
       } finally {
         await store.close();
       }
     } catch (error) {
       throw (await backendFailure(error, [{ url, role: 'segment-store', name: source }])) ?? error;
     }
-    await print(io, records, values.json === true);
+    if (records.length === 0 && values.json !== true)
+      await io.out(`${nothingToShow(subcommand, args[0] ?? '', values)}\n`);
+    else await print(io, records, values.json === true);
     return 0;
   },
 };
@@ -323,6 +326,25 @@ async function periodicTag(store: SegmentStore, tag: string): Promise<PeriodicSe
   if (record.periodic === undefined)
     throw new IdMintError('INVALID_ARGUMENT', `tag "${tag}" is not periodic: it has no periods`);
   return parsePeriodic(record.periodic);
+}
+
+/**
+ * The sentence printed instead of a table with no rows (a bare header reads as a fault); --json
+ * prints nothing, as it does for any empty answer.
+ */
+function nothingToShow(
+  sub: (typeof SUBCOMMANDS)[number],
+  tag: string,
+  values: Readonly<Record<string, string | boolean | undefined>>,
+): string {
+  if (sub === 'periods')
+    return `tag "${tag}" has no period rows yet: the first ID of a period creates its row`;
+  if (sub === 'clean')
+    return (
+      `nothing to clean: no period of tag "${tag}" is more than ` +
+      `${String(values['older-than'])} periods old`
+    );
+  return 'no tags yet: create one with idmint tags create <tag> --step N';
 }
 
 /** The rows of a periodic tag's periods, oldest first (their keys sort as the periods follow). */
