@@ -162,8 +162,7 @@ describe('idmint db init', () => {
       `sqlite\\n`;
     assert.match(fenced.stdout, new RegExp(`^${raised('a')}${raised('b')}$`));
     const history = await runIdmint(['db', 'history', '--stores', stores], { cwd: dir });
-    const recorded = (db: string) =>
-      `${db}\\.db: history sqlite \\(recorded, 1 fence so far\\)\\n`;
+    const recorded = (db: string) => `${db}\\.db: history sqlite \\(recorded, 1 fence so far\\)\\n`;
     assert.match(history.stdout, new RegExp(`${recorded('a')}.*${recorded('b')}$`));
   });
 

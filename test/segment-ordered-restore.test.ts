@@ -90,7 +90,7 @@ for (const backend of Object.values(SEGMENT_BACKENDS) as SegmentBackend[]) {
 
       it('B claims no sooner than a TTL after the fence, and no answer goes back', {
         timeout: 60_000,
-      }, async () => {
+      }, async (t) => {
         const backup = (await fixture.store.getTag(TAG))?.maxId ?? 0n;
         // A claims and issues; B has asked nobody yet, so it knows of no issuer.
         const answers: Answer[] = [await ask('A', a.url)];
@@ -132,6 +132,12 @@ for (const backend of Object.values(SEGMENT_BACKENDS) as SegmentBackend[]) {
         assert.ok(
           firstOfB.answeredAt - firstAskOfB.sentAt >= TTL_MS,
           `B issued ${firstOfB.answeredAt - firstAskOfB.sentAt} ms after the fence`,
+        );
+        const ofA = afterRestore.filter((answer) => answer.node === 'A' && answer.ids.length);
+        t.diagnostic(
+          `A issued until +${(ofA.at(-1) as Answer).answeredAt - restoredAt} ms after the ` +
+            `restore; B from +${firstOfB.answeredAt - restoredAt} ms, ` +
+            `${firstOfB.answeredAt - firstAskOfB.sentAt} ms after its first request`,
         );
       });
     },
