@@ -12,6 +12,7 @@ import { SEGMENT_BACKENDS, restoreWithoutIdmintTables } from './support/segment-
 import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { testServer, type TestServer } from './support/server.ts';
 import { describeWithServices } from './support/services.ts';
+import { waitFor } from './support/workers.ts';
 
 const TAG = 'orders';
 /** The issuer lease: its holder stops issuing 1 s (the margin) before it could run out. */
@@ -89,20 +90,25 @@ for (const backend of Object.values(SEGMENT_BACKENDS) as SegmentBackend[]) {
       });
 
       it('B claims no sooner than a TTL after the fence, and no answer goes back', {
-        timeout: 60_000,
+        timeout: 120_000,
       }, async (t) => {
         const backup = (await fixture.store.getTag(TAG))?.maxId ?? 0n;
         // A claims and issues; B has asked nobody yet, so it knows of no issuer.
         const answers: Answer[] = [await ask('A', a.url)];
         assert.equal(answers[0]?.ids.length, 2, 'A issues the tag');
-        // A is cut off from the store (its renewals hang) and the table is restored from before
+        // Right after A sent a renewal (so it issues for most of a TTL yet), A is cut off from
+        // the store (the calls it starts from now on hang) and the table is restored from before
         // A's range, without idmint's tables.
-        assert.ok(storeOfA !== undefined);
-        reconnectA = storeOfA.hold();
+        const cutOff = storeOfA as FaultySegmentStore;
+        const renewals = cutOff.calls.renewIssuer;
+        await waitFor('a renewal of A', () => cutOff.calls.renewIssuer > renewals);
+        reconnectA = cutOff.hold();
         const restoredAt = Date.now();
         await restoreWithoutIdmintTables(backend, fixture.url, fixture.table, TAG, backup);
-        // B first, then A, each sent after the last answer, for a TTL and as long again.
-        while (Date.now() - restoredAt < 2 * TTL_MS)
+        // B first, then A, each sent after the last answer: for two TTLs, and until B issued.
+        const bIssued = () => answers.some((answer) => answer.node === 'B' && answer.ids.length);
+        const elapsed = () => Date.now() - restoredAt;
+        while ((elapsed() < 2 * TTL_MS || !bIssued()) && elapsed() < 5 * TTL_MS)
           for (const [name, url] of [
             ['B', b.url],
             ['A', a.url],
