@@ -130,7 +130,7 @@ await describeWithServices(
       });
       assert.equal(init.code, 0, init.stderr);
       assert.equal(init.stdout.split('\n')[0], `table ${table} is ready in ${url}`);
-      assert.match(init.stdout, /\nhistory: mysql server_id \d+ \(recorded; 1 fence so far\)\n$/);
+      assert.match(init.stdout, /\nhistory: mysql server_id \d+ \(recorded; no fence so far\)\n$/);
       const created = await runIdmint(
         ['tags', 'create', 'order', '--step', '10', '--store', url, '--table', table],
         { env: clean(), cwd: root },
@@ -190,7 +190,7 @@ await describeWithServices(
       assert.equal(init.stdout.split('\n')[0], ready);
       assert.match(
         init.stdout,
-        /\nhistory: postgres system \d+ timeline \d+ \(recorded; 1 fence so far\)\n$/,
+        /\nhistory: postgres system \d+ timeline \d+ \(recorded; no fence so far\)\n$/,
       );
       const created = await runIdmint(['tags', 'create', 'order', '--step', '5', '--json'], {
         env: clean({ IDMINT_SEGMENT_STORE: url, IDMINT_SEGMENT_TABLE: table }),

@@ -6,9 +6,14 @@ import { describe, it } from 'node:test';
 import { openSegmentStores } from '../src/backends/open-segment-store.ts';
 import type { SegmentStore } from '../src/ports/segment-store.ts';
 import { ISSUER_TABLE } from '../src/stores/issuer-support.ts';
+import { HISTORY_TABLE } from '../src/stores/store-support.ts';
 import { FaultySegmentStore } from './support/faulty-segment-store.ts';
 import { runIssuerLeaseSuite } from './support/issuer-lease-suite.ts';
-import { SEGMENT_BACKENDS, setRecordedHistory } from './support/segment-backends.ts';
+import {
+  SEGMENT_BACKENDS,
+  restoreWithoutIdmintTables,
+  setRecordedHistory,
+} from './support/segment-backends.ts';
 import { rejectsWith } from './support/segment-store-suite.ts';
 import { SET_URLS, dropSet, rawSql } from './support/segment-sets.ts';
 import { describeWithServices, uniqueName } from './support/services.ts';
@@ -33,6 +38,8 @@ for (const backend of Object.values(SEGMENT_BACKENDS)) {
               );
             await fixture.setRecordedHistory('a replica that lagged');
           },
+          restoreWithoutRecords: (tag, maxId) =>
+            restoreWithoutIdmintTables(backend, fixture.url, fixture.table, tag, maxId),
           async dispose() {
             await fixture.dispose();
             const where = `WHERE segment_table = '${fixture.table}'`;
@@ -69,6 +76,16 @@ await describeWithServices('IssuerLeases conformance: a set', ['postgres', 'redi
             `DELETE FROM ${ISSUER_TABLE} WHERE segment_table = '${table}' AND biz_tag = '${tag}'`,
           );
           await setRecordedHistory(urls[0] as string, table, 'a replica that lagged');
+        },
+        // The first database's records only: its max_id keeps the set's residue class, which
+        // only a backup of every database (re-formed by db init) would move.
+        async restoreWithoutRecords(tag) {
+          const where = `WHERE segment_table = '${table}'`;
+          await rawSql(urls[0] as string, `DELETE FROM ${HISTORY_TABLE} ${where}`);
+          await rawSql(
+            urls[0] as string,
+            `DELETE FROM ${ISSUER_TABLE} ${where} AND biz_tag = '${tag}'`,
+          );
         },
         async dispose() {
           for (const other of others) await other.close();

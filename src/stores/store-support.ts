@@ -143,6 +143,19 @@ export interface AllocateRetry {
   readonly recorded?: string | undefined;
 }
 
+/**
+ * The fence count a fence records (`fences` in idmint_history): one more than the record's. The
+ * first record of a table that had no row to raise (a table `idmint db init` just created) counts
+ * none: no ID was ever issued from it, so no issuer lease can have been lost with the record, and
+ * claims do not wait for it. A first record of a table that had rows (a restore into a database
+ * without idmint's own tables, a Leaf table) counts one: a node may still hold a lease the database
+ * lost, so claims wait a TTL after it as after any fence (see SqlIssuerLeases, `settling`). The
+ * Redis store's FENCE script applies the same rule.
+ */
+export function recordedFences(first: boolean, fences: number, raised: number): number {
+  return first && raised === 0 ? 0 : fences + 1;
+}
+
 /** What one fence transaction (or script) did. */
 export interface FenceOutcome {
   /** True when this call raised the rows and recorded the history. */

@@ -85,14 +85,12 @@ await describeWithServices(
         );
         await blocked;
         // The renewal that timed out landed all the same; its caller treats the outcome as unknown.
-        assert.deepEqual(await redisRecord(url, name, one.workerId), {
-          lastTimestamp: T0 + 1,
-          reportedAt: T0,
-        });
-        assert.deepEqual(await redisRecord(url, name, two.workerId), {
-          lastTimestamp: T0 + 2,
-          reportedAt: T0 + 1,
-        });
+        const reports = async (workerId: number) => {
+          const record = await redisRecord(url, name, workerId);
+          return record && [record.lastTimestamp, record.reportedAt];
+        };
+        assert.deepEqual(await reports(one.workerId), [T0 + 1, T0]);
+        assert.deepEqual(await reports(two.workerId), [T0 + 2, T0 + 1]);
         await one.release({ lastTimestamp: T0 + 1, reportedAt: T0 });
         await two.release({ lastTimestamp: T0 + 2, reportedAt: T0 + 1 });
       } finally {

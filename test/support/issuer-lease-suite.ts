@@ -26,6 +26,14 @@ export interface IssuerLeaseFixture {
    * last claim left it is gone (the row or hash deleted), and the database's history is another.
    */
   loseLease(tag: string): Promise<void>;
+  /**
+   * Does to the database what an operator's restore of the segment table into a database without
+   * idmint's own tables does: no history record for the table and no lease of the tag (SQLite:
+   * both tables dropped; a shared server: the table's rows of them deleted; Redis: the history
+   * hash and the lease's hash deleted), and the tag's max_id set back to `maxId`, as an older
+   * backup has it.
+   */
+  restoreWithoutRecords(tag: string, maxId: bigint): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -87,6 +95,29 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
     const tag = `issuer-${counter}`;
     await store.createTag({ tag, step: 10, ordering: 'cluster' });
     return tag;
+  };
+  /**
+   * Another node whose first step at `point` for `tag` (by `node`, when given) waits until
+   * `resume()`: `paused` resolves once it waits there. Later steps run through.
+   */
+  const pausedNode = async (
+    point: IssuerInterleaveStep['point'],
+    tag: string,
+    node?: string,
+  ): Promise<{ leases: IssuerLeases; paused: Promise<void>; resume: () => void }> => {
+    const waiting = gate();
+    const paused = gate();
+    let held = false;
+    const other = await fixture.openAnother({
+      issuerInterleave: async (step: IssuerInterleaveStep) => {
+        if (step.point !== point || step.tag !== tag || held) return;
+        if (node !== undefined && step.node !== node) return;
+        held = true;
+        paused.open();
+        await waiting.promise;
+      },
+    });
+    return { leases: issuersOf(other), paused: paused.promise, resume: waiting.open };
   };
 
   before(async () => {
@@ -251,6 +282,24 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
     assert.ok((current?.remainingMs ?? 0) > 3000, `${current?.remainingMs} ms left`);
   });
 
+  it('a renewal that lands after a later one never ends the lease earlier', async () => {
+    const tag = await newTag();
+    const { leases: slow, paused, resume } = await pausedNode('before-renew-write', tag);
+    const claimed = await leases.claimIssuer(tag, 'node-a', '', 2000);
+    held(claimed);
+    const { epoch } = claimed.lease;
+    // A renewal the holder gave up on, still on its way, lands after the one that followed it.
+    const stale = slow.renewIssuer(tag, 'node-a', epoch, 1000);
+    await paused;
+    await leases.renewIssuer(tag, 'node-a', epoch, 5000);
+    resume();
+    await stale;
+    await sleep(1500);
+    const current = await leases.currentIssuer(tag);
+    assert.equal(current?.epoch, epoch, "the lease ended at the stale renewal's grant");
+    assert.ok((current?.remainingMs ?? 0) > 2000, `${current?.remainingMs} ms left`);
+  });
+
   it('renew and release refuse a stale epoch or another node', async () => {
     const tag = await newTag();
     const first = await leases.claimIssuer(tag, 'node-a', '', 5000);
@@ -278,28 +327,18 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
   for (const newNode of ['node-b', 'node-a']) {
     it(`a late renewal of an old epoch never extends a newer holding (by ${newNode})`, async () => {
       const tag = await newTag();
-      const waiting = gate();
-      const paused = gate();
-      const slow = issuersOf(
-        await fixture.openAnother({
-          issuerInterleave: async (step: IssuerInterleaveStep) => {
-            if (step.point !== 'before-renew-write' || step.tag !== tag) return;
-            paused.open();
-            await waiting.promise;
-          },
-        }),
-      );
+      const { leases: slow, paused, resume } = await pausedNode('before-renew-write', tag);
       const old = await slow.claimIssuer(tag, 'node-a', '', 300);
       held(old);
       // node-a sends a renewal that is slow to land; meanwhile its lease expires and a new holding
       // starts (another node's, or node-a's own re-claim after the loss).
       const renewal = slow.renewIssuer(tag, 'node-a', old.lease.epoch, 5000);
-      await paused.promise;
+      await paused;
       await sleep(450);
       const newer = await leases.claimIssuer(tag, newNode, '', 400);
       held(newer);
       assert.ok(newer.lease.epoch > old.lease.epoch);
-      waiting.open();
+      resume();
       await rejectsWith(renewal, 'LEASE_LOST');
       // The new lease ends at its own TTL, not the late renewal's 5 s.
       const current = await leases.currentIssuer(tag);
@@ -313,22 +352,12 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
 
   it('a claim paused between its steps while another node claims finds the holder', async () => {
     const tag = await newTag();
-    const waiting = gate();
-    const paused = gate();
-    const slow = issuersOf(
-      await fixture.openAnother({
-        issuerInterleave: async (step: IssuerInterleaveStep) => {
-          if (step.point !== 'before-claim' || step.tag !== tag || step.node !== 'node-a') return;
-          paused.open();
-          await waiting.promise;
-        },
-      }),
-    );
+    const { leases: slow, paused, resume } = await pausedNode('before-claim', tag, 'node-a');
     const claim = slow.claimIssuer(tag, 'node-a', '', 5000);
-    await paused.promise;
+    await paused;
     const winner = await leases.claimIssuer(tag, 'node-b', 'http://b:2', 5000);
     held(winner);
-    waiting.open();
+    resume();
     const found = busy(await claim);
     assert.equal(found.node, 'node-b');
     assert.equal(found.epoch, winner.lease.epoch);
@@ -336,23 +365,13 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
 
   it('a claim paused while another node claims and releases takes the next epoch', async () => {
     const tag = await newTag();
-    const waiting = gate();
-    const paused = gate();
-    const slow = issuersOf(
-      await fixture.openAnother({
-        issuerInterleave: async (step: IssuerInterleaveStep) => {
-          if (step.point !== 'before-claim' || step.tag !== tag || step.node !== 'node-a') return;
-          paused.open();
-          await waiting.promise;
-        },
-      }),
-    );
+    const { leases: slow, paused, resume } = await pausedNode('before-claim', tag, 'node-a');
     const claim = slow.claimIssuer(tag, 'node-a', '', 5000);
-    await paused.promise;
+    await paused;
     const between = await leases.claimIssuer(tag, 'node-b', '', 5000);
     held(between);
     await leases.releaseIssuer(tag, 'node-b', between.lease.epoch);
-    waiting.open();
+    resume();
     const late = await claim;
     held(late);
     assert.equal(late.lease.epoch, between.lease.epoch + 1n);
@@ -440,34 +459,53 @@ export function runIssuerLeaseSuite(options: { create: () => Promise<IssuerLease
     }
   });
 
-  // Last: the new history it makes holds every claim of the table back for a TTL.
-  it('on a new history no claim lands for a TTL: a lost lease gives no two holders', async () => {
-    const tag = await newTag();
-    const ttlMs = 400;
-    const first = await leases.claimIssuer(tag, 'node-a', '', ttlMs);
-    held(first);
-    // A failover loses node-a's claim: the new primary has no lease, node-a still issues.
-    await fixture.loseLease(tag);
-    const other = issuersOf(await fixture.openAnother());
-    // The first claim on the new history fences it, and lands nothing.
-    const fencedBy = Date.now();
-    await rejectsWith(other.claimIssuer(tag, 'node-b', '', ttlMs), 'STORE_UNAVAILABLE', /history/);
-    // node-a learns of the loss at its next renewal, and stops by its deadline either way.
-    await rejectsWith(leases.renewIssuer(tag, 'node-a', first.lease.epoch, ttlMs), 'LEASE_LOST');
-    // Claims land again a TTL after the fence (2 s more at most: whole-second timestamps).
-    for (;;) {
-      const outcome = await other.claimIssuer(tag, 'node-b', '', ttlMs).catch((error: unknown) => {
-        if (!/new history/.test(String(error))) throw error;
-        return undefined;
-      });
-      const waited = Date.now() - fencedBy;
-      if (outcome !== undefined) {
-        held(outcome);
-        assert.ok(waited >= ttlMs, `a claim landed ${waited} ms after the fence`);
-        break;
+  // Last: the new history each makes holds every claim of the table back for a TTL.
+  const losses = [
+    ['a failover to a replica that lagged', (tag: string) => fixture.loseLease(tag)],
+    [
+      "a restore without idmint's own tables",
+      async (tag: string) => {
+        // The backup is older than the ranges allocated since.
+        const backup = (await store.getTag(tag))?.maxId ?? 0n;
+        await store.allocate(tag);
+        await fixture.restoreWithoutRecords(tag, backup);
+      },
+    ],
+  ] as const;
+  for (const [loss, lose] of losses)
+    it(`after ${loss} no claim lands for a TTL: a lost lease gives no two holders`, async () => {
+      const tag = await newTag();
+      const ttlMs = 400;
+      const first = await leases.claimIssuer(tag, 'node-a', '', ttlMs);
+      held(first);
+      // The database loses node-a's claim: it has no lease, while node-a still issues.
+      await lose(tag);
+      const other = issuersOf(await fixture.openAnother());
+      // The first claim on the new history fences it, and lands nothing.
+      const fencedBy = Date.now();
+      await rejectsWith(
+        other.claimIssuer(tag, 'node-b', '', ttlMs),
+        'STORE_UNAVAILABLE',
+        /history/,
+      );
+      // node-a learns of the loss at its next renewal, and stops by its deadline either way.
+      await rejectsWith(leases.renewIssuer(tag, 'node-a', first.lease.epoch, ttlMs), 'LEASE_LOST');
+      // Claims land again a TTL after the fence (2 s more at most: whole-second timestamps).
+      for (;;) {
+        const outcome = await other
+          .claimIssuer(tag, 'node-b', '', ttlMs)
+          .catch((error: unknown) => {
+            if (!/new history/.test(String(error))) throw error;
+            return undefined;
+          });
+        const waited = Date.now() - fencedBy;
+        if (outcome !== undefined) {
+          held(outcome);
+          assert.ok(waited >= ttlMs, `a claim landed ${waited} ms after the fence`);
+          break;
+        }
+        assert.ok(waited < ttlMs + 3000, `no claim landed within ${waited} ms of the fence`);
+        await sleep(100);
       }
-      assert.ok(waited < ttlMs + 3000, `no claim landed within ${waited} ms of the fence`);
-      await sleep(100);
-    }
-  });
+    });
 }

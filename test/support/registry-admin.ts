@@ -124,6 +124,11 @@ export function sqlServerHarness(service: 'postgres' | 'mysql'): {
 export interface StoredRecord {
   readonly lastTimestamp: number;
   readonly reportedAt: number;
+  /**
+   * When the worker ID's lease ends, in ms since the epoch by the backend's clock, where the
+   * backend keeps one per ID: SQL's `lease_expires_at`, the Redis lease key's `PEXPIRETIME`.
+   */
+  readonly leaseEndsAt?: number;
 }
 
 /** The Redis record of `workerId` in namespace `name`. */
@@ -141,9 +146,17 @@ export async function redisRecord(
       'lastTimestamp',
       'reportedAt',
     );
+    // -2: no lease key (released or expired); -1: a key without expiry, which no lease is.
+    const ends = Number(
+      await client.call('PEXPIRETIME', `idmint:workers:{${name}}:lease:${workerId}`),
+    );
     return last === null || reported === null
       ? undefined
-      : { lastTimestamp: Number(last), reportedAt: Number(reported) };
+      : {
+          lastTimestamp: Number(last),
+          reportedAt: Number(reported),
+          ...(ends >= 0 ? { leaseEndsAt: ends } : {}),
+        };
   } finally {
     client.disconnect();
   }
@@ -199,7 +212,9 @@ export async function sqlRecord(
   name: string,
   workerId: number,
 ): Promise<StoredRecord | undefined> {
-  const sql = `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ?`;
+  const sql =
+    `SELECT last_timestamp, reported_at, lease_expires_at FROM ${table} ` +
+    'WHERE name = ? AND worker_id = ?';
   let rows: Record<string, unknown>[];
   if (url.startsWith('mysql:')) {
     const mysql = await import('mysql2/promise');
@@ -231,7 +246,11 @@ export async function sqlRecord(
   const [row] = rows;
   return row === undefined
     ? undefined
-    : { lastTimestamp: Number(row['last_timestamp']), reportedAt: Number(row['reported_at']) };
+    : {
+        lastTimestamp: Number(row['last_timestamp']),
+        reportedAt: Number(row['reported_at']),
+        leaseEndsAt: Number(row['lease_expires_at']),
+      };
 }
 
 /** The static registry's state file. */

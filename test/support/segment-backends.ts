@@ -8,6 +8,7 @@ import {
   openSegmentStore,
   type OpenSegmentStoreOptions,
 } from '../../src/backends/open-segment-store.ts';
+import { ISSUER_TABLE } from '../../src/stores/issuer-support.ts';
 import { HISTORY_TABLE } from '../../src/stores/store-support.ts';
 import type { SegmentStoreFixture } from './segment-store-suite.ts';
 import type { SegmentStore } from '../../src/ports/segment-store.ts';
@@ -213,6 +214,40 @@ export async function deleteRedisPrefix(url: string, prefix: string): Promise<vo
   } finally {
     await client.quit();
   }
+}
+
+/**
+ * What a restore of segment table `table` into a database without idmint's own tables leaves
+ * for tag `tag`: no history record and no issuer lease, and the tag's max_id back at `maxId`, as
+ * an older backup has it. SQLite's file is the fixture's own, so the tables are dropped; on a
+ * shared server the table's rows of them are deleted (the same to the store: no record, no lease
+ * row); on Redis the prefix's history hash and the tag's lease.
+ */
+export async function restoreWithoutIdmintTables(
+  backend: SegmentBackend,
+  url: string,
+  table: string,
+  tag: string,
+  maxId: bigint,
+): Promise<void> {
+  if (backend.sql === undefined) {
+    const { Redis } = await import('ioredis');
+    const client = new Redis(url);
+    try {
+      await client.del(`${table}:history`, `${table}:issuer:${tag}`);
+      await client.hset(`${table}:tag:${tag}`, 'max_id', maxId.toString());
+    } finally {
+      await client.quit();
+    }
+    return;
+  }
+  const where = `WHERE segment_table = '${table}'`;
+  const statements =
+    backend.name === 'sqlite'
+      ? [`DROP TABLE ${HISTORY_TABLE}`, `DROP TABLE ${ISSUER_TABLE}`]
+      : [`DELETE FROM ${HISTORY_TABLE} ${where}`, `DELETE FROM ${ISSUER_TABLE} ${where}`];
+  statements.push(`UPDATE ${table} SET max_id = ${maxId} WHERE biz_tag = '${tag}'`);
+  for (const statement of statements) await backend.sql(url, statement);
 }
 
 export const SEGMENT_BACKENDS = { sqlite, postgres, mariadb, redis } as const;

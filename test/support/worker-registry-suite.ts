@@ -698,6 +698,49 @@ export async function runInterleavingSuite(harness: RegistryHarness): Promise<vo
         await next.release({ lastTimestamp: T0 + 2000, reportedAt: T0 + 1500 });
       });
 
+      it('a renewal landing after a later one never ends the lease earlier', {
+        timeout: 60_000,
+      }, async (t) => {
+        const name = namespace();
+        const stale = { lastTimestamp: T0 + 3000, reportedAt: T0 };
+        let land: (() => void) | undefined;
+        const a = await open(name, (step) => {
+          if (
+            step.point !== 'before-renew-write' ||
+            step.report?.lastTimestamp !== stale.lastTimestamp ||
+            land !== undefined
+          )
+            return;
+          return new Promise<void>((resolve) => {
+            land = resolve;
+          });
+        });
+        const lease = await a.acquire({ identity: A, maxWorkers: 1 });
+        // A renewal the holder gave up on is still on its way; a third of a TTL later the next
+        // one lands, and then the first. A grant timed from the first one's sending would end a
+        // third of a TTL before the one the holder heard of.
+        const late = lease.renew(stale);
+        await waitFor('the first renewal to be on its way', () => land !== undefined);
+        await delay(Math.floor(harness.ttlMs / 3));
+        await lease.renew({ lastTimestamp: T0 + 3100, reportedAt: T0 + 100 });
+        const heard = (await harness.record(name, lease.workerId))?.leaseEndsAt;
+        land?.();
+        await late;
+        const landed = (await harness.record(name, lease.workerId))?.leaseEndsAt;
+        if (heard !== undefined) {
+          assert.ok(
+            landed !== undefined && landed >= heard,
+            `the late renewal moved the lease's end from ${heard} to ${landed}`,
+          );
+          t.diagnostic(`the late renewal moved the lease's end by ${landed - heard} ms`);
+        } else t.diagnostic(`${harness.backend} keeps no lease end per worker ID to read`);
+        // Either way the lease still holds the ID: no other node gets it.
+        await assert.rejects((await open(name)).acquire({ identity: B, maxWorkers: 1 }), (error) =>
+          isIdMintError(error, 'WORKER_IDS_EXHAUSTED'),
+        );
+        await lease.release({ lastTimestamp: T0 + 3100, reportedAt: T0 + 100 });
+      });
+
       it('renewals landing out of order never lower the record below the running fence', {
         timeout: 60_000,
       }, async () => {

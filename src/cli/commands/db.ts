@@ -287,8 +287,9 @@ function fenceMarginFlags(
   return { ranges: integerFlag('ranges', ranges, 0, min, max), maxStep: configured.maxStep };
 }
 
-/** "1 fence", "3 fences". */
+/** "no fence" (a table recorded empty: see recordedFences), "1 fence", "3 fences". */
 function fences(count: number): string {
+  if (count === 0) return 'no fence';
   return `${count} fence${count === 1 ? '' : 's'}`;
 }
 

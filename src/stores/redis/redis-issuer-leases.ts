@@ -47,7 +47,7 @@ end
 // KEYS[1] the lease, KEYS[2] the tag's hash, KEYS[3] the prefix's history hash; ARGV node,
 // address, ttl (ms). Held when no live lease stands by the server's clock, or the live one is
 // this node's: a new epoch either way. Not for one TTL (and a second) after a fence moved the
-// history on ('settling'): see SqlIssuerLeases.
+// history on ('settling'), a first record of a prefix that had tags included: see SqlIssuerLeases.
 const CLAIM = `
 if redis.call('EXISTS', KEYS[2]) == 0 then return {nonce, 'not_found'} end
 local t = now_ms()
@@ -58,7 +58,7 @@ if expires() > t and holder ~= ARGV[1] then
 end
 local fences = tonumber(redis.call('HGET', KEYS[3], 'fences') or '0') or 0
 local fenced_at = tonumber(redis.call('HGET', KEYS[3], 'update_time') or '0') or 0
-if fences >= 2 and fenced_at + tonumber(ARGV[3]) + 1000 > t then return {nonce, 'settling'} end
+if fences >= 1 and fenced_at + tonumber(ARGV[3]) + 1000 > t then return {nonce, 'settling'} end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('HSET', KEYS[1], 'node', ARGV[1], 'address', ARGV[2], 'expires_at',
   string.format('%.0f', t + tonumber(ARGV[3])))

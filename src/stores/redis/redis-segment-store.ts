@@ -326,8 +326,10 @@ for _, tag in ipairs(tags) do
     end
   end
 end
-redis.call('HSET', KEYS[1], 'history', live, 'fences', fences + 1, 'update_time', now())
-return {nonce, 'fenced', live, recorded or false, fences + 1, raised}`;
+-- A first record of a prefix with no tag to raise counts no fence (see recordedFences).
+if recorded or raised > 0 then fences = fences + 1 end
+redis.call('HSET', KEYS[1], 'history', live, 'fences', fences, 'update_time', now())
+return {nonce, 'fenced', live, recorded or false, fences, raised}`;
 
 // KEYS[1] the history hash: the live history, the recorded one and the fence count.
 const HISTORY = `${PRELUDE}

@@ -247,14 +247,16 @@ function issuerStatements(table: string, dialect: SqlDialect) {
   const row = `${ISSUER_TABLE} WHERE segment_table = '${table}' AND biz_tag = ?`;
   // A new history (a failover to a replica that lagged, a restore) may have lost the latest claim
   // or renewal: its holder may still be issuing, unknown to the database. So for one TTL after a
-  // fence that moved the history on (`fences` of 2 or more: the first record of a table, fresh or
-  // Leaf's, had no leases to lose), no claim lands. The fence's update_time may be in whole
+  // fence that moved the history on (`fences` of 1 or more), no claim lands. That includes the
+  // first record of a table that had rows: a restore into a database without idmint's own tables
+  // lost the record and the leases with it. Only a table recorded empty (a fresh `idmint db init`,
+  // `fences` 0: see recordedFences) had no leases to lose. The fence's update_time may be in whole
   // seconds (MySQL, SQLite), its instant up to 1 s later: settled only once update_time is below
   // the second of now - ttl - 1 s, so at least a TTL after the fence on every dialect. The TTL is
   // the claimer's: nodes of one cluster share it.
   const settling = sql(
     `SELECT 1 AS settling FROM ${HISTORY_TABLE} WHERE segment_table = '${table}' AND ` +
-      `fences >= 2 AND update_time > ${dialect.timestampFromMs('({now} - ? - 1000)')}`,
+      `fences >= 1 AND update_time > ${dialect.timestampFromMs('({now} - ? - 1000)')}`,
   );
   const claim = sql(
     `UPDATE ${ISSUER_TABLE} SET node = ?, address = ?, epoch = epoch + 1, ` +

@@ -54,6 +54,7 @@ import {
   combinedResidue,
   isPlainResidue,
   parseChangeCursor,
+  recordedFences,
   residueMismatch,
   residueRange,
   residueRoom,
@@ -499,20 +500,14 @@ export class SqlSegmentStore implements SegmentStore {
     );
     const tags = (await db.query(raise, request.tag === undefined ? [] : [request.tag]))
       .affectedRows;
+    const fences = recordedFences(found.recorded === undefined, found.fences, tags);
     const claimed =
       found.recorded === undefined
-        ? (await db.query(this.#sql.recordHistory, [found.live])).affectedRows === 1
+        ? (await db.query(this.#sql.recordHistory, [found.live, fences])).affectedRows === 1
         : (await db.query(this.#sql.claimHistory, [found.live, found.recorded, found.fences]))
             .affectedRows === 1;
     if (!claimed) throw new FenceRaced({ ...unchanged, raced: true });
-    return {
-      fenced: true,
-      raced: false,
-      tags,
-      history: found.live,
-      from: found.recorded,
-      fences: found.fences + 1,
-    };
+    return { fenced: true, raced: false, tags, history: found.live, from: found.recorded, fences };
   }
 
   /** The live history and the record (none when the table has no row in the history table). */
@@ -1125,7 +1120,7 @@ function statements(table: string, dialect: SqlDialect, residue: SegmentResidue 
     recordHistory: dialect.insertIfAbsent(
       HISTORY_TABLE,
       ['segment_table', 'history', 'fences', 'update_time'],
-      [`'${table}'`, '?', '1', now],
+      [`'${table}'`, '?', '?', now],
     ),
     claimHistory:
       `UPDATE ${HISTORY_TABLE} SET history = ?, fences = fences + 1, update_time = ${now} ` +
