@@ -17,7 +17,7 @@ export function trustLateReply(ttlMs: number): GeneratorFactory {
       override setValidUntil(ms: number): void {
         super.setValidUntil(Number.isFinite(ms) ? clock.now() + ttlMs - node.marginMs : ms);
       }
-    })({ clock, layout: node.layout, workerId, lastTimestamp });
+    })({ clock, layout: node.layout, workerId, lastTimestamp, rollback: node.rollback });
   };
 }
 
@@ -32,4 +32,10 @@ export const noRetire: GeneratorFactory = ({ workerId, lastTimestamp }, node) =>
       if (ms === Number.NEGATIVE_INFINITY && Number.isFinite(this.validUntil())) return;
       super.setValidUntil(ms);
     }
-  })({ clock: node.clock.clock, layout: node.layout, workerId, lastTimestamp });
+  })({
+    clock: node.clock.clock,
+    layout: node.layout,
+    workerId,
+    lastTimestamp,
+    rollback: node.rollback,
+  });
