@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { noRetire, trustLateReply } from './support/sim/broken-generators.ts';
 import { SimCoordinator, type Answer } from './support/sim/sim-coordinator.ts';
+import { SWITCH_MARGIN_MS } from './support/sim/schedule.ts';
+import type { NetworkFaults } from './support/sim/sim-network.ts';
 import { simulate, TTL_MS, type SimOptions, type SimResult } from './support/sim/simulation.ts';
 import { testSeed } from './support/random.ts';
 
@@ -25,6 +27,28 @@ const COVERAGE_FLOOR_SEEDS = 1000;
 const BROKEN_SEEDS = 3000;
 
 const seedAt = (i: number): number => (BASE + i) >>> 0;
+/**
+ * The least share of schedules that must run each path the draws aim at (a quarter of the
+ * schedules run switch-worker, about a fifth borrow, half the peer check, a third ZooKeeper),
+ * well under what they reach (docs/workers.md gives the figures), so a refactor that makes a
+ * path unreachable fails here instead of passing by checking nothing.
+ */
+const PATH_FLOORS: readonly (readonly [string, number])[] = [
+  ['in-process switch', 0.01],
+  ['borrowed ahead of the clock', 0.1],
+  ['peer clock skew found', 0.1],
+  ['peer check skipped', 0.1],
+  ['zookeeper ID taken over', 0.1],
+];
+
+/** Messages late, lost and duplicated often: where order and retries matter. */
+const STORMY: NetworkFaults = {
+  latencyMs: 800,
+  tailShare: 0.1,
+  tailMs: 12_000,
+  loss: 0.1,
+  duplicate: 0.05,
+};
 
 function replay(seed: number): string {
   return `IDMINT_TEST_SEED=${seed} npm exec -- node --test ${FILE}`;
@@ -128,6 +152,11 @@ describe('the lease holder under seeded simulated schedules', () => {
     let issued = 0;
     let withTakeover = 0;
     let withLoss = 0;
+    // The paths beyond takeovers and losses, each counted per schedule that ran it.
+    const paths = new Map<string, number>();
+    const reached = (path: string, yes: boolean) => {
+      if (yes) paths.set(path, (paths.get(path) ?? 0) + 1);
+    };
     const tally = new Map<string, number>();
     for (let i = 0; i < SEEDS; i++) {
       const result = await simulate(seedAt(i), { logSize: LOG_SIZE });
@@ -136,6 +165,15 @@ describe('the lease holder under seeded simulated schedules', () => {
       issued += result.issued;
       if (result.takeovers > 0) withTakeover++;
       if (result.counts.leaseLosses > 0) withLoss++;
+      const saw = (what: string) => (result.tally.get(what) ?? 0) > 0;
+      reached('in-process switch', saw('switched-worker in a process'));
+      reached('borrowed ahead of the clock', saw('borrowed ahead of the clock'));
+      reached('peer clock skew found', saw('start failed: CLOCK_SKEW') || saw('peer-clock-skew'));
+      reached('peer check skipped', saw('peer-check-skipped'));
+      reached(
+        'zookeeper ID taken over',
+        result.params.style === 'zookeeper' && result.takeovers > 0,
+      );
       // With no clock going back within a process, a generator refuses only when fenced.
       assert.equal(result.counts.unexpected, 0, `next() failed otherwise: ${replay(result.seed)}`);
       for (const [what, n] of result.tally) tally.set(what, (tally.get(what) ?? 0) + n);
@@ -145,13 +183,18 @@ describe('the lease holder under seeded simulated schedules', () => {
     process.stdout.write(
       `# simulation: ${SEEDS} schedules (seeds ${seedAt(0)} to ${seedAt(SEEDS - 1)}) in ` +
         `${seconds.toFixed(1)} s: ${events} events, ${issued} IDs; a worker ID taken over by ` +
-        `another node in ${share(withTakeover)}, a lease lost in ${share(withLoss)}\n` +
+        `another node in ${share(withTakeover)}, a lease lost in ${share(withLoss)}, ` +
+        `${[...paths].map(([path, n]) => `${path} in ${share(n)}`).join(', ')}\n` +
         `# ${[...tally].map(([what, n]) => `${what}: ${n}`).join('; ')}\n`,
     );
     if (SEEDS < COVERAGE_FLOOR_SEEDS) return;
     // The schedules must reach what the invariants are about, or passing means nothing.
     assert.ok(withTakeover >= 0.3 * SEEDS, `takeovers in only ${withTakeover} schedules`);
     assert.ok(withLoss >= 0.1 * SEEDS, `lease losses in only ${withLoss} schedules`);
+    for (const [path, floor] of PATH_FLOORS) {
+      const n = paths.get(path) ?? 0;
+      assert.ok(n >= floor * SEEDS, `${path} in only ${n} schedules (floor ${floor * 100}%)`);
+    }
     for (const what of [
       'lease-lost',
       'recovered',
@@ -172,6 +215,15 @@ describe('the lease holder under seeded simulated schedules', () => {
       'restart on a clock stepped back',
       'switched-worker',
       'renewal granted less than the TTL',
+      'clock stepped back in a process',
+      'switch requested',
+      'switched-worker in a process',
+      'retired generator refused',
+      'borrowed ahead of the clock',
+      'peer-clock-skew',
+      'peer-check-skipped',
+      'start failed: CLOCK_SKEW',
+      'zookeeper session expired',
     ]) {
       assert.ok((tally.get(what) ?? 0) > 0, `no schedule saw "${what}"`);
     }
@@ -208,6 +260,20 @@ describe('the lease holder under seeded simulated schedules', () => {
     [
       'a coordinator whose renewal can shorten the lease',
       { renewMayShorten: true, params: { shortGrants: true } },
+      /^EXCLUSIVE/,
+    ],
+    // Not the holder: ZooKeeper's release has no token, so a release that lands twice or after
+    // a later claim (never, over its session's TCP connection) frees another node's claim.
+    [
+      'a ZooKeeper session whose requests land out of order or twice',
+      { zookeeperUnordered: true, params: { style: 'zookeeper', network: STORMY } },
+      /^(RECORD|EXCLUSIVE)/,
+    ],
+    // Past the bound: a clock stepped back by more than the margin leaves (3,000 - 990 ms) while
+    // a lease runs keeps its fence open after the claim ran out, unless a switch retires it first.
+    [
+      'an in-process step back past the margin',
+      { params: { switchWorker: true, marginMs: SWITCH_MARGIN_MS, stepBackMs: 15_000 } },
       /^EXCLUSIVE/,
     ],
   ];

@@ -115,7 +115,7 @@ export function scheduleNodes(world: World, nodes: readonly SimNode[], p: Schedu
     const ask = () => {
       // Under borrow, now and then a burst that runs a time unit's sequence out and borrows.
       const burst = p.rollback === 'borrow' && world.chance(0.05);
-      const count = burst ? world.logUniform(8, 400) : 1 + world.random() * 3;
+      const count = burst ? world.logUniform(8, 160) : 1 + world.random() * 3;
       node.issue(Math.floor(count));
       world.after(world.logUniform(1, 2 * p.issueGapMs), ask);
       return false;
@@ -147,7 +147,7 @@ export function scheduleNodes(world: World, nodes: readonly SimNode[], p: Schedu
             ? Math.round(world.uniform(-step, step))
             : 0;
         node.crash(world.logUniform(10, 15_000), by);
-      } else if (kind < 0.85 && p.stepBackMs > 0 && world.chance(0.5)) {
+      } else if (kind < 0.9 && p.stepBackMs > 0 && (kind >= 0.85 || world.chance(0.5))) {
         // More than `wait` waits out (5 ms), so the generator refuses and asks for a switch.
         if (!node.stepBack(world.logUniform(6, p.stepBackMs))) node.pause(world.uniform(0, 100));
       } else if (kind < 0.85 && step > 0) node.stepForward(world.logUniform(1, step));

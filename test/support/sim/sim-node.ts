@@ -46,6 +46,8 @@ export interface NodeSetup {
   /** The registry driver's timeout for one call. */
   readonly callTimeoutMs: number;
   readonly signals: boolean;
+  /** `zookeeper`: its session's requests land in order, none twice (false: broken, test only). */
+  readonly ordered: boolean;
   /** How long a supervisor waits before starting the worker again after a failed start. */
   readonly restartMs: number;
   readonly generator: GeneratorFactory;
@@ -140,7 +142,7 @@ export class SimNode implements Endpoint {
     this.#paused = false;
     this.#deferred = [];
     const world = this.#world;
-    const { clock, lagMs, callTimeoutMs, signals } = this.setup;
+    const { clock, lagMs, callTimeoutMs, signals, ordered } = this.setup;
     const timers = new NodeTimers(world, this, clock, lagMs);
     const client = new SimRegistryClient({
       world,
@@ -151,6 +153,7 @@ export class SimNode implements Endpoint {
       timers,
       callTimeoutMs,
       signals,
+      ordered,
     });
     this.#retired = [];
     this.#start(this.#terms(timers, client), client, this.#incarnation);

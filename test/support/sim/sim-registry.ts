@@ -25,6 +25,8 @@ export interface ClientContext {
   readonly callTimeoutMs: number;
   /** The coordinator tells a holder when its lease expires (etcd, ZooKeeper), late or never. */
   readonly signals: boolean;
+  /** `zookeeper`: the session's requests land in order, none twice (false: broken, test only). */
+  readonly ordered: boolean;
 }
 
 /**
@@ -47,6 +49,8 @@ export class SimRegistryClient implements WorkerRegistry {
    * connection order its requests keep, and the lost signals of the leases taken in it.
    */
   #session = 0;
+  /** Registry time the last request was sent: the client pings only when idle. */
+  #sentAt = Number.NEGATIVE_INFINITY;
   readonly #channel: Channel = { up: 0, down: 0 };
   readonly #sessionLeases = new Map<number, AbortController[]>();
   /** Acquires sent and not yet settled: the holder runs one transition at a time, so one. */
@@ -57,7 +61,7 @@ export class SimRegistryClient implements WorkerRegistry {
     this.#incarnation = context.node.incarnation;
     if (this.#zk) {
       this.#openSession();
-      this.#ping();
+      this.#ping(Math.floor(context.coordinator.ttlMs / 3));
     }
   }
 
@@ -143,26 +147,29 @@ export class SimRegistryClient implements WorkerRegistry {
     this.#watchSession(this.#session);
   }
 
-  /** `zookeeper`: the client pings every third of the session timeout, as ZooKeeper's does. */
-  #ping(): void {
+  /**
+   * `zookeeper`: the client pings once a third of the session timeout passes with nothing sent,
+   * as ZooKeeper's does (its other requests keep the session alive too).
+   */
+  #ping(delayMs: number): void {
     const { coordinator, timers, world } = this.#c;
-    timers.setTimeout(
-      () => {
-        const session = this.#session;
-        this.#call('ping', () => {
-          const alive = coordinator.touch(world.now, session);
-          if (alive) this.#watchSession(session);
-          return { ok: true, value: alive };
-        }).then(
-          (alive) => {
-            if (!alive) this.#expired(session);
-          },
-          () => {},
-        );
-        this.#ping();
-      },
-      Math.floor(coordinator.ttlMs / 3),
-    );
+    const every = Math.floor(coordinator.ttlMs / 3);
+    timers.setTimeout(() => {
+      const idle = world.now - this.#sentAt;
+      if (idle < every) return this.#ping(every - idle);
+      const session = this.#session;
+      this.#call('ping', () => {
+        const alive = coordinator.touch(world.now, session);
+        if (alive) this.#watchSession(session);
+        return { ok: true, value: alive };
+      }).then(
+        (alive) => {
+          if (!alive) this.#expired(session);
+        },
+        () => {},
+      );
+      this.#ping(every);
+    }, delayMs);
   }
 
   /**
@@ -173,7 +180,11 @@ export class SimRegistryClient implements WorkerRegistry {
     const { coordinator, network, node, world } = this.#c;
     const at = coordinator.sessionExpiresAt(session);
     world.queue.push(at, () => {
-      if (coordinator.sessionExpiresAt(session) !== at) return false; // heard from since
+      // Heard from since: look again when it would expire now.
+      if (coordinator.sessionExpiresAt(session) !== at) {
+        this.#watchSession(session);
+        return false;
+      }
       coordinator.expire(session);
       world.count('zookeeper session expired');
       network.notify(node, this.#incarnation, `session ${session} expired`, () =>
@@ -205,7 +216,8 @@ export class SimRegistryClient implements WorkerRegistry {
         reject(new IdMintError('REGISTRY_UNAVAILABLE', `${what}: no answer in time (sim)`));
       }, callTimeoutMs);
       world.log.add(world.now, node.name, `sends ${what}`);
-      const channel = this.#zk ? this.#channel : undefined;
+      const channel = this.#zk && this.#c.ordered ? this.#channel : undefined;
+      this.#sentAt = world.now;
       network.request(
         node,
         what,

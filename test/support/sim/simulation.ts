@@ -48,6 +48,11 @@ export interface SimOptions {
   readonly params?: Partial<ScheduleParams>;
   /** How many of the last events a failure shows. */
   readonly logSize?: number;
+  /**
+   * Test only, a broken ZooKeeper flavour: its session's requests may land out of order and
+   * twice, as they never do over its TCP connection, which its tokenless release relies on.
+   */
+  readonly zookeeperUnordered?: boolean;
   readonly durationMs?: number;
 }
 
@@ -131,6 +136,7 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
         lagMs: params.lagMs,
         callTimeoutMs: params.callTimeoutMs,
         signals: params.signals,
+        ordered: options.zookeeperUnordered !== true,
         restartMs: 1000,
         generator: options.generator ?? realGenerator,
       }),
