@@ -158,14 +158,9 @@ export class SnowflakeWorker {
     this.#registry = options.registry;
     this.#clock = options.clock ?? new MonotonicClock();
     this.layout = resolveLayout(options.layout);
-    const { policy, ...bounds } = options.rollback ?? {};
-    this.#switchWorker = policy === 'switch-worker';
-    this.#rollbackPolicy = policy ?? 'wait';
-    const generatorRollback: RollbackPolicyOptions = {
-      ...bounds,
-      policy: policy === 'switch-worker' ? 'wait' : policy,
-    };
-    const resolved = resolveRollbackPolicy(generatorRollback);
+    const { generatorRollback, switchWorker, leadMs } = workerRollback(options.rollback);
+    this.#switchWorker = switchWorker;
+    this.#rollbackPolicy = options.rollback?.policy ?? 'wait';
     const limits = WORKER_OPTION_BOUNDS;
     const marginMs = integer(
       'safetyMarginMs',
@@ -205,7 +200,7 @@ export class SnowflakeWorker {
       timers: systemTimers,
       maxWorkers: layout.maxWorkerId + 1,
       marginMs,
-      leadMs: resolved.name === 'borrow' ? resolved.maxLeadMs : 0,
+      leadMs,
       renewIntervalMs: options.renewIntervalMs,
       switchWorker: this.#switchWorker,
       createGenerator: (workerId, lastTimestamp) =>
@@ -433,6 +428,35 @@ export class SnowflakeWorker {
       // A logging hook must not break the lease logic.
     }
   }
+}
+
+/** A worker's rollback option as its lease terms and its generators take it. */
+export interface WorkerRollback {
+  /** The generators' policy: as given, or `wait` (same bounds) for `switch-worker`. */
+  readonly generatorRollback: RollbackPolicyOptions;
+  readonly switchWorker: boolean;
+  /** How far a generator may issue ahead of its clock: `borrow`'s maxLeadMs, else 0. */
+  readonly leadMs: number;
+}
+
+/**
+ * Splits a worker's rollback option into the generators' policy and the lease terms' part
+ * (LeaseTerms.switchWorker, .leadMs). Throws INVALID_ARGUMENT for a bad policy or bound.
+ * Shared with the lease simulation, which builds its holders' terms with it.
+ */
+export function workerRollback(rollback: WorkerRollbackOptions | undefined): WorkerRollback {
+  const { policy, ...bounds } = rollback ?? {};
+  const generatorRollback: RollbackPolicyOptions = {
+    ...bounds,
+    policy: policy === 'switch-worker' ? 'wait' : policy,
+  };
+  const resolved = resolveRollbackPolicy(generatorRollback);
+  return {
+    generatorRollback,
+    switchWorker: policy === 'switch-worker',
+    // The horizon reported covers what the generator may borrow past its fence.
+    leadMs: resolved.name === 'borrow' ? resolved.maxLeadMs : 0,
+  };
 }
 
 /** Why a batch is bounded, for the error that refuses a larger one (library and route alike). */

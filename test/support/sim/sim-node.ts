@@ -177,7 +177,9 @@ export class SimNode implements Endpoint {
           { clock, layout, marginMs, rollback },
         );
         const token = client.tokens.get(workerId) ?? -1;
-        const { leadMs } = this.setup;
+        // LEAD holds a generator to its own policy's lead, whatever the terms say.
+        const { policy } = generator;
+        const leadMs = policy.name === 'borrow' ? policy.maxLeadMs : 0;
         this.#issuers.set(generator, { node: this.name, workerId, token, leadMs });
         return generator;
       },

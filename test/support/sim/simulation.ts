@@ -1,6 +1,6 @@
-import type { RollbackPolicyOptions } from '../../../src/core/clock-policy.ts';
 import { resolveLayout } from '../../../src/core/layout.ts';
 import { SnowflakeGenerator } from '../../../src/core/snowflake.ts';
+import { workerRollback } from '../../../src/service/snowflake-worker.ts';
 import { seededRandom } from '../random.ts';
 import { DriftClock } from './drift-clock.ts';
 import { Checker } from './invariants.ts';
@@ -113,10 +113,14 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
   const network = new SimNetwork(world, params.network);
   // borrow's lead is reached only once a time unit's sequence runs out: 4 IDs per ms, then.
   const layout = params.rollback === 'borrow' ? BORROW_LAYOUT : resolveLayout(undefined);
-  const rollback: RollbackPolicyOptions =
-    params.rollback === 'borrow'
-      ? { policy: 'borrow', maxLeadMs: params.leadMs }
-      : { policy: 'wait' };
+  // The lease terms' and the generators' parts of the rollback option, as SnowflakeWorker splits it.
+  const rollback = workerRollback(
+    params.switchWorker
+      ? { policy: 'switch-worker' }
+      : params.rollback === 'borrow'
+        ? { policy: 'borrow', maxLeadMs: params.leadMs }
+        : { policy: 'wait' },
+  );
   const nodes: SimNode[] = [];
   for (let i = 0; i < NODES; i++) {
     const offset = world.uniform(-params.offsetMs, params.offsetMs);
@@ -127,9 +131,9 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
         clock: new DriftClock(EPOCH + offset, 0, params.drift),
         layout,
         maxWorkers: workerIds,
-        switchWorker: params.switchWorker,
-        rollback,
-        leadMs: params.leadMs,
+        switchWorker: rollback.switchWorker,
+        rollback: rollback.generatorRollback,
+        leadMs: rollback.leadMs,
         marginMs: options.marginMs ?? params.marginMs,
         peerCheck: params.peerCheck,
         maxPeerSkewMs: params.maxPeerSkewMs,
