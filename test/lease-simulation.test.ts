@@ -143,6 +143,31 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
       assert.equal(sim.holds(1500, 0, a.token), expected === 'ok', style);
     }
   });
+  test('zookeeper: a claim lives with its session; no token, only a liveness node', () => {
+    const sim = new SimCoordinator(2, 1000, 'zookeeper', () => {});
+    const sa = sim.openSession(0);
+    const a = ok(sim.acquire(0, A, sa));
+    const report = { lastTimestamp: 50, reportedAt: 40 };
+    // Any request of the session keeps it, and its claim, alive for a TTL from then.
+    assert.ok(sim.touch(900, sa));
+    ok(sim.renew(1500, 0, a.token, report, sa));
+    assert.ok(sim.holds(2499, 0, a.token));
+    // Renew and release look only for a liveness node, not at the token: the session's order
+    // is what keeps them to their own claim.
+    ok(sim.renew(1500, 0, a.token + 99, report, sa));
+    // The session expires unheard from: its claims go with it, and it cannot come back.
+    assert.ok(!sim.holds(2500, 0, a.token));
+    assert.ok(!sim.touch(2600, sa));
+    assert.equal(code(sim.renew(2600, 0, a.token, report, sa)), 'LEASE_LOST');
+    assert.equal(code(sim.acquire(2600, A, sa)), 'REGISTRY_UNAVAILABLE');
+    // Another session takes the ID over, from the record as it stands.
+    const b = ok(sim.acquire(2600, B, sim.openSession(2600)));
+    assert.deepEqual([b.workerId, b.lastTimestamp, b.reportedAt], [0, 50, 40]);
+    // A release deletes whichever liveness node it finds: the ID is free at once.
+    const sc = sim.openSession(2700);
+    ok(sim.release(2700, 0, 0, { lastTimestamp: 7, reportedAt: 7 }, sc));
+    assert.deepEqual([sim.records[0]?.lastTimestamp, sim.records[0]?.token], [7, 0]);
+  });
 });
 
 describe('the lease holder under seeded simulated schedules', () => {

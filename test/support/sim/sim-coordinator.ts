@@ -47,6 +47,12 @@ export interface Grant {
   readonly ttlMs: number;
 }
 
+/**
+ * What a renew or release names: the worker ID, the claim's token, the report, and (ZooKeeper)
+ * the session it is sent on.
+ */
+type Write = [workerId: number, token: number, report: WorkerReport, session?: number];
+
 /** A coordinator's answer: a value, or an error code and message for the client to throw. */
 export type Answer<T> =
   | { readonly ok: true; readonly value: T }
@@ -191,13 +197,7 @@ export class SimCoordinator {
     };
   }
 
-  renew(
-    now: number,
-    workerId: number,
-    token: number,
-    report: WorkerReport,
-    session = 0,
-  ): Answer<number> {
+  renew(now: number, ...[workerId, token, report, session = 0]: Write): Answer<number> {
     const record = this.#mine(now, workerId, token, session);
     if (record === undefined) return lost(workerId);
     const before = record.lastTimestamp;
@@ -219,13 +219,7 @@ export class SimCoordinator {
     return { ok: true, value: granted };
   }
 
-  release(
-    now: number,
-    workerId: number,
-    token: number,
-    report: WorkerReport,
-    session = 0,
-  ): Answer<void> {
+  release(now: number, ...[workerId, token, report, session = 0]: Write): Answer<void> {
     const record = this.#mine(now, workerId, token, session);
     if (record === undefined) return lost(workerId);
     const before = record.lastTimestamp;
