@@ -113,7 +113,7 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
   const network = new SimNetwork(world, params.network);
   // borrow's lead is reached only once a time unit's sequence runs out: 4 IDs per ms, then.
   const layout = params.rollback === 'borrow' ? BORROW_LAYOUT : resolveLayout(undefined);
-  // The lease terms' and the generators' parts of the rollback option, as SnowflakeWorker splits it.
+  // The terms' and the generators' parts of the rollback option, split as SnowflakeWorker does.
   const rollback = workerRollback(
     params.switchWorker
       ? { policy: 'switch-worker' }
