@@ -280,19 +280,17 @@ export class SimNode implements Endpoint {
   }
 
   /**
-   * The generators this process adopted before its current one that could still issue now: none
-   * may (a switch, a loss, a recovery retires the lease before it adopts the next).
+   * RETIRED, after every step: none of the generators this process adopted before its current
+   * one could issue now (a switch, a loss, a recovery retires a lease before adopting the next).
    */
-  retiredAble(): { readonly issuer: Issuer; readonly validUntil: number }[] {
-    if (!this.#up) return [];
+  checkRetired(): void {
+    if (!this.#up || this.#retired.length === 0) return;
     const now = this.setup.clock.clock.now();
-    const able = [];
     for (const generator of this.#retired) {
       const issuer = this.#issuers.get(generator);
-      if (issuer !== undefined && now < generator.validUntil())
-        able.push({ issuer, validUntil: generator.validUntil() });
+      if (issuer === undefined || now >= generator.validUntil()) continue;
+      this.#checker.retired(issuer, `${this.name} could issue until ${generator.validUntil()}`);
     }
-    return able;
   }
 
   /** Asks the generator for `count` IDs now, as requests would. */

@@ -161,9 +161,7 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
     for (const node of nodes) {
       const able = node.able();
       if (able !== undefined) checker.able(able.issuer, able.validUntil);
-      for (const stale of node.retiredAble()) {
-        checker.retired(stale.issuer, `${node.name} could issue until ${stale.validUntil}`);
-      }
+      node.checkRetired();
     }
     if (world.failed) break;
   }
