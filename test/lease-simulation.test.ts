@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { noRetire, trustLateReply } from './support/sim/broken-generators.ts';
+import {
+  noRetire,
+  noRetireOnSwitch,
+  overBorrow,
+  trustLateReply,
+} from './support/sim/broken-generators.ts';
 import { SimCoordinator, type Answer } from './support/sim/sim-coordinator.ts';
 import { SWITCH_MARGIN_MS } from './support/sim/schedule.ts';
 import type { NetworkFaults } from './support/sim/sim-network.ts';
@@ -286,6 +291,14 @@ describe('the lease holder under seeded simulated schedules', () => {
       'a coordinator whose renewal can shorten the lease',
       { renewMayShorten: true, params: { shortGrants: true } },
       /^EXCLUSIVE/,
+    ],
+    // A bug: the in-process switch leaves the generator it moved away from unfenced.
+    ['a switch that does not fence the old worker ID', { generator: noRetireOnSwitch }, /^RETIRED/],
+    // A bug: the generators borrow further ahead than the lead the horizons reported cover.
+    [
+      'a generator borrowing past the lead its holder reports',
+      { generator: overBorrow, params: { rollback: 'borrow', leadMs: 200, switchWorker: false } },
+      /^RECORD/,
     ],
     // Not the holder: ZooKeeper's release has no token, so a release that lands twice or after
     // a later claim (never, over its session's TCP connection) frees another node's claim.

@@ -39,3 +39,38 @@ export const noRetire: GeneratorFactory = ({ workerId, lastTimestamp }, node) =>
     lastTimestamp,
     rollback: node.rollback,
   });
+
+/**
+ * A holder whose `switch` does not fence the generator it moves away from: a generator that saw
+ * its clock go back (what makes a switch) ignores being retired, so once its clock is past its
+ * last timestamp again it can issue beside the new worker ID, after its lease was released.
+ */
+export const noRetireOnSwitch: GeneratorFactory = ({ workerId, lastTimestamp }, node) =>
+  new (class extends SnowflakeGenerator {
+    override setValidUntil(ms: number): void {
+      if (ms === Number.NEGATIVE_INFINITY && this.rollbackCount() > 0) return;
+      super.setValidUntil(ms);
+    }
+  })({
+    clock: node.clock.clock,
+    layout: node.layout,
+    workerId,
+    lastTimestamp,
+    rollback: node.rollback,
+  });
+
+/**
+ * A `borrow` generator leading its clock five times further than the lead its holder reports
+ * in its horizons (LeaseTerms.leadMs), as a holder that took the lead from another setting would.
+ */
+export const overBorrow: GeneratorFactory = ({ workerId, lastTimestamp }, node) => {
+  const { rollback } = node;
+  const maxLeadMs = rollback.policy === 'borrow' ? 5 * (rollback.maxLeadMs ?? 1000) : undefined;
+  return new SnowflakeGenerator({
+    clock: node.clock.clock,
+    layout: node.layout,
+    workerId,
+    lastTimestamp,
+    rollback: maxLeadMs === undefined ? rollback : { ...rollback, maxLeadMs },
+  });
+};
