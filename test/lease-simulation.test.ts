@@ -15,7 +15,9 @@ import { testSeed } from './support/random.ts';
 // The real lease holder (src/service/lease-holder.ts, lease-holding.ts, the real generator) run
 // by seeded simulated schedules: three nodes, two worker IDs, a coordinator that keeps the
 // WorkerRegistry contract, messages delayed, lost, duplicated and reordered, nodes paused,
-// cut off, crashed and closed, clocks drifting within the bound. Every ID and every record write
+// cut off, crashed and closed, clocks drifting within the bound; under switch-worker clocks
+// stepping back in a process (the in-process switch), borrow generators leading their clocks,
+// the start-up peer clock check, a ZooKeeper-flavoured coordinator. Every ID and every record write
 // is checked as it happens (test/support/sim/invariants.ts); a failure prints its seed, its last
 // events and how to replay it. docs/workers.md, "The lease holder, simulated".
 
@@ -179,7 +181,7 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
 });
 
 describe('the lease holder under seeded simulated schedules', () => {
-  test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME hold`, async () => {
+  test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME, LEAD, RETIRED, PEERS hold`, async () => {
     const started = performance.now();
     let events = 0;
     let issued = 0;
