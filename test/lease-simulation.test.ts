@@ -181,7 +181,8 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
 });
 
 describe('the lease holder under seeded simulated schedules', () => {
-  test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME, LEAD, RETIRED, PEERS hold`, async () => {
+  const invariants = 'UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME, LEAD, RETIRED, PEERS';
+  test(`${SEEDS} schedules: ${invariants} hold`, async () => {
     const started = performance.now();
     let events = 0;
     let issued = 0;
