@@ -1,14 +1,23 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { noRetire, trustLateReply } from './support/sim/broken-generators.ts';
+import {
+  noRetire,
+  noRetireOnSwitch,
+  overBorrow,
+  trustLateReply,
+} from './support/sim/broken-generators.ts';
 import { SimCoordinator, type Answer } from './support/sim/sim-coordinator.ts';
+import { SWITCH_MARGIN_MS } from './support/sim/schedule.ts';
+import type { NetworkFaults } from './support/sim/sim-network.ts';
 import { simulate, TTL_MS, type SimOptions, type SimResult } from './support/sim/simulation.ts';
 import { testSeed } from './support/random.ts';
 
 // The real lease holder (src/service/lease-holder.ts, lease-holding.ts, the real generator) run
 // by seeded simulated schedules: three nodes, two worker IDs, a coordinator that keeps the
 // WorkerRegistry contract, messages delayed, lost, duplicated and reordered, nodes paused,
-// cut off, crashed and closed, clocks drifting within the bound. Every ID and every record write
+// cut off, crashed and closed, clocks drifting within the bound; under switch-worker clocks
+// stepping back in a process (the in-process switch), borrow generators leading their clocks,
+// the start-up peer clock check, a ZooKeeper-flavoured coordinator. Every ID and every record write
 // is checked as it happens (test/support/sim/invariants.ts); a failure prints its seed, its last
 // events and how to replay it. docs/workers.md, "The lease holder, simulated".
 
@@ -25,6 +34,31 @@ const COVERAGE_FLOOR_SEEDS = 1000;
 const BROKEN_SEEDS = 3000;
 
 const seedAt = (i: number): number => (BASE + i) >>> 0;
+/**
+ * The least share of schedules that must run each path the draws aim at (a quarter of the
+ * schedules run switch-worker, about a fifth borrow, half the peer check, a third ZooKeeper),
+ * well under what they reach (docs/workers.md gives the figures), so a refactor that makes a
+ * path unreachable fails here instead of passing by checking nothing.
+ */
+const PATH_FLOORS: readonly (readonly [string, number])[] = [
+  ['in-process switch', 0.01],
+  ['borrowed ahead of the clock', 0.1],
+  ['peer clock skew found', 0.1],
+  ['peer check skipped', 0.1],
+  ['zookeeper ID taken over', 0.1],
+];
+
+/**
+ * Messages late, lost, and duplicated often (a driver retrying), where order and retries matter:
+ * the unordered ZooKeeper session is caught in 1 schedule in 37 then, not 1 in 600.
+ */
+const STORMY: NetworkFaults = {
+  latencyMs: 800,
+  tailShare: 0.1,
+  tailMs: 12_000,
+  loss: 0.1,
+  duplicate: 0.3,
+};
 
 function replay(seed: number): string {
   return `IDMINT_TEST_SEED=${seed} npm exec -- node --test ${FILE}`;
@@ -119,15 +153,46 @@ describe('the simulated coordinator keeps the WorkerRegistry contract', () => {
       assert.equal(sim.holds(1500, 0, a.token), expected === 'ok', style);
     }
   });
+  test('zookeeper: a claim lives with its session; no token, only a liveness node', () => {
+    const sim = new SimCoordinator(2, 1000, 'zookeeper', () => {});
+    const sa = sim.openSession(0);
+    const a = ok(sim.acquire(0, A, sa));
+    const report = { lastTimestamp: 50, reportedAt: 40 };
+    // Any request of the session keeps it, and its claim, alive for a TTL from then.
+    assert.ok(sim.touch(900, sa));
+    ok(sim.renew(1500, 0, a.token, report, sa));
+    assert.ok(sim.holds(2499, 0, a.token));
+    // Renew and release look only for a liveness node, not at the token: the session's order
+    // is what keeps them to their own claim.
+    ok(sim.renew(1500, 0, a.token + 99, report, sa));
+    // The session expires unheard from: its claims go with it, and it cannot come back.
+    assert.ok(!sim.holds(2500, 0, a.token));
+    assert.ok(!sim.touch(2600, sa));
+    assert.equal(code(sim.renew(2600, 0, a.token, report, sa)), 'LEASE_LOST');
+    assert.equal(code(sim.acquire(2600, A, sa)), 'REGISTRY_UNAVAILABLE');
+    // Another session takes the ID over, from the record as it stands.
+    const b = ok(sim.acquire(2600, B, sim.openSession(2600)));
+    assert.deepEqual([b.workerId, b.lastTimestamp, b.reportedAt], [0, 50, 40]);
+    // A release deletes whichever liveness node it finds: the ID is free at once.
+    const sc = sim.openSession(2700);
+    ok(sim.release(2700, 0, 0, { lastTimestamp: 7, reportedAt: 7 }, sc));
+    assert.deepEqual([sim.records[0]?.lastTimestamp, sim.records[0]?.token], [7, 0]);
+  });
 });
 
 describe('the lease holder under seeded simulated schedules', () => {
-  test(`${SEEDS} schedules: UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME hold`, async () => {
+  const invariants = 'UNIQUE, EXCLUSIVE, AFTER, RECORD, ONE-AT-A-TIME, LEAD, RETIRED, PEERS';
+  test(`${SEEDS} schedules: ${invariants} hold`, async () => {
     const started = performance.now();
     let events = 0;
     let issued = 0;
     let withTakeover = 0;
     let withLoss = 0;
+    // The paths beyond takeovers and losses, each counted per schedule that ran it.
+    const paths = new Map<string, number>();
+    const reached = (path: string, yes: boolean) => {
+      if (yes) paths.set(path, (paths.get(path) ?? 0) + 1);
+    };
     const tally = new Map<string, number>();
     for (let i = 0; i < SEEDS; i++) {
       const result = await simulate(seedAt(i), { logSize: LOG_SIZE });
@@ -136,6 +201,15 @@ describe('the lease holder under seeded simulated schedules', () => {
       issued += result.issued;
       if (result.takeovers > 0) withTakeover++;
       if (result.counts.leaseLosses > 0) withLoss++;
+      const saw = (what: string) => (result.tally.get(what) ?? 0) > 0;
+      reached('in-process switch', saw('switched-worker in a process'));
+      reached('borrowed ahead of the clock', saw('borrowed ahead of the clock'));
+      reached('peer clock skew found', saw('start failed: CLOCK_SKEW') || saw('peer-clock-skew'));
+      reached('peer check skipped', saw('peer-check-skipped'));
+      reached(
+        'zookeeper ID taken over',
+        result.params.style === 'zookeeper' && result.takeovers > 0,
+      );
       // With no clock going back within a process, a generator refuses only when fenced.
       assert.equal(result.counts.unexpected, 0, `next() failed otherwise: ${replay(result.seed)}`);
       for (const [what, n] of result.tally) tally.set(what, (tally.get(what) ?? 0) + n);
@@ -145,13 +219,18 @@ describe('the lease holder under seeded simulated schedules', () => {
     process.stdout.write(
       `# simulation: ${SEEDS} schedules (seeds ${seedAt(0)} to ${seedAt(SEEDS - 1)}) in ` +
         `${seconds.toFixed(1)} s: ${events} events, ${issued} IDs; a worker ID taken over by ` +
-        `another node in ${share(withTakeover)}, a lease lost in ${share(withLoss)}\n` +
+        `another node in ${share(withTakeover)}, a lease lost in ${share(withLoss)}, ` +
+        `${[...paths].map(([path, n]) => `${path} in ${share(n)}`).join(', ')}\n` +
         `# ${[...tally].map(([what, n]) => `${what}: ${n}`).join('; ')}\n`,
     );
     if (SEEDS < COVERAGE_FLOOR_SEEDS) return;
     // The schedules must reach what the invariants are about, or passing means nothing.
     assert.ok(withTakeover >= 0.3 * SEEDS, `takeovers in only ${withTakeover} schedules`);
     assert.ok(withLoss >= 0.1 * SEEDS, `lease losses in only ${withLoss} schedules`);
+    for (const [path, floor] of PATH_FLOORS) {
+      const n = paths.get(path) ?? 0;
+      assert.ok(n >= floor * SEEDS, `${path} in only ${n} schedules (floor ${floor * 100}%)`);
+    }
     for (const what of [
       'lease-lost',
       'recovered',
@@ -172,6 +251,15 @@ describe('the lease holder under seeded simulated schedules', () => {
       'restart on a clock stepped back',
       'switched-worker',
       'renewal granted less than the TTL',
+      'clock stepped back in a process',
+      'switch requested',
+      'switched-worker in a process',
+      'retired generator refused',
+      'borrowed ahead of the clock',
+      'peer-clock-skew',
+      'peer-check-skipped',
+      'start failed: CLOCK_SKEW',
+      'zookeeper session expired',
     ]) {
       assert.ok((tally.get(what) ?? 0) > 0, `no schedule saw "${what}"`);
     }
@@ -208,6 +296,28 @@ describe('the lease holder under seeded simulated schedules', () => {
     [
       'a coordinator whose renewal can shorten the lease',
       { renewMayShorten: true, params: { shortGrants: true } },
+      /^EXCLUSIVE/,
+    ],
+    // A bug: the in-process switch leaves the generator it moved away from unfenced.
+    ['a switch that does not fence the old worker ID', { generator: noRetireOnSwitch }, /^RETIRED/],
+    // A bug: the generators borrow further ahead than the lead the horizons reported cover.
+    [
+      'a generator borrowing past the lead its holder reports',
+      { generator: overBorrow, params: { rollback: 'borrow', leadMs: 200, switchWorker: false } },
+      /^RECORD/,
+    ],
+    // Not the holder: ZooKeeper's release has no token, so a release that lands twice or after
+    // a later claim (never, over its session's TCP connection) frees another node's claim.
+    [
+      'a ZooKeeper session whose requests land out of order or twice',
+      { zookeeperUnordered: true, params: { style: 'zookeeper', network: STORMY } },
+      /^(RECORD|EXCLUSIVE)/,
+    ],
+    // Past the bound: a clock stepped back by more than the margin leaves (3,000 - 990 ms) while
+    // a lease runs keeps its fence open after the claim ran out, unless a switch retires it first.
+    [
+      'an in-process step back past the margin',
+      { params: { switchWorker: true, marginMs: SWITCH_MARGIN_MS, stepBackMs: 15_000 } },
       /^EXCLUSIVE/,
     ],
   ];

@@ -12,9 +12,9 @@ import { resolveLayout, type Layout, type LayoutSpec } from '../core/layout.ts';
 import { BATCH_WINDOW_MS, SnowflakeGenerator, maxBatchFor } from '../core/snowflake.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { NodeIdentity, WorkerRegistry } from '../ports/worker-registry.ts';
-import { iso } from '../core/time.ts';
 import { sleep, systemTimers } from '../shared/time.ts';
 import { LeaseHolder, type LeaseEvent, type LeaseStats } from './lease-holder.ts';
+import { checkPeerClocks, type PeerClockReport } from './peer-clock-check.ts';
 import type { LeaseTerms } from './lease-holding.ts';
 import { localNodeIdentity } from './node-identity.ts';
 
@@ -94,20 +94,7 @@ export interface SnowflakeWorkerState extends LeaseStats {
   readonly peerClock: PeerClockReport | null;
 }
 
-/** What the start-up check found comparing this node's clock with its live peers'. */
-export interface PeerClockReport {
-  /** `refuse`, `warn`: as configured (`off` runs no check, so no report). */
-  readonly check: PeerClockCheck;
-  /** Clock time of the comparison. */
-  readonly checkedAt: number;
-  /** Live peers compared with (0: none was running, so there was nothing to compare). */
-  readonly peers: number;
-  /** This clock minus the mean of the peers' clocks, in ms; null with no peers or when skipped. */
-  readonly offsetMs: number | null;
-  readonly maxPeerSkewMs: number;
-  /** Why the comparison could not run (the registry could not list peers); null when it ran. */
-  readonly skipped: string | null;
-}
+export type { PeerClockReport };
 
 /**
  * A snowflake generator whose worker ID is leased from a {@link WorkerRegistry}: the piece the
@@ -171,14 +158,9 @@ export class SnowflakeWorker {
     this.#registry = options.registry;
     this.#clock = options.clock ?? new MonotonicClock();
     this.layout = resolveLayout(options.layout);
-    const { policy, ...bounds } = options.rollback ?? {};
-    this.#switchWorker = policy === 'switch-worker';
-    this.#rollbackPolicy = policy ?? 'wait';
-    const generatorRollback: RollbackPolicyOptions = {
-      ...bounds,
-      policy: policy === 'switch-worker' ? 'wait' : policy,
-    };
-    const resolved = resolveRollbackPolicy(generatorRollback);
+    const { generatorRollback, switchWorker, leadMs } = workerRollback(options.rollback);
+    this.#switchWorker = switchWorker;
+    this.#rollbackPolicy = options.rollback?.policy ?? 'wait';
     const limits = WORKER_OPTION_BOUNDS;
     const marginMs = integer(
       'safetyMarginMs',
@@ -218,7 +200,7 @@ export class SnowflakeWorker {
       timers: systemTimers,
       maxWorkers: layout.maxWorkerId + 1,
       marginMs,
-      leadMs: resolved.name === 'borrow' ? resolved.maxLeadMs : 0,
+      leadMs,
       renewIntervalMs: options.renewIntervalMs,
       switchWorker: this.#switchWorker,
       createGenerator: (workerId, lastTimestamp) =>
@@ -429,59 +411,14 @@ export class SnowflakeWorker {
    */
   async #checkPeers(): Promise<void> {
     if (this.#peerCheck === 'off') return;
-    let peers: Awaited<ReturnType<WorkerRegistry['peers']>>;
-    const report = {
+    const { report, event } = await checkPeerClocks({
+      registry: this.#registry,
+      clock: this.#clock,
       check: this.#peerCheck,
-      checkedAt: this.#clock.now(),
-      peers: 0,
-      offsetMs: null,
       maxPeerSkewMs: this.#maxPeerSkewMs,
-      skipped: null,
-    };
-    try {
-      peers = await this.#registry.peers();
-    } catch (error) {
-      // Only a coordinator can tell the peers' clocks. When it cannot (a start from the
-      // weak-dependency cache), the check against the worker ID's own record still runs.
-      if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE')) throw error;
-      this.#peerClock = { ...report, skipped: error.message };
-      this.#emit({
-        type: 'peer-check-skipped',
-        workerId: -1,
-        message:
-          `could not compare the clock with the live peers' (${error.message}); starting on ` +
-          `the check against the worker ID's record alone`,
-        error,
-      });
-      return;
-    }
-    if (peers.length === 0) {
-      this.#peerClock = report;
-      return;
-    }
-    const now = this.#clock.now();
-    // Each peer's clock now: its last report plus how long ago the coordinator received it.
-    const mean = peers.reduce((sum, peer) => sum + peer.reportedAt + peer.ageMs, 0) / peers.length;
-    const offset = Math.round(now - mean);
-    this.#peerClock = { ...report, checkedAt: now, peers: peers.length, offsetMs: offset };
-    if (Math.abs(offset) <= this.#maxPeerSkewMs) return;
-    const error = new IdMintError(
-      'CLOCK_SKEW',
-      `the local clock reads ${iso(now)}, ${Math.abs(offset)} ms ` +
-        `${offset < 0 ? 'behind' : 'ahead of'} the mean of ${peers.length} live peers' clocks ` +
-        `(${iso(Math.round(mean))}); the limit is ${this.#maxPeerSkewMs} ms (maxPeerSkewMs)`,
-      {
-        details: {
-          clockMs: now,
-          peersMeanMs: Math.round(mean),
-          offsetMs: offset,
-          peers: peers.length,
-          limitMs: this.#maxPeerSkewMs,
-        },
-      },
-    );
-    if (this.#peerCheck === 'refuse') throw error;
-    this.#emit({ type: 'peer-clock-skew', workerId: -1, message: error.message, error });
+    });
+    this.#peerClock = report;
+    if (event !== undefined) this.#emit(event);
   }
 
   #emit(event: SnowflakeWorkerEvent): void {
@@ -491,6 +428,35 @@ export class SnowflakeWorker {
       // A logging hook must not break the lease logic.
     }
   }
+}
+
+/** A worker's rollback option as its lease terms and its generators take it. */
+export interface WorkerRollback {
+  /** The generators' policy: as given, or `wait` (same bounds) for `switch-worker`. */
+  readonly generatorRollback: RollbackPolicyOptions;
+  readonly switchWorker: boolean;
+  /** How far a generator may issue ahead of its clock: `borrow`'s maxLeadMs, else 0. */
+  readonly leadMs: number;
+}
+
+/**
+ * Splits a worker's rollback option into the generators' policy and the lease terms' part
+ * (LeaseTerms.switchWorker, .leadMs). Throws INVALID_ARGUMENT for a bad policy or bound.
+ * Shared with the lease simulation, which builds its holders' terms with it.
+ */
+export function workerRollback(rollback: WorkerRollbackOptions | undefined): WorkerRollback {
+  const { policy, ...bounds } = rollback ?? {};
+  const generatorRollback: RollbackPolicyOptions = {
+    ...bounds,
+    policy: policy === 'switch-worker' ? 'wait' : policy,
+  };
+  const resolved = resolveRollbackPolicy(generatorRollback);
+  return {
+    generatorRollback,
+    switchWorker: policy === 'switch-worker',
+    // The horizon reported covers what the generator may borrow past its fence.
+    leadMs: resolved.name === 'borrow' ? resolved.maxLeadMs : 0,
+  };
 }
 
 /** Why a batch is bounded, for the error that refuses a larger one (library and route alike). */

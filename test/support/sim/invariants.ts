@@ -1,3 +1,4 @@
+import type { PeerTime } from '../../../src/ports/worker-registry.ts';
 import type { SimCoordinator } from './sim-coordinator.ts';
 import type { World } from './world.ts';
 
@@ -7,7 +8,12 @@ export interface Issuer {
   readonly workerId: number;
   /** The coordinator's token of the claim the generator's lease came from. */
   readonly token: number;
+  /** How far its generator may issue ahead of its clock (`borrow`'s lead; else 0). */
+  readonly leadMs: number;
 }
+
+/** What a peer clock check decided: within the limit, past it, skipped, or failed otherwise. */
+export type PeerVerdict = 'ok' | 'skew' | 'skipped' | 'failed';
 
 /** The last ID issued under one worker ID, and by whom. */
 interface Last {
@@ -30,8 +36,14 @@ interface Last {
  *   timestamp is after the previous holder's last.
  * - ONE-AT-A-TIME: one process never has two acquires in flight (see {@link Checker.serial}).
  * - RECORD: the record's lastTimestamp is at or above every timestamp issued, or issuable before
- *   the fence, under its worker ID (an ID above it would be reissued by the next holder), and a
- *   write other than the holder's exact release never lowers it.
+ *   the fence (plus `borrow`'s lead), under its worker ID (an ID above it would be reissued by the
+ *   next holder), and a write other than the holder's exact release never lowers it.
+ * - LEAD: no ID's timestamp is further ahead of its node's clock than its generator's lead.
+ * - RETIRED: a generator a process adopted before its current one (switched away from, lost)
+ *   never issues again, nor could.
+ * - PEERS: a peer clock check's verdict is what the peers' answer, as its node received it, and
+ *   the node's clock call for (|clock - mean(reportedAt + ageMs)| against maxPeerSkewMs); with
+ *   no answer, it was skipped.
  */
 export class Checker {
   readonly #world: World;
@@ -59,11 +71,18 @@ export class Checker {
     this.#coordinator = coordinator;
   }
 
-  /** Checks an ID as it is issued; false once an invariant is broken. */
-  issued(issuer: Issuer, id: bigint, timestamp: number): boolean {
+  /** Checks an ID as it is issued, its node's clock reading `clock`; false once one breaks. */
+  issued(issuer: Issuer, id: bigint, timestamp: number, clock: number): boolean {
     this.issuedCount++;
     const now = this.#world.now;
-    const { workerId, token, node } = issuer;
+    const { workerId, token, node, leadMs } = issuer;
+    if (timestamp > clock + leadMs) {
+      return this.#fail(
+        'LEAD',
+        `${node} issued t=${timestamp} under worker ${workerId} on a clock at ${clock}, more ` +
+          `than its lead ${leadMs} ms ahead`,
+      );
+    }
     if (this.#ids.has(id)) return this.#fail('UNIQUE', `${node} issued ${id} a second time`);
     this.#ids.add(id);
     this.idSum = BigInt.asUintN(64, this.idSum + id);
@@ -128,15 +147,49 @@ export class Checker {
         `${validUntil}): ${whose}`;
       if (!this.#fail('EXCLUSIVE', message)) return false;
     }
-    // IDs have timestamps below the fence: the record must already cover them.
-    if (validUntil - 1 > record.lastTimestamp) {
+    // IDs have timestamps below the fence plus the lead: the record must already cover them.
+    const reach = validUntil - 1 + issuer.leadMs;
+    if (reach > record.lastTimestamp) {
       return this.#fail(
         'RECORD',
-        `${node} can issue under worker ${workerId} up to t=${validUntil - 1}, above its ` +
+        `${node} can issue under worker ${workerId} up to t=${reach}, above its ` +
           `record ${record.lastTimestamp}`,
       );
     }
     return true;
+  }
+
+  /** RETIRED: a retired generator issued an ID, or could (its fence is open). */
+  retired(issuer: Issuer, message: string): boolean {
+    return this.#fail('RETIRED', `${message} (worker ${issuer.workerId}, token ${issuer.token})`);
+  }
+
+  /**
+   * PEERS: the check's verdict against the peers' answer its node received (undefined: none),
+   * the node's clock when it decided, and the limit.
+   */
+  peerCheck(
+    node: string,
+    answer: readonly PeerTime[] | undefined,
+    clock: number,
+    maxPeerSkewMs: number,
+    verdict: PeerVerdict,
+  ): boolean {
+    let expected: PeerVerdict = 'skipped';
+    let why = 'no answer to its peers request';
+    if (answer !== undefined) {
+      const mean =
+        answer.reduce((sum, peer) => sum + peer.reportedAt + peer.ageMs, 0) /
+        Math.max(1, answer.length);
+      const offset = answer.length === 0 ? 0 : Math.round(clock - mean);
+      expected = Math.abs(offset) > maxPeerSkewMs ? 'skew' : 'ok';
+      why = `${answer.length} peers, offset ${offset} ms, limit ${maxPeerSkewMs} ms`;
+    }
+    if (verdict === expected) return true;
+    return this.#fail(
+      'PEERS',
+      `${node}'s peer clock check said ${verdict}, not ${expected}: ${why}`,
+    );
   }
 
   /**

@@ -1,3 +1,4 @@
+import { DEFAULT_SAFETY_MARGIN_MS as MARGIN_MS } from '../../../src/core/lease-policy.ts';
 import type { CoordinatorStyle } from './sim-coordinator.ts';
 import type { NetworkFaults } from './sim-network.ts';
 import type { SimNode } from './sim-node.ts';
@@ -32,6 +33,24 @@ export interface ScheduleParams {
   readonly switchWorker: boolean;
   /** Renewals are granted between half the TTL and all of it, not always all of it. */
   readonly shortGrants: boolean;
+  /** The holders' safety margin: MARGIN_MS, or SWITCH_MARGIN_MS under switch-worker. */
+  readonly marginMs: number;
+  /**
+   * Under switch-worker, a process's wall clock (a `SystemClock`, not the `MonotonicClock`) also
+   * steps back while it runs, by more than `wait` waits out and at most this (ms), once per
+   * STEP_BACK_EVERY_MS per node: the in-process `switch` transition. 0 otherwise.
+   */
+  readonly stepBackMs: number;
+  /**
+   * The generators' rollback policy: `borrow` leads its clock by up to `leadMs` once a time
+   * unit's sequence runs out (with a 4-IDs-per-ms layout and bursts, so it does).
+   */
+  readonly rollback: 'wait' | 'borrow';
+  /** `borrow`'s maxLeadMs (the holder's LeaseTerms.leadMs); 0 under `wait`. */
+  readonly leadMs: number;
+  /** The start-up peer clock check (src/service/peer-clock-check.ts), before each start. */
+  readonly peerCheck: 'off' | 'refuse' | 'warn';
+  readonly maxPeerSkewMs: number;
 }
 
 /**
@@ -40,10 +59,22 @@ export interface ScheduleParams {
  */
 export const MAX_DRIFT = 0.099;
 
+/**
+ * The margin of switch-worker schedules: a clock stepped back by S while a lease runs keeps its
+ * fence open S longer in real time, so the fence needs margin >= TTL x drift + S (3,000 >= 990 +
+ * 1,900 for a step at most STEP_BACK_MS within one fence's life).
+ */
+export const SWITCH_MARGIN_MS = 3000;
+export const STEP_BACK_MS = 1900;
+/** A node's clock steps back at most once in this long (ms), so steps never add up in a fence. */
+export const STEP_BACK_EVERY_MS = 20_000;
+
 export function drawParams(world: World, maxDrift = MAX_DRIFT): ScheduleParams {
   const switchWorker = world.chance(0.25);
+  // borrow is a generator policy; switch-worker runs its generators under `wait`.
+  const borrow = !switchWorker && world.chance(0.3);
   return {
-    style: world.pick(['sql', 'redis'] as const),
+    style: world.pick(['sql', 'redis', 'zookeeper'] as const),
     signals: world.chance(0.5),
     drift: world.pick([0, 0.01, 0.05, maxDrift]),
     offsetMs: world.pick([0, 20, 500, 3000]),
@@ -62,6 +93,12 @@ export function drawParams(world: World, maxDrift = MAX_DRIFT): ScheduleParams {
     clockStepMs: world.pick(switchWorker ? [1000, 15_000] : [0, 0, 1000, 15_000]),
     switchWorker,
     shortGrants: world.chance(0.25),
+    marginMs: switchWorker ? SWITCH_MARGIN_MS : MARGIN_MS,
+    stepBackMs: switchWorker ? STEP_BACK_MS : 0,
+    rollback: borrow ? 'borrow' : 'wait',
+    leadMs: borrow ? world.pick([20, 200, 1000]) : 0,
+    peerCheck: world.pick(['off', 'off', 'refuse', 'warn'] as const),
+    maxPeerSkewMs: world.pick([1000, 5000]),
   };
 }
 
@@ -76,7 +113,10 @@ export function scheduleNodes(world: World, nodes: readonly SimNode[], p: Schedu
       return true;
     });
     const ask = () => {
-      node.issue(1 + Math.floor(world.random() * 3));
+      // Under borrow, now and then a burst that runs a time unit's sequence out and borrows.
+      const burst = p.rollback === 'borrow' && world.chance(0.05);
+      const count = burst ? world.logUniform(8, 160) : 1 + world.random() * 3;
+      node.issue(Math.floor(count));
       world.after(world.logUniform(1, 2 * p.issueGapMs), ask);
       return false;
     };
@@ -107,6 +147,9 @@ export function scheduleNodes(world: World, nodes: readonly SimNode[], p: Schedu
             ? Math.round(world.uniform(-step, step))
             : 0;
         node.crash(world.logUniform(10, 15_000), by);
+      } else if (kind < 0.9 && p.stepBackMs > 0 && (kind >= 0.85 || world.chance(0.5))) {
+        // More than `wait` waits out (5 ms), so the generator refuses and asks for a switch.
+        if (!node.stepBack(world.logUniform(6, p.stepBackMs))) node.pause(world.uniform(0, 100));
       } else if (kind < 0.85 && step > 0) node.stepForward(world.logUniform(1, step));
       else if (!node.shutdown(world.logUniform(10, 5000))) node.pause(world.uniform(0, 100));
       return true;

@@ -5,19 +5,37 @@ import type { AcquireRequest, PeerTime, WorkerReport } from '../../../src/ports/
  * How an expired lease that no one has claimed since answers its holder's late calls: `sql`
  * renews it (the row still carries the holder's token), `redis` refuses (the key expired). Both
  * keep the port's contract; the model (models/lease.pml) explores both too.
+ *
+ * `zookeeper` has no token (src/registries/zookeeper/): a claim is an ephemeral liveness node
+ * of the holder's session, and lives exactly as long as the session, which any request or ping
+ * from its client keeps alive for a TTL. Renew and release check only that a liveness node
+ * exists, not whose it is (release deletes it, whoever's); what keeps them to their own claim
+ * is that the session's requests land in the order sent, none twice, and that the client sends
+ * nothing of a lease after its release (the adapter's `ending`), which the simulated client and
+ * network keep for this flavour.
  */
-export type CoordinatorStyle = 'sql' | 'redis';
+export type CoordinatorStyle = 'sql' | 'redis' | 'zookeeper';
 
 /** One worker ID's row at the coordinator. */
 export interface SimRecord {
   lastTimestamp: number;
   reportedAt: number;
+  /** Registry time at which reportedAt reached the coordinator (a peer's ageMs counts from it). */
+  heardAt: number;
   /** The live claim's token; 0 when none. */
   token: number;
   /** Registry time at which the claim lapses. */
   expiresAt: number;
   /** Who held it last (`host:port`), so a restarted node gets its ID back. */
   holder: string | undefined;
+  /** `zookeeper`: the session whose liveness node the claim is (0: none). */
+  session: number;
+}
+
+/** `zookeeper`: a client session, alive until a TTL passes without a request or ping from it. */
+interface Session {
+  expiresAt: number;
+  expired: boolean;
 }
 
 /** A lease as the coordinator grants it. */
@@ -28,6 +46,12 @@ export interface Grant {
   readonly reportedAt: number;
   readonly ttlMs: number;
 }
+
+/**
+ * What a renew or release names: the worker ID, the claim's token, the report, and (ZooKeeper)
+ * the session it is sent on.
+ */
+type Write = [workerId: number, token: number, report: WorkerReport, session?: number];
 
 /** A coordinator's answer: a value, or an error code and message for the client to throw. */
 export type Answer<T> =
@@ -66,6 +90,8 @@ export class SimCoordinator {
   renewMayShorten = false;
   readonly #observe: RecordObserver;
   #tokens = 0;
+  readonly #sessions = new Map<number, Session>();
+  #sessionIds = 0;
 
   constructor(workers: number, ttlMs: number, style: CoordinatorStyle, observe: RecordObserver) {
     this.ttlMs = ttlMs;
@@ -75,10 +101,56 @@ export class SimCoordinator {
     this.records = Array.from({ length: workers }, () => ({
       lastTimestamp: -1,
       reportedAt: -1,
+      heardAt: 0,
       token: 0,
       expiresAt: 0,
       holder: undefined,
+      session: 0,
     }));
+  }
+
+  /** `zookeeper`: a new session, alive for a TTL from `now`; its ID. */
+  openSession(now: number): number {
+    const id = ++this.#sessionIds;
+    this.#sessions.set(id, { expiresAt: now + this.ttlMs, expired: false });
+    return id;
+  }
+
+  /**
+   * `zookeeper`: a request or ping of `session` arrived at `now`. An expired session stays
+   * expired (its liveness nodes are gone); a live one, and its claims, live a TTL from now.
+   * False when the session has expired.
+   */
+  touch(now: number, session: number): boolean {
+    const s = this.#sessions.get(session);
+    if (s === undefined || s.expired) return false;
+    if (now >= s.expiresAt) {
+      this.expire(session);
+      return false;
+    }
+    s.expiresAt = now + this.ttlMs;
+    for (const record of this.records) {
+      if (record.session === session && record.token !== 0) record.expiresAt = s.expiresAt;
+    }
+    return true;
+  }
+
+  /** `zookeeper`: when `session` expires unless heard from first. */
+  sessionExpiresAt(session: number): number {
+    return this.#sessions.get(session)?.expiresAt ?? 0;
+  }
+
+  /** `zookeeper`: the session has expired; its liveness nodes are deleted. */
+  expire(session: number): void {
+    const s = this.#sessions.get(session);
+    if (s === undefined) return;
+    s.expired = true;
+    for (const record of this.records) {
+      if (record.session === session) {
+        record.token = 0;
+        record.session = 0;
+      }
+    }
   }
 
   /** True while `token`'s claim on `workerId` is live at registry time `now`. */
@@ -87,7 +159,9 @@ export class SimCoordinator {
     return record !== undefined && record.token === token && now < record.expiresAt;
   }
 
-  acquire(now: number, request: AcquireRequest): Answer<Grant> {
+  acquire(now: number, request: AcquireRequest, session = 0): Answer<Grant> {
+    const zk = this.style === 'zookeeper';
+    if (zk && !this.touch(now, session)) return sessionExpired();
     const who = `${request.identity.host}:${request.identity.port}`;
     let pick = -1;
     const limit = Math.min(request.maxWorkers, this.records.length);
@@ -107,8 +181,9 @@ export class SimCoordinator {
     }
     const record = this.records[pick] as SimRecord;
     record.token = ++this.#tokens;
-    record.expiresAt = now + this.ttlMs;
+    record.expiresAt = zk ? this.sessionExpiresAt(session) : now + this.ttlMs;
     record.holder = who;
+    record.session = session;
     this.#observe(pick, 'claim', record.lastTimestamp, record.lastTimestamp, -1);
     return {
       ok: true,
@@ -122,29 +197,37 @@ export class SimCoordinator {
     };
   }
 
-  renew(now: number, workerId: number, token: number, report: WorkerReport): Answer<number> {
-    const record = this.#mine(now, workerId, token);
+  renew(now: number, ...[workerId, token, report, session = 0]: Write): Answer<number> {
+    const record = this.#mine(now, workerId, token, session);
     if (record === undefined) return lost(workerId);
     const before = record.lastTimestamp;
     record.lastTimestamp = Math.max(before, report.lastTimestamp);
-    record.reportedAt = Math.max(record.reportedAt, report.reportedAt);
-    const granted = Math.min(this.ttlMs, this.grant());
+    if (report.reportedAt > record.reportedAt) {
+      record.reportedAt = report.reportedAt;
+      record.heardAt = now;
+    }
+    // ZooKeeper grants the session timeout, and the session (touched) lives that long.
+    const granted = this.style === 'zookeeper' ? this.ttlMs : Math.min(this.ttlMs, this.grant());
     // A renewal never ends the lease earlier than an earlier one left it (the port's rule): a
     // renewal whose answer its holder never heard may land last.
-    record.expiresAt = this.renewMayShorten
-      ? now + granted
-      : Math.max(record.expiresAt, now + granted);
+    if (this.style !== 'zookeeper') {
+      record.expiresAt = this.renewMayShorten
+        ? now + granted
+        : Math.max(record.expiresAt, now + granted);
+    }
     this.#observe(workerId, 'renew', before, record.lastTimestamp, report.lastTimestamp);
     return { ok: true, value: granted };
   }
 
-  release(now: number, workerId: number, token: number, report: WorkerReport): Answer<void> {
-    const record = this.#mine(now, workerId, token);
+  release(now: number, ...[workerId, token, report, session = 0]: Write): Answer<void> {
+    const record = this.#mine(now, workerId, token, session);
     if (record === undefined) return lost(workerId);
     const before = record.lastTimestamp;
     record.lastTimestamp = report.lastTimestamp;
     record.reportedAt = report.reportedAt;
+    record.heardAt = now;
     record.token = 0;
+    record.session = 0;
     this.#observe(workerId, 'release', before, record.lastTimestamp, report.lastTimestamp);
     return { ok: true, value: undefined };
   }
@@ -153,14 +236,21 @@ export class SimCoordinator {
     const peers: PeerTime[] = [];
     this.records.forEach((record, workerId) => {
       if (record.token !== 0 && now < record.expiresAt)
-        peers.push({ workerId, reportedAt: record.reportedAt, ageMs: 0 });
+        peers.push({ workerId, reportedAt: record.reportedAt, ageMs: now - record.heardAt });
     });
     return peers;
   }
 
-  /** The record if `token` may still write it at `now`; undefined: LEASE_LOST. */
-  #mine(now: number, workerId: number, token: number): SimRecord | undefined {
+  /**
+   * The record if `token` may still write it at `now`; undefined: LEASE_LOST. Under `zookeeper`
+   * the token is not looked at: the session must be alive and the ID have a liveness node.
+   */
+  #mine(now: number, workerId: number, token: number, session: number): SimRecord | undefined {
     const record = this.records[workerId];
+    if (this.style === 'zookeeper') {
+      if (!this.touch(now, session) || record === undefined) return undefined;
+      return record.token !== 0 && now < record.expiresAt ? record : undefined;
+    }
     if (record === undefined || record.token !== token) return undefined;
     if (now >= record.expiresAt && this.style === 'redis') {
       record.token = 0; // the key expired: nothing of this claim is left
@@ -172,6 +262,10 @@ export class SimCoordinator {
 
 function fail(code: ErrorCode, message: string): Answer<never> {
   return { ok: false, code, message };
+}
+
+function sessionExpired(): Answer<never> {
+  return fail('REGISTRY_UNAVAILABLE', 'the ZooKeeper session expired (sim)');
 }
 
 function lost(workerId: number): Answer<never> {

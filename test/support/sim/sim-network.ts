@@ -29,6 +29,15 @@ export interface NetworkFaults {
 }
 
 /**
+ * One connection's order (ZooKeeper's session over TCP): what is sent on it arrives in the order
+ * sent, each way, and never twice. Holds the last arrival time scheduled each way.
+ */
+export interface Channel {
+  up: number;
+  down: number;
+}
+
+/**
  * Carries requests from nodes to the coordinator and answers back, each message delayed, lost or
  * (requests) duplicated as the seed says: messages overtake one another, so requests land and
  * answers arrive in any order. A request keeps travelling after its sender gave up on it or died.
@@ -48,21 +57,24 @@ export class SimNetwork {
     what: string,
     handle: () => Answer<T>,
     onAnswer: (answer: Answer<T>) => void,
+    channel?: Channel,
   ): void {
     const world = this.#world;
     const incarnation = from.incarnation;
-    const copies = world.chance(this.#faults.duplicate) ? 2 : 1;
+    const copies = channel === undefined && world.chance(this.#faults.duplicate) ? 2 : 1;
     if (copies > 1) world.count('duplicated request');
     for (let copy = 0; copy < copies; copy++) {
       const label = copy === 0 ? what : `${what} (duplicate)`;
-      this.#carry(from, `-> ${label}`, () => {
+      this.#carry(from, `-> ${label}`, channel, 'up', () => {
         const answer = handle();
         world.log.add(
           world.now,
           'registry',
           `${from.name} ${label}: ${answer.ok ? 'ok' : answer.code}`,
         );
-        this.#carry(from, `<- ${label}`, () => from.deliver(incarnation, () => onAnswer(answer)));
+        this.#carry(from, `<- ${label}`, channel, 'down', () =>
+          from.deliver(incarnation, () => onAnswer(answer)),
+        );
         return false;
       });
     }
@@ -70,10 +82,16 @@ export class SimNetwork {
 
   /** A message from the coordinator to a node's process (the lease-lost signal). */
   notify(to: Endpoint, incarnation: number, what: string, fn: () => void): void {
-    this.#carry(to, `<- ${what}`, () => to.deliver(incarnation, fn));
+    this.#carry(to, `<- ${what}`, undefined, 'down', () => to.deliver(incarnation, fn));
   }
 
-  #carry(node: Endpoint, what: string, arrive: () => boolean): void {
+  #carry(
+    node: Endpoint,
+    what: string,
+    channel: Channel | undefined,
+    way: 'up' | 'down',
+    arrive: () => boolean,
+  ): void {
     const world = this.#world;
     const faults = this.#faults;
     if (node.cutOff() || world.chance(faults.loss)) {
@@ -81,9 +99,14 @@ export class SimNetwork {
       world.count('message lost');
       return;
     }
-    const delay = world.chance(faults.tailShare)
+    let delay = world.chance(faults.tailShare)
       ? world.uniform(faults.latencyMs, faults.tailMs)
       : world.uniform(0.1, faults.latencyMs);
+    if (channel !== undefined) {
+      // In order: never before what was sent on the channel earlier (ties keep the send order).
+      delay = Math.max(delay, channel[way] - world.now);
+      channel[way] = world.now + delay;
+    }
     world.after(delay, () => {
       if (node.cutOff()) {
         world.log.add(world.now, node.name, `${what} LOST (partition)`);

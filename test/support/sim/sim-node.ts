@@ -1,20 +1,28 @@
 import { IdMintError, isIdMintError } from '../../../src/core/errors.ts';
 import type { Layout } from '../../../src/core/layout.ts';
 import type { SnowflakeGenerator } from '../../../src/core/snowflake.ts';
+import type { RollbackPolicyOptions } from '../../../src/core/clock-policy.ts';
 import { LeaseHolder } from '../../../src/service/lease-holder.ts';
 import type { LeaseTerms } from '../../../src/service/lease-holding.ts';
+import { checkPeerClocks } from '../../../src/service/peer-clock-check.ts';
 import type { DriftClock } from './drift-clock.ts';
-import type { Checker, Issuer } from './invariants.ts';
+import type { Checker, Issuer, PeerVerdict } from './invariants.ts';
 import type { SimCoordinator } from './sim-coordinator.ts';
 import type { Endpoint, SimNetwork } from './sim-network.ts';
 import { NodeTimers } from './node-timers.ts';
 import { SimRegistryClient } from './sim-registry.ts';
+import { STEP_BACK_EVERY_MS } from './schedule.ts';
 import type { World } from './world.ts';
 
 /** Makes the generator of a lease: the real one, or a deliberately broken one (test only). */
 export type GeneratorFactory = (
   make: { readonly workerId: number; readonly lastTimestamp: number | undefined },
-  node: { readonly clock: DriftClock; readonly layout: Layout; readonly marginMs: number },
+  node: {
+    readonly clock: DriftClock;
+    readonly layout: Layout;
+    readonly marginMs: number;
+    readonly rollback: RollbackPolicyOptions;
+  },
 ) => SnowflakeGenerator;
 
 /** What a node is made of, fixed per schedule. */
@@ -24,14 +32,22 @@ export interface NodeSetup {
   readonly clock: DriftClock;
   readonly layout: Layout;
   readonly maxWorkers: number;
-  /** The `switch-worker` rollback policy. */
+  /** The `switch-worker` rollback policy (its generators run `rollback`, which is `wait`). */
   readonly switchWorker: boolean;
+  readonly rollback: RollbackPolicyOptions;
+  /** How far a `borrow` generator may lead its clock (LeaseTerms.leadMs); 0 otherwise. */
+  readonly leadMs: number;
   readonly marginMs: number;
+  /** The start-up peer clock check run before each start, as SnowflakeWorker.start runs it. */
+  readonly peerCheck: 'off' | 'refuse' | 'warn';
+  readonly maxPeerSkewMs: number;
   /** Event-loop lag: a timer fires up to this late. */
   readonly lagMs: number;
   /** The registry driver's timeout for one call. */
   readonly callTimeoutMs: number;
   readonly signals: boolean;
+  /** `zookeeper`: its session's requests land in order, none twice (false: broken, test only). */
+  readonly ordered: boolean;
   /** How long a supervisor waits before starting the worker again after a failed start. */
   readonly restartMs: number;
   readonly generator: GeneratorFactory;
@@ -73,6 +89,10 @@ export class SimNode implements Endpoint {
   #partitionedUntil = Number.NEGATIVE_INFINITY;
   #holder: LeaseHolder | undefined;
   #generator: SnowflakeGenerator | undefined;
+  /** The generators this process adopted before the current one (the last few): all retired. */
+  #retired: SnowflakeGenerator[] = [];
+  /** Registry time of the last in-process step back of the clock. */
+  #steppedBackAt = Number.NEGATIVE_INFINITY;
   readonly #issuers = new WeakMap<SnowflakeGenerator, Issuer>();
 
   constructor(
@@ -122,7 +142,7 @@ export class SimNode implements Endpoint {
     this.#paused = false;
     this.#deferred = [];
     const world = this.#world;
-    const { clock, lagMs, callTimeoutMs, signals } = this.setup;
+    const { clock, lagMs, callTimeoutMs, signals, ordered } = this.setup;
     const timers = new NodeTimers(world, this, clock, lagMs);
     const client = new SimRegistryClient({
       world,
@@ -133,12 +153,14 @@ export class SimNode implements Endpoint {
       timers,
       callTimeoutMs,
       signals,
+      ordered,
     });
-    this.#start(this.#terms(timers, client), this.#incarnation);
+    this.#retired = [];
+    this.#start(this.#terms(timers, client), client, this.#incarnation);
   }
 
   #terms(timers: NodeTimers, client: SimRegistryClient): LeaseTerms {
-    const { clock, layout, maxWorkers, marginMs, port, switchWorker } = this.setup;
+    const { clock, layout, maxWorkers, marginMs, port, switchWorker, rollback } = this.setup;
     return {
       registry: client,
       identity: { host: 'sim', port },
@@ -146,42 +168,31 @@ export class SimNode implements Endpoint {
       timers,
       maxWorkers,
       marginMs,
-      leadMs: 0,
+      leadMs: this.setup.leadMs,
       renewIntervalMs: undefined,
       switchWorker,
       createGenerator: (workerId, lastTimestamp) => {
         const generator = this.setup.generator(
           { workerId, lastTimestamp },
-          { clock, layout, marginMs },
+          { clock, layout, marginMs, rollback },
         );
         const token = client.tokens.get(workerId) ?? -1;
-        this.#issuers.set(generator, { node: this.name, workerId, token });
+        // LEAD holds a generator to its own policy's lead, whatever the terms say.
+        const { policy } = generator;
+        const leadMs = policy.name === 'borrow' ? policy.maxLeadMs : 0;
+        this.#issuers.set(generator, { node: this.name, workerId, token, leadMs });
         return generator;
       },
     };
   }
 
-  #start(terms: LeaseTerms, incarnation: number): void {
+  #start(terms: LeaseTerms, client: SimRegistryClient, incarnation: number): void {
     const world = this.#world;
     this.counts.starts++;
     world.log.add(world.now, this.name, `starts (process ${incarnation})`);
-    LeaseHolder.start(terms, {
-      adopted: (generator) => {
-        if (incarnation !== this.#incarnation) return;
-        this.#generator = generator;
-        const issuer = this.#issuers.get(generator);
-        world.log.add(world.now, this.name, `adopts worker ${issuer?.workerId} (${issuer?.token})`);
-      },
-      onEvent: (event) => {
-        if (event.type === 'lease-lost') this.counts.leaseLosses++;
-        world.count(event.type);
-        world.log.add(world.now, this.name, `${event.type}: ${event.message}`);
-      },
-    }).then(
-      (holder) => {
-        if (incarnation === this.#incarnation) this.#holder = holder;
-      },
-      (error: unknown) => {
+    this.#checkPeers(terms, client)
+      .then(() => this.#startHolder(terms, incarnation))
+      .catch((error: unknown) => {
         if (incarnation !== this.#incarnation) return;
         this.counts.startFailures++;
         const code = isIdMintError(error) ? error.code : String(error);
@@ -191,9 +202,67 @@ export class SimNode implements Endpoint {
           `start failed: ${code} ${error instanceof Error ? error.message : ''}`,
         );
         world.count(`start failed: ${code}`);
-        terms.timers.setTimeout(() => this.#start(terms, incarnation), this.setup.restartMs);
+        terms.timers.setTimeout(
+          () => this.#start(terms, client, incarnation),
+          this.setup.restartMs,
+        );
+      });
+  }
+
+  /**
+   * What SnowflakeWorker.start does before it takes a lease: the real peer clock check, its
+   * verdict checked against the peers' answer as the client received it (PEERS).
+   */
+  async #checkPeers(terms: LeaseTerms, client: SimRegistryClient): Promise<void> {
+    const { peerCheck: check, maxPeerSkewMs } = this.setup;
+    if (check === 'off') return;
+    const world = this.#world;
+    const asked = client.peerAnswers;
+    let verdict: PeerVerdict = 'ok';
+    try {
+      const { report, event } = await checkPeerClocks({
+        registry: terms.registry,
+        clock: terms.clock,
+        check,
+        maxPeerSkewMs,
+      });
+      if (report.skipped !== null) verdict = 'skipped';
+      else if (event !== undefined) verdict = 'skew';
+      if (event !== undefined) {
+        world.count(event.type);
+        world.log.add(world.now, this.name, `${event.type}: ${event.message}`);
+      }
+    } catch (error) {
+      verdict = isIdMintError(error, 'CLOCK_SKEW') ? 'skew' : 'failed';
+      throw error;
+    } finally {
+      const answer = client.peerAnswers > asked ? client.lastPeers : undefined;
+      this.#checker.peerCheck(this.name, answer, terms.clock.now(), maxPeerSkewMs, verdict);
+    }
+  }
+
+  #startHolder(terms: LeaseTerms, incarnation: number): Promise<void> {
+    const world = this.#world;
+    return LeaseHolder.start(terms, {
+      adopted: (generator) => {
+        if (incarnation !== this.#incarnation) return;
+        const before = this.#generator;
+        if (before !== undefined) this.#retired = [before, ...this.#retired.slice(0, 2)];
+        this.#generator = generator;
+        const issuer = this.#issuers.get(generator);
+        world.log.add(world.now, this.name, `adopts worker ${issuer?.workerId} (${issuer?.token})`);
       },
-    );
+      onEvent: (event) => {
+        if (event.type === 'lease-lost') this.counts.leaseLosses++;
+        world.count(event.type);
+        // The in-process `switch` transition, told from a switch while establishing a lease.
+        if (event.type === 'switched-worker' && event.message.startsWith('the clock went back'))
+          world.count('switched-worker in a process');
+        world.log.add(world.now, this.name, `${event.type}: ${event.message}`);
+      },
+    }).then((holder) => {
+      if (incarnation === this.#incarnation) this.#holder = holder;
+    });
   }
 
   /**
@@ -210,6 +279,20 @@ export class SimNode implements Endpoint {
     return issuer === undefined ? undefined : { issuer, validUntil };
   }
 
+  /**
+   * RETIRED, after every step: none of the generators this process adopted before its current
+   * one could issue now (a switch, a loss, a recovery retires a lease before adopting the next).
+   */
+  checkRetired(): void {
+    if (!this.#up || this.#retired.length === 0) return;
+    const now = this.setup.clock.clock.now();
+    for (const generator of this.#retired) {
+      const issuer = this.#issuers.get(generator);
+      if (issuer === undefined || now >= generator.validUntil()) continue;
+      this.#checker.retired(issuer, `${this.name} could issue until ${generator.validUntil()}`);
+    }
+  }
+
   /** Asks the generator for `count` IDs now, as requests would. */
   issue(count: number): void {
     const generator = this.#generator;
@@ -223,6 +306,8 @@ export class SimNode implements Endpoint {
       this.counts.fenced++;
       return;
     }
+    this.#askRetired();
+    const clock = this.setup.clock.clock;
     for (let i = 0; i < count && !world.failed; i++) {
       let id: bigint;
       try {
@@ -240,8 +325,29 @@ export class SimNode implements Endpoint {
         }
         return;
       }
-      this.#checker.issued(issuer, id, generator.lastTimestamp());
+      const timestamp = generator.lastTimestamp();
+      if (timestamp > clock.now() && i === count - 1) world.count('borrowed ahead of the clock');
+      this.#checker.issued(issuer, id, timestamp, clock.now());
     }
+  }
+
+  /**
+   * Now and then, asks a retired generator for an ID, as a batch minted across a switch
+   * (SnowflakeWorker.nextBatchAsync keeps the generator it started with) would: it must refuse.
+   */
+  #askRetired(): void {
+    const retired = this.#retired[0];
+    if (retired === undefined || !this.#world.chance(0.05)) return;
+    const issuer = this.#issuers.get(retired);
+    if (issuer === undefined) return;
+    let id: bigint;
+    try {
+      id = retired.next();
+    } catch {
+      this.#world.count('retired generator refused');
+      return;
+    }
+    this.#checker.retired(issuer, `${this.name} issued ${id} from a retired generator`);
   }
 
   /** SIGSTOP for `ms`: nothing of the process runs; its clock does. */
@@ -279,6 +385,21 @@ export class SimNode implements Endpoint {
     if (!this.#up) return;
     this.#world.count('crash');
     this.#down(`crashed; restarts in ${restartMs.toFixed(0)} ms`, restartMs, stepMs);
+  }
+
+  /**
+   * The wall clock steps back by `ms` while the process runs: seen only by a process reading a
+   * `SystemClock` (the `MonotonicClock` hides it), the case `switch-worker` moves worker IDs for.
+   * At most once per STEP_BACK_EVERY_MS; false when refused.
+   */
+  stepBack(ms: number): boolean {
+    const world = this.#world;
+    if (!this.#up || world.now - this.#steppedBackAt < STEP_BACK_EVERY_MS) return false;
+    this.#steppedBackAt = world.now;
+    this.setup.clock.step(-ms);
+    world.count('clock stepped back in a process');
+    world.log.add(world.now, this.name, `clock stepped back ${ms.toFixed(0)} ms`);
+    return true;
   }
 
   /** The wall clock steps forwards by `ms` while the process runs (NTP, an operator). */

@@ -1,6 +1,6 @@
 import { resolveLayout } from '../../../src/core/layout.ts';
-import { DEFAULT_SAFETY_MARGIN_MS } from '../../../src/core/lease-policy.ts';
 import { SnowflakeGenerator } from '../../../src/core/snowflake.ts';
+import { workerRollback } from '../../../src/service/snowflake-worker.ts';
 import { seededRandom } from '../random.ts';
 import { DriftClock } from './drift-clock.ts';
 import { Checker } from './invariants.ts';
@@ -10,9 +10,11 @@ import { SimNetwork } from './sim-network.ts';
 import { SimNode, type GeneratorFactory, type NodeCounts } from './sim-node.ts';
 import { World } from './world.ts';
 
-/** The lease terms of every schedule: the production defaults (TTL 10 s, margin 1 s, 3 s). */
+/**
+ * The lease terms of every schedule: the production defaults (TTL 10 s, margin 1 s, 3 s; a 3 s
+ * margin under switch-worker, see SWITCH_MARGIN_MS).
+ */
 export const TTL_MS = 10_000;
-export const MARGIN_MS = DEFAULT_SAFETY_MARGIN_MS;
 /**
  * Three nodes share two worker IDs, so one always waits to take over; eight under switch-worker,
  * so a node has an ID to move to.
@@ -46,6 +48,11 @@ export interface SimOptions {
   readonly params?: Partial<ScheduleParams>;
   /** How many of the last events a failure shows. */
   readonly logSize?: number;
+  /**
+   * Test only, a broken ZooKeeper flavour: its session's requests may land out of order and
+   * twice, as they never do over its TCP connection, which its tokenless release relies on.
+   */
+  readonly zookeeperUnordered?: boolean;
   readonly durationMs?: number;
 }
 
@@ -67,14 +74,19 @@ export interface SimResult {
   readonly tally: ReadonlyMap<string, number>;
 }
 
-const realGenerator: GeneratorFactory = ({ workerId, lastTimestamp }, { clock, layout }) =>
-  new SnowflakeGenerator({
-    clock: clock.clock,
-    layout,
-    workerId,
-    lastTimestamp,
-    rollback: { policy: 'wait' },
-  });
+const realGenerator: GeneratorFactory = (
+  { workerId, lastTimestamp },
+  { clock, layout, rollback },
+) => new SnowflakeGenerator({ clock: clock.clock, layout, workerId, lastTimestamp, rollback });
+
+/** The layout of borrow schedules: 2 sequence bits (4 IDs per ms), so bursts borrow. */
+const BORROW_LAYOUT = resolveLayout({
+  name: 'sim-borrow',
+  timeBits: 51,
+  workerBits: 10,
+  sequenceBits: 2,
+  epoch: Date.UTC(2026, 0, 1),
+});
 
 /**
  * Runs one seeded schedule: three nodes running the real LeaseHolder over the simulated
@@ -99,7 +111,16 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
     };
   }
   const network = new SimNetwork(world, params.network);
-  const layout = resolveLayout(undefined);
+  // borrow's lead is reached only once a time unit's sequence runs out: 4 IDs per ms, then.
+  const layout = params.rollback === 'borrow' ? BORROW_LAYOUT : resolveLayout(undefined);
+  // The terms' and the generators' parts of the rollback option, split as SnowflakeWorker does.
+  const rollback = workerRollback(
+    params.switchWorker
+      ? { policy: 'switch-worker' }
+      : params.rollback === 'borrow'
+        ? { policy: 'borrow', maxLeadMs: params.leadMs }
+        : { policy: 'wait' },
+  );
   const nodes: SimNode[] = [];
   for (let i = 0; i < NODES; i++) {
     const offset = world.uniform(-params.offsetMs, params.offsetMs);
@@ -110,11 +131,16 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
         clock: new DriftClock(EPOCH + offset, 0, params.drift),
         layout,
         maxWorkers: workerIds,
-        switchWorker: params.switchWorker,
-        marginMs: options.marginMs ?? MARGIN_MS,
+        switchWorker: rollback.switchWorker,
+        rollback: rollback.generatorRollback,
+        leadMs: rollback.leadMs,
+        marginMs: options.marginMs ?? params.marginMs,
+        peerCheck: params.peerCheck,
+        maxPeerSkewMs: params.maxPeerSkewMs,
         lagMs: params.lagMs,
         callTimeoutMs: params.callTimeoutMs,
         signals: params.signals,
+        ordered: options.zookeeperUnordered !== true,
         restartMs: 1000,
         generator: options.generator ?? realGenerator,
       }),
@@ -135,6 +161,7 @@ export async function simulate(seed: number, options: SimOptions = {}): Promise<
     for (const node of nodes) {
       const able = node.able();
       if (able !== undefined) checker.able(able.issuer, able.validUntil);
+      node.checkRetired();
     }
     if (world.failed) break;
   }
