@@ -14,7 +14,6 @@ import type {
 import { registryDoing } from '../registries/common.ts';
 import { failureLine, saysNoAnswer } from '../shared/failure-cause.ts';
 import { FirstAnswer } from '../shared/first-answer.ts';
-import { withTimeout } from '../shared/timeout.ts';
 
 /** True for a REGISTRY_UNAVAILABLE that says the coordinator did not answer at all. */
 function unanswered(error: unknown): boolean {
@@ -57,16 +56,25 @@ export class FirstAnswerRegistry implements WorkerRegistry {
   }
 
   #run<T>(call: () => Promise<T>, doing: string): Promise<T> {
-    const bounded = () =>
-      this.#firstAnswer.answered
-        ? call()
-        : withTimeout(call(), this.#timeoutMs, () => {
-            const cause = `timed out after ${this.#timeoutMs} ms`;
-            const line = failureLine(this.backend, 'worker registry', this.#where, doing, cause);
-            return new IdMintError('REGISTRY_UNAVAILABLE', line, {
-              details: { backend: this.backend },
-            });
-          });
-    return this.#firstAnswer.run(bounded, unanswered);
+    return this.#firstAnswer.run(() => this.#bounded(call(), doing), unanswered);
+  }
+
+  /**
+   * `pending`, failed after the timeout unless the coordinator has answered meanwhile (another
+   * call did): then it is a live coordinator's, bounded by the adapter alone, as any call is.
+   */
+  #bounded<T>(pending: Promise<T>, doing: string): Promise<T> {
+    if (this.#firstAnswer.answered) return pending;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (this.#firstAnswer.answered) return;
+        const cause = `timed out after ${this.#timeoutMs} ms`;
+        const line = failureLine(this.backend, 'worker registry', this.#where, doing, cause);
+        reject(
+          new IdMintError('REGISTRY_UNAVAILABLE', line, { details: { backend: this.backend } }),
+        );
+      }, this.#timeoutMs);
+      pending.then(resolve, reject).finally(() => clearTimeout(timer));
+    });
   }
 }
