@@ -13,18 +13,11 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { openWorkerRegistry } from '../src/backends/open-worker-registry.ts';
 import type { WorkerLease, WorkerRegistry } from '../src/ports/worker-registry.ts';
-import { removeRegistryData } from './support/coordinators.ts';
 import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
-import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
+import { FAILING_REGISTRIES, FAILING_STORES } from './support/failing-backends.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import { dropSet } from './support/segment-sets.ts';
-import {
-  SERVICES,
-  type ServiceName,
-  describeWithServices,
-  hostPort,
-  uniqueName,
-} from './support/services.ts';
+import { SERVICES, describeWithServices, hostPort, uniqueName } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
 import { describeWithReplication, startReplicaPair } from './support/replication.ts';
 import { tmpfsSkipReason } from './support/tmpfs.ts';
@@ -57,13 +50,7 @@ async function failuresUntil(call: () => Promise<unknown>, want: string): Promis
   assert.fail(`never "${want}": ${seen.join(' | ')}`);
 }
 
-const STORES: [kind: string, backend: keyof typeof SEGMENT_BACKENDS, service: ServiceName][] = [
-  ['postgres', 'postgres', 'postgres'],
-  ['mysql', 'mariadb', 'mysql'],
-  ['redis', 'redis', 'redis'],
-];
-
-for (const [kind, name, service] of STORES) {
+for (const [kind, name, service] of FAILING_STORES) {
   await describeWithServices(`a ${kind} segment store failing at runtime`, [service], () => {
     /** A store on a table of its own, through a proxy; the caller restores and disposes. */
     const open = async () => {
@@ -128,48 +115,7 @@ for (const [kind, name, service] of STORES) {
   });
 }
 
-/** A registry URL through `port`, and how to remove what its cluster `cluster` left behind. */
-interface RegistryCase {
-  readonly kind: string;
-  readonly service: ServiceName;
-  url(port: number, cluster: string): string;
-  clean(cluster: string): Promise<void>;
-}
-
-const REGISTRIES: RegistryCase[] = [
-  {
-    kind: 'zookeeper',
-    service: 'zookeeper',
-    url: (port, cluster) => `zookeeper://127.0.0.1:${port}/${cluster}`,
-    clean: (cluster) => removeRegistryData(`zookeeper://127.0.0.1/${cluster}`),
-  },
-  {
-    kind: 'etcd',
-    service: 'etcd',
-    url: (port, cluster) => `etcd://127.0.0.1:${port}/${cluster}`,
-    clean: (cluster) => removeRegistryData(`etcd://127.0.0.1/${cluster}`),
-  },
-  {
-    kind: 'redis',
-    service: 'redis',
-    url: (port) => withPort(SERVICES.redis.url, port),
-    clean: (cluster) => deleteRedisNamespace(SERVICES.redis.url, cluster),
-  },
-  {
-    kind: 'postgres',
-    service: 'postgres',
-    url: (port) => withPort(SERVICES.postgres.url, port),
-    clean: (cluster) => dropSqlTable(SERVICES.postgres.url, cluster),
-  },
-  {
-    kind: 'mysql',
-    service: 'mysql',
-    url: (port) => withPort(SERVICES.mysql.url, port),
-    clean: (cluster) => dropSqlTable(SERVICES.mysql.url, cluster),
-  },
-];
-
-for (const registryCase of REGISTRIES) {
+for (const registryCase of FAILING_REGISTRIES) {
   const { kind, service } = registryCase;
   await describeWithServices(`a ${kind} worker registry failing at runtime`, [service], () => {
     /** A registry through a proxy holding a lease; the caller restores and closes. */

@@ -5,40 +5,21 @@
 // words. Real services behind a TcpProxy that refuses (the port closed) or black-holes.
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
-import { removeRegistryData } from './support/coordinators.ts';
 import { NOT_IN_A_LINE, assertLine } from './support/failure-lines.ts';
-import { deleteRedisNamespace, dropSqlTable } from './support/registry-admin.ts';
+import {
+  FAILING_REGISTRIES,
+  FAILING_SEGMENT_SETTINGS,
+  FAILING_STORES,
+} from './support/failing-backends.ts';
 import { SEGMENT_BACKENDS, withPort } from './support/segment-backends.ts';
 import { dropSet } from './support/segment-sets.ts';
 import { type TestServer, testServer } from './support/server.ts';
-import {
-  SERVICES,
-  type ServiceName,
-  describeWithServices,
-  hostPort,
-  uniqueName,
-} from './support/services.ts';
+import { SERVICES, describeWithServices, hostPort, uniqueName } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
+import { until } from './support/until.ts';
 
 const ADMIN = 'admin-token-0123456789';
 const admin = { authorization: `Bearer ${ADMIN}` };
-
-/** Polls `read` until `done` accepts its result, at most `timeoutMs`. */
-async function until<T>(
-  read: () => Promise<T> | T,
-  done: (value: T) => boolean,
-  what: string,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (performance.now() > deadline)
-      assert.fail(`${what}: not within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** The `err` of every log line carrying `code`, as text (a string, or an error's message). */
 function loggedErrors(server: TestServer, code: string): string[] {
@@ -57,13 +38,7 @@ function assertPublic(body: string, proxy: TcpProxy): void {
   assert.doesNotMatch(body, NOT_IN_A_LINE, body);
 }
 
-const STORES: [kind: string, backend: keyof typeof SEGMENT_BACKENDS, service: ServiceName][] = [
-  ['postgres', 'postgres', 'postgres'],
-  ['mysql', 'mariadb', 'mysql'],
-  ['redis', 'redis', 'redis'],
-];
-
-for (const [kind, name, service] of STORES) {
+for (const [kind, name, service] of FAILING_STORES) {
   await describeWithServices(`a server over a ${kind} store that goes down`, [service], () => {
     let proxy: TcpProxy;
     let fixture: Awaited<ReturnType<(typeof SEGMENT_BACKENDS)['postgres']['open']>>;
@@ -79,11 +54,7 @@ for (const [kind, name, service] of STORES) {
         segment: {
           store: withPort(SERVICES[service].url, proxy.port),
           table: fixture.table,
-          timeoutMs: 1000,
-          waitTimeoutMs: 200,
-          retryAfterMs: 300,
-          maxStep: 5,
-          prefetchThreshold: 1,
+          ...FAILING_SEGMENT_SETTINGS,
         },
       });
     });
@@ -156,23 +127,12 @@ for (const [kind, name, service] of STORES) {
   });
 }
 
-const REGISTRIES: [kind: string, service: ServiceName][] = [
-  ['zookeeper', 'zookeeper'],
-  ['etcd', 'etcd'],
-  ['redis', 'redis'],
-  ['postgres', 'postgres'],
-  ['mysql', 'mysql'],
-];
-
-for (const [kind, service] of REGISTRIES) {
+for (const registry of FAILING_REGISTRIES) {
+  const { kind, service } = registry;
   await describeWithServices(`a server over a ${kind} registry that goes down`, [service], () => {
     let proxy: TcpProxy;
     let server: TestServer;
     const cluster = uniqueName('srvdown').toLowerCase();
-    const url = (port: number) =>
-      kind === 'zookeeper' || kind === 'etcd'
-        ? `${kind}://127.0.0.1:${port}/${cluster}`
-        : withPort(SERVICES[service].url, port);
 
     before(async () => {
       proxy = await TcpProxy.start(hostPort(SERVICES[service].url));
@@ -180,7 +140,7 @@ for (const [kind, service] of REGISTRIES) {
         auth: { adminToken: ADMIN },
         segment: { enabled: false },
         snowflake: {
-          registry: url(proxy.port),
+          registry: registry.url(proxy.port, cluster),
           cluster,
           // A SQL registry's table of its own, dropped after.
           table: cluster,
@@ -194,10 +154,7 @@ for (const [kind, service] of REGISTRIES) {
       await proxy?.restore();
       await server?.close().catch(() => undefined);
       await proxy?.close();
-      await removeRegistryData(`${kind}://127.0.0.1/${cluster}`);
-      if (kind === 'redis') await deleteRedisNamespace(SERVICES.redis.url, cluster);
-      if (kind === 'postgres' || kind === 'mysql')
-        await dropSqlTable(SERVICES[service].url, cluster);
+      await registry.clean(cluster);
     });
 
     it('log and /v1/status: "<kind> worker registry at <address>, <doing>: <cause>"', async () => {
@@ -258,11 +215,7 @@ await describeWithServices(
           store: undefined,
           stores,
           table,
-          timeoutMs: 1000,
-          waitTimeoutMs: 200,
-          retryAfterMs: 300,
-          maxStep: 5,
-          prefetchThreshold: 1,
+          ...FAILING_SEGMENT_SETTINGS,
         },
       });
       t.after(async () => {

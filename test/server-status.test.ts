@@ -11,6 +11,7 @@ import { assertError } from './support/http.ts';
 import { testServer, type TestServer } from './support/server.ts';
 import { SERVICES, describeWithServices, hostPort } from './support/services.ts';
 import { TcpProxy } from './support/tcp-proxy.ts';
+import { until } from './support/until.ts';
 
 const USER = 'user-token-0123456789';
 const ORDERS = 'orders-token-0123456789';
@@ -71,25 +72,6 @@ async function status(
   const response = await server.app.inject({ url: `/v1/status${query}`, headers });
   assert.equal(response.statusCode, 200, response.body);
   return response.json() as Status;
-}
-
-/**
- * Polls `read` until `done` accepts its result (bounded): the sampler runs on its own 1 s timer.
- */
-async function until<T>(
-  read: () => Promise<T>,
-  done: (value: T) => boolean,
-  what: string,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (performance.now() > deadline)
-      assert.fail(`${what}: not within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 describe('GET /v1/status (in-process, SQLite)', () => {

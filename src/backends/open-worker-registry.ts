@@ -1,6 +1,8 @@
 import type { WorkerRegistry } from '../ports/worker-registry.ts';
 import { type BackendUrl, WORKER_REGISTRY_URL_FORMS, parseBackendUrl } from './catalog.ts';
 import type { RegistrySettings } from './descriptor.ts';
+import { FirstAnswerRegistry } from './first-answer-registry.ts';
+import { DEFAULT_OPERATION_TIMEOUT_MS } from '../registries/common.ts';
 
 /** Options for {@link openWorkerRegistry}: those of every registry, and: */
 export interface OpenWorkerRegistryOptions extends RegistrySettings {
@@ -46,7 +48,17 @@ export async function openParsedRegistry(
   options: OpenWorkerRegistryOptions = {},
 ): Promise<WorkerRegistry> {
   const { cacheFile, key: _key, ...settings } = options;
-  const registry = await url.openRegistry(settings);
+  const opened = await url.openRegistry(settings);
+  // A coordinator over the network shares one wait among a start's calls; a file (static:,
+  // sqlite:) answers at once or fails in its own words.
+  const registry =
+    url.hosts.length === 0
+      ? opened
+      : new FirstAnswerRegistry(
+          opened,
+          url.target,
+          settings.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS,
+        );
   const cluster = url.cacheCluster(settings);
   if (cacheFile === undefined || cluster === undefined) return registry;
   const { CachedWorkerRegistry } = await import('../registries/cache/cached-worker-registry.ts');

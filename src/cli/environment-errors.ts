@@ -53,6 +53,16 @@ export interface BackendSetting {
   readonly role: UrlRole;
   /** `IDMINT_SEGMENT_STORE`, `IDMINT_WORKER_REGISTRY`, `--store`. */
   readonly name: string;
+  /**
+   * The bound the backend's calls were given (segment.timeoutMs, snowflake.registryTimeoutMs):
+   * a driver that says only "timed out" ran out of it, and the line says how long it waited.
+   */
+  readonly timeoutMs?: number;
+  /**
+   * `url` is the first of a set of databases (segment.stores): the set's failure names each
+   * database, its address and its cause itself, and is told as it is.
+   */
+  readonly set?: boolean;
 }
 
 /**
@@ -84,7 +94,7 @@ export async function backendFailure(
   // stays as it is.
   if (error.message.includes(setting.name))
     return new CommandFailure(error.message, EXIT_FAILURE, { cause: error });
-  const where = await backendAndCause(setting, error);
+  const where = setting.set === true ? error.message : await backendAndCause(setting, error);
   return new CommandFailure(`${what} (${setting.name}): ${where}`, EXIT_FAILURE, {
     cause: error,
   });
@@ -116,6 +126,10 @@ async function backendAndCause(setting: BackendSetting, error: Error): Promise<s
   }
   // The address accepts connections, yet the driver found none it could use: no answer in time.
   if (cause === undefined && driverGaveUp(error)) cause = 'timed out';
+  // Every backend's start fails within its bound, worded as ZooKeeper's and idmint's own timers
+  // word it; a driver's own timer (mysql2's connectTimeout, ETIMEDOUT) is set to the same bound.
+  if (cause === 'timed out' && setting.timeoutMs !== undefined)
+    cause = `timed out after ${setting.timeoutMs} ms`;
   return `${url.backend.kind} at ${url.target}: ${cause ?? innermostMessage(error)}`;
 }
 

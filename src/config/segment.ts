@@ -70,7 +70,8 @@ export const SegmentConfig = Type.Object(
       max: 600_000,
       doc:
         'Each store call is abandoned after this long (STORE_UNAVAILABLE); a range whose ' +
-        'allocation timed out is skipped, never guessed.',
+        'allocation timed out is skipped, never guessed. A start that cannot reach the store ' +
+        '(each database of a set) fails within it, not once per step.',
     }),
     poolSize: integer({
       env: 'IDMINT_SEGMENT_POOL_SIZE',

@@ -162,7 +162,7 @@ export const SnowflakeConfig = Type.Object(
       max: 600_000,
       doc:
         'Bound on connecting to the registry and on each round trip (REGISTRY_UNAVAILABLE): ' +
-        'a start that cannot connect to ZooKeeper fails within it.',
+        'a start that cannot reach the registry fails within it, not once per step.',
     }),
     cacheFile: text({
       env: 'IDMINT_WORKER_CACHE_FILE',

@@ -135,6 +135,9 @@ export async function buildServer(
     startedAt: Date.now(),
     dashboardDir: options.dashboardDir,
   };
+  // The moment the start begins to wait for its backends, after loading the process (a start
+  // that cannot reach them fails within their timeouts of it, docs/errors.md).
+  log.debug('opening the segment store and the worker registry');
   const backends = await openBackends(config, {
     ...options,
     onWorkerEvent: (event) => {

@@ -6,6 +6,7 @@ import {
   BackendCauses,
   driverGaveUp,
   failureCause,
+  saysNoAnswer,
   failureLine,
   inWords,
   probeAddress,
@@ -162,5 +163,15 @@ describe('failureLine', () => {
       'etcd worker registry: timed out',
     );
     assert.equal(inWords('listTagChanges'), 'list tag changes');
+  });
+});
+
+describe('saysNoAnswer', () => {
+  it('tells a backend that gave no answer from one that refused in its own words', () => {
+    const at = 'postgres segment store at db:5432, reading the tag list: ';
+    for (const cause of ['connection refused', 'timed out', 'timed out after 2000 ms'])
+      assert.equal(saysNoAnswer(`${at}${cause}`), true, cause);
+    for (const cause of ['permission denied for table ids', 'read-only file system'])
+      assert.equal(saysNoAnswer(`${at}${cause}`), false, cause);
   });
 });

@@ -263,3 +263,23 @@ export function failureLine(
   const at = where === undefined || where === '' ? '' : ` at ${where}`;
   return `${backend} ${role}${at}${doing === undefined ? '' : `, ${doing}`}: ${cause}`;
 }
+
+/** The causes of a failure that say the backend gave no answer at all, as the end of a line. */
+const NO_ANSWER = new RegExp(
+  `: (?:${[
+    'connection (?:refused|reset|closed)',
+    'timed out(?: after \\d+ ms)?',
+    '(?:host|network) unreachable',
+    'host does not resolve',
+    'could not connect',
+    'not connected',
+  ].join('|')})$`,
+);
+
+/**
+ * True when `line` (a {@link failureLine}) says the backend did not answer (refused, timed out,
+ * unreachable), false when it answered with a refusal of its own (permission denied, read-only).
+ */
+export function saysNoAnswer(line: string): boolean {
+  return NO_ANSWER.test(line);
+}

@@ -16,7 +16,8 @@ import {
 } from '../core/segment-limits.ts';
 import { PeriodicSequence, checkPeriodicTagName, type PeriodicOptions } from '../core/periodic.ts';
 import { MAX_TIMER_MS } from '../core/time.ts';
-import { BackendCauses, failureLine, inWords } from '../shared/failure-cause.ts';
+import { BackendCauses, failureLine, inWords, saysNoAnswer } from '../shared/failure-cause.ts';
+import { FirstAnswer } from '../shared/first-answer.ts';
 import { withDeadline } from '../shared/timeout.ts';
 import type {
   FenceMargin,
@@ -457,6 +458,8 @@ export class StorePlace {
   readonly backend: string;
   readonly where: string | undefined;
   readonly causes = new BackendCauses();
+  /** Until the database first answers, one wait for all calls (a start fails within one). */
+  readonly firstAnswer = new FirstAnswer();
 
   constructor(backend: string, where: string | undefined) {
     this.backend = backend;
@@ -508,7 +511,9 @@ export function operationWords(operation: string): string {
  * told as one line naming the store, where it is, the operation and the cause (see
  * {@link StorePlace}). On timeout `signal` aborts, so the adapter can destroy the connection:
  * the database then rolls back whatever it has not committed, and the caller treats the outcome
- * as unknown. `place` may be the backend's name alone (a store built without an address).
+ * as unknown. `place` may be the backend's name alone (a store built without an address). Until
+ * the database first answers, a call that finds no answer stands for the calls just after it
+ * ({@link FirstAnswer}): a start fails within one timeout, not one per step.
  */
 export async function storeCall<T>(
   place: StorePlace | string,
@@ -522,17 +527,23 @@ export async function storeCall<T>(
     new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.timedOut(timeoutMs)), {
       details: { backend, operation, timeoutMs },
     });
-  try {
-    const result = await withDeadline(timeoutMs, timedOut, run);
-    at.causes.succeeded();
-    return result;
-  } catch (error) {
-    if (isIdMintError(error)) throw error;
-    throw new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.of(error)), {
-      cause: error,
-      details: { backend, operation },
-    });
-  }
+  const bounded = async () => {
+    try {
+      const result = await withDeadline(timeoutMs, timedOut, run);
+      at.causes.succeeded();
+      return result;
+    } catch (error) {
+      if (isIdMintError(error)) throw error;
+      throw new IdMintError('STORE_UNAVAILABLE', at.line(operation, at.causes.of(error)), {
+        cause: error,
+        details: { backend, operation },
+      });
+    }
+  };
+  return at.firstAnswer.run(
+    bounded,
+    (error) => isIdMintError(error, 'STORE_UNAVAILABLE') && saysNoAnswer(error.message),
+  );
 }
 
 /**

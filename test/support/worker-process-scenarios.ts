@@ -122,8 +122,17 @@ export async function runWorkerProcessScenarios(
           timeout: 120_000,
         }, async () => {
           const name = namespace();
+          // The registry's default bound (5 s) for a start: until the coordinator first answers,
+          // a start is bounded by it as a whole, and 20 processes connecting at once on a loaded
+          // 2-core machine took longer than the suite's 1.5 s to hear first (etcd3's retries, a
+          // SQL table's probe after a slow CREATE used to hide it).
+          const options = { ...harness.options(name), operationTimeoutMs: 5000 };
           const nodes = Array.from({ length: 20 }, (_, i) =>
-            spawn(name, { identity: { host: `10.9.1.${i}`, port: 9000 }, layout: 'idmint' }),
+            spawn(name, {
+              identity: { host: `10.9.1.${i}`, port: 9000 },
+              layout: 'idmint',
+              options,
+            }),
           );
           await Promise.all(nodes.map((node) => node.loaded));
           // all at once: Leaf's cold-start race gave two nodes worker 0

@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import { buildServer, type IdMintServer } from '../../server/app.ts';
 import type { ServerConfig } from '../../config/schema.ts';
+import { isStoreSet } from '../../backends/open-configured.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { parseCommandArgs } from '../args.ts';
 import {
@@ -130,9 +131,22 @@ ${configFlagHelp()}
 
 /** The backend URLs serve opens, with the variables that set them. */
 function backendSettings(config: ServerConfig): BackendSetting[] {
+  const { segment, snowflake } = config;
+  const set = isStoreSet(segment);
   return [
-    { url: config.segment.store, role: 'segment-store', name: 'IDMINT_SEGMENT_STORE' },
-    { url: config.snowflake.registry, role: 'worker-registry', name: 'IDMINT_WORKER_REGISTRY' },
+    {
+      url: set ? (segment.stores[0] ?? '') : segment.store,
+      role: 'segment-store',
+      name: set ? 'IDMINT_SEGMENT_STORES' : 'IDMINT_SEGMENT_STORE',
+      timeoutMs: segment.timeoutMs,
+      set,
+    },
+    {
+      url: snowflake.registry,
+      role: 'worker-registry',
+      name: 'IDMINT_WORKER_REGISTRY',
+      timeoutMs: snowflake.registryTimeoutMs,
+    },
   ];
 }
 

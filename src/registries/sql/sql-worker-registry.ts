@@ -30,7 +30,7 @@ import {
   type AcquirePlan,
   type Interleave,
 } from '../common.ts';
-import { BackendCauses } from '../../shared/failure-cause.ts';
+import { BackendCauses, saysNoAnswer } from '../../shared/failure-cause.ts';
 
 /** Rows read per page while looking for a free worker ID; the first page almost always has one. */
 const PAGE = 16;
@@ -299,6 +299,9 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     try {
       await this.#query(this.#sql.createTable, []);
     } catch (error) {
+      // No answer at all: asking again would wait out a second timeout (a start that cannot reach
+      // the database failed after twice the timeout here, and after four times in all).
+      if (saysNoAnswer(this.#unavailable(error, registryDoing.table).message)) throw error;
       // Several nodes creating the table at once can collide inside PostgreSQL's catalog even
       // with IF NOT EXISTS; if the table is there now, the race was lost harmlessly.
       await this.#query(this.#sql.probe, []).catch(() => {

@@ -843,12 +843,14 @@ export class RedisSegmentStore implements SegmentStore {
     if (!this.#closeClient) return;
     // QUIT waits for Redis's reply; a Redis that accepts connections but never answers would
     // keep close() (and the process) waiting forever. Wait as long as for any call, then drop
-    // the connection either way.
-    await withTimeout(
-      this.#client.quit(),
-      this.#timeoutMs,
-      () => new Error('QUIT timed out'),
-    ).catch(() => undefined);
+    // the connection either way; a Redis that never answered is not waited for again (a failed
+    // start would have waited for it twice).
+    if (this.#place.firstAnswer.answered)
+      await withTimeout(
+        this.#client.quit(),
+        this.#timeoutMs,
+        () => new Error('QUIT timed out'),
+      ).catch(() => undefined);
     this.#client.disconnect();
   }
 
