@@ -47,6 +47,19 @@ async function setup(options: Partial<SnowflakeWorkerOptions> & { ttlMs?: number
   return { registry, clock, worker, dispose };
 }
 
+/**
+ * A worker "stalled" past its fence: after one ID (`before`), its next renewal is held on its way
+ * (`renewal`) and the clock set to the fence, as a process that stopped while the renewal was due.
+ */
+async function stalledWithRenewalInFlight(options: Parameters<typeof setup>[0]) {
+  const env = await setup(options);
+  const before = env.worker.next();
+  const renewal = env.registry.hold('renew');
+  await renewal.reached;
+  env.clock.set(env.worker.state().validUntil);
+  return { ...env, renewal, before };
+}
+
 /** Tracks a promise's outcome without awaiting it. */
 function watch<T>(promise: Promise<T>) {
   const state: { settled: boolean; value?: T; error?: unknown } = { settled: false };
@@ -79,13 +92,10 @@ describe('SnowflakeWorker: a fenced request waits for the renewal under way', ()
 
   for (const path of ['single', 'batch'] as const) {
     it(`${path}: past the fence with a renewal in flight, answers once it confirms`, async () => {
-      const { registry, clock, worker, dispose } = await setup({ waitTimeoutMs: 60_000 });
+      const { worker, dispose, renewal, before } = await stalledWithRenewalInFlight({
+        waitTimeoutMs: 60_000,
+      });
       try {
-        const before = worker.next();
-        // The renewal leaves and is held on its way: the process "stalls" past the fence.
-        const renewal = registry.hold('renew');
-        await renewal.reached;
-        clock.set(worker.state().validUntil);
         assert.throws(() => worker.next(), leaseLost, 'the synchronous path still refuses');
         const asked =
           path === 'single'
@@ -137,11 +147,10 @@ describe('SnowflakeWorker: a fenced request waits for the renewal under way', ()
   });
 
   it('a renewal that timed out during the stall is retried at once for the request', async () => {
-    const { registry, clock, worker, dispose } = await setup({ waitTimeoutMs: 60_000 });
+    const { worker, dispose, renewal } = await stalledWithRenewalInFlight({
+      waitTimeoutMs: 60_000,
+    });
     try {
-      const renewal = registry.hold('renew');
-      await renewal.reached;
-      clock.set(worker.state().validUntil);
       const request = watch(Promise.resolve(worker.nextStringOrWait()));
       await delay(50);
       assert.equal(request.state.settled, false);
@@ -159,11 +168,10 @@ describe('SnowflakeWorker: a fenced request waits for the renewal under way', ()
 
   for (const path of ['single', 'batch'] as const) {
     it(`${path}: renewals that fail end the wait with LEASE_LOST at once`, async () => {
-      const { registry, clock, worker, dispose } = await setup({ waitTimeoutMs: 60_000 });
+      const { registry, worker, dispose, renewal } = await stalledWithRenewalInFlight({
+        waitTimeoutMs: 60_000,
+      });
       try {
-        const renewal = registry.hold('renew');
-        await renewal.reached;
-        clock.set(worker.state().validUntil);
         const request = watch<unknown>(
           path === 'single' ? Promise.resolve(worker.nextStringOrWait()) : worker.nextBatchAsync(3),
         );
@@ -188,16 +196,13 @@ describe('SnowflakeWorker: a fenced request waits for the renewal under way', ()
 
   it('a renewal slower than the wait: LEASE_LOST once the wait is over', async () => {
     // A renewal is abandoned after max(1000, interval) ms: 1500 here, well past the wait.
-    const { registry, clock, worker, dispose } = await setup({
+    const { worker, dispose, renewal } = await stalledWithRenewalInFlight({
       ttlMs: 6000,
       renewIntervalMs: 1500,
       waitTimeoutMs: 300,
     });
     try {
-      const renewal = registry.hold('renew');
-      await renewal.reached;
       const failuresBefore = worker.state().renewFailuresTotal;
-      clock.set(worker.state().validUntil);
       const started = performance.now();
       await assert.rejects(Promise.resolve(worker.nextStringOrWait()), leaseLost);
       const waited = performance.now() - started;
@@ -213,11 +218,8 @@ describe('SnowflakeWorker: a fenced request waits for the renewal under way', ()
   });
 
   it('waitTimeoutMs 0 refuses at once, as before', async () => {
-    const { registry, clock, worker, dispose } = await setup({ waitTimeoutMs: 0 });
+    const { worker, dispose } = await stalledWithRenewalInFlight({ waitTimeoutMs: 0 });
     try {
-      const renewal = registry.hold('renew');
-      await renewal.reached;
-      clock.set(worker.state().validUntil);
       await assert.rejects(Promise.resolve(worker.nextStringOrWait()), leaseLost);
       await assert.rejects(worker.nextBatchAsync(2), leaseLost);
       assert.equal(worker.state().fencedWaits, 0);
