@@ -90,6 +90,21 @@ describe('SnowflakeWorker: a fenced request waits for the renewal under way', ()
     }
   });
 
+  it('a refusal other than the fence is thrown at once, as nextString() throws it', async () => {
+    const { clock, worker, dispose } = await setup();
+    try {
+      worker.next();
+      clock.set(T0 - 60_000); // further back than the wait policy waits out
+      assert.throws(
+        () => worker.nextStringOrWait(),
+        (error) => isIdMintError(error, 'CLOCK_MOVED_BACKWARDS'),
+      );
+      assert.equal(worker.state().fencedWaits, 0);
+    } finally {
+      await dispose();
+    }
+  });
+
   for (const path of ['single', 'batch'] as const) {
     it(`${path}: past the fence with a renewal in flight, answers once it confirms`, async () => {
       const { worker, dispose, renewal, before } = await stalledWithRenewalInFlight({

@@ -304,6 +304,8 @@ export class SnowflakeWorker {
     try {
       return this.#generator.next().toString();
     } catch (error) {
+      // Only a fence is waited out; any other refusal is thrown as nextString() throws it.
+      if (!isIdMintError(error, 'LEASE_LOST')) throw this.#failed(error);
       return this.#nextAfterFence(error);
     }
   }
@@ -431,9 +433,8 @@ export class SnowflakeWorker {
    * FenceWait), asking the generator again after each step; the generator's refusal stands when
    * the wait ends without one.
    */
-  async #nextAfterFence(refusal: unknown): Promise<string> {
-    let error = refusal;
-    if (!isIdMintError(error, 'LEASE_LOST')) throw this.#failed(error);
+  async #nextAfterFence(refusal: IdMintError): Promise<string> {
+    let error: unknown = refusal;
     const wait = this.#fenceWait();
     try {
       while (await wait.settled()) {
