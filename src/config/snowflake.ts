@@ -14,6 +14,7 @@ import {
   DEFAULT_STATIC_TTL_MS,
 } from '../registries/static/static-worker-registry.ts';
 import {
+  DEFAULT_FENCED_WAIT_MS,
   DEFAULT_MAX_PEER_SKEW_MS,
   DEFAULT_SAFETY_MARGIN_MS,
   MAX_START_WAIT_MS,
@@ -172,6 +173,16 @@ export const SnowflakeConfig = Type.Object(
         'restart while the coordinator is down (read docs/workers.md first). Empty: off.',
       pattern: /^[^\0]*$/,
       allowed: 'empty, or a file path',
+    }),
+    waitTimeoutMs: duration({
+      env: 'IDMINT_SNOWFLAKE_WAIT_TIMEOUT_MS',
+      default: DEFAULT_FENCED_WAIT_MS,
+      min: WORKER_OPTION_BOUNDS.waitTimeoutMs.min,
+      max: WORKER_OPTION_BOUNDS.waitTimeoutMs.max,
+      doc:
+        'How long a request that finds the generator fenced waits for the renewal due or in ' +
+        'flight to confirm the lease (after a stall of the process) before LEASE_LOST; 0: ' +
+        'refuse at once.',
     }),
     peerClockCheck: oneOf({
       env: 'IDMINT_PEER_CLOCK_CHECK',

@@ -266,6 +266,10 @@ export const SnowflakeStatus = Type.Object(
     renewFailures: Type.Integer(),
     leaseLosses: Type.Integer(),
     workerSwitches: Type.Integer(),
+    fencedWaits: Type.Integer({
+      description:
+        'Requests that found the generator fenced and waited for a renewal (after a stall).',
+    }),
     lastError: Nullable(
       Type.String({ description: 'Only for the admin token (or with auth off).' }),
     ),

@@ -12,6 +12,12 @@ export const DEFAULT_RENEW_INTERVAL_MS = 3000;
 export const DEFAULT_SAFETY_MARGIN_MS = 1000;
 /** Leaf's threshold against the mean of the other nodes' clocks. */
 export const DEFAULT_MAX_PEER_SKEW_MS = 5000;
+/**
+ * How long a request that finds the generator fenced, while the renewal that would lift the fence
+ * is due or in flight, waits for it (a stall of the process outran the renewal). 3 s: the longest
+ * a renewal of the default 10 s lease may take before it counts as failed.
+ */
+export const DEFAULT_FENCED_WAIT_MS = 3000;
 /** The longest wait at start-up for the clock to pass a previous holder's reservation. */
 export const MAX_START_WAIT_MS = 600_000;
 
@@ -20,6 +26,7 @@ export const WORKER_OPTION_BOUNDS = {
   safetyMarginMs: { min: 0, max: 60_000 },
   maxPeerSkewMs: { min: 0, max: 86_400_000 },
   renewIntervalMs: { min: 10, max: 600_000 },
+  waitTimeoutMs: { min: 0, max: 600_000 },
 } as const;
 
 /** How the start-up check against live peers' clocks acts on a skew above `maxPeerSkewMs`. */

@@ -209,6 +209,7 @@ async function openSnowflake(
     rollback: s.rollback,
     peerClockCheck: s.peerClockCheck,
     maxPeerSkewMs: s.maxPeerSkewMs,
+    waitTimeoutMs: s.waitTimeoutMs,
     ...(onEvent === undefined ? {} : { onEvent }),
   });
   opened.push(() => worker.close());

@@ -207,6 +207,34 @@ export class LeaseHolder {
   }
 
   /**
+   * For a request that found the generator fenced: when the lease is still this node's to confirm
+   * (held, not reported lost, renewals not failing), the completion of the transition that may
+   * confirm it; undefined when there is nothing to wait for. A fenced generator with no
+   * transition in flight renews now rather than when its timer fires: after a stall the event
+   * loop may run the request before the late timer, and a renewal confirmed after the stall but
+   * sent before it leaves the fence in the past until the next one.
+   *
+   * One failed renewal is retried so: a renewal in flight when the process stopped has its
+   * timeout run out during the stop, whatever the coordinator answered. Two in a row mean the
+   * coordinator is in trouble, and requests are refused at once, as before waits existed.
+   */
+  confirmation(): Promise<void> | undefined {
+    const holding = this.#holding;
+    if (
+      this.#closing !== undefined ||
+      holding === undefined ||
+      holding.lost !== undefined ||
+      this.#stats.renewFailures > 1
+    )
+      return undefined;
+    if (this.#transition === undefined) {
+      this.#due = true;
+      this.#kick();
+    }
+    return this.#inFlight;
+  }
+
+  /**
    * Fences at once, waits for the transition in flight, then releases the lease held with the
    * exact last timestamp. Throws if that release fails (the lease then lapses by its TTL). A
    * second call waits for the first.

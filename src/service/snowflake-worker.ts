@@ -2,6 +2,7 @@ import { MonotonicClock } from '../clocks/monotonic-clock.ts';
 import { resolveRollbackPolicy, type RollbackPolicyOptions } from '../core/clock-policy.ts';
 import { IdMintError, isIdMintError } from '../core/errors.ts';
 import {
+  DEFAULT_FENCED_WAIT_MS,
   DEFAULT_MAX_PEER_SKEW_MS,
   DEFAULT_SAFETY_MARGIN_MS,
   PEER_CLOCK_CHECKS,
@@ -13,6 +14,7 @@ import { BATCH_WINDOW_MS, SnowflakeGenerator, maxBatchFor } from '../core/snowfl
 import type { Clock } from '../ports/clock.ts';
 import type { NodeIdentity, WorkerRegistry } from '../ports/worker-registry.ts';
 import { sleep, systemTimers } from '../shared/time.ts';
+import { FenceWait } from './fence-wait.ts';
 import { LeaseHolder, type LeaseEvent, type LeaseStats } from './lease-holder.ts';
 import { checkPeerClocks, type PeerClockReport } from './peer-clock-check.ts';
 import type { LeaseTerms } from './lease-holding.ts';
@@ -53,6 +55,12 @@ export interface SnowflakeWorkerOptions {
   readonly renewIntervalMs?: number;
   /** The generator stops this long before the lease could expire. Default 1000 ms. */
   readonly safetyMarginMs?: number;
+  /**
+   * How long {@link SnowflakeWorker.nextStringOrWait} and {@link SnowflakeWorker.nextBatchAsync}
+   * wait, when they find the generator fenced, for the renewal due or in flight to confirm the
+   * lease before they give up with LEASE_LOST. Default 3000 ms; 0 refuses at once.
+   */
+  readonly waitTimeoutMs?: number;
   /** Check the clock against live peers at start-up: refuse (default), warn, or off. */
   readonly peerClockCheck?: PeerClockCheck;
   /** Largest allowed distance from the mean of the live peers' clocks. Default 5000 ms. */
@@ -86,6 +94,11 @@ export interface SnowflakeWorkerState extends LeaseStats {
   /** Times a generator of this worker found the clock behind a time it had used (all leases). */
   readonly clockRollbacks: number;
   /**
+   * Requests that found the generator fenced and waited for a renewal to confirm the lease
+   * (answered with IDs or, when it was not confirmed in time, LEASE_LOST).
+   */
+  readonly fencedWaits: number;
+  /**
    * How a clock found behind is handled: the generator's policy (`wait`, `refuse`, `borrow`,
    * `history`) or `switch-worker`.
    */
@@ -116,8 +129,10 @@ export type { PeerClockReport };
  * (lease-holder.ts): one transition in flight at a time. This class is the face of it.
  *
  * `next()`, `nextString()` and `nextBatch()` are the generator's own synchronous methods: no
- * await and no allocation is added on the hot path. `nextBatchAsync()` mints a batch without
- * blocking the event loop.
+ * await and no allocation is added on the hot path; they refuse (LEASE_LOST) whenever the
+ * generator is fenced. `nextStringOrWait()` and `nextBatchAsync()`, the server's, wait up to
+ * `waitTimeoutMs` when the fence is only a renewal behind (a stall of the process), and mint a
+ * batch without blocking the event loop.
  */
 export class SnowflakeWorker {
   readonly layout: Layout;
@@ -133,6 +148,8 @@ export class SnowflakeWorker {
   readonly #maxPeerSkewMs: number;
   readonly #onEvent: ((event: SnowflakeWorkerEvent) => void) | undefined;
   readonly #terms: LeaseTerms;
+  readonly #waitTimeoutMs: number;
+  #fencedWaits = 0;
   /** Set once start() has its first lease; never undefined after. */
   #holder!: LeaseHolder;
 
@@ -181,6 +198,12 @@ export class SnowflakeWorker {
         `peerClockCheck must be refuse, warn or off, got ${String(this.#peerCheck)}`,
       );
     }
+    this.#waitTimeoutMs = integer(
+      'waitTimeoutMs',
+      options.waitTimeoutMs ?? DEFAULT_FENCED_WAIT_MS,
+      limits.waitTimeoutMs.min,
+      limits.waitTimeoutMs.max,
+    );
     if (options.renewIntervalMs !== undefined)
       integer(
         'renewIntervalMs',
@@ -253,6 +276,23 @@ export class SnowflakeWorker {
   }
 
   /**
+   * {@link nextString} for a server: a string at once when the generator issues (no promise on
+   * that path); when it is fenced while its lease is still this node's to confirm (a stall of
+   * the process outran the renewal), a promise of the ID once a renewal confirms the lease,
+   * waiting up to `waitTimeoutMs`. Rejects LEASE_LOST as {@link next} does when the lease is
+   * lost, the worker closed, renewals failing, or the wait over.
+   */
+  nextStringOrWait(): string | Promise<string> {
+    try {
+      return this.#generator.next().toString();
+    } catch (error) {
+      // Only a fence is waited out; any other refusal is thrown as nextString() throws it.
+      if (!isIdMintError(error, 'LEASE_LOST')) throw this.#failed(error);
+      return this.#nextAfterFence(error);
+    }
+  }
+
+  /**
    * `count` strictly increasing IDs, now. Synchronous: when a time unit's sequence runs out it
    * blocks the thread until the clock reaches the next one (js-safe: 64 IDs per ms, so 10,000
    * IDs block for about 150 ms). A server should use {@link nextBatchAsync}.
@@ -295,30 +335,26 @@ export class SnowflakeWorker {
     return batch;
   }
 
-  /** {@link nextBatchAsync}'s work, once the batches before it are done. */
+  /**
+   * {@link nextBatchAsync}'s work, once the batches before it are done. A fenced generator whose
+   * lease is still to be confirmed is waited for as {@link nextStringOrWait} does, then asked
+   * again from where it stopped: the IDs already minted came from the same lease, below its fence.
+   */
   async #mintBatch(count: number): Promise<bigint[]> {
     // The generator of the lease current when this batch's turn comes.
     const generator = this.#generator;
-    const clock = this.#clock;
     const ids = new Array<bigint>(count);
+    const minted = { count: 0 };
+    let wait: FenceWait | undefined;
     try {
-      let i = generator.nextReady(ids, 0, count);
-      let stalls = 0;
-      while (i < count) {
-        const before = clock.now();
-        await sleep(Math.max(1, generator.readyAt() - before));
-        const from = i;
-        i = generator.nextReady(ids, i, count);
-        if (i > from || clock.now() !== before) {
-          stalls = 0;
-          continue;
-        }
-        // The clock did not move while we waited. A 1 ms timer can fire within the same
-        // millisecond (about 1 in 300), so wait again; three times in a row means a clock that
-        // moves only when asked to sleep (ManualClock): the generator's own rule then decides.
-        if (++stalls === 3) {
-          ids[i++] = generator.next();
-          stalls = 0;
+      for (;;) {
+        try {
+          await this.#fillBatch(generator, ids, minted);
+          return ids;
+        } catch (error) {
+          if (generator !== this.#generator || !isIdMintError(error, 'LEASE_LOST')) throw error;
+          wait ??= this.#fenceWait();
+          if (!(await wait.settled())) throw error;
         }
       }
     } catch (error) {
@@ -334,8 +370,77 @@ export class SnowflakeWorker {
         );
       }
       throw this.#failed(error);
+    } finally {
+      wait?.end();
     }
-    return ids;
+  }
+
+  /**
+   * Fills `ids` from `minted.count` on with `generator`'s IDs, letting the event loop run between
+   * time units; `minted.count` follows what is done, so a refusal midway can be resumed.
+   */
+  async #fillBatch(
+    generator: SnowflakeGenerator,
+    ids: bigint[],
+    minted: { count: number },
+  ): Promise<void> {
+    const clock = this.#clock;
+    const count = ids.length;
+    let i = generator.nextReady(ids, minted.count, count);
+    minted.count = i;
+    let stalls = 0;
+    while (i < count) {
+      const before = clock.now();
+      await sleep(Math.max(1, generator.readyAt() - before));
+      const from = i;
+      i = generator.nextReady(ids, i, count);
+      minted.count = i;
+      if (i > from || clock.now() !== before) {
+        stalls = 0;
+        continue;
+      }
+      // The clock did not move while we waited. A 1 ms timer can fire within the same
+      // millisecond (about 1 in 300), so wait again; three times in a row means a clock that
+      // moves only when asked to sleep (ManualClock): the generator's own rule then decides.
+      if (++stalls === 3) {
+        ids[i] = generator.next();
+        minted.count = ++i;
+        stalls = 0;
+      }
+    }
+  }
+
+  /**
+   * A request refused LEASE_LOST by a fenced generator: wait for the lease to be confirmed (see
+   * FenceWait), asking the generator again after each step; the generator's refusal stands when
+   * the wait ends without one.
+   */
+  async #nextAfterFence(refusal: IdMintError): Promise<string> {
+    let error: unknown = refusal;
+    const wait = this.#fenceWait();
+    try {
+      while (await wait.settled()) {
+        try {
+          // The current generator: a switch meanwhile hands over to a lease held as well.
+          return this.#generator.next().toString();
+        } catch (retryError) {
+          error = retryError;
+          if (!isIdMintError(error, 'LEASE_LOST')) break;
+        }
+      }
+    } finally {
+      wait.end();
+    }
+    throw this.#failed(error);
+  }
+
+  #fenceWait(): FenceWait {
+    return new FenceWait(
+      () => this.#holder.confirmation(),
+      this.#waitTimeoutMs,
+      this.#terms.timers,
+      () => this.#fencedWaits++,
+    );
   }
 
   state(): SnowflakeWorkerState {
@@ -360,6 +465,7 @@ export class SnowflakeWorker {
       validUntil,
       ...this.#holder.stats(),
       clockRollbacks: this.#rollbacksBefore + this.#generator.rollbackCount(),
+      fencedWaits: this.#fencedWaits,
       rollbackPolicy: this.#rollbackPolicy,
       peerClock: this.#peerClock,
     };

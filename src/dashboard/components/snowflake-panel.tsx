@@ -76,6 +76,9 @@ export function SnowflakePanel(props: {
         <dt>Lease trouble</dt>
         <dd class={s.renewFailures > 0 || s.leaseLosses > 0 ? 'warn' : undefined}>
           {s.renewFailures} failing renewals · {s.leaseLosses} losses
+          {s.fencedWaits > 0 && (
+            <span class="muted"> · {s.fencedWaits} requests waited for a renewal</span>
+          )}
           {s.lastError !== null && <div class="error-text">{s.lastError}</div>}
         </dd>
         <dt>Layout</dt>

@@ -204,6 +204,12 @@ export class ServerMetrics {
         'Leases lost (expired or taken over); a new worker ID is acquired each time.',
         () => snowflake.state().leaseLosses,
       );
+      readCounter(
+        'snowflake_fenced_waits_total',
+        'Requests that found the generator fenced and waited for a renewal to confirm the ' +
+          'lease (after a stall of the process) instead of answering LEASE_LOST at once.',
+        () => snowflake.state().fencedWaits,
+      );
       new Gauge({
         name: `${prefix}snowflake_peer_clock_offset_seconds`,
         help:

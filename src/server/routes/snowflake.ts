@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { OCTET_TYPE } from '../../contract/common.ts';
 import type { CountBound } from '../../contract/route.ts';
 import {
@@ -77,11 +77,18 @@ export function snowflakeRoutes(app: FastifyInstance, deps: SnowflakeRouteDeps):
     return deps.worker;
   };
 
+  const sendLeafId = (reply: FastifyReply, accept: string | undefined, id: string) => {
+    issued.snowflake++;
+    return reply.type(leafIdType(accept)).send(id);
+  };
   leafRoute(app, LEAF_SNOWFLAKE_ID).handle((request, reply) => {
     checkTag(request.params.tag);
-    const id = worker().nextString();
-    issued.snowflake++;
-    reply.type(leafIdType(request.headers.accept)).send(id);
+    const accept = request.headers.accept;
+    // A string at once (no promise, no closure), unless the worker is fenced and waits for the
+    // renewal that confirms its lease.
+    const id = worker().nextStringOrWait();
+    if (typeof id === 'string') return sendLeafId(reply, accept, id);
+    return id.then((later) => sendLeafId(reply, accept, later));
   });
 
   const bound = { bound: batchBound(batchLimit, maxBatch, layout) };

@@ -331,6 +331,7 @@ function snowflakeStatus(
     renewFailures: state.renewFailures,
     leaseLosses: state.leaseLosses,
     workerSwitches: state.workerSwitches,
+    fencedWaits: state.fencedWaits,
     lastError: admin ? state.lastError : null,
     peerClock:
       peer === null

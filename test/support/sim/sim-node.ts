@@ -303,7 +303,7 @@ export class SimNode implements Endpoint {
     // schedule: ask a fenced one now and then only (it must still refuse), an open one always.
     const world = this.#world;
     if (this.setup.clock.clock.now() >= generator.validUntil() && !world.chance(0.05)) {
-      this.counts.fenced++;
+      this.#fenced();
       return;
     }
     this.#askRetired();
@@ -313,7 +313,7 @@ export class SimNode implements Endpoint {
       try {
         id = generator.next();
       } catch (error) {
-        if (isIdMintError(error, 'LEASE_LOST')) this.counts.fenced++;
+        if (isIdMintError(error, 'LEASE_LOST')) this.#fenced();
         else if (isIdMintError(error, 'CLOCK_MOVED_BACKWARDS') && this.setup.switchWorker) {
           // What SnowflakeWorker does with a generator's refusal under switch-worker.
           this.#holder?.requestSwitch();
@@ -348,6 +348,16 @@ export class SimNode implements Endpoint {
       return;
     }
     this.#checker.retired(issuer, `${this.name} issued ${id} from a retired generator`);
+  }
+
+  /**
+   * A request found the generator fenced: as SnowflakeWorker does for a request that waits (a
+   * stall outran the renewal), ask the holder for the renewal that may confirm the lease, which
+   * starts one now when none is in flight. The next issue asks the generator again.
+   */
+  #fenced(): void {
+    this.counts.fenced++;
+    if (this.#holder?.confirmation() !== undefined) this.#world.count('fenced request waited');
   }
 
   /** SIGSTOP for `ms`: nothing of the process runs; its clock does. */
