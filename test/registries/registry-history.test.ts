@@ -1,0 +1,200 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, it } from 'node:test';
+import { isIdMintError } from '../../src/core/errors.ts';
+import { openWorkerRegistry } from '../../src/backends/open-worker-registry.ts';
+import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
+import { REGISTRY_HISTORY_TABLE } from '../../src/registries/sql/sql-registry-history.ts';
+import { Redis } from 'ioredis';
+import { deleteRedisNamespace, dropSqlTable, runSql } from '../support/registry-admin.ts';
+import {
+  SERVICES,
+  describeWithServices,
+  uniqueName,
+  type ServiceName,
+} from '../support/services.ts';
+import { tempDir } from '../support/workers.ts';
+
+// A registry whose database moved to another history (a failover to a replica that lagged, a
+// restore) may have lost the lease row of a worker ID while its holder still issues. Node B must
+// not get that worker ID until the holder has stopped, nor start below what the holder issued
+// (docs/workers.md, "When the database's history changes").
+
+const TTL_MS = 1500;
+
+/** One registry backend: where it is, and how to lose a lease behind its back. */
+interface HistoryBackend {
+  readonly title: string;
+  readonly services: readonly ServiceName[];
+  /** A registry on a namespace (table, file) of this test's own. */
+  open(): Promise<WorkerRegistry>;
+  /** Deletes the lease data of `workerId`, as a database without its latest writes has none. */
+  loseLease(workerId: number): Promise<void>;
+  /** The history record says another history than the live one, as a promoted replica's does. */
+  recordOtherHistory(): Promise<void>;
+  /** The history record is gone (the rows restored without it). */
+  loseHistoryRecord(): Promise<void>;
+  cleanup(): Promise<void>;
+}
+
+function sqlBackend(title: string, url: () => string, service?: ServiceName): HistoryBackend {
+  const table = uniqueName('worker_history');
+  const name = 'history';
+  const record = `${REGISTRY_HISTORY_TABLE} WHERE registry_table = '${table}'`;
+  const otherHistory = `UPDATE ${REGISTRY_HISTORY_TABLE} SET history = ? WHERE registry_table = ?`;
+  return {
+    title,
+    services: service === undefined ? [] : [service],
+    open: () => openWorkerRegistry(url(), { name, table, ttlMs: TTL_MS }),
+    loseLease: async (workerId) => {
+      await runSql(url(), `DELETE FROM ${table} WHERE name = ? AND worker_id = ?`, [
+        name,
+        workerId,
+      ]);
+    },
+    recordOtherHistory: async () => {
+      // Before the fix there is no history table: nothing to change.
+      await runSql(url(), otherHistory, ['an older history', table]).catch(() => {});
+    },
+    loseHistoryRecord: async () => {
+      // Before the fix there is no history table: nothing to lose.
+      await runSql(url(), `DELETE FROM ${record}`).catch(() => {});
+    },
+    cleanup: async () => {
+      if (service === undefined) return;
+      await dropSqlTable(url(), table).catch(() => {});
+      await runSql(url(), `DELETE FROM ${record}`).catch(() => {});
+    },
+  };
+}
+
+function redisBackend(): HistoryBackend {
+  const url = SERVICES.redis.url;
+  const name = uniqueName('history');
+  const key = (suffix: string) => `idmint:workers:{${name}}:${suffix}`;
+  const redis = async <T>(run: (client: Redis) => Promise<T>) => {
+    const client = new Redis(url, { lazyConnect: true });
+    await client.connect();
+    try {
+      return await run(client);
+    } finally {
+      client.disconnect();
+    }
+  };
+  return {
+    title: 'redis',
+    services: ['redis'],
+    open: () => openWorkerRegistry(url, { name, ttlMs: TTL_MS }),
+    loseLease: async (workerId) => {
+      await redis((client) => client.del(key(`lease:${workerId}`), key(`record:${workerId}`)));
+    },
+    recordOtherHistory: async () => {
+      await redis((client) => client.hset(key('history'), 'history', 'an older history'));
+    },
+    loseHistoryRecord: async () => {
+      await redis((client) => client.del(key('history')));
+    },
+    cleanup: () => deleteRedisNamespace(url, name),
+  };
+}
+
+const dir = await tempDir('registry-history');
+after(() => dir.dispose());
+
+const backends = (): HistoryBackend[] => [
+  sqlBackend('postgres', () => SERVICES.postgres.url, 'postgres'),
+  sqlBackend('mysql', () => SERVICES.mysql.url, 'mysql'),
+  sqlBackend('sqlite', () => `sqlite:${join(dir.path, 'workers.db')}`),
+  redisBackend(),
+];
+
+const node = (host: string) => ({ identity: { host, port: 1 }, maxWorkers: 8 });
+
+/** Acquires until a lease is granted (a settling registry refuses, retryably). */
+async function acquireWhenSettled(
+  registry: WorkerRegistry,
+  workerId: number,
+): Promise<WorkerLease> {
+  const deadline = Date.now() + 20 * TTL_MS;
+  for (;;) {
+    try {
+      return await registry.acquire({ ...node('b'), workerId });
+    } catch (error) {
+      if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE') || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+for (const losing of ['the record names another history', 'the record is lost'] as const) {
+  for (const backend of backends()) {
+    await describeWithServices(`${backend.title} registry: ${losing}`, backend.services, () => {
+      after(() => backend.cleanup());
+
+      it('grants the lost worker ID after the holder stopped, above what it issued', async () => {
+        const [a, c, b] = [await backend.open(), await backend.open(), await backend.open()];
+        try {
+          const leaseA = await a.acquire(node('a'));
+          await c.acquire(node('c')); // another worker: the registry is not empty
+          const renewedAt = Date.now();
+          const horizon = renewedAt + TTL_MS; // A may issue up to here, until renewedAt + TTL
+          await leaseA.renew({ lastTimestamp: horizon, reportedAt: renewedAt });
+
+          await backend.loseLease(leaseA.workerId);
+          if (losing === 'the record is lost') await backend.loseHistoryRecord();
+          else await backend.recordOtherHistory();
+
+          const leaseB = await acquireWhenSettled(b, leaseA.workerId);
+          const grantedBy = Date.now();
+          assert.ok(
+            grantedBy >= renewedAt + TTL_MS,
+            `B got worker ${leaseB.workerId} ${renewedAt + TTL_MS - grantedBy} ms before A's ` +
+              'lease on it could end: both issue with it',
+          );
+          assert.ok(
+            leaseB.lastTimestamp >= horizon,
+            `B starts from ${leaseB.lastTimestamp}, below ${horizon}, which A may have issued at`,
+          );
+          await assert.rejects(
+            leaseA.renew({ lastTimestamp: Date.now() + TTL_MS, reportedAt: Date.now() }),
+            (error) => isIdMintError(error, 'LEASE_LOST'),
+          );
+        } finally {
+          await Promise.all([a.close(), b.close(), c.close()]);
+        }
+      });
+    });
+  }
+}
+
+for (const backend of backends()) {
+  await describeWithServices(`${backend.title} registry's history`, backend.services, () => {
+    after(() => backend.cleanup());
+
+    it('costs a fresh registry nothing: the first acquires are granted at once', async () => {
+      const [a, b] = [await backend.open(), await backend.open()];
+      try {
+        const first = await a.acquire(node('a'));
+        const second = await b.acquire(node('b'));
+        assert.deepEqual([first.lastTimestamp, second.lastTimestamp], [-1, -1]);
+        assert.notEqual(first.workerId, second.workerId);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    it('fails a renewal on another history as LEASE_LOST, its row there or not', async () => {
+      const a = await backend.open();
+      try {
+        const lease = await a.acquire(node('a'));
+        await backend.recordOtherHistory();
+        await assert.rejects(
+          lease.renew({ lastTimestamp: Date.now() + TTL_MS, reportedAt: Date.now() }),
+          (error) => isIdMintError(error, 'LEASE_LOST'),
+        );
+      } finally {
+        await a.close();
+      }
+    });
+  });
+}
