@@ -21,6 +21,8 @@ import { tempDir } from '../support/workers.ts';
 // (docs/workers.md, "When the database's history changes").
 
 const TTL_MS = 1500;
+/** The most a `borrow` holder's IDs lead its clock: its horizon is this past its lease's end. */
+const LEAD_MS = 500;
 
 /** One registry backend: where it is, and how to lose a lease behind its back. */
 interface HistoryBackend {
@@ -45,7 +47,7 @@ function sqlBackend(title: string, url: () => string, service?: ServiceName): Hi
   return {
     title,
     services: service === undefined ? [] : [service],
-    open: () => openWorkerRegistry(url(), { name, table, ttlMs: TTL_MS }),
+    open: () => openWorkerRegistry(url(), { name, table, ttlMs: TTL_MS, maxLeadMs: LEAD_MS }),
     loseLease: async (workerId) => {
       await runSql(url(), `DELETE FROM ${table} WHERE name = ? AND worker_id = ?`, [
         name,
@@ -84,7 +86,7 @@ function redisBackend(): HistoryBackend {
   return {
     title: 'redis',
     services: ['redis'],
-    open: () => openWorkerRegistry(url, { name, ttlMs: TTL_MS }),
+    open: () => openWorkerRegistry(url, { name, ttlMs: TTL_MS, maxLeadMs: LEAD_MS }),
     loseLease: async (workerId) => {
       await redis((client) => client.del(key(`lease:${workerId}`), key(`record:${workerId}`)));
     },
@@ -137,7 +139,8 @@ for (const losing of ['the record names another history', 'the record is lost'] 
           const leaseA = await a.acquire(node('a'));
           await c.acquire(node('c')); // another worker: the registry is not empty
           const renewedAt = Date.now();
-          const horizon = renewedAt + TTL_MS; // A may issue up to here, until renewedAt + TTL
+          // A may issue until renewedAt + TTL, with timestamps up to its lead past that.
+          const horizon = renewedAt + TTL_MS + LEAD_MS;
           await leaseA.renew({ lastTimestamp: horizon, reportedAt: renewedAt });
 
           await backend.loseLease(leaseA.workerId);
