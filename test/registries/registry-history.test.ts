@@ -13,6 +13,8 @@ import {
   uniqueName,
   type ServiceName,
 } from '../support/services.ts';
+import { describeWithReplication, startReplicaPair } from '../support/replication.ts';
+import { TcpProxy } from '../support/tcp-proxy.ts';
 import { tempDir } from '../support/workers.ts';
 
 // A registry whose database moved to another history (a failover to a replica that lagged, a
@@ -198,6 +200,52 @@ for (const backend of backends()) {
       } finally {
         await a.close();
       }
+    });
+  });
+}
+
+// The same on real replication: a node leases worker 0 while the replica is held back, the
+// primary dies and the replica, which never saw that lease, is promoted behind the same address.
+for (const backend of ['postgres', 'mariadb', 'redis'] as const) {
+  await describeWithReplication(`${backend} registry across a failover`, backend, () => {
+    it('grants the lease the replica lost only after its holder stopped', {
+      timeout: 120_000,
+    }, async (t) => {
+      const pair = await startReplicaPair(backend);
+      t.after(() => pair.stop());
+      const front = await TcpProxy.start(pair.primary);
+      t.after(() => front.close());
+      const options = { name: 'failover', table: uniqueName('worker_failover'), ttlMs: TTL_MS };
+      const open = () =>
+        openWorkerRegistry(pair.url(front.port), { ...options, maxLeadMs: LEAD_MS });
+      const [a, b, c] = [await open(), await open(), await open()];
+      t.after(() => Promise.all([a.close(), b.close(), c.close()]).then(() => {}));
+
+      // Worker 0 held and released by C while replication keeps up: the replica has its row.
+      const leaseC = await c.acquire(node('c'));
+      await leaseC.release({ lastTimestamp: Date.now(), reportedAt: Date.now() });
+      await pair.caughtUp();
+      pair.holdReplication();
+      const leaseA = await a.acquire(node('a'));
+      assert.equal(leaseA.workerId, leaseC.workerId);
+      const renewedAt = Date.now();
+      const horizon = renewedAt + TTL_MS + LEAD_MS;
+      await leaseA.renew({ lastTimestamp: horizon, reportedAt: renewedAt });
+      await pair.killPrimary();
+      await pair.promote();
+      front.retarget(pair.replica);
+
+      const leaseB = await acquireWhenSettled(b, leaseA.workerId);
+      const grantedBy = Date.now();
+      assert.ok(
+        grantedBy >= renewedAt + TTL_MS,
+        `B got worker ${leaseB.workerId} ${renewedAt + TTL_MS - grantedBy} ms before A's ` +
+          'lease on it could end: both issue with it',
+      );
+      assert.ok(
+        leaseB.lastTimestamp >= horizon,
+        `B starts from ${leaseB.lastTimestamp}, below ${horizon}, which A may have issued at`,
+      );
     });
   });
 }
