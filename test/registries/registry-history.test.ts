@@ -130,6 +130,34 @@ async function acquireWhenSettled(
   }
 }
 
+/**
+ * A renews worker `lease` with a horizon of its lease's end plus the lead; `lose` loses it behind
+ * the registry's back; B, asking for the same worker ID until granted, must get it only after A's
+ * lease could end, and start above every timestamp A may have issued.
+ */
+async function checkTakeover(
+  leaseA: WorkerLease,
+  b: WorkerRegistry,
+  lose: () => Promise<void>,
+): Promise<void> {
+  const renewedAt = Date.now();
+  // A may issue until renewedAt + TTL, with timestamps up to its lead past that.
+  const horizon = renewedAt + TTL_MS + LEAD_MS;
+  await leaseA.renew({ lastTimestamp: horizon, reportedAt: renewedAt });
+  await lose();
+  const leaseB = await acquireWhenSettled(b, leaseA.workerId);
+  const grantedBy = Date.now();
+  assert.ok(
+    grantedBy >= renewedAt + TTL_MS,
+    `B got worker ${leaseB.workerId} ${renewedAt + TTL_MS - grantedBy} ms before A's ` +
+      'lease on it could end: both issue with it',
+  );
+  assert.ok(
+    leaseB.lastTimestamp >= horizon,
+    `B starts from ${leaseB.lastTimestamp}, below ${horizon}, which A may have issued at`,
+  );
+}
+
 for (const losing of ['the record names another history', 'the record is lost'] as const) {
   for (const backend of backends()) {
     await describeWithServices(`${backend.title} registry: ${losing}`, backend.services, () => {
@@ -140,26 +168,11 @@ for (const losing of ['the record names another history', 'the record is lost'] 
         try {
           const leaseA = await a.acquire(node('a'));
           await c.acquire(node('c')); // another worker: the registry is not empty
-          const renewedAt = Date.now();
-          // A may issue until renewedAt + TTL, with timestamps up to its lead past that.
-          const horizon = renewedAt + TTL_MS + LEAD_MS;
-          await leaseA.renew({ lastTimestamp: horizon, reportedAt: renewedAt });
-
-          await backend.loseLease(leaseA.workerId);
-          if (losing === 'the record is lost') await backend.loseHistoryRecord();
-          else await backend.recordOtherHistory();
-
-          const leaseB = await acquireWhenSettled(b, leaseA.workerId);
-          const grantedBy = Date.now();
-          assert.ok(
-            grantedBy >= renewedAt + TTL_MS,
-            `B got worker ${leaseB.workerId} ${renewedAt + TTL_MS - grantedBy} ms before A's ` +
-              'lease on it could end: both issue with it',
-          );
-          assert.ok(
-            leaseB.lastTimestamp >= horizon,
-            `B starts from ${leaseB.lastTimestamp}, below ${horizon}, which A may have issued at`,
-          );
+          await checkTakeover(leaseA, b, async () => {
+            await backend.loseLease(leaseA.workerId);
+            if (losing === 'the record is lost') await backend.loseHistoryRecord();
+            else await backend.recordOtherHistory();
+          });
           await assert.rejects(
             leaseA.renew({ lastTimestamp: Date.now() + TTL_MS, reportedAt: Date.now() }),
             (error) => isIdMintError(error, 'LEASE_LOST'),
@@ -228,24 +241,11 @@ for (const backend of ['postgres', 'mariadb', 'redis'] as const) {
       pair.holdReplication();
       const leaseA = await a.acquire(node('a'));
       assert.equal(leaseA.workerId, leaseC.workerId);
-      const renewedAt = Date.now();
-      const horizon = renewedAt + TTL_MS + LEAD_MS;
-      await leaseA.renew({ lastTimestamp: horizon, reportedAt: renewedAt });
-      await pair.killPrimary();
-      await pair.promote();
-      front.retarget(pair.replica);
-
-      const leaseB = await acquireWhenSettled(b, leaseA.workerId);
-      const grantedBy = Date.now();
-      assert.ok(
-        grantedBy >= renewedAt + TTL_MS,
-        `B got worker ${leaseB.workerId} ${renewedAt + TTL_MS - grantedBy} ms before A's ` +
-          'lease on it could end: both issue with it',
-      );
-      assert.ok(
-        leaseB.lastTimestamp >= horizon,
-        `B starts from ${leaseB.lastTimestamp}, below ${horizon}, which A may have issued at`,
-      );
+      await checkTakeover(leaseA, b, async () => {
+        await pair.killPrimary();
+        await pair.promote();
+        front.retarget(pair.replica);
+      });
     });
   });
 }
