@@ -1,4 +1,4 @@
-import { IdMintError } from '../core/errors.ts';
+import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { type BackendCauses, failureLine } from '../shared/failure-cause.ts';
 import { iso } from '../core/time.ts';
 import type {
@@ -461,8 +461,17 @@ export function registrySettling(
     'REGISTRY_UNAVAILABLE',
     `${backend} worker registry${where === backend ? '' : ` at ${where}`}: its database moved ` +
       `to a new history (${history.live}); no worker ID is leased for another ${waitMs} ms`,
-    { details: { backend, settlesInMs: waitMs } },
+    { details: { backend, settlesInMs: waitMs, settling: true } },
   );
+}
+
+/**
+ * True for {@link registrySettling}'s error: the registry answered, and its answer is to wait. A
+ * weak-dependency cache must not start from its file on it: the ID it holds may be the one a
+ * lost lease's holder still issues with.
+ */
+export function isSettling(error: unknown): boolean {
+  return isIdMintError(error, 'REGISTRY_UNAVAILABLE') && error.details?.['settling'] === true;
 }
 
 /**

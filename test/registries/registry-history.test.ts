@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, it } from 'node:test';
 import { isIdMintError } from '../../src/core/errors.ts';
-import { openWorkerRegistry } from '../../src/backends/open-worker-registry.ts';
+import {
+  openWorkerRegistry,
+  type OpenWorkerRegistryOptions,
+} from '../../src/backends/open-worker-registry.ts';
 import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
 import { REGISTRY_HISTORY_TABLE } from '../../src/registries/sql/sql-registry-history.ts';
 import { Redis } from 'ioredis';
@@ -30,6 +33,9 @@ const LEAD_MS = 500;
 interface HistoryBackend {
   readonly title: string;
   readonly services: readonly ServiceName[];
+  /** The registry's URL and its options (a namespace of this test's own). */
+  readonly url: string;
+  readonly options: OpenWorkerRegistryOptions;
   /** A registry on a namespace (table, file) of this test's own. */
   open(): Promise<WorkerRegistry>;
   /** Deletes the lease data of `workerId`, as a database without its latest writes has none. */
@@ -46,10 +52,13 @@ function sqlBackend(title: string, url: () => string, service?: ServiceName): Hi
   const name = 'history';
   const record = `${REGISTRY_HISTORY_TABLE} WHERE registry_table = '${table}'`;
   const otherHistory = `UPDATE ${REGISTRY_HISTORY_TABLE} SET history = ? WHERE registry_table = ?`;
+  const options = { name, table, ttlMs: TTL_MS, maxLeadMs: LEAD_MS };
   return {
     title,
     services: service === undefined ? [] : [service],
-    open: () => openWorkerRegistry(url(), { name, table, ttlMs: TTL_MS, maxLeadMs: LEAD_MS }),
+    url: url(),
+    options,
+    open: () => openWorkerRegistry(url(), options),
     loseLease: async (workerId) => {
       await runSql(url(), `DELETE FROM ${table} WHERE name = ? AND worker_id = ?`, [
         name,
@@ -88,6 +97,8 @@ function redisBackend(): HistoryBackend {
   return {
     title: 'redis',
     services: ['redis'],
+    url,
+    options: { name, ttlMs: TTL_MS, maxLeadMs: LEAD_MS },
     open: () => openWorkerRegistry(url, { name, ttlMs: TTL_MS, maxLeadMs: LEAD_MS }),
     loseLease: async (workerId) => {
       await redis((client) => client.del(key(`lease:${workerId}`), key(`record:${workerId}`)));
@@ -249,3 +260,33 @@ for (const backend of ['postgres', 'mariadb', 'redis'] as const) {
     });
   });
 }
+
+// Leaf's weak dependency starts from its file when the registry cannot be reached; a settling
+// registry is reached, and the cached ID may be the one a lost lease's holder still issues with.
+await describeWithServices('a cached node on a settling registry', [], () => {
+  it('is refused, never started from its cache file', async (t) => {
+    // A directory of its own: the file's is disposed of after the suites above, which may end
+    // while this one is being declared.
+    const own = await tempDir('registry-history-cache');
+    t.after(() => own.dispose());
+    const backend = sqlBackend('sqlite', () => `sqlite:${join(own.path, 'workers.db')}`);
+    const cacheFile = join(own.path, 'worker.cache');
+    const open = () => openWorkerRegistry(backend.url, { ...backend.options, cacheFile });
+    const before = await open();
+    const lease = await before.acquire(node('a'));
+    await lease.release({ lastTimestamp: Date.now(), reportedAt: Date.now() });
+    await before.close();
+    await backend.recordOtherHistory();
+
+    const restarted = await open();
+    try {
+      await assert.rejects(restarted.acquire(node('a')), (error) => {
+        assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
+        assert.match(error.message, /new history/);
+        return true;
+      });
+    } finally {
+      await restarted.close();
+    }
+  });
+});
