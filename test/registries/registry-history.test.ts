@@ -261,6 +261,50 @@ for (const backend of ['postgres', 'mariadb', 'redis'] as const) {
   });
 }
 
+// A failover between acquire's history check and its claim: the claim lands on the new history,
+// and the read after it, on the same server, must give it back (SQL claims in two statements;
+// Redis checks and claims in one script).
+for (const backend of backends().filter((b) => b.title !== 'redis')) {
+  await describeWithServices(
+    `${backend.title} registry: history changing`,
+    backend.services,
+    () => {
+      after(() => backend.cleanup());
+
+      it('between the check and the claim, the claim is given back', async () => {
+        const first = await backend.open();
+        await first.acquire(node('first')); // recorded history, and a row
+        await first.close();
+        let changed = false;
+        const b = await openWorkerRegistry(backend.url, {
+          ...backend.options,
+          interleave: async ({ point }) => {
+            if (point !== 'before-claim' || changed) return;
+            changed = true;
+            await backend.recordOtherHistory();
+          },
+        });
+        try {
+          await assert.rejects(b.acquire({ ...node('b'), workerId: 5 }), (error) => {
+            assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE'), String(error));
+            assert.match(error.message, /new history/);
+            return true;
+          });
+          assert.ok(changed, 'the history changed between check and claim');
+          const [row] = await runSql(
+            backend.url,
+            `SELECT holder FROM ${backend.options.table} WHERE name = ? AND worker_id = 5`,
+            [backend.options.name ?? ''],
+          );
+          assert.equal(row?.['holder'] ?? null, null, 'worker 5 is held by nobody');
+        } finally {
+          await b.close();
+        }
+      });
+    },
+  );
+}
+
 // Leaf's weak dependency starts from its file when the registry cannot be reached; a settling
 // registry is reached, and the cached ID may be the one a lost lease's holder still issues with.
 await describeWithServices('a cached node on a settling registry', [], () => {
