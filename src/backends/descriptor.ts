@@ -38,6 +38,11 @@ export interface RegistrySettings {
    * (so two of them never run one worker ID of a cluster). Default `/tmp/idmint`.
    */
   readonly lockDir?: string;
+  /**
+   * Redis and SQL: the most any holder's `borrow` generator leads its clock (ms); a registry
+   * whose database moved to a new history grants no lease for one TTL plus this. Default 0.
+   */
+  readonly maxLeadMs?: number;
   /** SQL: table name. Default `worker_node`. */
   readonly table?: string;
   /** ZooKeeper: how long an entry must be unwritten before it is recycled. Default 10000 ms. */

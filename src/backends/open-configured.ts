@@ -87,6 +87,8 @@ export interface WorkerRegistrySettings {
   readonly leaseTtlMs: number;
   /** '' for none: Leaf's weak-dependency cache file. */
   readonly cacheFile: string;
+  /** The generator's rollback policy: a `borrow` lead lengthens a new history's settle. */
+  readonly rollback: { readonly policy: string; readonly maxLeadMs: number };
 }
 
 /** How a command opens the configured registry. */
@@ -109,6 +111,8 @@ export async function openConfiguredRegistry(
     stateDir: snowflake.stateDir,
     lockDir: snowflake.lockDir,
     operationTimeoutMs: snowflake.registryTimeoutMs,
+    // Every node of a cluster runs the same policy: its lead is the most any holder's can be.
+    maxLeadMs: snowflake.rollback.policy === 'borrow' ? snowflake.rollback.maxLeadMs : 0,
     ...(snowflake.leaseTtlMs === 0 ? {} : { ttlMs: snowflake.leaseTtlMs }),
     ...(cache && snowflake.cacheFile !== '' ? { cacheFile: snowflake.cacheFile } : {}),
     key: 'IDMINT_WORKER_REGISTRY',

@@ -52,6 +52,7 @@ export function sqlBackend<Options>(spec: SqlBackendSpec<Options>): BackendDescr
         name: settings.name,
         table: settings.table,
         ttlMs: settings.ttlMs,
+        maxLeadMs: settings.maxLeadMs,
         operationTimeoutMs: settings.operationTimeoutMs,
         interleave: settings.interleave,
       });

@@ -128,7 +128,9 @@ export interface WorkerRegistry {
    * share an ID, whatever the number of nodes acquiring at once, and the lease carries the record
    * as it stands after the claim (see the invariant above). Throws WORKER_IDS_EXHAUSTED
    * (naming the limit) when no ID qualifies, REGISTRY_UNAVAILABLE when the coordinator cannot be
-   * reached.
+   * reached, or (SQL, Redis) while it settles after its database moved to a new history: no lease
+   * for one TTL plus the borrow lead, and the next starts from the settle's end at least
+   * (docs/workers.md, "When the database's history changes").
    */
   acquire(request: AcquireRequest): Promise<WorkerLease>;
 

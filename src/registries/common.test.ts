@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isIdMintError } from '../core/errors.ts';
-import { candidateWorkerIds, planAcquire, type KnownWorker } from './common.ts';
+import {
+  candidateWorkerIds,
+  floorAfterSettle,
+  isSettling,
+  judgeHistory,
+  planAcquire,
+  registrySettling,
+  type KnownWorker,
+} from './common.ts';
 
 const identity = { host: '10.0.0.1', port: 8080 };
 const known = (
@@ -139,4 +147,34 @@ describe('planAcquire', () => {
       );
     });
   }
+});
+
+describe('judgeHistory', () => {
+  const at = { live: 'h2', used: true, settledAt: 0, nowMs: 1000 };
+  it('grants at once on a fresh registry and on a settled record', () => {
+    assert.equal(judgeHistory({ ...at, recorded: undefined, used: false }), 'record');
+    assert.equal(judgeHistory({ ...at, recorded: 'h2' }), 'settled');
+    assert.equal(judgeHistory({ ...at, recorded: 'h2', settledAt: 1000 }), 'settled');
+  });
+  it('fences a new history, or lease data without a record, and waits out the settle', () => {
+    assert.equal(judgeHistory({ ...at, recorded: 'h1' }), 'fence');
+    assert.equal(judgeHistory({ ...at, recorded: undefined }), 'fence');
+    assert.equal(judgeHistory({ ...at, recorded: 'h2', settledAt: 1001 }), 'settling');
+  });
+  it('starts a lease after a fence from the settle end at least', () => {
+    assert.equal(floorAfterSettle(-1, 0), -1);
+    assert.equal(floorAfterSettle(-1, 5000), 5000);
+    assert.equal(floorAfterSettle(7000, 5000), 7000);
+  });
+  it('says how long is left, retryably, and tells itself apart from an outage', () => {
+    const error = registrySettling('postgres', 'db:5432', {
+      ...at,
+      recorded: 'h2',
+      settledAt: 4000,
+    });
+    assert.ok(isIdMintError(error, 'REGISTRY_UNAVAILABLE') && error.retryable);
+    assert.match(error.message, /at db:5432: .*new history \(h2\); .* another 3000 ms$/);
+    assert.ok(isSettling(error));
+    assert.ok(!isSettling(new Error('connection refused')));
+  });
 });

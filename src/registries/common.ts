@@ -1,4 +1,4 @@
-import { IdMintError } from '../core/errors.ts';
+import { IdMintError, isIdMintError } from '../core/errors.ts';
 import { type BackendCauses, failureLine } from '../shared/failure-cause.ts';
 import { iso } from '../core/time.ts';
 import type {
@@ -407,4 +407,77 @@ export class RegistryLease implements WorkerLease {
     if (this.#released) throw leaseLost(this.#backend, this.workerId, 'it was released');
     if (this.#controller.signal.aborted) throw this.#controller.signal.reason as IdMintError;
   }
+}
+
+/**
+ * What a registry's database history says about granting leases (docs/workers.md, "When the
+ * database's history changes"), the one rule of the SQL and Redis registries:
+ *
+ * - `settled`: the record is the live history and its settle is over: grant leases.
+ * - `record`: no record and no lease data, a database seen for the first time: record it and
+ *   grant at once (a fresh registry costs nothing).
+ * - `fence`: the live history is not the recorded one, or lease data is there without a record
+ *   (a failover to a lagging replica, a restore): lease rows may be lost while their holders
+ *   still issue, so fence (record the live history) and grant nothing until the settle ends.
+ * - `settling`: fenced, and the settle is not over.
+ */
+export type HistoryVerdict = 'settled' | 'record' | 'fence' | 'settling';
+
+/** A registry's history as read from its database, the database's clock with it (ms). */
+export interface RegistryHistory {
+  readonly live: string;
+  /** The recorded history; undefined when there is no record. */
+  readonly recorded: string | undefined;
+  /** Whether the registry holds any lease data (rows, keys). */
+  readonly used: boolean;
+  /** No lease is granted before this (the database's clock, ms); 0 when never fenced. */
+  readonly settledAt: number;
+  readonly nowMs: number;
+}
+
+export function judgeHistory(history: RegistryHistory): HistoryVerdict {
+  if (history.recorded === undefined) return history.used ? 'fence' : 'record';
+  if (history.recorded !== history.live) return 'fence';
+  return history.settledAt > history.nowMs ? 'settling' : 'settled';
+}
+
+/**
+ * How long a fenced registry grants no lease: one TTL, by which every holder that cannot renew
+ * on the new history has stopped, plus the most a `borrow` holder's IDs lead its clock, so a
+ * holder acquiring after it starts above every timestamp the old holders issued.
+ */
+export function settleMs(ttlMs: number, maxLeadMs: number): number {
+  return ttlMs + maxLeadMs;
+}
+
+/** Acquire refused while a fenced registry settles: retryable, it names when it ends. */
+export function registrySettling(
+  backend: string,
+  where: string,
+  history: RegistryHistory,
+): IdMintError {
+  const waitMs = Math.max(0, history.settledAt - history.nowMs);
+  return new IdMintError(
+    'REGISTRY_UNAVAILABLE',
+    `${backend} worker registry${where === backend ? '' : ` at ${where}`}: its database moved ` +
+      `to a new history (${history.live}); no worker ID is leased for another ${waitMs} ms`,
+    { details: { backend, settlesInMs: waitMs, settling: true } },
+  );
+}
+
+/**
+ * True for {@link registrySettling}'s error: the registry answered, and its answer is to wait. A
+ * weak-dependency cache must not start from its file on it: the ID it holds may be the one a
+ * lost lease's holder still issues with.
+ */
+export function isSettling(error: unknown): boolean {
+  return isIdMintError(error, 'REGISTRY_UNAVAILABLE') && error.details?.['settling'] === true;
+}
+
+/**
+ * The record a lease starts from after a fence: a lost row may have held a higher one, but no
+ * holder from before the fence issued past the end of the settle.
+ */
+export function floorAfterSettle(lastTimestamp: number, settledAt: number): number {
+  return settledAt > 0 ? Math.max(lastTimestamp, settledAt) : lastTimestamp;
 }

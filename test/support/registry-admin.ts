@@ -215,35 +215,7 @@ export async function sqlRecord(
   const sql =
     `SELECT last_timestamp, reported_at, lease_expires_at FROM ${table} ` +
     'WHERE name = ? AND worker_id = ?';
-  let rows: Record<string, unknown>[];
-  if (url.startsWith('mysql:')) {
-    const mysql = await import('mysql2/promise');
-    const connection = await mysql.createConnection(url);
-    try {
-      rows = (await connection.query(sql, [name, workerId]))[0] as Record<string, unknown>[];
-    } finally {
-      await connection.end();
-    }
-  } else if (url.startsWith('sqlite:')) {
-    const { DatabaseSync } = await import('node:sqlite');
-    const db = new DatabaseSync(url.slice('sqlite:'.length));
-    try {
-      rows = db.prepare(sql).all(name, workerId) as Record<string, unknown>[];
-    } finally {
-      db.close();
-    }
-  } else {
-    const { default: pg } = await import('pg');
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      rows = (await client.query(sql.replace('?', '$1').replace('?', '$2'), [name, workerId]))
-        .rows as Record<string, unknown>[];
-    } finally {
-      await client.end();
-    }
-  }
-  const [row] = rows;
+  const [row] = await runSql(url, sql, [name, workerId]);
   return row === undefined
     ? undefined
     : {
@@ -251,6 +223,51 @@ export async function sqlRecord(
         reportedAt: Number(row['reported_at']),
         leaseEndsAt: Number(row['lease_expires_at']),
       };
+}
+
+/**
+ * Runs one statement, written with `?` placeholders, behind the registry's back on the database
+ * `url` names (`postgres:`, `mysql:` or `sqlite:<file>`); the rows it returns, if any.
+ */
+export async function runSql(
+  url: string,
+  sql: string,
+  params: readonly (string | number)[] = [],
+): Promise<Record<string, unknown>[]> {
+  if (url.startsWith('mysql:')) {
+    const mysql = await import('mysql2/promise');
+    const connection = await mysql.createConnection(url);
+    try {
+      const [result] = await connection.query(sql, [...params]);
+      return Array.isArray(result) ? (result as Record<string, unknown>[]) : [];
+    } finally {
+      await connection.end();
+    }
+  }
+  if (url.startsWith('sqlite:')) {
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(url.slice('sqlite:'.length));
+    try {
+      const statement = db.prepare(sql);
+      if (!/^\s*select/i.test(sql)) {
+        statement.run(...params);
+        return [];
+      }
+      return statement.all(...params) as Record<string, unknown>[];
+    } finally {
+      db.close();
+    }
+  }
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    let n = 0;
+    const text = sql.replace(/\?/g, () => `$${++n}`);
+    return (await client.query(text, [...params])).rows as Record<string, unknown>[];
+  } finally {
+    await client.end();
+  }
 }
 
 /** The static registry's state file. */

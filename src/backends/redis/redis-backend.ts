@@ -73,6 +73,7 @@ export const redisBackend: BackendDescriptor<RedisOptions> = {
     );
     return connectRedisWorkerRegistry(options, {
       ttlMs: settings.ttlMs,
+      maxLeadMs: settings.maxLeadMs,
       operationTimeoutMs: settings.operationTimeoutMs,
       interleave: settings.interleave,
       name: settings.name,

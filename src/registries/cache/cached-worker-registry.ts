@@ -12,6 +12,7 @@ import {
   RegistryLease,
   allows,
   checkTtl,
+  isSettling,
   leaseLost,
   planAcquire,
   registryUnavailable,
@@ -107,7 +108,9 @@ export class CachedWorkerRegistry implements WorkerRegistry {
     try {
       lease = await this.#inner.acquire(request);
     } catch (error) {
-      if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE')) throw error;
+      // A settling registry is reachable: its history changed, and the cached ID may be one
+      // whose lost lease's holder still issues (docs/workers.md).
+      if (!isIdMintError(error, 'REGISTRY_UNAVAILABLE') || isSettling(error)) throw error;
       const cached = await this.#read();
       // Written on this host, for this backend and cluster. Not compared: the port, which is the
       // configured one (0 for every process that picks its port at listen), so it tells no

@@ -12,14 +12,20 @@ import {
   RegistryLease,
   checkName,
   checkTtl,
+  floorAfterSettle,
+  judgeHistory,
   leaseLost,
   planAcquire,
   registryDoing,
+  registrySettling,
   registryUnavailable,
+  settleMs,
   workerIdsExhausted,
   type Interleave,
   type InterleaveStep,
+  type RegistryHistory,
 } from '../common.ts';
+import { LIVE_HISTORY_LUA } from '../../redis/redis-history.ts';
 import { BackendCauses } from '../../shared/failure-cause.ts';
 import { loadDriver } from '../../shared/load-driver.ts';
 
@@ -50,6 +56,11 @@ export interface RedisWorkerRegistryOptions {
    * a command fails in ioredis's words ("Stream isn't writeable"), the system's are there.
    */
   readonly causes?: BackendCauses;
+  /**
+   * The most any holder's `borrow` generator leads its clock, in ms (as SqlWorkerRegistry's):
+   * after Redis moves to a new history no lease is granted for one TTL plus this. Default 0.
+   */
+  readonly maxLeadMs?: number;
   /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
   readonly interleave?: Interleave;
 }
@@ -67,6 +78,41 @@ export interface RedisWorkerRegistryOptions {
 //   next          the lowest ID that may never have been used, where a new ID is looked for first
 
 /**
+ * The guard at the start of ACQUIRE: unless the history recorded in `history` (a hash: history,
+ * fences, settledAt) is the live one and settled, returns {-2, live, recorded, used, settledAt,
+ * now, fences} for the client to judge (common.ts, judgeHistory) and claims nothing. `used`: the
+ * registry has lease data (the fence counter every claim moves).
+ */
+const SETTLED_OR_RETURN = `
+local h = redis.call('HMGET', p .. 'history', 'history', 'fences', 'settledAt')
+local live, settled_at = live_history(), tonumber(h[3] or '0')
+if h[1] ~= live or settled_at > now then
+  return { -2, live, h[1] or false, redis.call('EXISTS', p .. 'fence'), h[3] or '0',
+    string.format('%.0f', now), h[2] or '0' }
+end`;
+
+/**
+ * Records the live history if the record is still the one the client judged (ARGV[1] history or
+ * '', ARGV[2] fences): as settled (ARGV[3] = 0, a registry seen for the first time) or fenced,
+ * settling ARGV[3] ms from now. 1 = done, 0 = the record changed meanwhile.
+ */
+const RECORD_HISTORY = `${LIVE_HISTORY_LUA}
+local key = KEYS[1] .. 'history'
+local h = redis.call('HMGET', key, 'history', 'fences')
+if (h[1] or '') ~= ARGV[1] or (h[2] or '0') ~= ARGV[2] then return 0 end
+local settle = tonumber(ARGV[3])
+if settle == 0 then
+  redis.call('HSET', key, 'history', live_history(), 'fences', '0', 'settledAt', '0')
+  return 1
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('HSET', key, 'history', live_history(), 'fences', tonumber(ARGV[2]) + 1,
+  'settledAt', string.format('%.0f', now + settle))
+return 1
+`;
+
+/**
  * Claims the best free worker ID in one atomic step. Returns {id, token, last, reported} or {-1,
  * live}.
  *
@@ -78,15 +124,16 @@ export interface RedisWorkerRegistryOptions {
  * them. IDs leased by a node that predates `expiry` are missing from it until renewed: the full
  * pass still finds them.
  */
-const ACQUIRE = `
+const ACQUIRE = `${LIVE_HISTORY_LUA}
 local p = KEYS[1]
 local host, port, ttl, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local only, below = tonumber(ARGV[5]), tonumber(ARGV[6])
 local excluded = {}
 for id in string.gmatch(ARGV[7], '%d+') do excluded[tonumber(id)] = true end
-local token = tostring(redis.call('INCR', p .. 'fence'))
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+${SETTLED_OR_RETURN}
+local token = tostring(redis.call('INCR', p .. 'fence'))
 local function try(id)
   if id < 0 or id >= max or excluded[id] or (only >= 0 and id ~= only) then return false end
   local last = redis.call('HGET', p .. 'record:' .. id, 'lastTimestamp')
@@ -98,7 +145,7 @@ local function claimed(id)
   redis.call('ZADD', p .. 'expiry', now + tonumber(ttl), id)
   redis.call('SET', p .. 'node:' .. host .. ':' .. port, id)
   local r = redis.call('HMGET', p .. 'record:' .. id, 'lastTimestamp', 'reportedAt')
-  return { id, token, r[1] or '-1', r[2] or '-1' }
+  return { id, token, r[1] or '-1', r[2] or '-1', settled_at }
 end
 local mine = redis.call('GET', p .. 'node:' .. host .. ':' .. port)
 if mine and try(tonumber(mine)) then return claimed(tonumber(mine)) end
@@ -142,10 +189,14 @@ return { -1, live }
  * the stored and the reported value of each number (one that lands after a later one changes
  * nothing); a release stores the report exactly. 1 = done, 0 = not the holder.
  */
-const WRITE = `
+const WRITE = `${LIVE_HISTORY_LUA}
 local p, id, token = KEYS[1], ARGV[1], ARGV[2]
 local lease, record = p .. 'lease:' .. id, p .. 'record:' .. id
 if redis.call('GET', lease) ~= token then return 0 end
+-- A renewal on a history other than the recorded one is lost (docs/workers.md).
+if ARGV[6] == 'renew' and redis.call('HGET', p .. 'history', 'history') ~= live_history() then
+  return 0
+end
 local last, reported = ARGV[4], ARGV[5]
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -198,6 +249,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
   readonly #client: RedisLike;
   readonly #prefix: string;
   readonly #ttlMs: number;
+  readonly #settleMs: number;
   readonly #where: string;
   /** Causes of this registry's failures, the last one the system named remembered. */
   readonly #causes: BackendCauses;
@@ -208,6 +260,7 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     this.#client = options.client;
     this.#prefix = `idmint:workers:{${checkName(options.name ?? 'idmint')}}:`;
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
+    this.#settleMs = settleMs(this.#ttlMs, options.maxLeadMs ?? 0);
     this.#where = options.where ?? 'redis';
     this.#causes = options.causes ?? new BackendCauses();
     this.#ownsClient = options.ownsClient ?? false;
@@ -221,28 +274,63 @@ export class RedisWorkerRegistry implements WorkerRegistry {
     // The script reads and claims in one atomic step: the pause can only come before both.
     if (this.#interleave !== undefined)
       await this.#step({ point: 'before-claim', backend: this.backend, workerId: plan.only ?? -1 });
-    const result = (await this.#eval(
-      registryDoing.acquire,
-      ACQUIRE,
-      host,
-      port,
-      this.#ttlMs,
-      plan.maxWorkers,
-      plan.only ?? -1,
-      below,
-      [...plan.exclude].join(','),
-    )) as unknown[];
+    const claim = async () =>
+      (await this.#eval(
+        registryDoing.acquire,
+        ACQUIRE,
+        host,
+        port,
+        this.#ttlMs,
+        plan.maxWorkers,
+        plan.only ?? -1,
+        below,
+        [...plan.exclude].join(','),
+      )) as unknown[];
+    let result = await claim();
+    // Three tries at most: a record or fence by this node or another lands between two.
+    for (let attempt = 1; Number(result[0]) === -2; attempt++) {
+      await this.#settle(result, attempt);
+      result = await claim();
+    }
     const workerId = Number(result[0]);
     if (workerId < 0) throw workerIdsExhausted(this.backend, plan, Number(result[1]));
     const token = String(result[1]);
     return new RegistryLease({
       backend: this.backend,
       workerId,
-      lastTimestamp: Number(result[2]),
+      lastTimestamp: floorAfterSettle(Number(result[2]), Number(result[4])),
       reportedAt: Number(result[3]),
       ttlMs: this.#ttlMs,
       write: async (kind, report) => this.#write(kind, workerId, token, report),
     });
+  }
+
+  /**
+   * ACQUIRE found the history unsettled (`found`, its reply): records a first history, fences a
+   * new one (docs/workers.md, "When the database's history changes"), or throws while a fence
+   * settles.
+   */
+  async #settle(found: unknown[], attempt: number): Promise<void> {
+    const recorded = found[2] == null ? undefined : String(found[2]);
+    const history: RegistryHistory = {
+      live: String(found[1]),
+      recorded,
+      used: Number(found[3]) === 1,
+      settledAt: Number(found[4]),
+      nowMs: Number(found[5]),
+    };
+    const verdict = judgeHistory(history);
+    if (verdict === 'settled') return; // settled between the script's read and now
+    if (verdict === 'settling' || attempt === 3)
+      throw registrySettling(this.backend, this.#where, history);
+    const settle = verdict === 'record' ? 0 : this.#settleMs;
+    await this.#eval(
+      registryDoing.acquire,
+      RECORD_HISTORY,
+      recorded ?? '',
+      String(found[6]),
+      settle,
+    );
   }
 
   async peers(): Promise<PeerTime[]> {
@@ -284,7 +372,11 @@ export class RedisWorkerRegistry implements WorkerRegistry {
       kind,
     );
     if (Number(done) !== 1)
-      throw leaseLost(this.backend, workerId, 'its key expired or holds another token');
+      throw leaseLost(
+        this.backend,
+        workerId,
+        'its key expired or holds another token, or Redis is on a new history',
+      );
     return this.#ttlMs;
   }
 

@@ -21,15 +21,21 @@ import {
   allows,
   checkName,
   checkTtl,
+  floorAfterSettle,
   holderToken,
+  judgeHistory,
   leaseLost,
   planAcquire,
   registryDoing,
+  registrySettling,
   registryUnavailable,
+  settleMs,
   workerIdsExhausted,
   type AcquirePlan,
   type Interleave,
+  type RegistryHistory,
 } from '../common.ts';
+import { REGISTRY_HISTORY_TABLE, historyStatements } from './sql-registry-history.ts';
 import { BackendCauses, saysNoAnswer } from '../../shared/failure-cause.ts';
 
 /** Rows read per page while looking for a free worker ID; the first page almost always has one. */
@@ -57,6 +63,12 @@ export interface SqlWorkerRegistryOptions {
    * outlasts it is REGISTRY_UNAVAILABLE and its connection is destroyed, never reused.
    */
   readonly operationTimeoutMs?: number;
+  /**
+   * The most any holder's `borrow` generator leads its clock (snowflake.rollback.maxLeadMs), in
+   * ms; 0 when no holder borrows. After the database moves to a new history no lease is granted
+   * for one TTL plus this. Default 0.
+   */
+  readonly maxLeadMs?: number;
   /** Tests only: pauses at the steps docs/workers.md lists (see {@link Interleave}). */
   readonly interleave?: Interleave;
 }
@@ -81,6 +93,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
   readonly #client: SqlDriver;
   readonly #name: string;
   readonly #ttlMs: number;
+  readonly #settleMs: number;
   readonly #timeoutMs: number;
   readonly #where: string;
   /** Causes of this registry's failures, the last one the system named remembered. */
@@ -102,6 +115,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     this.backend = dialect.backend;
     this.#name = checkName(options.name ?? 'idmint');
     this.#ttlMs = checkTtl(options.ttlMs ?? DEFAULT_TTL_MS);
+    this.#settleMs = settleMs(this.#ttlMs, options.maxLeadMs ?? 0);
     this.#timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
     this.#where = options.where ?? this.backend;
     this.#ownsClient = options.ownsClient ?? false;
@@ -125,6 +139,7 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     const { host, port } = plan.identity;
     const below = Number.isFinite(plan.below) ? plan.below : Number.MAX_SAFE_INTEGER;
     try {
+      await this.#checkHistory();
       for await (const { workerId, exists } of this.#candidates(plan, below)) {
         if (this.#interleave !== undefined)
           await this.#interleave({ point: 'before-claim', backend: this.backend, workerId });
@@ -150,12 +165,19 @@ export class SqlWorkerRegistry implements WorkerRegistry {
         // The record as it stands after the claim, never the rows read before it: another node may
         // have acquired, issued and released this ID in between. No one else writes it while the
         // token holds the row.
+        // Read with the row, on the server the row is on: whether its history is the recorded
+        // one and settled. A failover between the check above and the claim lands here.
         const [row] = (await this.#query(this.#sql.held, [this.#name, workerId, token])).rows;
         if (row === undefined) continue;
+        if (Number(row['settled']) !== 1) {
+          await this.#query(this.#sql.unclaim, [this.#name, workerId, token]);
+          await this.#checkHistory();
+          continue;
+        }
         return new RegistryLease({
           backend: this.backend,
           workerId,
-          lastTimestamp: Number(row['last_timestamp']),
+          lastTimestamp: floorAfterSettle(Number(row['last_timestamp']), Number(row['settled_at'])),
           reportedAt: Number(row['reported_at']),
           ttlMs: this.#ttlMs,
           write: (kind, report) => this.#write(kind, workerId, token, report),
@@ -291,20 +313,65 @@ export class SqlWorkerRegistry implements WorkerRegistry {
     } catch (error) {
       throw this.#unavailable(error, registryDoing[kind](workerId));
     }
-    if (matched !== 1) throw leaseLost(this.backend, workerId, 'its row has another holder');
+    if (matched !== 1)
+      throw leaseLost(
+        this.backend,
+        workerId,
+        'its row has another holder, or the database is on a new history',
+      );
     return this.#ttlMs;
   }
 
+  /**
+   * Grants nothing unless the database's history is the recorded one and settled: records a
+   * first history, fences a new one (docs/workers.md, "When the database's history changes"),
+   * and throws while a fence settles.
+   */
+  async #checkHistory(): Promise<void> {
+    // Three reads at most: a record or fence by this node or another lands between two.
+    for (let attempt = 1; ; attempt++) {
+      const [row] = (await this.#query(this.#sql.readHistory, [])).rows;
+      const history: RegistryHistory = {
+        live: String(row?.['live']),
+        recorded: row?.['recorded'] == null ? undefined : String(row['recorded']),
+        used: Number(row?.['used']) === 1,
+        settledAt: Number(row?.['settled_at'] ?? 0),
+        nowMs: Number(row?.['now_ms']),
+      };
+      const verdict = judgeHistory(history);
+      if (verdict === 'settled') return;
+      if (verdict === 'settling' || attempt === 3)
+        throw registrySettling(this.backend, this.#where, history);
+      // Recorded or fenced by this node or another: read again to see which.
+      if (verdict === 'record') await this.#query(this.#sql.recordHistory, [history.live]);
+      else if (history.recorded === undefined)
+        await this.#query(this.#sql.fenceMissing, [history.live, this.#settleMs]);
+      else
+        await this.#query(this.#sql.fenceChanged, [
+          history.live,
+          this.#settleMs,
+          history.recorded,
+          Number(row?.['fences'] ?? 0),
+        ]);
+    }
+  }
+
   async #createTable(): Promise<void> {
+    await this.#createIfMissing(this.#sql.createTable);
+    await this.#createIfMissing(this.#sql.createHistoryTable);
+  }
+
+  async #createIfMissing(statement: string): Promise<void> {
     try {
-      await this.#query(this.#sql.createTable, []);
+      await this.#query(statement, []);
     } catch (error) {
       // No answer at all: asking again would wait out a second timeout (a start that cannot reach
       // the database failed after twice the timeout here, and after four times in all).
       if (saysNoAnswer(this.#unavailable(error, registryDoing.table).message)) throw error;
       // Several nodes creating the table at once can collide inside PostgreSQL's catalog even
       // with IF NOT EXISTS; if the table is there now, the race was lost harmlessly.
-      await this.#query(this.#sql.probe, []).catch(() => {
+      const probe = statement === this.#sql.createTable ? this.#sql.probe : this.#sql.probeHistory;
+      await this.#query(probe, []).catch(() => {
         throw error;
       });
     }
@@ -334,7 +401,10 @@ function statements(table: string, dialect: SqlDialect) {
   const sql = (text: string) => text.replaceAll('{now}', dialect.nowMs);
   const live = `holder IS NOT NULL AND lease_expires_at > {now}`;
   const free = `(holder IS NULL OR lease_expires_at <= {now})`;
+  const history = historyStatements(table, dialect);
   return {
+    ...history,
+    probeHistory: `SELECT 1 FROM ${REGISTRY_HISTORY_TABLE} WHERE 1 = 0`,
     createTable: `CREATE TABLE IF NOT EXISTS ${table} (
   name VARCHAR(128) NOT NULL,
   worker_id INTEGER NOT NULL,
@@ -387,7 +457,12 @@ function statements(table: string, dialect: SqlDialect) {
       ),
     ),
     held: sql(
-      `SELECT last_timestamp, reported_at FROM ${table} WHERE name = ? AND worker_id = ? ` +
+      `SELECT last_timestamp, reported_at, ${history.settled} AS settled, ${history.settledAt} ` +
+        `AS settled_at FROM ${table} WHERE name = ? AND worker_id = ? AND holder = ?`,
+    ),
+    // A claim that found its history unsettled after all gives the row back as it was.
+    unclaim: sql(
+      `UPDATE ${table} SET holder = NULL, lease_expires_at = 0 WHERE name = ? AND worker_id = ? ` +
         `AND holder = ?`,
     ),
     // A renewal never lowers the record (one that lands after a later one changes nothing); the
@@ -398,7 +473,7 @@ function statements(table: string, dialect: SqlDialect) {
          last_timestamp = CASE WHEN last_timestamp > ? THEN last_timestamp ELSE ? END,
          reported_at = CASE WHEN reported_at > ? THEN reported_at ELSE ? END,
          reported_db_at = {now}
-       WHERE name = ? AND worker_id = ? AND holder = ?`,
+       WHERE name = ? AND worker_id = ? AND holder = ? AND ${history.onRecordedHistory}`,
     ),
     release: sql(
       `UPDATE ${table} SET holder = NULL, lease_expires_at = 0, last_timestamp = ?, reported_at =

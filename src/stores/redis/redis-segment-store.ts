@@ -1,3 +1,4 @@
+import { LIVE_HISTORY_LUA } from '../../redis/redis-history.ts';
 import { IdMintError } from '../../core/errors.ts';
 import {
   EVERY_ID,
@@ -170,11 +171,7 @@ local function touch(key)
   redis.call('HSET', key, 'update_time', t)
   redis.call('ZADD', KEYS[#KEYS], t, key)
 end
-local function live_history()
-  return 'redis replid ' ..
-    (string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or 'unknown')
-end
-local function append(out, tag, key)
+${LIVE_HISTORY_LUA}local function append(out, tag, key)
   local fields = read(key)
   if not fields[1] then return end
   table.insert(out, tag)
