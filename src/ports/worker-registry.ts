@@ -130,7 +130,8 @@ export interface WorkerRegistry {
    * (naming the limit) when no ID qualifies, REGISTRY_UNAVAILABLE when the coordinator cannot be
    * reached, or (SQL, Redis) while it settles after its database moved to a new history: no lease
    * for one TTL plus the borrow lead, and the next starts from the settle's end at least
-   * (docs/workers.md, "When the database's history changes").
+   * (docs/workers.md, "When the database's history changes"); that error's details carry
+   * `settling: true` and `settlesInMs`, the wait left, so a starting node can wait it out.
    */
   acquire(request: AcquireRequest): Promise<WorkerLease>;
 

@@ -75,6 +75,7 @@ const WORKER_EVENT_LEVELS: Readonly<
   released: 'info',
   recovered: 'info',
   'waiting-for-clock': 'warn',
+  'waiting-for-registry': 'warn',
   'peer-clock-skew': 'warn',
   'peer-check-skipped': 'warn',
   'renew-failed': 'warn',

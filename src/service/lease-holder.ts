@@ -15,11 +15,28 @@ import {
   type LeaseTerms,
 } from './lease-holding.ts';
 
+/** How many settles of the registry's history a start waits out before it fails. */
+const MAX_SETTLE_WAITS = 3;
+
+/** Beyond the wait the registry named: its clock and ours tick apart by a few ms. */
+const SETTLE_SLACK_MS = 100;
+
+/**
+ * The wait left (ms) when `error` is a registry's refusal while its database's history settles
+ * (the WorkerRegistry port's acquire: details `settling` and `settlesInMs`); else undefined.
+ */
+function settlingWaitMs(error: unknown): number | undefined {
+  if (!(error instanceof IdMintError) || error.code !== 'REGISTRY_UNAVAILABLE') return undefined;
+  const wait = error.details?.['settlesInMs'];
+  return error.details?.['settling'] === true && typeof wait === 'number' ? wait : undefined;
+}
+
 /** Something a log should say about the lease. */
 export interface LeaseEvent {
   readonly type:
     | 'acquired'
     | 'waiting-for-clock'
+    | 'waiting-for-registry'
     | 'peer-clock-skew'
     | 'peer-check-skipped'
     | 'renew-failed'
@@ -140,11 +157,29 @@ export class LeaseHolder {
     holder.#transition = 'acquire';
     let holding: Holding;
     try {
+      let settleWaits = 0;
       for (let attempt = 1; ; attempt++) {
         try {
           holding = await establishHolding(terms, holder.#context, {});
           break;
         } catch (error) {
+          // A registry whose database just moved to a new history leases nothing for a known
+          // while (one TTL plus the borrow lead): a node starting then waits it out instead of
+          // failing its start. A few waits at most: a registry that keeps settling is failing.
+          const settlesInMs = settlingWaitMs(error);
+          if (settlesInMs !== undefined && settleWaits < MAX_SETTLE_WAITS) {
+            settleWaits++;
+            holder.#emit(
+              'waiting-for-registry',
+              `${(error as IdMintError).message}: waiting before asking again`,
+              error as IdMintError,
+            );
+            await new Promise<void>((resolve) => {
+              terms.timers.setTimeout(resolve, settlesInMs + SETTLE_SLACK_MS);
+            });
+            attempt--;
+            continue;
+          }
           // A lease lost before anything was issued under it (a slow start on a loaded machine
           // outlasted its TTL) costs nothing: take another. Anything else is the caller's.
           if (!(error instanceof IdMintError && error.code === 'LEASE_LOST') || attempt === 3)

@@ -7,6 +7,7 @@ import {
   type OpenWorkerRegistryOptions,
 } from '../../src/backends/open-worker-registry.ts';
 import type { WorkerLease, WorkerRegistry } from '../../src/ports/worker-registry.ts';
+import { SnowflakeWorker, type SnowflakeWorkerEvent } from '../../src/service/snowflake-worker.ts';
 import { REGISTRY_HISTORY_TABLE } from '../../src/registries/sql/sql-registry-history.ts';
 import { Redis } from 'ioredis';
 import { deleteRedisNamespace, dropSqlTable, runSql } from '../support/registry-admin.ts';
@@ -207,6 +208,34 @@ for (const backend of backends()) {
         const second = await b.acquire(node('b'));
         assert.deepEqual([first.lastTimestamp, second.lastTimestamp], [-1, -1]);
         assert.notEqual(first.workerId, second.workerId);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    it('a worker starting while the registry settles waits it out, then issues', async () => {
+      const [a, b] = [await backend.open(), await backend.open()];
+      try {
+        await a.acquire(node('a'));
+        await backend.loseHistoryRecord(); // lease rows without a record: the next acquire fences
+        const events: SnowflakeWorkerEvent[] = [];
+        const started = Date.now();
+        const worker = await SnowflakeWorker.start({
+          registry: b,
+          identity: { host: 'b', port: 1 },
+          peerClockCheck: 'off',
+          onEvent: (event) => events.push(event),
+        });
+        try {
+          const waited = events.filter((event) => event.type === 'waiting-for-registry');
+          assert.equal(waited.length, 1, JSON.stringify(events));
+          assert.match(waited[0]?.message ?? '', /moved to a new history/);
+          assert.ok(Date.now() - started >= TTL_MS, 'started before the settle could end');
+          assert.equal(worker.state().status, 'active');
+          assert.ok(worker.next() > 0n);
+        } finally {
+          await worker.close();
+        }
       } finally {
         await Promise.all([a.close(), b.close()]);
       }
