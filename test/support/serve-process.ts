@@ -36,6 +36,9 @@ export interface ServeProcess extends ServeChild {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/** How long a signalled server may take to end before the test kills it (well past a drain). */
+const STOP_BOUND_MS = 60_000;
+
 /** How {@link startServe} runs the server. */
 export interface ServeOptions {
   readonly env?: NodeJS.ProcessEnv;
@@ -119,11 +122,23 @@ export function spawnServe(args: readonly string[] = [], options: ServeOptions =
       });
     },
     kill(signal = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) {
-        if (group && child.pid !== undefined) process.kill(-child.pid, signal);
-        else child.kill(signal);
-      }
-      return exited;
+      const send = (sig: NodeJS.Signals) => {
+        if (group && child.pid !== undefined) process.kill(-child.pid, sig);
+        else child.kill(sig);
+      };
+      if (child.exitCode === null && child.signalCode === null) send(signal);
+      // 'close' waits for every process holding the pipes: a server left behind by a wrapper
+      // that exited (npm) would hang the test, and CI, for good. Past the bound the group is
+      // killed, and the test sees the SIGKILL and this line in stderr, not a hang.
+      const guard = setTimeout(() => {
+        stderr += `[test] still running ${STOP_BOUND_MS} ms after ${signal}: SIGKILL\n`;
+        try {
+          send('SIGKILL');
+        } catch {
+          // Gone meanwhile.
+        }
+      }, STOP_BOUND_MS);
+      return exited.finally(() => clearTimeout(guard));
     },
   };
 }
